@@ -1,0 +1,134 @@
+"""What the user asks for (`Request`) and what the resolver answers (`Plan`).
+
+Both are values: the CLI builds a `Request` from its arguments, the resolver
+returns a `Plan`, and `plan_to_json` is the `torchfit resolve --json` contract
+(DESIGN.md, "Contracts": keys may be added, never renamed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from torchfit.compat._dc import FROZEN
+from torchfit.errors import BadInput
+
+PACKAGES = ("torch", "torchvision", "torchaudio")
+
+
+def parse_spec(text: str, what: str) -> SpecifierSet:
+    """"3.12" -> ==3.12.*, "12" -> ==12.*, ">=3.10,<3.13" as written; BadInput otherwise."""
+    text = text.strip()
+    if re.match(r"^\d+(\.\d+)*$", text):
+        text = f"=={text}.*"
+    try:
+        return SpecifierSet(text)
+    except InvalidSpecifier:
+        raise BadInput(f"{what} {text!r} is not a version or specifier like >=3.10,<3.13") from None
+
+
+def parse_requirements(items: Iterable[str]) -> tuple[Requirement, ...]:
+    """Positional `torch>=2.4,<2.7` / `torchvision`; only the torch family is resolved."""
+    reqs: list[Requirement] = []
+    for item in items:
+        try:
+            req = Requirement(item)
+        except InvalidRequirement:
+            raise BadInput(f"requirement {item!r} is not like 'torch>=2.4,<2.7'") from None
+        name = req.name.lower().replace("_", "-")
+        if name not in PACKAGES:
+            raise BadInput(
+                f"requirement {item!r}: torchfit resolves {', '.join(PACKAGES)}; "
+                "install other packages into the env afterwards"
+            )
+        reqs.append(req)
+    return tuple(reqs)
+
+
+@dataclass(**FROZEN)
+class Request:
+    """The user's constraints: package requirements, Python, CUDA, variant, strictness."""
+
+    requirements: tuple[Requirement, ...] = ()
+    python: SpecifierSet | None = None
+    cuda: SpecifierSet | None = None
+    variant: str | None = None
+    strict_driver: bool = False
+
+    def spec(self, name: str) -> SpecifierSet:
+        out = SpecifierSet()
+        for r in self.requirements:
+            if r.name.lower() == name:
+                out &= r.specifier
+        return out
+
+    def wants(self, name: str) -> bool:
+        return any(r.name.lower() == name for r in self.requirements)
+
+    def describe(self) -> list[str]:
+        out = [str(r) for r in self.requirements]
+        if self.python:
+            out.append(f"--python {self.python}")
+        if self.cuda:
+            out.append(f"--cuda {self.cuda}")
+        if self.variant:
+            out.append(f"--variant {self.variant}")
+        if self.strict_driver:
+            out.append("--strict-driver")
+        return out
+
+
+@dataclass(**FROZEN)
+class Plan:
+    """One consistent stack, and why each part of it was chosen."""
+
+    python: str
+    python_version: str
+    python_source: str  # "installed" | "pyenv"
+    python_path: str | None
+    torch: str
+    variant: str
+    cuda: str | None
+    rocm: str | None
+    cudnn: str | None
+    nccl: str | None
+    torchvision: str | None
+    torchaudio: str | None
+    index_url: str
+    packages: tuple[str, ...]
+    reasons: tuple[str, ...]
+    warnings: tuple[str, ...]
+    ruled_out: tuple[str, ...] = ()
+    why: dict[str, str] = field(default_factory=dict)
+    hosts: tuple[str, ...] = ()
+
+
+def plan_to_json(plan: Plan) -> dict[str, Any]:
+    """The success object of `torchfit resolve --json`."""
+    return {
+        "ok": True,
+        "python": plan.python,
+        "python_version": plan.python_version,
+        "python_source": plan.python_source,
+        "python_path": plan.python_path,
+        "torch": plan.torch,
+        "variant": plan.variant,
+        "cuda": plan.cuda,
+        "rocm": plan.rocm,
+        "cudnn": plan.cudnn,
+        "nccl": plan.nccl,
+        "torchvision": plan.torchvision,
+        "torchaudio": plan.torchaudio,
+        "index_url": plan.index_url,
+        "packages": list(plan.packages),
+        "reasons": list(plan.reasons),
+        "warnings": list(plan.warnings),
+        "ruled_out": list(plan.ruled_out),
+        "why": dict(plan.why),
+        "hosts": list(plan.hosts),
+    }

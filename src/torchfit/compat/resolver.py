@@ -1,0 +1,504 @@
+"""`resolve(hosts, request, matrix) -> Plan`: resolvelib over the matrix, hosts as virtual packages.
+
+Identifiers: `torch` (candidates are `Build`s: a release in one variant),
+`python` (interpreters present or installable by pyenv on the first host),
+`torchvision`/`torchaudio` (when asked for), and per host `k` the virtual
+packages `<driver>@k`, `<gpu-arch>@k`, `<glibc>@k` and `<platform>@k`, each with
+exactly one candidate: that host. A build depends on its host requirements, so a
+host mismatch is an ordinary resolvelib conflict with a source, as in pip's
+`<Python from Requires-Python>`.
+
+Preference (DESIGN.md): the newest torch that fits; within a release a variant
+the driver fully supports (toolkit floor met) before one only minor-version
+compatibility allows, then the newer CUDA (or ROCm); Python: the newest
+interpreter present that has wheels, else the newest pyenv can install.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Union
+
+from packaging.version import Version
+from resolvelib import AbstractProvider, BaseReporter, ResolutionImpossible, Resolver
+from resolvelib.resolvers import ResolutionTooDeep
+
+from torchfit.compat._dc import FROZEN
+from torchfit.compat.facts import HostFacts
+from torchfit.compat.matrix import Build, Matrix
+from torchfit.compat.request import Plan, Request
+from torchfit.compat.rules import (
+    Check,
+    check_driver,
+    check_glibc,
+    check_gpus,
+    check_platform,
+    driver_floor,
+    has_full_driver,
+)
+from torchfit.compat.versions import coverage, python_version
+from torchfit.errors import BadInput, NoCompatibleSet
+
+HOST_FACTS = ("driver", "gpu-arch", "glibc", "platform")
+
+
+@dataclass(**FROZEN)
+class PythonChoice:
+    """An interpreter the plan could use: present on the host, or installable with pyenv."""
+
+    minor: tuple[int, int]
+    version: str
+    source: str  # "installed" | "pyenv"
+    path: str | None
+
+    identifier = "python"
+
+    @property
+    def label(self) -> str:
+        return f"{self.minor[0]}.{self.minor[1]}"
+
+
+@dataclass(**FROZEN)
+class Companion:
+    identifier: str
+    version: str
+
+
+@dataclass(**FROZEN)
+class HostCandidate:
+    """The single candidate of a host virtual package: the host itself."""
+
+    identifier: str
+    index: int
+
+
+@dataclass(**FROZEN)
+class BuildCandidate:
+    build: Build
+    identifier = "torch"
+
+
+Candidate = Union[BuildCandidate, PythonChoice, Companion, HostCandidate]
+
+
+@dataclass(frozen=True)
+class Req:
+    """A requirement with its source, as pip's resolvelib layer has them."""
+
+    identifier: str
+    text: str
+    source: str
+    test: Callable[[Any], Check | bool]
+
+    def check(self, candidate: Any) -> Check:
+        out = self.test(candidate)
+        if isinstance(out, Check):
+            return out
+        return Check(bool(out), self.text, "user" if self.source.startswith("user") else "python")
+
+    def format_for_error(self) -> str:
+        return f"{self.text} ({self.source})"
+
+
+class _Context:
+    """Everything the provider needs, computed once: hosts, request, candidate pools."""
+
+    def __init__(self, hosts: Sequence[HostFacts], request: Request, matrix: Matrix) -> None:
+        self.hosts = list(hosts)
+        self.request = request
+        self.matrix = matrix
+        self.want_cpu = request.variant == "cpu"
+        self.pythons = _python_choices(hosts[0])
+        self.primary_platform = hosts[0].arch or "x86_64"
+
+    # -- per-build requirement sets ------------------------------------------------
+    def host_checks(self, build: Build, k: int) -> list[tuple[str, Check]]:
+        host = self.hosts[k]
+        out = [("platform", check_platform(build, host)), ("glibc", check_glibc(build, host))]
+        if build.kind == "cuda":
+            out.append(("driver", check_driver(build, host, self.matrix, self.request.strict_driver)))
+        out.append(("gpu-arch", check_gpus(build, host, self.matrix, self.want_cpu)))
+        return out
+
+    def python_req(self, build: Build) -> Req:
+        allowed = set(build.pythons_for(self.primary_platform))
+        shown = ", ".join(f"{a}.{b}" for a, b in sorted(allowed))
+        return Req(
+            "python",
+            f"Python with {build.label} wheels ({shown})",
+            f"matrix: {build.label}, {build.origin}",
+            lambda c: c.minor in allowed,
+        )
+
+    def companion_reqs(self, build: Build) -> list[Req]:
+        out = []
+        for name in ("torchvision", "torchaudio"):
+            if not self.request.wants(name):
+                continue
+            ver = getattr(build, name)
+            text = f"{name}=={ver}" if ver else f"no {name} release matches {build.label}"
+            out.append(
+                Req(name, text, f"matrix: {build.label}, {build.origin}", lambda c, v=ver: c.version == v)
+            )
+        return out
+
+    def user_checks(self, build: Build) -> list[Check]:
+        """The user's own constraints on a build (positional torch spec, --cuda, --variant)."""
+        req = self.request
+        out = []
+        spec = req.spec("torch")
+        if str(spec):
+            ok = spec.contains(build.torch, prereleases=True)
+            out.append(Check(ok, f"{build.label}: outside torch{spec} (user)", "user"))
+        if req.variant:
+            out.append(Check(build.variant == req.variant, f"{build.label}: not --variant {req.variant}", "user"))
+        if req.cuda:
+            ok = build.cuda is not None and req.cuda.contains(build.cuda, prereleases=True)
+            out.append(Check(ok, f"{build.label}: CUDA {build.cuda or 'none'} outside --cuda {req.cuda}", "user"))
+        return out
+
+    # -- explanation ----------------------------------------------------------------
+    def refusals(self, build: Build) -> list[Check]:
+        """Every unmet requirement of `build`, host facts first, then Python, then the user's."""
+        fails: list[Check] = []
+        for k in range(len(self.hosts)):
+            fails += [c for _, c in self.host_checks(build, k) if not c.ok]
+        py = self.python_req(build)
+        choices = [p for p in self.pythons if self._python_ok(p)]
+        if not any(py.check(p).ok for p in choices):
+            fails.append(Check(False, self._python_refusal(build, choices), "python"))
+        for comp in self.companion_reqs(build):
+            if not any(comp.check(c).ok for c in self._companions(comp.identifier)):
+                fails.append(Check(False, f"{build.label}: {comp.text}", "companion"))
+        fails += [c for c in self.user_checks(build) if not c.ok]
+        return fails
+
+    def _python_refusal(self, build: Build, choices: list[PythonChoice]) -> str:
+        wheels = ", ".join(f"{a}.{b}" for a, b in build.pythons_for(self.primary_platform))
+        present = ", ".join(sorted({p.label for p in self.pythons if p.source == "installed"})) or "none"
+        pyenv = "pyenv can install none of them" if self.hosts[0].pyenv else "no pyenv to install one"
+        user = f" within --python {self.request.python}" if self.request.python else ""
+        return f"{build.label}: has wheels for Python {wheels}{user}; present: {present}; {pyenv}"
+
+    def _python_ok(self, p: PythonChoice) -> bool:
+        return self.request.python is None or self.request.python.contains(p.version, prereleases=True)
+
+    def _companions(self, name: str) -> list[Companion]:
+        spec = self.request.spec(name)
+        versions = {getattr(b, name) for b in self.matrix.builds} - {None}
+        return [
+            Companion(name, v)
+            for v in sorted(versions, key=Version, reverse=True)
+            if spec.contains(v, prereleases=True)
+        ]
+
+    def build_order(self, build: Build) -> tuple[Any, ...]:
+        """Sort key, smallest first: newest torch, fully supported driver, newest CUDA/ROCm."""
+        full = all(has_full_driver(build, h, self.matrix) for h in self.hosts)
+        accel = build.cuda or build.rocm or "0"
+        kind_rank = {"cuda": 0, "rocm": 0, "cpu": 1}[build.kind]
+        return (-_vkey(str(build.torch)), not full, kind_rank, -_vkey(accel), build.variant)
+
+
+def _vkey(text: str) -> float:
+    """A float that orders versions like 2.10.0 > 2.9.1 > 2.9.0 (enough for sorting)."""
+    parts = [int(p) for p in text.split(".")[:3]] + [0, 0, 0]
+    return parts[0] * 1e6 + parts[1] * 1e3 + parts[2]
+
+
+def _python_choices(host: HostFacts) -> list[PythonChoice]:
+    """Interpreters present (newest patch per minor) then pyenv-installable ones, newest first."""
+    present: dict[tuple[int, int], PythonChoice] = {}
+    for p in host.pythons:
+        minor = python_version(p.version)
+        cur = present.get(minor)
+        if cur is None or _vkey(p.version) > _vkey(cur.version):
+            present[minor] = PythonChoice(minor, p.version, "installed", p.path)
+    installable: dict[tuple[int, int], PythonChoice] = {}
+    if host.pyenv is not None:
+        for v in host.pyenv.installable:
+            try:
+                minor = python_version(v)
+            except BadInput:
+                continue
+            if minor in present:
+                continue
+            cur = installable.get(minor)
+            if cur is None or _vkey(v) > _vkey(cur.version):
+                installable[minor] = PythonChoice(minor, v, "pyenv", None)
+    return sorted(present.values(), key=lambda p: p.minor, reverse=True) + sorted(
+        installable.values(), key=lambda p: p.minor, reverse=True
+    )
+
+
+class TorchProvider(AbstractProvider):  # type: ignore[misc]
+    """resolvelib provider: the matrix's builds, the host as virtual packages."""
+
+    def __init__(self, ctx: _Context) -> None:
+        self.ctx = ctx
+        self._builds = sorted(
+            (BuildCandidate(b) for b in ctx.matrix.builds), key=lambda c: ctx.build_order(c.build)
+        )
+
+    def identify(self, requirement_or_candidate: Any) -> str:
+        return str(requirement_or_candidate.identifier)
+
+    def get_preference(self, identifier: str, *args: Any, **kwargs: Any) -> Any:
+        # torch first (its choice fixes everything else), then Python, then the rest.
+        order = {"torch": 0, "python": 1, "torchvision": 2, "torchaudio": 2}
+        return order.get(identifier, 3)
+
+    def _pool(self, identifier: str) -> Iterable[Any]:
+        if identifier == "torch":
+            return self._builds
+        if identifier == "python":
+            return [p for p in self.ctx.pythons if self.ctx._python_ok(p)]
+        if identifier in ("torchvision", "torchaudio"):
+            return self.ctx._companions(identifier)
+        name, _, k = identifier.partition("@")
+        return [HostCandidate(identifier, int(k))]
+
+    def find_matches(
+        self,
+        identifier: str,
+        requirements: Mapping[str, Iterator[Req]],
+        incompatibilities: Mapping[str, Iterator[Any]],
+    ) -> list[Any]:
+        reqs = list(requirements[identifier])
+        bad = set(incompatibilities[identifier])
+        return [c for c in self._pool(identifier) if c not in bad and all(r.check(c).ok for r in reqs)]
+
+    def is_satisfied_by(self, requirement: Req, candidate: Any) -> bool:
+        return requirement.check(candidate).ok
+
+    def get_dependencies(self, candidate: Any) -> list[Req]:
+        if not isinstance(candidate, BuildCandidate):
+            return []
+        b = candidate.build
+        deps = [self.ctx.python_req(b), *self.ctx.companion_reqs(b)]
+        for k in range(len(self.ctx.hosts)):
+            for fact, check in self.ctx.host_checks(b, k):
+                deps.append(
+                    Req(
+                        f"<{fact}>@{k}",
+                        check.text,
+                        f"matrix: {b.label}, {b.origin}",
+                        lambda _c, chk=check: chk,
+                    )
+                )
+        return deps
+
+
+def _root_requirements(ctx: _Context) -> list[Req]:
+    req = ctx.request
+    roots = [
+        Req(
+            "torch",
+            " ".join(req.describe()) or "torch",
+            "user" if req.describe() else "default",
+            lambda c: all(chk.ok for chk in ctx.user_checks(c.build)),
+        )
+    ]
+    if req.python is not None:
+        roots.append(Req("python", f"Python {req.python}", "user: --python", lambda c: ctx._python_ok(c)))
+    for name in ("torchvision", "torchaudio"):
+        if req.wants(name):
+            spec = req.spec(name)
+            roots.append(
+                Req(name, f"{name}{spec}", "user", lambda c, s=spec: s.contains(c.version, prereleases=True))
+            )
+    return roots
+
+
+def resolve(hosts: Sequence[HostFacts], request: Request, matrix: Matrix) -> Plan:
+    """Pick one stack that fits every host and the request; `NoCompatibleSet` if none does."""
+    if not hosts:
+        raise BadInput("no host facts to resolve for")
+    ctx = _Context(hosts, request, matrix)
+    provider = TorchProvider(ctx)
+    try:
+        result = Resolver(provider, BaseReporter()).resolve(_root_requirements(ctx), max_rounds=2000)
+    except ResolutionImpossible as exc:
+        conflicts, hints = explain_conflict(ctx, exc.causes)
+        raise NoCompatibleSet(conflicts, hints) from None
+    except ResolutionTooDeep:  # pragma: no cover - the matrix is far too small for this
+        raise NoCompatibleSet(["the search gave up (too many rounds)"], []) from None
+    build = result.mapping["torch"].build
+    py = result.mapping["python"]
+    return _make_plan(ctx, build, py)
+
+
+def _make_plan(ctx: _Context, build: Build, py: PythonChoice) -> Plan:
+    req, hosts, matrix = ctx.request, ctx.hosts, ctx.matrix
+    reasons: list[str] = []
+    warnings: list[str] = []
+    why: dict[str, str] = {}
+    for k, host in enumerate(hosts):
+        checks = dict(ctx.host_checks(build, k))
+        prefix = f"{host.name}: " if len(hosts) > 1 else ""
+        why_gpu = checks["gpu-arch"].text
+        if build.kind == "cpu" and not host.gpus and not ctx.want_cpu:
+            why_gpu = f"no GPU detected on {host.name}, so the CPU build"
+            reasons.append(
+                f"{prefix}no GPU found ({host.reasons.get('gpus', 'nvidia-smi and ROCm list none')}): "
+                "resolved for CPU; use --facts or --assume gpu=... to resolve for a GPU host"
+            )
+        why.setdefault("variant", "")
+        why["variant"] += prefix + why_gpu + "; "
+        if "driver" in checks:
+            why.setdefault("cuda", "")
+            why["cuda"] += prefix + checks["driver"].text + "; "
+            if not has_full_driver(build, host, matrix):
+                floor = matrix.cuda[build.cuda or ""].toolkit_driver
+                warnings.append(
+                    f"{prefix}{build.variant} runs on driver {host.driver} only through CUDA minor-version "
+                    f"compatibility: no PTX JIT, and the newest CUDA APIs need driver >= {floor or 'unknown'} "
+                    "(supported by NVIDIA and PyTorch; upgrade the driver to lift it)"
+                )
+            archs = build.arch_for(host.arch or "x86_64") or ()
+            for gpu in host.nvidia_gpus:
+                if gpu.arch and coverage(gpu.arch, archs).kind == "ptx":
+                    warnings.append(
+                        f"{prefix}{gpu.label()} runs {build.variant} through PTX JIT: the first launch of "
+                        "each kernel compiles it, and startup is slower"
+                    )
+        why.setdefault("glibc", "")
+        why["glibc"] += prefix + checks["glibc"].text + "; "
+    why = {k: v.rstrip("; ") for k, v in why.items()}
+    newer = [b for b in matrix.releases if b > build.torch]
+    why["torch"] = (
+        f"newest release that fits ({len(newer)} newer ruled out; see --explain)"
+        if newer
+        else "newest release in the matrix"
+    )
+    if str(req.spec("torch")):
+        why["torch"] += f"; within torch{req.spec('torch')}"
+    why["python"] = (
+        f"Python {py.version} present at {py.path}" if py.source == "installed" and py.path else
+        f"Python {py.version} present" if py.source == "installed" else
+        f"no present interpreter has {build.label} wheels; pyenv will install {py.version}"
+    )
+    if py.source == "pyenv":
+        reasons.append(f"Python {py.label} is not present: `pyenv install {py.version}` will provide it")
+    why["cudnn"] = f"bundled with {build.label}" + ("" if build.cudnn else " (version unknown in the matrix)")
+    why["nccl"] = f"bundled with {build.label}" + ("" if build.nccl else " (version unknown in the matrix)")
+    why["torchvision"] = f"matches {build.label}" if build.torchvision else "no release matches"
+    why["torchaudio"] = f"matches {build.label}" if build.torchaudio else "no release matches this build"
+    why["index_url"] = (
+        f"{build.variant} builds come only from their own index (never an extra index: "
+        "that is how a CPU build slips in)"
+    )
+    if build.kind == "cuda" and (build.cudnn is None or build.nccl is None):
+        warnings.append(f"{build.label}: cuDNN/NCCL versions unknown in the matrix; verify will read them")
+    if build.kind == "cpu" and ctx.want_cpu and any(h.gpus for h in hosts):
+        warnings.append("a CPU build on a GPU host, as asked (--variant cpu): the GPUs stay unused")
+    reasons.append(f"torch {build.torch}: {why['torch']}")
+    reasons.append(f"{build.variant}: {why['variant']}")
+    packages = ["torch"] + [n for n in ("torchvision", "torchaudio") if req.wants(n)]
+    ruled = [
+        f"{b.label}: " + "; ".join(_strip(c.text, b) for c in ctx.refusals(b))
+        for b in (p.build for p in TorchProvider(ctx)._builds)
+        if ctx.build_order(b) < ctx.build_order(build)
+    ]
+    return Plan(
+        python=py.label,
+        python_version=py.version,
+        python_source=py.source,
+        python_path=py.path,
+        torch=str(build.torch),
+        variant=build.variant,
+        cuda=build.cuda,
+        rocm=build.rocm,
+        cudnn=build.cudnn,
+        nccl=build.nccl,
+        torchvision=build.torchvision,
+        torchaudio=build.torchaudio,
+        index_url=build.index_url,
+        packages=tuple(packages),
+        reasons=tuple(reasons),
+        warnings=tuple(dict.fromkeys(warnings)),
+        ruled_out=tuple(ruled),
+        why=why,
+        hosts=tuple(h.name for h in hosts),
+    )
+
+
+def _strip(text: str, build: Build) -> str:
+    """Drop the build's own label from a refusal when the line already starts with it."""
+    for prefix in (f"{build.label}: ", f"{build.variant}: "):
+        if text.startswith(prefix):
+            return text[len(prefix):]
+    return text
+
+
+def explain_conflict(ctx: _Context, causes: Sequence[Any] = ()) -> tuple[list[str], list[str]]:
+    """Why nothing fits, host facts first, and which single change would open a path.
+
+    Every build the matrix has is checked; the refusals are grouped by the fact
+    that caused them, newest build first. A build refused by one category only
+    gives a hint: that is the one change (driver, OS, Python, constraint) that
+    would let it in.
+    """
+    conflicts: list[str] = []
+    for host in ctx.hosts:
+        conflicts.append(f"{host.name}: {describe_host(host)}")
+    by_category: dict[str, list[tuple[Build, Check]]] = {}
+    singles: dict[str, Build] = {}
+    ordered = sorted(ctx.matrix.builds, key=ctx.build_order)
+    for b in ordered:
+        fails = ctx.refusals(b)
+        for c in fails:
+            by_category.setdefault(c.category, []).append((b, c))
+        cats = {c.category for c in fails}
+        if len(cats) == 1:
+            singles.setdefault(next(iter(cats)), b)
+    order = ["gpu", "driver", "glibc", "platform", "python", "companion", "user"]
+    for cat in order:
+        items = by_category.get(cat, [])
+        if not items:
+            continue
+        first = items[0][1].text
+        more = len({b for b, _ in items}) - 1
+        conflicts.append(first + (f" (and {more} more builds for the same reason)" if more else ""))
+    hints = []
+    for cat in order:
+        b = singles.get(cat)
+        if b is None:
+            continue
+        hints.append(_hint(ctx, cat, b))
+    if not hints:
+        hints.append("no single change opens a path; see the conflicts above, or run with --explain")
+    return conflicts, hints
+
+
+def _hint(ctx: _Context, cat: str, b: Build) -> str:
+    if cat == "driver":
+        floor, what = driver_floor(b, ctx.matrix, ctx.request.strict_driver)
+        return f"upgrade the NVIDIA driver to >= {floor} ({what}) to get {b.label}"
+    if cat == "glibc":
+        return (
+            f"{b.label} needs glibc >= {b.glibc_for(ctx.primary_platform)}: upgrade the OS "
+            "(e.g. CentOS 7 -> Rocky/RHEL 8), or run torchfit in a newer container"
+        )
+    if cat == "python":
+        wheels = ", ".join(f"{x}.{y}" for x, y in b.pythons_for(ctx.primary_platform))
+        return f"install one of Python {wheels} (pyenv) or loosen --python to get {b.label}"
+    if cat == "user":
+        return f"loosen your constraints ({' '.join(ctx.request.describe())}): {b.label} would fit"
+    if cat == "gpu":
+        return f"{b.label} would fit if its GPU coverage matched; check --assume gpu= or use --variant cpu"
+    if cat == "companion":
+        return f"drop the torchvision/torchaudio requirement: {b.label} would fit"
+    return f"{b.label} fails only on {cat}"
+
+
+def describe_host(host: HostFacts) -> str:
+    """One line of the facts that matter for resolution, unknowns with their reason."""
+    gpus = ", ".join(g.label() for g in host.gpus) or "no GPU"
+    py = ", ".join(sorted({p.version for p in host.pythons})) or "no Python found"
+    pyenv = "pyenv" if host.pyenv else "no pyenv"
+    return (
+        f"driver {host.driver_version or 'unknown'}, {gpus}, glibc {host.glibc or 'unknown'}, "
+        f"{host.os or 'OS unknown'}, {host.arch or 'arch unknown'}, Python {py} ({pyenv})"
+    )

@@ -1,0 +1,138 @@
+"""Small value types that order correctly: driver versions, glibc, GPU architectures.
+
+Drivers and glibc are compared component-wise as integers ("580.159.04" >
+"580.65.06"); a compute capability is (major, minor) with an optional suffix
+("9.0a"), because CUDA's binary-compatibility rules are stated in those terms.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from torchfit.errors import BadInput
+
+_DOTTED = re.compile(r"^\d+(\.\d+)*$")
+
+
+class Dotted(NamedTuple):
+    """A dotted all-numeric version ("580.159.04", "2.17") that compares numerically.
+
+    `text` keeps the spelling (driver "560.35.05" keeps its leading zero); it only
+    breaks ties, so "2.17" and "2.17.0" differ in `parts` and order correctly.
+    """
+
+    parts: tuple[int, ...]
+    text: str = ""
+
+    @classmethod
+    def parse(cls, text: str, what: str = "version") -> Dotted:
+        text = str(text).strip()
+        if not _DOTTED.match(text):
+            raise BadInput(f"{what} {text!r} is not a dotted number like 580.65.06")
+        return cls(tuple(int(p) for p in text.split(".")), text)
+
+    def __str__(self) -> str:
+        return self.text or ".".join(str(p) for p in self.parts)
+
+    def major_minor(self) -> tuple[int, int]:
+        return (self.parts[0], self.parts[1] if len(self.parts) > 1 else 0)
+
+
+def driver_version(text: str) -> Dotted:
+    """Parse an NVIDIA driver version; BadInput when it is not one."""
+    return Dotted.parse(text, "driver version")
+
+
+def glibc_version(text: str) -> Dotted:
+    """Parse a glibc version ("2.17"); BadInput when it is not one."""
+    return Dotted.parse(text, "glibc version")
+
+
+_CC = re.compile(r"^(?:sm_|compute_)?(\d{1,3}?)(\d)([a-z]?)$|^(\d+)\.(\d+)([a-z]?)$")
+
+
+class Arch(NamedTuple):
+    """A CUDA compute capability: 9.0 is Arch(9, 0, ""), sm_90a is Arch(9, 0, "a")."""
+
+    major: int
+    minor: int
+    suffix: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> Arch:
+        """Accept "9.0", "sm_90", "sm_90a", "compute_90", "12.0", "sm_120"."""
+        m = _CC.match(str(text).strip().lower())
+        if not m:
+            raise BadInput(f"GPU architecture {text!r} is not like 9.0 or sm_90")
+        if m.group(4) is not None:
+            return cls(int(m.group(4)), int(m.group(5)), m.group(6))
+        return cls(int(m.group(1)), int(m.group(2)), m.group(3))
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}{self.suffix}"
+
+    @property
+    def sm(self) -> str:
+        return f"sm_{self.major}{self.minor}{self.suffix}"
+
+
+class BuildArch(NamedTuple):
+    """One entry of a build's arch list: code for `arch`, with PTX embedded when `ptx`."""
+
+    arch: Arch
+    ptx: bool
+
+    @classmethod
+    def parse(cls, text: str) -> BuildArch:
+        """"8.6", "12.0+PTX", "9.0a" (TORCH_CUDA_ARCH_LIST spelling)."""
+        text = text.strip()
+        ptx = text.upper().endswith("+PTX")
+        core = text[: -len("+PTX")] if ptx else text
+        return cls(Arch.parse(core), ptx)
+
+    def __str__(self) -> str:
+        return f"{self.arch}+PTX" if self.ptx else str(self.arch)
+
+
+class Coverage(NamedTuple):
+    """How a build runs on one GPU: natively (SASS), through PTX JIT, or not at all."""
+
+    kind: str  # "native" | "ptx" | "none"
+    via: BuildArch | None
+
+
+def coverage(gpu: Arch, build: tuple[BuildArch, ...]) -> Coverage:
+    """How `build` covers `gpu`, by NVIDIA's binary compatibility rules.
+
+    A cubin for X.y runs on X.z with z >= y, never across majors; an `a`-suffixed
+    target runs only on exactly that GPU; PTX for X.y JIT-compiles for any GPU
+    >= X.y. Source: NVIDIA Blackwell Compatibility Guide, "Application
+    Compatibility on the NVIDIA Blackwell Architecture"
+    (https://docs.nvidia.com/cuda/blackwell-compatibility-guide/), and the CUDA C
+    Programming Guide, "Binary Compatibility".
+    """
+    native = [
+        b
+        for b in build
+        if b.arch.major == gpu.major
+        and (
+            (b.arch.suffix == "" and b.arch.minor <= gpu.minor)
+            # sm_90a code runs on a compute capability 9.0 GPU and nothing else.
+            or (b.arch.suffix != "" and b.arch.minor == gpu.minor)
+        )
+    ]
+    if native:
+        return Coverage("native", max(native))
+    ptx = [b for b in build if b.ptx and b.arch.suffix == "" and b.arch[:2] <= gpu[:2]]
+    if ptx:
+        return Coverage("ptx", max(ptx))
+    return Coverage("none", None)
+
+
+def python_version(text: str) -> tuple[int, int]:
+    """"3.12" or "3.12.1" -> (3, 12); BadInput otherwise."""
+    m = re.match(r"^(\d+)\.(\d+)(\.\d+)?$", str(text).strip())
+    if not m:
+        raise BadInput(f"Python version {text!r} is not like 3.12")
+    return (int(m.group(1)), int(m.group(2)))

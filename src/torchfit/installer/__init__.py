@@ -1,0 +1,1 @@
+"""The edge: probes, installs, verify, doctor, the CLI."""

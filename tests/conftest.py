@@ -1,0 +1,74 @@
+"""Shared test helpers: factories over fixtures (STYLE.md), paths, the CLI runner."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from torchfit.compat.facts import Gpu, HostFacts, PythonInstall, Pyenv
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def make_facts(
+    driver: str | None = "580.159.04",
+    gpus: list[str] | None = None,
+    glibc: str | tuple[int, int] | None = "2.39",
+    pythons: list[str] | None = None,
+    pyenv: list[str] | None = None,
+    arch: str = "x86_64",
+    os_name: str | None = "ubuntu:24.04",
+    name: str = "this host",
+) -> HostFacts:
+    """`make_facts(driver="550.54.15", glibc=(2, 17), gpus=["sm_90"])`: a host as a value.
+
+    GPUs are given as an arch (sm_90, 9.0), a gfx target (gfx942) or
+    "NAME=sm_XX" to set the name.
+    """
+    gpu_list = []
+    for i, spec in enumerate(gpus or []):
+        name_part, _, arch_part = spec.rpartition("=")
+        if arch_part.startswith("gfx"):
+            gpu_list.append(Gpu(i, name_part or f"AMD {arch_part}", vendor="amd", gfx=arch_part))
+        else:
+            from torchfit.compat.versions import Arch
+
+            a = Arch.parse(arch_part)
+            gpu_list.append(Gpu(i, name_part or f"GPU {a.sm}", compute_capability=str(a)))
+    if isinstance(glibc, tuple):
+        glibc = ".".join(map(str, glibc))
+    return HostFacts(
+        driver_version=driver,
+        gpus=tuple(gpu_list),
+        glibc=glibc,
+        os=os_name,
+        wsl=False,
+        arch=arch,
+        pythons=tuple(PythonInstall(v, f"/usr/bin/python{v[:4]}", "path") for v in (pythons or ["3.12.3"])),
+        pyenv=Pyenv("/root/.pyenv", "2.4.0", tuple(pyenv)) if pyenv is not None else None,
+        name=name,
+    )
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120, **kw: Any) -> subprocess.CompletedProcess[str]:
+    """Run `python -m torchfit ARGS` as a real subprocess."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "torchfit", *args],
+        capture_output=True, text=True, env=full_env, timeout=timeout, **kw,
+    )
+
+
+@pytest.fixture(scope="session")
+def matrix():  # type: ignore[no-untyped-def]
+    from torchfit.compat.matrix import load_matrix
+
+    return load_matrix()
