@@ -23,7 +23,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line and exit 2 (no usage dump)."""
 
     def error(self, message: str) -> NoReturn:
-        raise BadInput(f"{self.prog}: {message} (see --help)")
+        raise BadInput(f"{message} (see {self.prog} --help)")
 
 
 def add_resolve_options(p: argparse.ArgumentParser) -> None:
@@ -61,10 +61,25 @@ def build_parser() -> argparse.ArgumentParser:
     add_resolve_options(res)
     res.add_argument("--json", action="store_true", help="print one JSON object")
     res.add_argument("--explain", action="store_true", help="list what was ruled out and by which fact")
-    for name in ("detect", "resolve"):
-        sub.choices[name].add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                                       help="show tracebacks")
+    for module in _command_modules():
+        module.add_parser(sub, EPILOG)
+    for p in sub.choices.values():
+        if "-v" not in p._option_string_actions:
+            p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                           help="show tracebacks")
     return parser
+
+
+# Commands that live in their own module (torchfit.installer.cmd_NAME): each has
+# `add_parser(subparsers, epilog)` (cheap: no heavy imports at module level) and
+# `run(args) -> int`. Listed here so start-up imports only what exists.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+
+def _command_modules() -> list[Any]:
+    import importlib
+
+    return [importlib.import_module(f"torchfit.installer.cmd_{name}") for name in COMMAND_MODULES]
 
 
 def load_hosts(args: argparse.Namespace) -> list[Any]:
@@ -161,7 +176,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.command:
             parser.print_help()
             return 2
-        return COMMANDS[args.command](args)
+        if args.command in COMMANDS:
+            return COMMANDS[args.command](args)
+        import importlib
+
+        return int(importlib.import_module(f"torchfit.installer.cmd_{args.command}").run(args))
     except TorchfitError as err:
         if verbose:
             traceback.print_exc()
