@@ -161,7 +161,7 @@ def facts_from_json(data: Any, source: str) -> HostFacts:
     where = source
     if not isinstance(data, dict):
         raise BadInput(f"{where}: expected a JSON object from `torchfit detect --json`")
-    gpus_raw = data.get("gpus", [])
+    gpus_raw = data.get("gpus") or []
     if not isinstance(gpus_raw, list):
         raise BadInput(f"{where}: 'gpus' must be a list")
     gpus = []
@@ -189,7 +189,10 @@ def facts_from_json(data: Any, source: str) -> HostFacts:
     if not isinstance(topo, dict) or not all(isinstance(v, str) for v in topo.values()):
         raise BadInput(f"{where}: 'topology' must map 'i-j' to a link type string")
     pythons = []
-    for i, p in enumerate(data.get("pythons") or []):
+    pythons_raw = data.get("pythons") or []
+    if not isinstance(pythons_raw, list):
+        raise BadInput(f"{where}: 'pythons' must be a list")
+    for i, p in enumerate(pythons_raw):
         if not isinstance(p, dict) or not isinstance(p.get("version"), str):
             raise BadInput(f"{where}: pythons[{i}] must be an object with a 'version' string")
         python_version(p["version"])
@@ -230,7 +233,7 @@ def facts_from_json(data: Any, source: str) -> HostFacts:
         rocm_version=_opt_str(data, "rocm_version", where),
         reasons={str(k): str(v) for k, v in reasons.items()},
         source=f"file: {source}",
-        name=source,
+        name=source.replace("\\", "/").rsplit("/", 1)[-1],
     )
 
 

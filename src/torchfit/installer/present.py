@@ -49,9 +49,9 @@ def render_plan(plan: Plan, explain: bool = False) -> None:
 
     con = console()
     table = Table(title="torchfit resolve: the stack for " + ", ".join(plan.hosts), title_justify="left")
-    table.add_column("component", style="bold")
-    table.add_column("version")
-    table.add_column("why")
+    table.add_column("component", style="bold", no_wrap=True)
+    table.add_column("version", overflow="fold")
+    table.add_column("why", overflow="fold")
     py = f"{plan.python_version}" + (" (pyenv will install)" if plan.python_source == "pyenv" else "")
     rows: Sequence[tuple[str, str | None, str]] = [
         ("Python", py, plan.why.get("python", "")),
@@ -69,13 +69,13 @@ def render_plan(plan: Plan, explain: bool = False) -> None:
         table.add_row(name, ver or "-", why)
     con.print(table)
     for r in plan.reasons:
-        con.print(f"[green]•[/] {_esc(r)}")
+        con.print(f"[green]•[/] {_esc(r)}", soft_wrap=True)
     for w in plan.warnings:
-        con.print(f"[yellow]warning:[/] {_esc(w)}")
+        con.print(f"[yellow]warning:[/] {_esc(w)}", soft_wrap=True)
     if explain:
         con.print(f"\n[bold]Ruled out ({len(plan.ruled_out)} builds preferred over this one):[/]")
         for line in plan.ruled_out:
-            con.print(f"  [red]✗[/] {_esc(line)}")
+            con.print(f"  [red]✗[/] {_esc(line)}", soft_wrap=True)
     elif plan.ruled_out:
         con.print(f"[dim]{len(plan.ruled_out)} preferred builds were ruled out: --explain lists them[/]")
 
