@@ -60,7 +60,9 @@ class ProbeFailed(TorchfitError):
     reference = "probe-failed"
 
     def __init__(self, argv: Sequence[str], code: int | None, stderr: str) -> None:
-        super().__init__(f"{' '.join(argv)} failed (exit {code}): {stderr.strip()[:200]}")
+        from torchfit.redact import redact
+
+        super().__init__(redact(f"{' '.join(argv)} failed (exit {code}): {stderr.strip()[:200]}"))
         self.argv = list(argv)
         self.code = code
         self.stderr = stderr

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from torchfit.compat._dc import FROZEN
+from torchfit.compat.gpunames import find_capability
 from torchfit.compat.versions import Arch, Dotted, driver_version, glibc_version, python_version
 from torchfit.errors import BadInput
 
@@ -261,22 +262,13 @@ def _assumed_gpu(value: str, index: int, gpu_names: Mapping[str, str]) -> Gpu | 
     try:
         arch = Arch.parse(v)
     except BadInput:
-        cc = find_gpu_capability(v, gpu_names)
+        cc = find_capability(v, gpu_names)
         if cc is None:
             raise BadInput(
                 f"--assume gpu={v}: not an arch (sm_90, 9.0, gfx942) or a GPU name torchfit knows"
             ) from None
         return Gpu(index=index, name=v, compute_capability=cc)
     return Gpu(index=index, name=f"assumed {arch.sm}", compute_capability=f"{arch}")
-
-
-def find_gpu_capability(name: str, gpu_names: Mapping[str, str]) -> str | None:
-    """Look a marketing name up in the name -> capability table (case/prefix tolerant)."""
-    key = " ".join(name.lower().replace("nvidia", "").split())
-    for known, cc in gpu_names.items():
-        if " ".join(known.lower().replace("nvidia", "").split()) == key:
-            return cc
-    return None
 
 
 def parse_assumption(item: str) -> tuple[str, str]:

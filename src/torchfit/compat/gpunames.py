@@ -41,7 +41,7 @@ def parse_gpu_names(text: str, path: str = GPUS_TOML) -> dict[str, str]:
         raise MatrixError(path, None, f"not valid TOML ({exc})") from exc
     table = data.get("capability")
     if not isinstance(table, dict):
-        raise MatrixError(path, None, "expected a [capability] table of \"GPU name\" = \"9.0\"")
+        raise MatrixError(path, None, 'expected a [capability] table of "GPU name" = "9.0"')
     names: dict[str, str] = {}
     for name, cc in table.items():
         if not isinstance(cc, str):

@@ -92,7 +92,8 @@ def render_facts(facts: HostFacts, data: dict[str, Any]) -> None:
     def val(key: str, text: str | None) -> str:
         if text:
             return _esc(text)
-        return f"[yellow]unknown[/] ({_esc(reasons.get(key, 'not read'))})"
+        why = reasons.get(key, "unknown, not read")
+        return f"[yellow]{_esc(why)}[/]"
 
     table.add_row("driver", val("driver_version", facts.driver_version))
     if facts.gpus:

@@ -20,11 +20,11 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
-from torchfit.compat.facts import Gpu, HostFacts, PythonInstall, Pyenv
+from torchfit.compat.facts import Gpu, HostFacts, Pyenv, PythonInstall
 from torchfit.compat.gpunames import find_capability, load_gpu_names
 from torchfit.compat.versions import Arch
 from torchfit.errors import BadInput, ProbeFailed
-from torchfit.installer.runner import RunResult, Runner, ToolMissing, ToolTimeout
+from torchfit.installer.runner import Runner, RunResult, ToolMissing, ToolTimeout
 
 # nvidia-smi hangs for minutes on a wedged driver (GPU fallen off the bus, Xid 79);
 # 10 s is far above a healthy query (~0.1-0.5 s on the H200 host) and the CLI's
@@ -34,7 +34,15 @@ DEFAULT_TIMEOUT = 10.0
 # `nvidia-smi --query-gpu` is NVIDIA's stable, scriptable interface
 # (`nvidia-smi --help-query-gpu`); the human table is not. Order matters only to
 # the parser, which is given the same tuple.
-GPU_FIELDS = ("index", "name", "compute_cap", "memory.total", "uuid", "pci.bus_id", "driver_version")
+GPU_FIELDS = (
+    "index",
+    "name",
+    "compute_cap",
+    "memory.total",
+    "uuid",
+    "pci.bus_id",
+    "driver_version",
+)
 
 _PY_VERSION_CODE = "import sys;print('%d.%d.%d'%sys.version_info[:3])"
 
@@ -289,7 +297,11 @@ def parse_confstr_glibc(text: str | None) -> str | None:
     if not text:
         return None
     parts = text.split()
-    if len(parts) == 2 and parts[0] == "glibc" and re.fullmatch(r"[0-9]+\.[0-9]+(?:\.[0-9]+)?", parts[1]):
+    if (
+        len(parts) == 2
+        and parts[0] == "glibc"
+        and re.fullmatch(r"[0-9]+\.[0-9]+(?:\.[0-9]+)?", parts[1])
+    ):
         return parts[1]
     return None
 
@@ -403,7 +415,9 @@ def _run_tool(
     except ProbeFailed as exc:
         return None, f"{tool} could not run: {exc.message}"
     if res.returncode != 0:
-        said = _first_line(res.stdout) or _first_line(res.stderr)
+        # Errors usually go to stderr; nvidia-smi prints its own on stdout
+        # (fixtures/h200-x2/query-gpu-bad-field.txt: stdout, stderr empty).
+        said = _first_line(res.stderr) or _first_line(res.stdout)
         if said:
             return res, f"{tool} failed: {said}"
         return res, f"{tool} failed with exit status {res.returncode}"
@@ -425,6 +439,7 @@ class NvidiaProbe(NamedTuple):
     driver_version: str | None
     cause: str | None = None
     note: str | None = None
+    missing: bool = False  # nvidia-smi is not installed (normal on a host without NVIDIA GPUs)
 
 
 def _query_argv(fields: Sequence[str]) -> list[str]:
@@ -439,14 +454,32 @@ def probe_nvidia_gpus(runner: Runner, *, timeout: float = DEFAULT_TIMEOUT) -> Nv
     """
     res, cause = _run_tool(runner, _query_argv(GPU_FIELDS), timeout)
     fields: tuple[str, ...] = GPU_FIELDS
-    note = None
+    note: str | None = None
     if res is not None and cause is not None:
         if parse_invalid_field(f"{res.stdout}\n{res.stderr}") == "compute_cap":
             fields = tuple(f for f in GPU_FIELDS if f != "compute_cap")
             res, cause = _run_tool(runner, _query_argv(fields), timeout)
-    if res is None or cause is not None:
-        return NvidiaProbe((), None, cause)
+    if res is None:
+        return NvidiaProbe((), None, cause, missing=runner.which("nvidia-smi") is None)
     parsed = parse_query_gpu(res.stdout, fields)
+    if cause is not None:
+        if not parsed.gpus:
+            return NvidiaProbe((), None, cause)
+        # Some GPUs answered, one did not ("Unable to determine the device handle for
+        # GPU 0000:41:00.0: GPU is lost"): keep the ones listed and say what failed.
+        said = next(
+            (
+                line.strip()[:200]
+                for text in (res.stderr, res.stdout)
+                for line in text.splitlines()
+                if line.strip() and not parse_query_gpu(line, fields).gpus
+            ),
+            "",
+        )
+        note = (
+            f"nvidia-smi listed {len(parsed.gpus)} GPU(s) but exited with status"
+            f" {res.returncode}" + (f": {said}" if said else "")
+        )
     if not parsed.gpus:
         said = _first_line(res.stdout) or _first_line(res.stderr)
         cause = "nvidia-smi listed no GPUs" + (f" ({said})" if said else "")
@@ -463,15 +496,18 @@ def probe_nvidia_gpus(runner: Runner, *, timeout: float = DEFAULT_TIMEOUT) -> Nv
             filled.append(Gpu(g.index, g.name, cc, g.memory_mib, g.uuid, g.pci_bus_id))
         gpus = tuple(filled)
         if missing:
-            note = (
+            unknown_cc = (
                 f"compute capability of {', '.join(sorted(set(missing)))} unknown, because this"
                 " nvidia-smi cannot report compute_cap (driver too old) and torchfit's GPU table"
                 " (data/gpus.toml) has no entry for it; use --assume gpu=sm_XY"
             )
+            note = f"{note}; {unknown_cc}" if note else unknown_cc
     return NvidiaProbe(gpus, parsed.driver_version, None, note)
 
 
-def probe_topology(runner: Runner, *, timeout: float = DEFAULT_TIMEOUT) -> tuple[dict[str, str], str | None]:
+def probe_topology(
+    runner: Runner, *, timeout: float = DEFAULT_TIMEOUT
+) -> tuple[dict[str, str], str | None]:
     """GPU-pair links from `nvidia-smi topo -m`; ({}, reason) when unreadable."""
     res, cause = _run_tool(runner, ["nvidia-smi", "topo", "-m"], timeout)
     if res is None or cause is not None:
@@ -552,9 +588,9 @@ def probe_amd_gpus(
     else:
         res, cause = _run_tool(runner, [tool], timeout)
         if res is not None and cause is None:
-            gfx = parse_rocm_agents(res.stdout)
-            if gfx:
-                return tuple(_amd_gpu(i, g) for i, g in enumerate(gfx)), None
+            targets = parse_rocm_agents(res.stdout)
+            if targets:
+                return tuple(_amd_gpu(i, g) for i, g in enumerate(targets)), None
             return (), "rocm_agent_enumerator lists no GPU agent"
         causes.append(cause or "rocm_agent_enumerator failed")
     tool = _find_rocm_tool(runner, "rocminfo", root)
@@ -580,9 +616,9 @@ def probe_amd_gpus(
     gfx_list = []
     for props in sorted(glob.glob(os.path.join(nodes_dir, "*", "properties")), key=node_number):
         text = _read(props)
-        gfx = parse_kfd_properties(text) if text is not None else None
-        if gfx:
-            gfx_list.append(gfx)
+        found = parse_kfd_properties(text) if text is not None else None
+        if found:
+            gfx_list.append(found)
     if gfx_list:
         return tuple(_amd_gpu(i, g) for i, g in enumerate(gfx_list)), None
     causes.append("/sys/class/kfd lists no GPU node")
@@ -640,9 +676,11 @@ def probe_glibc(
 
 
 def probe_os(root: str = "/") -> tuple[str | None, str | None]:
-    """"ubuntu:24.04" from /etc/os-release (or /usr/lib/os-release, per os-release(5))."""
+    """ "ubuntu:24.04" from /etc/os-release (or /usr/lib/os-release, per os-release(5))."""
     if root == "/" and not sys.platform.startswith("linux"):
-        return None, _unknown(f"this is {platform.system() or sys.platform}, not Linux (out of scope)")
+        return None, _unknown(
+            f"this is {platform.system() or sys.platform}, not Linux (out of scope)"
+        )
     for path in ("/etc/os-release", "/usr/lib/os-release"):
         text = _read(_under(root, path))
         if text is not None:
@@ -667,7 +705,9 @@ def probe_wsl(root: str = "/") -> tuple[bool | None, str | None]:
 _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
 
 
-def probe_arch(runner: Runner, *, timeout: float = DEFAULT_TIMEOUT) -> tuple[str | None, str | None]:
+def probe_arch(
+    runner: Runner, *, timeout: float = DEFAULT_TIMEOUT
+) -> tuple[str | None, str | None]:
     """The CPU architecture as wheel tags spell it (x86_64, aarch64)."""
     machine = platform.machine()
     if not machine:
@@ -690,7 +730,10 @@ def _find_pyenv(runner: Runner) -> str | None:
     # pyenv's installer puts it in $PYENV_ROOT/bin (default ~/.pyenv/bin), which
     # non-interactive shells (cron, CI, ssh host cmd) often lack on PATH.
     env = runner.environ()
-    roots = [env.get("PYENV_ROOT", ""), os.path.join(env.get("HOME", ""), ".pyenv") if env.get("HOME") else ""]
+    roots = [
+        env.get("PYENV_ROOT", ""),
+        os.path.join(env.get("HOME", ""), ".pyenv") if env.get("HOME") else "",
+    ]
     for r in roots:
         candidate = os.path.join(r, "bin", "pyenv") if r else ""
         if candidate and os.access(candidate, os.X_OK):
@@ -753,16 +796,30 @@ def probe_pyenv(
     return Pyenv(root, version, installable), tuple(pythons), reason
 
 
+def _is_venv_bin(directory: str) -> bool:
+    # PEP 405: a virtual environment has pyvenv.cfg one level above its bin/.
+    return os.path.isfile(os.path.join(os.path.dirname(directory), "pyvenv.cfg"))
+
+
 def _path_python_candidates(runner: Runner, skip_dirs: Iterable[str], seen: set[str]) -> list[str]:
+    """One path per distinct interpreter file on PATH, in PATH order.
+
+    When several names lead to one file, prefer a name outside a virtual
+    environment (an activated venv's python3.12 links to /usr/bin/python3.12, and
+    the host's interpreter is the fact), then PATH order.
+    """
     skip = {os.path.realpath(d) for d in skip_dirs}
-    out = []
+    chosen: dict[str, tuple[bool, str]] = {}  # realpath -> (in a venv, path)
     for d in runner.environ().get("PATH", "").split(os.pathsep):
         if not d or os.path.realpath(d) in skip:
             continue
         try:
-            names = sorted(os.listdir(d))
+            # python3.X before a bare python3 that links to it: the versioned name
+            # is the one a user would type to get that interpreter again.
+            names = sorted(os.listdir(d), key=lambda n: (n == "python3", n))
         except OSError:
             continue
+        in_venv = _is_venv_bin(d)
         for name in names:
             if not re.fullmatch(r"python3(?:\.[0-9]+)?", name):
                 continue
@@ -770,9 +827,10 @@ def _path_python_candidates(runner: Runner, skip_dirs: Iterable[str], seen: set[
             real = os.path.realpath(path)
             if real in seen or not os.path.isfile(real) or not os.access(real, os.X_OK):
                 continue
-            seen.add(real)
-            out.append(path)
-    return out
+            if real not in chosen or (chosen[real][0] and not in_venv):
+                chosen[real] = (in_venv, path)
+    seen.update(chosen)
+    return [path for _, path in chosen.values()]
 
 
 def probe_pythons(
@@ -817,9 +875,7 @@ def _probe_all_pythons(
         # each costs ~50 ms and says nothing new.
         skip = [os.path.join(pyenv.path, "shims")]
         skip += glob.glob(os.path.join(pyenv.path, "plugins", "*", "shims"))
-    path_pythons, path_reason = probe_pythons(
-        runner, timeout=timeout, skip_dirs=skip, known=pyenv_pythons
-    )
+    path_pythons, _ = probe_pythons(runner, timeout=timeout, skip_dirs=skip, known=pyenv_pythons)
     pythons = path_pythons + pyenv_pythons
     reason = None
     if not pythons:
@@ -834,8 +890,7 @@ def _gpus_reason(nvidia: NvidiaProbe, amd_cause: str | None, found: bool, root: 
     if found:
         if nvidia.note:
             return nvidia.note
-        missing_tool = nvidia.cause is not None and "not found" in nvidia.cause
-        if nvidia.cause and not missing_tool:
+        if nvidia.cause and not nvidia.missing:
             return f"NVIDIA GPUs unknown, because {nvidia.cause}"
         return None
     parts = [nvidia.cause or "nvidia-smi listed no GPUs"]

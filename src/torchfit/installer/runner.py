@@ -46,7 +46,9 @@ class ToolTimeout(ProbeFailed):
 
     reference = "tool-timeout"
 
-    def __init__(self, argv: Sequence[str], timeout: float, stdout: str = "", stderr: str = "") -> None:
+    def __init__(
+        self, argv: Sequence[str], timeout: float, stdout: str = "", stderr: str = ""
+    ) -> None:
         super().__init__(argv, None, redact(stderr))
         self.timeout = timeout
         self.stdout = redact(stdout)
@@ -119,6 +121,9 @@ class Runner:
         cannot be found or executed, ToolTimeout when the timeout passes (after
         killing the child's whole process group).
         """
+        if timeout is None or not timeout > 0:
+            # A programming error, not a host fact: every command needs a bound.
+            raise ValueError(f"Runner.run needs a positive timeout, got {timeout!r}")
         argv = tuple(str(a) for a in argv)
         if not argv:
             raise ToolMissing(argv, "(empty argv)")
@@ -134,7 +139,8 @@ class Runner:
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
-                [exe, *argv[1:]],
+                list(argv),
+                executable=exe,  # the child still sees argv[0] as given
                 stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -148,8 +154,13 @@ class Runner:
             )
         except FileNotFoundError:
             if cwd is not None and not os.path.isdir(cwd):
-                raise ProbeFailed(argv, None, f"working directory {cwd} does not exist") from None
-            raise ToolMissing(argv, "not found" if os.sep in argv[0] else "not found on PATH") from None
+                bad_cwd = ProbeFailed(argv, None, f"working directory {cwd} does not exist")
+                bad_cwd.message = redact(bad_cwd.message)
+                bad_cwd.args = (bad_cwd.message,)
+                raise bad_cwd from None
+            raise ToolMissing(
+                argv, "not found" if os.sep in argv[0] else "not found on PATH"
+            ) from None
         except PermissionError:
             raise ToolMissing(argv, "is not executable") from None
         except OSError as exc:
