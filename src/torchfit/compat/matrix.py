@@ -142,7 +142,7 @@ class _Reader:
     def fail(self, msg: str) -> MatrixError:
         return _err(self.path, self.line, f"{self.what}: {msg}")
 
-    def str(self, key: str, default: str | None = None, required: bool = True) -> str | None:
+    def text(self, key: str, default: str | None = None, required: bool = True) -> str | None:
         val = self.t.get(key, default)
         if val is None:
             if required:
@@ -163,7 +163,7 @@ class _Reader:
         return val
 
     def dotted(self, key: str, required: bool = True) -> Dotted | None:
-        val = self.str(key, required=required)
+        val = self.text(key, required=required)
         if val is None or val == UNKNOWN:
             return None
         try:
@@ -187,7 +187,7 @@ class _Reader:
 
 
 def _arch_list(r: _Reader, key: str, kind: str) -> tuple[BuildArch, ...] | None:
-    raw = r.str(key, required=False)
+    raw = r.text(key, required=False)
     if raw is None or raw == UNKNOWN:
         return None
     if kind != "cuda":
@@ -235,7 +235,7 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
     cuda: dict[str, CudaInfo] = {}
     for i, raw in enumerate(doc.get("cuda", [])):
         r = _Reader(raw, path, lines.of("cuda", i), "[[cuda]]")
-        ver = r.str("version") or ""
+        ver = r.text("version") or ""
         src = r.sources(known)
         if ver in cuda:
             raise r.fail(f"CUDA {ver} is listed twice")
@@ -243,7 +243,7 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
     rocm: dict[str, str] = {}
     for i, raw in enumerate(doc.get("rocm", [])):
         r = _Reader(raw, path, lines.of("rocm", i), "[[rocm]]")
-        rocm[r.str("version") or ""] = "; ".join(r.sources(known).values())
+        rocm[r.text("version") or ""] = "; ".join(r.sources(known).values())
 
     builds: list[Build] = []
     variant_no = 0
@@ -262,7 +262,7 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
         pys_arm = _pythons(s, "python_aarch64", s.strlist("python_aarch64", required=False) or [])
         glibc = s.dotted("glibc")
         glibc_arm = s.dotted("glibc_aarch64", required=False) if "glibc_aarch64" in s.t else glibc
-        pypi = s.str("pypi", required=False)
+        pypi = s.text("pypi", required=False)
         _need_source(s, ssrc, "python", "glibc", "companions")
         if pypi:
             _need_source(s, ssrc, "pypi")
@@ -272,23 +272,23 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
         for vraw in variants:
             v = _Reader(vraw, path, lines.of("series.variant", variant_no), "[[series.variant]]")
             variant_no += 1
-            name = v.str("name") or ""
+            name = v.text("name") or ""
             v.what = f"torch {torches[0].major}.{torches[0].minor} {name}"
             if not _VARIANT.match(name):
                 raise v.fail(f"variant name {name!r} is not cuXYZ, rocmX.Y or cpu")
             kind = "cuda" if name.startswith("cu") else "rocm" if name.startswith("rocm") else "cpu"
             vsrc = v.sources(known)
             _need_source(v, vsrc, "exists")
-            cu = v.str("cuda", required=kind == "cuda") if kind == "cuda" else None
+            cu = v.text("cuda", required=kind == "cuda") if kind == "cuda" else None
             if kind != "cuda" and "cuda" in v.t:
                 raise v.fail("'cuda' is only for cu* variants")
             if cu is not None and cu not in cuda:
                 raise v.fail(f"CUDA {cu} has no [[cuda]] entry (driver floors)")
-            ro = v.str("rocm", required=True) if kind == "rocm" else None
+            ro = v.text("rocm", required=True) if kind == "rocm" else None
             if ro is not None and ro not in rocm:
                 raise v.fail(f"ROCm {ro} has no [[rocm]] entry")
-            cudnn = v.str("cudnn", required=False) if kind != "cpu" else None
-            nccl = v.str("nccl", required=False) if kind != "cpu" else None
+            cudnn = v.text("cudnn", required=False) if kind != "cpu" else None
+            nccl = v.text("nccl", required=False) if kind != "cpu" else None
             for fact, val in (("cudnn", cudnn), ("nccl", nccl)):
                 if val not in (None, UNKNOWN):
                     _need_source(v, vsrc, fact)
@@ -300,7 +300,7 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
             arch_arm = _arch_list(v, "arch_aarch64", kind) if kind == "cuda" else None
             gfx: tuple[str, ...] | None = None
             if kind == "rocm":
-                raw_gfx = v.str("arch", required=False)
+                raw_gfx = v.text("arch", required=False)
                 if raw_gfx not in (None, UNKNOWN):
                     gfx = tuple(g.strip() for g in (raw_gfx or "").split(";") if g.strip())
                     if not all(re.match(r"^gfx[0-9a-f]+$", g) for g in gfx):
@@ -322,7 +322,7 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
             has_audio = v.t.get("torchaudio", True)
             if not isinstance(has_audio, bool):
                 raise v.fail("'torchaudio' must be true or false")
-            index_url = v.str("index_url", DEFAULT_INDEX) or DEFAULT_INDEX
+            index_url = v.text("index_url", DEFAULT_INDEX) or DEFAULT_INDEX
             for t, tv, ta in zip(torches, tvs, tas):
                 if only_v is not None and t not in only_v:
                     continue

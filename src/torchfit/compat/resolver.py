@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 from resolvelib import AbstractProvider, BaseReporter, ResolutionImpossible, Resolver
 from resolvelib.resolvers import ResolutionTooDeep
@@ -101,6 +102,19 @@ class Req:
         return f"{self.text} ({self.source})"
 
 
+def _version_is(version: str | None) -> Callable[[Any], bool]:
+    return lambda c: bool(c.version == version)
+
+
+def _in_spec(spec: SpecifierSet) -> Callable[[Any], bool]:
+    return lambda c: spec.contains(c.version, prereleases=True)
+
+
+def _always(check: Check) -> Callable[[Any], Check]:
+    """A host requirement's verdict is fixed when the build is: the host has one candidate."""
+    return lambda _c: check
+
+
 class _Context:
     """Everything the provider needs, computed once: hosts, request, candidate pools."""
 
@@ -139,7 +153,7 @@ class _Context:
             ver = getattr(build, name)
             text = f"{name}=={ver}" if ver else f"no {name} release matches {build.label}"
             out.append(
-                Req(name, text, f"matrix: {build.label}, {build.origin}", lambda c, v=ver: c.version == v)
+                Req(name, text, f"matrix: {build.label}, {build.origin}", _version_is(ver))
             )
         return out
 
@@ -232,7 +246,7 @@ def _python_choices(host: HostFacts) -> list[PythonChoice]:
     )
 
 
-class TorchProvider(AbstractProvider):  # type: ignore[misc]
+class TorchProvider(AbstractProvider):  # type: ignore[type-arg]
     """resolvelib provider: the matrix's builds, the host as virtual packages."""
 
     def __init__(self, ctx: _Context) -> None:
@@ -256,7 +270,7 @@ class TorchProvider(AbstractProvider):  # type: ignore[misc]
             return [p for p in self.ctx.pythons if self.ctx._python_ok(p)]
         if identifier in ("torchvision", "torchaudio"):
             return self.ctx._companions(identifier)
-        name, _, k = identifier.partition("@")
+        _, _, k = identifier.partition("@")
         return [HostCandidate(identifier, int(k))]
 
     def find_matches(
@@ -284,7 +298,7 @@ class TorchProvider(AbstractProvider):  # type: ignore[misc]
                         f"<{fact}>@{k}",
                         check.text,
                         f"matrix: {b.label}, {b.origin}",
-                        lambda _c, chk=check: chk,
+                        _always(check),
                     )
                 )
         return deps
@@ -306,7 +320,7 @@ def _root_requirements(ctx: _Context) -> list[Req]:
         if req.wants(name):
             spec = req.spec(name)
             roots.append(
-                Req(name, f"{name}{spec}", "user", lambda c, s=spec: s.contains(c.version, prereleases=True))
+                Req(name, f"{name}{spec}", "user", _in_spec(spec))
             )
     return roots
 
@@ -319,8 +333,8 @@ def resolve(hosts: Sequence[HostFacts], request: Request, matrix: Matrix) -> Pla
     provider = TorchProvider(ctx)
     try:
         result = Resolver(provider, BaseReporter()).resolve(_root_requirements(ctx), max_rounds=2000)
-    except ResolutionImpossible as exc:
-        conflicts, hints = explain_conflict(ctx, exc.causes)
+    except ResolutionImpossible:
+        conflicts, hints = explain_conflict(ctx)
         raise NoCompatibleSet(conflicts, hints) from None
     except ResolutionTooDeep:  # pragma: no cover - the matrix is far too small for this
         raise NoCompatibleSet(["the search gave up (too many rounds)"], []) from None
@@ -432,7 +446,7 @@ def _strip(text: str, build: Build) -> str:
     return text
 
 
-def explain_conflict(ctx: _Context, causes: Sequence[Any] = ()) -> tuple[list[str], list[str]]:
+def explain_conflict(ctx: _Context) -> tuple[list[str], list[str]]:
     """Why nothing fits, host facts first, and which single change would open a path.
 
     Every build the matrix has is checked; the refusals are grouped by the fact
@@ -463,10 +477,9 @@ def explain_conflict(ctx: _Context, causes: Sequence[Any] = ()) -> tuple[list[st
         conflicts.append(first + (f" (and {more} more builds for the same reason)" if more else ""))
     hints = []
     for cat in order:
-        b = singles.get(cat)
-        if b is None:
-            continue
-        hints.append(_hint(ctx, cat, b))
+        single = singles.get(cat)
+        if single is not None:
+            hints.append(_hint(ctx, cat, single))
     if not hints:
         hints.append("no single change opens a path; see the conflicts above, or run with --explain")
     return conflicts, hints
