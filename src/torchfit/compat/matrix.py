@@ -70,6 +70,7 @@ class Build:
     glibc_aarch64: Dotted | None
     pythons: tuple[tuple[int, int], ...]
     pythons_aarch64: tuple[tuple[int, int], ...]
+    pythons_companions: tuple[tuple[int, int], ...] | None  # None: same as the torch wheels
     torchvision: str | None
     torchaudio: str | None
     index_url: str
@@ -260,6 +261,10 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
             raise s.fail("'torchvision' and 'torchaudio' need one entry per torch release")
         pys = _pythons(s, "python", s.strlist("python") or [])
         pys_arm = _pythons(s, "python_aarch64", s.strlist("python_aarch64", required=False) or [])
+        pys_comp_raw = s.strlist("python_companions", required=False)
+        pys_comp = _pythons(s, "python_companions", pys_comp_raw) if pys_comp_raw is not None else None
+        if pys_comp is not None:
+            _need_source(s, ssrc, "python_companions")
         glibc = s.dotted("glibc")
         glibc_arm = s.dotted("glibc_aarch64", required=False) if "glibc_aarch64" in s.t else glibc
         pypi = s.text("pypi", required=False)
@@ -343,6 +348,7 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
                         glibc_aarch64=vglibc_arm,
                         pythons=pys,
                         pythons_aarch64=pys_arm or pys,
+                        pythons_companions=pys_comp,
                         torchvision=tv or None,
                         torchaudio=(ta or None) if has_audio else None,
                         index_url=index_url.replace("{variant}", name),

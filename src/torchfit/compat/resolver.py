@@ -137,6 +137,10 @@ class _Context:
 
     def python_req(self, build: Build) -> Req:
         allowed = set(build.pythons_for(self.primary_platform))
+        wants_companion = self.request.wants("torchvision") or self.request.wants("torchaudio")
+        if wants_companion and build.pythons_companions is not None:
+            # torchvision/torchaudio wheels can lag torch's (0.20.x has no cp313).
+            allowed &= set(build.pythons_companions)
         shown = ", ".join(f"{a}.{b}" for a, b in sorted(allowed))
         return Req(
             "python",
