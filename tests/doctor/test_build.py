@@ -1,0 +1,194 @@
+"""The torch build against the host: real CPU torch 2.13.0, and fake CUDA torch packages
+whose libtorch_cuda.so is a real shared object (see conftest)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from tests.doctor.conftest import FakeEnv, Host, fake_lib, fixture, h200_env
+
+# What the Fooocus#1313 user saw: driver 470.86 (CUDA 11.4) under a cu121 torch.
+TOO_OLD = ("The NVIDIA driver on your system is too old (found version 11040). Please update your GPU driver by "
+           "downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx "
+           "Alternatively, go to: https://pytorch.org to install a PyTorch version that has been compiled with your "
+           "version of the CUDA driver.")
+
+
+def test_real_cpu_torch_on_a_gpu_host_is_a_cpu_build_failure(h200: Host, cpu_torch_python: str) -> None:
+    r = h200.doctor("--python", cpu_torch_python)
+    assert r.rc == 1
+    imp = r.check("torch-import")
+    assert imp["status"] == "ok" and "2.13.0+cpu" in imp["evidence"] and "CPU-only build" in imp["evidence"]
+    cpu = r.check("torch-cpu-build")
+    assert cpu["status"] == "fail"
+    assert "Torch not compiled with CUDA enabled" in cpu["evidence"] and "2 NVIDIA GPU(s)" in cpu["evidence"]
+    assert "torchfit resolve" in cpu["fix"]
+    # The real wheel's WHEEL file says manylinux_2_28; the H200's ldd says 2.39.
+    g = r.check("glibc-too-old")
+    assert g["status"] == "ok" and "manylinux_2_28_x86_64" in g["evidence"] and "2.39" in g["evidence"]
+    for cid in ("driver-too-old", "arch-not-covered", "nccl-shadowed", "cudnn-shadowed"):
+        assert r.status(cid) == "ok" and "not a CUDA build" in r.check(cid)["evidence"], r.check(cid)
+
+
+def test_real_cpu_torch_on_a_cpu_host_is_fine_and_glibc_too_old_fails(host: Host, cpu_torch_python: str) -> None:
+    host.tool("lspci", "")
+    # CentOS 6's ldd (pytorch/pytorch#14274 quotes `ldd (GNU libc) 2.12`).
+    host.tool("ldd", "ldd (GNU libc) 2.12\nCopyright (C) 2010 Free Software Foundation, Inc.\n")
+    r = host.doctor("--python", cpu_torch_python)
+    assert r.status("torch-cpu-build") == "ok"
+    assert "no NVIDIA GPU" in r.check("torch-cpu-build")["evidence"]
+    g = r.check("glibc-too-old")
+    assert g["status"] == "fail"
+    assert "glibc 2.12 < 2.28" in g["evidence"] and "GLIBC_2.28' not found" in g["evidence"]
+
+
+def test_torch_not_installed(h200: Host) -> None:
+    r = h200.doctor("--python", sys.executable)
+    imp = r.check("torch-import")
+    assert imp["status"] == "fail" and "not installed" in imp["evidence"]
+    assert r.status("torch-cpu-build") == "unknown"
+    assert "see torch-import" in r.check("driver-too-old")["evidence"]
+    assert r.status("glibc-too-old") == "unknown"
+
+
+def test_no_python_to_inspect(h200: Host) -> None:
+    r = h200.doctor()  # PATH holds only fake tools: no python3, no venv
+    imp = r.check("torch-import")
+    assert imp["status"] == "unknown" and "--python" in imp["fix"]
+
+
+def test_h200_env_build_checks_ok(h200: Host, tmp_path: Path) -> None:
+    env = h200_env(tmp_path)
+    r = h200.doctor("--python", env.python)
+    for cid in ("torch-import", "torch-cpu-build", "driver-too-old", "arch-not-covered", "glibc-too-old"):
+        assert r.status(cid) == "ok", r.check(cid)
+    assert "CUDA Version: 13.0" in r.check("driver-too-old")["evidence"]
+    assert "sm_90 via 9.0" in r.check("arch-not-covered")["evidence"]
+
+
+def test_cuda_build_newer_than_the_driver(host: Host, fake_env: FakeEnv) -> None:
+    """Driver 470.86 (CUDA 11.4, Fooocus#1313's banner) under torch 2.5.1+cu121."""
+    host.h200()
+    host.nvidia_smi(banner=fixture("nvidia-smi-470-banner.txt"))
+    host.file("/proc/driver/nvidia/version",
+              "NVRM version: NVIDIA UNIX x86_64 Kernel Module  470.86  Tue Oct 26 21:55:45 UTC 2021\n")
+    fake_env.nvidia_nccl("nvidia-nccl-cu12", "2.21.5", 22105)
+    fake_env.cuda_torch(version="2.5.1+cu121", cuda="12.1", init_error=TOO_OLD, nccl_compiled=(2, 21, 5),
+                        requires=("nvidia-nccl-cu12==2.21.5",))
+    r = host.doctor("--python", fake_env.python)
+    d = r.check("driver-too-old")
+    assert d["status"] == "fail", d
+    assert "CUDA 12.1" in d["evidence"] and "11.4" in d["evidence"] and "found version 11040" in d["evidence"]
+    assert "1000*major + 10*minor" in d["evidence"]
+    assert "525.60.13" in d["fix"]  # the CUDA 12.x minor-version-compatibility floor, from the matrix
+    assert r.status("torch-cpu-build") == "ok"
+
+
+def test_driver_ceiling_read_from_libcuda_itself(h200: Host, fake_env: FakeEnv) -> None:
+    """cuDriverGetVersion() of the libcuda.so.1 the process loads is the first source."""
+    libdir = h200.tmp / "driverlib"
+    libdir.mkdir()
+    (libdir / "libcuda.so.1").write_bytes(fake_lib("cuda", 11040).read_bytes())
+    fake_env.nvidia_nccl()
+    fake_env.cuda_torch()
+    r = h200.doctor("--python", fake_env.python, env={"LD_LIBRARY_PATH": str(libdir)})
+    d = r.check("driver-too-old")
+    assert d["status"] == "fail"
+    assert "cuDriverGetVersion() = 11040" in d["evidence"] and "CUDA 13.0" in d["evidence"]
+
+
+def test_minor_version_compatibility_is_a_warning(h200: Host, fake_env: FakeEnv) -> None:
+    """torch cu128 on a driver whose ceiling is CUDA 12.4 (>= 525.60.13): runs, without PTX JIT."""
+    h200.nvidia_smi(banner="| NVIDIA-SMI 550.54.15    Driver Version: 550.54.15    CUDA Version: 12.4     |\n")
+    h200.file("/proc/driver/nvidia/version",
+              "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n")
+    fake_env.nvidia_nccl("nvidia-nccl-cu12", "2.27.3", 22703)
+    fake_env.cuda_torch(version="2.8.0+cu128", cuda="12.8", nccl_compiled=(2, 27, 3), requires=("nvidia-nccl-cu12==2.27.3",))
+    r = h200.doctor("--python", fake_env.python)
+    d = r.check("driver-too-old")
+    assert d["status"] == "warn", d
+    assert "minor-version compatibility" in d["evidence"]
+
+
+def test_arch_list_without_the_gpu(h200: Host, fake_env: FakeEnv) -> None:
+    """torch 2.0.1+cu117's arch list (compat-facts §4, BLD 2.0) has nothing for an H200 (sm_90)."""
+    fake_env.nvidia_nccl("nvidia-nccl-cu11", "2.14.3", 21403)
+    fake_env.cuda_torch(version="2.0.1+cu117", cuda="11.7", arch="sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86",
+                        nccl_compiled=(2, 14, 3), requires=("nvidia-nccl-cu11==2.14.3",))
+    r = h200.doctor("--python", fake_env.python)
+    a = r.check("arch-not-covered")
+    assert a["status"] == "fail"
+    assert "NVIDIA H200 (sm_90)" in a["evidence"] and "is not compatible with the current PyTorch" in a["evidence"]
+    assert "torchfit resolve" in a["fix"]
+
+
+RTX5090_QUERY = (
+    "index, name, uuid, pci.bus_id, driver_version, compute_cap, memory.total [MiB], memory.used [MiB], "
+    "vbios_version, persistence_mode\n"
+    # An RTX 5090 (sm_120, Hellod035/LeggedLab#26); the other fields are placeholders in the H200 row's format.
+    "0, NVIDIA GeForce RTX 5090, GPU-00000000-0000-0000-0000-000000005090, 00000000:01:00.0, 580.159.04, 12.0, "
+    "32607 MiB, 0 MiB, 98.02.2E.00.01, Disabled\n"
+)
+
+
+def test_gpu_covered_only_through_ptx_is_a_warning(h200: Host, fake_env: FakeEnv) -> None:
+    """The arch list coendevente/SlicerNNInteractive#58 printed (compute_37 = PTX) on an RTX 5090."""
+    h200.nvidia_smi(query=RTX5090_QUERY)
+    fake_env.nvidia_nccl()
+    fake_env.cuda_torch(arch="sm_37 sm_50 sm_60 sm_61 sm_70 sm_75 sm_80 sm_86 sm_90 compute_37")
+    r = h200.doctor("--python", fake_env.python)
+    a = r.check("arch-not-covered")
+    assert a["status"] == "warn", a
+    assert "sm_120" in a["evidence"] and "PTX" in a["evidence"]
+
+
+def test_import_crash_is_reported_with_the_stage(h200: Host, fake_env: FakeEnv) -> None:
+    fake_env.nvidia_nccl()
+    fake_env.cuda_torch()
+    init = fake_env.site / "torch" / "__init__.py"
+    init.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    r = h200.doctor("--python", fake_env.python)
+    imp = r.check("torch-import")
+    assert imp["status"] == "fail"
+    assert "died while importing torch" in imp["evidence"] and "signal 11" in imp["evidence"]
+    assert r.status("nccl-cu12-and-cu13") == "ok"  # the metadata was reported before the crash
+
+
+def test_wheel_without_manylinux_tag_and_unknown_dist(h200: Host, fake_env: FakeEnv) -> None:
+    fake_env.nvidia_nccl()
+    fake_env.cuda_torch(wheel_tag="cp311-cp311-linux_x86_64")
+    r = h200.doctor("--python", fake_env.python)
+    g = r.check("glibc-too-old")
+    assert g["status"] == "ok" and "no manylinux tag" in g["evidence"]
+
+
+def test_manylinux1_wheel_uses_the_real_floor_from_the_matrix(host: Host, fake_env: FakeEnv) -> None:
+    """torch 2.4.1 wheels are tagged manylinux1 (glibc 2.5) but were built on CentOS 7: 2.17."""
+    host.tool("lspci", "")
+    host.tool("ldd", "ldd (GNU libc) 2.12\nCopyright (C) 2010 Free Software Foundation, Inc.\n")
+    fake_env.dist("torch", "2.4.1", wheel_tag="cp311-cp311-manylinux1_x86_64")
+    r = host.doctor("--python", fake_env.python)
+    g = r.check("glibc-too-old")
+    assert g["status"] == "fail", g
+    assert "real floor of torch 2.4.1 is 2.17" in g["evidence"] and "glibc 2.12 < 2.17" in g["evidence"]
+
+
+def test_worker_runs_on_old_pythons(tmp_path: Path) -> None:
+    """The worker is plain Python: it must run in a 3.9 env (any env a torch can live in)."""
+    import glob
+    import shutil
+    import subprocess
+
+    import pytest
+
+    found = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.9*/bin/python3.9")))
+    py39 = found[0] if found else shutil.which("python3.9")
+    if py39 is None or subprocess.run([py39, "-c", "pass"], capture_output=True).returncode != 0:
+        pytest.skip("no working python3.9 here")
+    worker = Path(__file__).resolve().parents[2] / "src/torchfit/installer/doctor_worker.py"
+    proc = subprocess.run([py39, str(worker), "report"], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": ""})
+    stages = [line.split(" ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("TORCHFIT-DOCTOR ")]
+    assert proc.returncode == 0 and any('"stage": "done"' in s for s in stages), proc.stderr
