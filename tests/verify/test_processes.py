@@ -1,0 +1,318 @@
+"""verify with real processes: CPU torch 2.13.0, gloo, torchrun, faults injected.
+
+Each test runs `python -m torchfit verify` as its own process and then asserts
+that nothing it started is still alive (every child inherits TORCHFIT_TEST_TAG).
+Faults come from the workers' test hook TORCHFIT_VERIFY_FAULT (docs/verify.md).
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.verify.conftest import Result, Verify, assert_no_orphans, finish
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_gloo_smoke_test_passes_with_real_torchrun(verify: Verify, torch_env: Path) -> None:
+    res = verify.run(
+        "--env",
+        str(torch_env),
+        "--backend",
+        "gloo",
+        "--nproc",
+        "2",
+        "--bandwidth",
+        "--sizes",
+        "1M,2M",
+        "--json",
+    )
+    assert res.code == 0, res
+    report = res.json
+    assert report["ok"] and report["verdict"] == "PASS"
+    statuses = {c["name"]: c["status"] for c in report["checks"]}
+    assert statuses == {
+        "python": "pass",
+        "torch": "pass",
+        "gpus": "skip",
+        "nccl": "skip",
+        "ddp": "pass",
+        "allreduce": "pass",
+        "params": "pass",
+        "ranks-agree": "pass",
+        "bandwidth": "pass",
+    }
+    assert [r["rank"] for r in report["ddp"]["ranks"]] == [0, 1] and all(
+        r["done"] for r in report["ddp"]["ranks"]
+    )
+    assert report["ddp"]["argv"][1:4] == ["-m", "torch.distributed.run", "--nproc-per-node"]
+    rows = report["bandwidth"]["rows"]
+    assert [r["bytes"] for r in rows] == [1 << 20, 2 << 20] and all(r["busbw"] > 0 for r in rows)
+    # busbw = algbw * 2(n-1)/n: for two ranks the two are equal
+    assert all(r["busbw"] == pytest.approx(r["algbw"], rel=1e-3) for r in rows)
+    assert report["timings"]["inspect"] > 0 and report["timings"]["ddp"] > 0
+    assert report["work_dir"] is None  # removed after a pass
+    assert_no_orphans(res.tag)
+
+
+def test_human_report_shows_checks_and_bars(verify: Verify, torch_env: Path) -> None:
+    res = verify.run("--python", str(torch_env / "bin" / "python"), "--bandwidth", "--sizes", "1M")
+    assert res.code == 0, res
+    assert "verify: PASS" in res.out and "all-reduce bus bandwidth" in res.out and "█" in res.out
+    assert "DDP smoke test: 2 rank(s) per node, gloo" in res.err
+    assert_no_orphans(res.tag)
+
+
+def two_nodes(
+    verify: Verify, env: Path, node1_via: list[str] | None = None
+) -> tuple[Result, Result]:
+    endpoint = f"127.0.0.1:{free_port()}"
+    common = [
+        "--env",
+        str(env),
+        "--nnodes",
+        "2",
+        "--rdzv-endpoint",
+        endpoint,
+        "--nproc",
+        "1",
+        "--timeout",
+        "60",
+        "--rdzv-timeout",
+        "60",
+        "--json",
+    ]
+    p0, t0 = verify.start(*common, "--node-rank", "0")
+    p1, t1 = verify.start(*common, "--node-rank", "1", via=node1_via)
+    r0, r1 = finish(p0, t0, 240), finish(p1, t1, 240)
+    assert_no_orphans(t0)
+    assert_no_orphans(t1)
+    return r0, r1
+
+
+def test_two_node_agents_on_localhost_agree(verify: Verify, torch_env: Path) -> None:
+    r0, r1 = two_nodes(verify, torch_env)
+    for res in (r0, r1):
+        assert res.code == 0, res
+        report = res.json
+        assert {c["name"]: c["status"] for c in report["checks"]}["nodes-agree"] == "pass"
+        assert sorted(n["node"] for n in report["nodes"]) == [0, 1]
+        assert report["ddp"]["ranks"][0]["done"]
+
+
+def test_node_running_another_nccl_is_flagged(
+    verify: Verify, torch_env: Path, other_nccl: Path, nccl_pin_env: Path
+) -> None:
+    # Node 1 runs under `torchfit run` with a pinned libnccl (a real NCCL 2.30.7,
+    # preloaded by bin/torchfit-env); node 0 runs the CPU build's none. Both node
+    # agents must say so, side by side.
+    via = [sys.executable, "-m", "torchfit", "run", "--env", str(nccl_pin_env), "--"]
+    r0, r1 = two_nodes(verify, torch_env, via)
+    for res in (r0, r1):
+        assert res.code == 1, res
+        report = res.json
+        assert report["failed"] == ["nodes-agree"], res
+        hosts = [n["host"] for n in report["nodes"]]
+        assert report["node_disagreements"] == [
+            f"nccl: node 0 ({hosts[0]}) none, node 1 ({hosts[1]}) 2.30.7"
+        ]
+        by_node = {n["node"]: n for n in report["nodes"]}
+        assert by_node[1]["nccl_path"] == str(other_nccl) and by_node[0]["nccl_path"] == "None"
+    # The preloaded node also says, in its own inspection, what is mapped but unused.
+    assert "2.30.7" in r1.check("nccl")["summary"]
+
+
+def test_crashing_rank_is_named_with_its_traceback(verify: Verify, torch_env: Path) -> None:
+    res = verify.run(
+        "--env",
+        str(torch_env),
+        "--json",
+        "--timeout",
+        "60",
+        env={"TORCHFIT_VERIFY_FAULT": "crash:1"},
+    )
+    assert res.code == 1, res
+    ddp = res.check("ddp")
+    assert ddp["status"] == "fail"
+    assert ddp["summary"].startswith(
+        "rank 1 failed at stage 'allreduce': RuntimeError: injected fault"
+    ), ddp
+    assert any("Traceback" in line for line in ddp["detail"])
+    assert any(
+        line.startswith("rank 0 failed too, in a collective")
+        or line.startswith("rank 0 was stopped")
+        for line in ddp["detail"]
+    )
+    assert res.json["work_dir"] and Path(res.json["work_dir"], "ddp", "rank-1.jsonl").exists()
+    assert_no_orphans(res.tag)
+
+
+def test_rank_killed_by_a_signal_is_named(verify: Verify, torch_env: Path) -> None:
+    res = verify.run(
+        "--env",
+        str(torch_env),
+        "--json",
+        "--timeout",
+        "60",
+        env={"TORCHFIT_VERIFY_FAULT": "abort:1"},
+    )
+    assert res.code == 1, res
+    summary = res.check("ddp")["summary"]
+    assert (
+        summary == "rank 1 died at stage 'allreduce' without a Python error (exit -6, SIGABRT)"
+    ), summary
+    assert_no_orphans(res.tag)
+
+
+def test_rank_that_never_joins_is_killed_and_named(verify: Verify, torch_env: Path) -> None:
+    res = verify.run(
+        "--env", str(torch_env), "--json", "--timeout", "8", env={"TORCHFIT_VERIFY_FAULT": "hang:1"}
+    )
+    assert res.code == 1, res
+    ddp = res.check("ddp")
+    assert ddp["summary"].startswith(
+        "rank 1 stalled at stage 'allreduce' before joining the collective"
+    ), ddp
+    assert "rank 0: waiting inside the 'allreduce' collective" in ddp["detail"]
+    assert res.seconds < 8 + 30
+    assert_no_orphans(res.tag)
+
+
+def test_teardown_crash_neither_fails_nor_hides_a_failure(verify: Verify, torch_env: Path) -> None:
+    res = verify.run("--env", str(torch_env), "--json", env={"TORCHFIT_VERIFY_FAULT": "teardown:1"})
+    assert res.code == 0, res
+    assert any("teardown crash" in n for n in res.json["ddp"]["notes"]), res
+    bad = verify.run(
+        "--env", str(torch_env), "--json", env={"TORCHFIT_VERIFY_FAULT": "teardown:1,wrong:0"}
+    )
+    assert bad.code == 1, bad
+    assert bad.json["failed"] == ["allreduce"], bad
+    assert_no_orphans(res.tag)
+    assert_no_orphans(bad.tag)
+
+
+def test_stalled_inspection_is_killed(verify: Verify, torch_env: Path) -> None:
+    res = verify.run(
+        "--env",
+        str(torch_env),
+        "--json",
+        "--timeout",
+        "3",
+        env={"TORCHFIT_VERIFY_FAULT": "hang:inspect:import-torch"},
+    )
+    assert res.code == 1, res
+    assert (
+        res.check("inspect")["summary"]
+        == "the inspection stalled at stage 'import-torch' for 3 s and was killed"
+    )
+    assert res.check("ddp")["status"] == "skip"
+    assert_no_orphans(res.tag)
+
+
+def test_bad_cuda_visible_devices_gives_a_clear_verdict(verify: Verify, torch_env: Path) -> None:
+    res = verify.run(
+        "--env",
+        str(torch_env),
+        "--backend",
+        "nccl",
+        "--json",
+        env={"CUDA_VISIBLE_DEVICES": "GPU-00000000-bogus"},
+    )
+    assert res.code == 1, res
+    gpus = res.check("gpus")
+    assert (
+        gpus["status"] == "fail" and "CUDA_VISIBLE_DEVICES='GPU-00000000-bogus'" in gpus["summary"]
+    )
+    assert res.check("ddp")["summary"] == "not run: --backend nccl needs GPUs and torch sees none"
+    assert_no_orphans(res.tag)
+
+
+def test_env_without_torch(verify: Verify, empty_env: Path) -> None:
+    res = verify.run("--env", str(empty_env), "--json")
+    assert res.code == 1, res
+    assert res.json["failed"] == ["torch"]
+    assert res.check("torch")["summary"] == f"torch is not installed in {empty_env}"
+    human = verify.run("--env", str(empty_env))
+    assert (
+        human.code == 1
+        and f"verify: FAIL torch: torch is not installed in {empty_env}"
+        in " ".join(human.out.split())
+    )
+    assert_no_orphans(res.tag)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--env", "/nonexistent/env"], "torchfit: error: --env /nonexistent/env: not a directory"),
+        (
+            ["--python", "no-such-python-3x"],
+            "torchfit: error: --python no-such-python-3x: not found on PATH",
+        ),
+        (
+            ["--python", "/nonexistent/python"],
+            "torchfit: error: --python /nonexistent/python: not found",
+        ),
+        (["--nnodes", "2"], "torchfit: error: --nnodes > 1 needs --rdzv-endpoint HOST:PORT"),
+        (["--sizes", "1X"], "torchfit: error: --sizes: '1X' is not a size"),
+        (["--slurm"], "torchfit: error: --slurm needs --nodes N and --gpus-per-node G"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(verify: Verify, args: list[str], message: str) -> None:
+    res = verify.run(*args)
+    assert res.code == 2, res
+    assert res.err.startswith(message) and "Traceback" not in res.err and res.out == ""
+
+
+def test_slurm_prints_an_sbatch_script(verify: Verify) -> None:
+    res = verify.run(
+        "--slurm", "--nodes", "2", "--gpus-per-node", "8", "--python", "/opt/env/bin/python"
+    )
+    assert res.code == 0, res
+    assert res.out.startswith("#!/bin/bash\n") and "#SBATCH --nodes=2" in res.out
+    assert "TORCHFIT_VERIFY_PYTHON=/opt/env/bin/python" in res.out and "srun" in res.out
+
+
+def test_torchfit_killed_with_sigkill_leaves_nothing_behind(
+    verify: Verify, torch_env: Path
+) -> None:
+    # torchrun runs in its own session and its workers in theirs: a SIGKILLed
+    # torchfit cannot clean up, so the workers' watchdogs (owner pid) must.
+    import signal
+    import time
+
+    proc, tag = verify.start(
+        "--env",
+        str(torch_env),
+        "--json",
+        "--timeout",
+        "120",
+        env={"TORCHFIT_VERIFY_FAULT": "hang:1"},
+    )
+    from tests.verify.conftest import scan_tagged
+
+    def workers() -> list[int]:
+        return [
+            p
+            for p, cmd in scan_tagged(tag)
+            if "ddp_worker.py" in cmd and "torch.distributed.run" not in cmd
+        ]
+
+    end = time.monotonic() + 60
+    while time.monotonic() < end and len(workers()) < 2:
+        time.sleep(0.2)
+    assert len(workers()) == 2, "the workers never started"
+    time.sleep(4)  # past import: rank 1 hangs, rank 0 waits in the collective
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert_no_orphans(tag, grace=20)
