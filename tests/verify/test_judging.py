@@ -171,6 +171,13 @@ def test_healthy_bandwidth_passes_and_small_sweeps_are_not_judged() -> None:
     assert small.status == "pass" and "not judged" in small.summary
 
 
+def test_one_rank_sweep_is_skipped_not_passed() -> None:
+    """Seen on the H200 with CUDA_VISIBLE_DEVICES=0,7: one rank, busbw 0.0 everywhere."""
+    rows = [{"bytes": 1 << 20, "busbw": 0.0}, {"bytes": 1 << 30, "busbw": 0.0}]
+    check = v.judge_bandwidth(rows, None, "topology unknown", [])
+    assert check.status == "skip" and "one rank" in check.summary
+
+
 def test_topology_without_nvlink_is_named() -> None:
     causes = v.bandwidth_causes({}, {"0-1": "SYS"}, [(0, 1)])
     assert causes and "SYS" in causes[0]

@@ -430,6 +430,9 @@ def judge_bandwidth(
     """Peak busbw against the promise: below WARN_FRACTION warns and names causes."""
     if not rows:
         return Check("bandwidth", "skip", "no sweep ran")
+    if all(r["busbw"] == 0 for r in rows):
+        # busbw = algbw * 2(n-1)/n is 0 for one rank: nothing crossed a link.
+        return Check("bandwidth", "skip", "one rank: an all-reduce crosses no link, nothing to measure")
     peak = max(rows, key=lambda r: r["busbw"])
     largest = max(rows, key=lambda r: r["bytes"])
     text = f"peak busbw {peak['busbw']:.1f} GB/s at {format_bytes(peak['bytes'])}"
