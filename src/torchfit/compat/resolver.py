@@ -125,6 +125,7 @@ class _Context:
         self.want_cpu = request.variant == "cpu"
         self.pythons = _python_choices(hosts[0])
         self.primary_platform = hosts[0].arch or "x86_64"
+        self.ordered = sorted(matrix.builds, key=self.build_order)
 
     # -- per-build requirement sets ------------------------------------------------
     def host_checks(self, build: Build, k: int) -> list[tuple[str, Check]]:
@@ -255,9 +256,7 @@ class TorchProvider(AbstractProvider):  # type: ignore[type-arg]
 
     def __init__(self, ctx: _Context) -> None:
         self.ctx = ctx
-        self._builds = sorted(
-            (BuildCandidate(b) for b in ctx.matrix.builds), key=lambda c: ctx.build_order(c.build)
-        )
+        self._builds = [BuildCandidate(b) for b in ctx.ordered]
 
     def identify(self, requirement_or_candidate: Any) -> str:
         return str(requirement_or_candidate.identifier)
@@ -416,8 +415,7 @@ def _make_plan(ctx: _Context, build: Build, py: PythonChoice) -> Plan:
     packages = ["torch"] + [n for n in ("torchvision", "torchaudio") if req.wants(n)]
     ruled = [
         f"{b.label}: " + "; ".join(_strip(c.text, b) for c in ctx.refusals(b))
-        for b in (p.build for p in TorchProvider(ctx)._builds)
-        if ctx.build_order(b) < ctx.build_order(build)
+        for b in ctx.ordered[: ctx.ordered.index(build)]
     ]
     return Plan(
         python=py.label,
@@ -463,8 +461,7 @@ def explain_conflict(ctx: _Context) -> tuple[list[str], list[str]]:
         conflicts.append(f"{host.name}: {describe_host(host)}")
     by_category: dict[str, list[tuple[Build, Check]]] = {}
     singles: dict[str, Build] = {}
-    ordered = sorted(ctx.matrix.builds, key=ctx.build_order)
-    for b in ordered:
+    for b in ctx.ordered:
         fails = ctx.refusals(b)
         for c in fails:
             by_category.setdefault(c.category, []).append((b, c))

@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
 # Commands that live in their own module (torchfit.installer.cmd_NAME): each has
 # `add_parser(subparsers, epilog)` (cheap: no heavy imports at module level) and
 # `run(args) -> int`. Listed here so start-up imports only what exists.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("matrix", "export", "doctor", "verify", "install", "run")
 
 
 def _command_modules() -> list[Any]:
