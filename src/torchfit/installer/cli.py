@@ -107,9 +107,12 @@ def load_hosts(args: argparse.Namespace) -> list[Any]:
     return [apply_assumptions(h, args.assume, names) for h in hosts]
 
 
-def make_request(args: argparse.Namespace) -> Any:
+def make_request(args: argparse.Namespace, matrix: Any) -> Any:
+    """The resolver's `Request` from the shared resolve options, checked against `matrix`."""
     from torchfit.compat.request import Request, parse_requirements, parse_spec
 
+    if args.variant and args.variant not in {b.variant for b in matrix.builds}:
+        raise BadInput(f"--variant {args.variant}: no such variant in the matrix (e.g. cu128, rocm6.4, cpu)")
     return Request(
         requirements=parse_requirements(args.requirements),
         python=parse_spec(args.python, "--python") if args.python else None,
@@ -141,10 +144,8 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     from torchfit.compat.resolver import resolve
     from torchfit.errors import NoCompatibleSet
 
-    request = make_request(args)
     matrix = load_matrix(args.matrix)
-    if request.variant and request.variant not in {b.variant for b in matrix.builds}:
-        raise BadInput(f"--variant {request.variant}: no such variant in the matrix (e.g. cu128, rocm6.4, cpu)")
+    request = make_request(args, matrix)
     hosts = load_hosts(args)
     try:
         plan = resolve(hosts, request, matrix)

@@ -82,10 +82,8 @@ def _resolve_stack(args: argparse.Namespace) -> Any:
     from torchfit.installer.cli import load_hosts, make_request
     from torchfit.installer.export import stack_from_plan
 
-    request = make_request(args)
     matrix = load_matrix(args.matrix)
-    if request.variant and request.variant not in {b.variant for b in matrix.builds}:
-        raise BadInput(f"--variant {request.variant}: no such variant in the matrix (e.g. cu128, rocm6.4, cpu)")
+    request = make_request(args, matrix)
     hosts = load_hosts(args)
     plan = resolve(hosts, request, matrix)  # NoCompatibleSet: exit 1 with the conflicts
     build = next(b for b in matrix.builds if str(b.torch) == plan.torch and b.variant == plan.variant)

@@ -170,9 +170,7 @@ def _run(args: argparse.Namespace) -> int:
         nccl_override = None
         template = args.torch_index_url or os.environ.get(TORCH_INDEX_ENV) or locked_torch_index(lock)
     else:
-        request = make_request(args)
-        if request.variant and request.variant not in {b.variant for b in matrix.builds}:
-            raise BadInput(f"--variant {request.variant}: no such variant in the matrix (e.g. cu128, rocm6.4, cpu)")
+        request = make_request(args, matrix)
         plan = resolve(hosts, request, matrix)  # NoCompatibleSet: exit 1, rendered by the CLI
         pin, nccl_override = nccl_pin_for(plan, args.nccl, args.nccl_lib)
         template = args.torch_index_url or os.environ.get(TORCH_INDEX_ENV) or plan.index_url or DEFAULT_TORCH_INDEX
