@@ -72,7 +72,9 @@ def render_plan(plan: Plan, explain: bool = False) -> None:
         con.print(f"[green]•[/] {_esc(r)}", soft_wrap=True)
     for w in plan.warnings:
         con.print(f"[yellow]warning:[/] {_esc(w)}", soft_wrap=True)
-    if explain:
+    if explain and not plan.ruled_out:
+        con.print("\nRuled out: nothing; this is the build torchfit prefers most for these hosts.")
+    elif explain:
         con.print(f"\n[bold]Ruled out ({len(plan.ruled_out)} builds preferred over this one):[/]")
         for line in plan.ruled_out:
             con.print(f"  [red]✗[/] {_esc(line)}", soft_wrap=True)
