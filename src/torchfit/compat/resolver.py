@@ -461,13 +461,16 @@ def explain_conflict(ctx: _Context) -> tuple[list[str], list[str]]:
         conflicts.append(f"{host.name}: {describe_host(host)}")
     by_category: dict[str, list[tuple[Build, Check]]] = {}
     singles: dict[str, Build] = {}
+    pairs: list[tuple[Build, list[str]]] = []
     for b in ctx.ordered:
         fails = ctx.refusals(b)
         for c in fails:
             by_category.setdefault(c.category, []).append((b, c))
-        cats = {c.category for c in fails}
+        cats = sorted({c.category for c in fails})
         if len(cats) == 1:
-            singles.setdefault(next(iter(cats)), b)
+            singles.setdefault(cats[0], b)
+        elif set(cats) <= {"driver", "glibc", "python", "user", "companion"}:
+            pairs.append((b, cats))
     order = ["gpu", "driver", "glibc", "platform", "python", "companion", "user"]
     for cat in order:
         items = by_category.get(cat, [])
@@ -479,8 +482,15 @@ def explain_conflict(ctx: _Context) -> tuple[list[str], list[str]]:
     hints = []
     for cat in order:
         single = singles.get(cat)
-        if single is not None:
+        # A GPU cannot be changed by a flag: its hint comes only when nothing else helps.
+        if single is not None and cat != "gpu":
             hints.append(_hint(ctx, cat, single))
+    if not hints and pairs:
+        # No one change suffices: name the changes that together open the newest build.
+        b, cats = pairs[0]
+        hints.append("no single change opens a path; together: " + "; and ".join(_hint(ctx, c, b) for c in cats))
+    if not hints and "gpu" in singles:
+        hints.append(_hint(ctx, "gpu", singles["gpu"]))
     if not hints:
         hints.append("no single change opens a path; see the conflicts above, or run with --explain")
     return conflicts, hints
@@ -501,7 +511,10 @@ def _hint(ctx: _Context, cat: str, b: Build) -> str:
     if cat == "user":
         return f"loosen your constraints ({' '.join(ctx.request.describe())}): {b.label} would fit"
     if cat == "gpu":
-        return f"{b.label} would fit if its GPU coverage matched; check --assume gpu= or use --variant cpu"
+        return (
+            f"no build covers these GPUs under the other facts (nearest: {b.label}); "
+            "check the GPU facts (--assume gpu=), or ask for a CPU build with --variant cpu"
+        )
     if cat == "companion":
         return f"drop the torchvision/torchaudio requirement: {b.label} would fit"
     return f"{b.label} fails only on {cat}"
