@@ -24,7 +24,6 @@ I/O. Index URLs never carry credentials into an exported file.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import re
 import sys
@@ -40,6 +39,7 @@ from torchfit.compat._dc import FROZEN
 from torchfit.compat.request import PACKAGES, Plan
 from torchfit.errors import BadInput, TorchfitError
 from torchfit.installer.indexclient import PYPI_SIMPLE, strip_credentials
+from torchfit.installer.lockfile import toml_value
 from torchfit.redact import redact
 
 if sys.version_info >= (3, 11):
@@ -307,25 +307,6 @@ def render_requirements(stack: Stack, *, pypi_url: str = PYPI_SIMPLE, today: _dt
     return "".join(f"# {h}".rstrip() + "\n" for h in head) + "\n".join(body) + "\n"
 
 
-def _toml(value: Any) -> str:
-    """A TOML value for strings, ints, bools, lists and inline tables (JSON strings are TOML strings)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, Mapping):
-        return "{ " + ", ".join(f"{_key(k)} = {_toml(v)}" for k, v in value.items()) + " }"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    raise TypeError(f"no TOML form for {type(value).__name__}")
-
-
-def _key(k: str) -> str:
-    return k if re.match(r"^[A-Za-z0-9_-]+$", k) else json.dumps(k)
-
-
 def _environments(stack: Stack) -> list[str]:
     return [f"sys_platform == 'linux' and platform_machine == '{a}'" for a in stack.arches]
 
@@ -341,24 +322,24 @@ def render_uv(
     out = ["".join(f"# {h}".rstrip() + "\n" for h in head), "[project]\n",
            'name = "torchfit-stack"\n', 'version = "0"\n']
     if stack.python:
-        out.append(f"requires-python = {_toml(f'=={stack.python}.*')}\n")
-    out.append("dependencies = [\n" + "".join(f"    {_toml(d)},\n" for d in deps) + "]\n\n")
+        out.append(f"requires-python = {toml_value(f'=={stack.python}.*')}\n")
+    out.append("dependencies = [\n" + "".join(f"    {toml_value(d)},\n" for d in deps) + "]\n\n")
     out.append("[tool.uv]\n")
-    out.append("environments = [\n" + "".join(f"    {_toml(e)},\n" for e in _environments(stack)) + "]\n")
+    out.append("environments = [\n" + "".join(f"    {toml_value(e)},\n" for e in _environments(stack)) + "]\n")
     others = [p for p in stack.locked if p.name not in family_names and p.version]
     if others:
         out.append("# The lock's other versions, as constraints (uv re-locks with hashes itself).\n")
         out.append("constraint-dependencies = [\n"
-                   + "".join(f"    {_toml(f'{p.name}=={p.version}')},\n" for p in sorted(others, key=lambda p: p.name))
+                   + "".join(f"    {toml_value(f'{p.name}=={p.version}')},\n" for p in sorted(others, key=lambda p: p.name))
                    + "]\n")
     out.append("\n[[tool.uv.index]]\n")
-    out.append(f"name = {_toml(stack.index_name)}\nurl = {_toml(public(stack.index_url))}\nexplicit = true\n")
+    out.append(f"name = {toml_value(stack.index_name)}\nurl = {toml_value(public(stack.index_url))}\nexplicit = true\n")
     if _public_url(pypi_url) != PYPI_SIMPLE:
         out.append("\n[[tool.uv.index]]\n")
-        out.append(f'name = "default"\nurl = {_toml(public(pypi_url))}\ndefault = true\n')
+        out.append(f'name = "default"\nurl = {toml_value(public(pypi_url))}\ndefault = true\n')
     out.append("\n[tool.uv.sources]\n")
     for n in family_names:
-        out.append(f"{n} = {{ index = {_toml(stack.index_name)} }}\n")
+        out.append(f"{n} = {{ index = {toml_value(stack.index_name)} }}\n")
     return "".join(out)
 
 
@@ -378,35 +359,35 @@ def render_pylock(stack: Stack, *, today: _dt.date | None = None) -> str:
             "Install: uv pip install -r pylock.toml, or with pip >= 26: pip install -r pylock.toml."]
     out = ["".join(f"# {h}".rstrip() + "\n" for h in head)]
     out.append('lock-version = "1.0"\n')
-    out.append("environments = [" + ", ".join(_toml(e) for e in _environments(stack)) + "]\n")
+    out.append("environments = [" + ", ".join(toml_value(e) for e in _environments(stack)) + "]\n")
     if stack.python:
-        out.append(f"requires-python = {_toml(f'=={stack.python}.*')}\n")
+        out.append(f"requires-python = {toml_value(f'=={stack.python}.*')}\n")
     out.append('created-by = "torchfit"\n')
     for p in sorted(stack.locked, key=lambda p: (p.name not in family, p.name)):
         out.append("\n[[packages]]\n")
-        out.append(f"name = {_toml(p.name)}\n")
+        out.append(f"name = {toml_value(p.name)}\n")
         if p.version:
-            out.append(f"version = {_toml(p.version)}\n")
+            out.append(f"version = {toml_value(p.version)}\n")
         if p.marker:
-            out.append(f"marker = {_toml(p.marker)}\n")
+            out.append(f"marker = {toml_value(p.marker)}\n")
         if p.requires_python:
-            out.append(f"requires-python = {_toml(p.requires_python)}\n")
+            out.append(f"requires-python = {toml_value(p.requires_python)}\n")
         if p.index:
-            out.append(f"index = {_toml(_public_url(p.index))}\n")
+            out.append(f"index = {toml_value(_public_url(p.index))}\n")
         wheels = [f for f in p.files if f.kind == "wheel"]
         sdists = [f for f in p.files if f.kind == "sdist"]
         if wheels:
             out.append("wheels = [\n")
             for f in wheels:
-                out.append(f"    {_toml(_file_table(f))},\n")
+                out.append(f"    {toml_value(_file_table(f))},\n")
             out.append("]\n")
         if sdists:
-            out.append(f"sdist = {_toml(_file_table(sdists[0]))}\n")
+            out.append(f"sdist = {toml_value(_file_table(sdists[0]))}\n")
     out.append("\n[tool.torchfit]\n")
     for k, v in (("torch", stack.torch), ("variant", stack.variant), ("python", stack.python),
                  ("index-url", index)):
         if v:
-            out.append(f"{k} = {_toml(v)}\n")
+            out.append(f"{k} = {toml_value(v)}\n")
     return "".join(out)
 
 

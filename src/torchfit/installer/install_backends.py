@@ -170,6 +170,21 @@ class Backend:
         raise NotImplementedError
 
     def install_locked(self, env_dir: str, dists: Sequence[LockedDist], work: str) -> None:
+        """Install hash-pinned dists in two steps: the torch family from the torch index
+        only, then the rest from the user's sources (never one mixed install)."""
+        s = self.ctx.sources
+        family = [d for d in dists if d.is_family]
+        rest = [d for d in dists if not d.is_family]
+        for step, group, fam in (("install-family", family, True), ("install-deps", rest, False)):
+            if not group:
+                continue
+            req = _write(work, f"{step}.txt", requirements_text(group))
+            where = redact(s.torch_index) if fam else "the user's sources"
+            argv, env = self._locked_install(env_dir, req, fam)
+            self.ctx.run(step, argv, env, f"{len(group)} packages from {where}, hashes checked")
+
+    def _locked_install(self, env_dir: str, req: str, family: bool) -> tuple[list[str], dict[str, str]]:
+        """The argv and environment that install requirements file `req` with --require-hashes."""
         raise NotImplementedError
 
 
@@ -248,18 +263,11 @@ class UvBackend(Backend):
         self.install_locked(env_dir, locked, work)
         return locked
 
-    def install_locked(self, env_dir: str, dists: Sequence[LockedDist], work: str) -> None:
+    def _locked_install(self, env_dir: str, req: str, family: bool) -> tuple[list[str], dict[str, str]]:
         s = self.ctx.sources
-        family = [d for d in dists if d.is_family]
-        rest = [d for d in dists if not d.is_family]
-        for step, group, fam in (("install-family", family, True), ("install-deps", rest, False)):
-            if not group:
-                continue
-            req = _write(work, f"{step}.txt", requirements_text(group))
-            argv = [self.uv, "pip", "install", "--python", env_python(env_dir), "--no-deps", "--require-hashes",
-                    "-r", req, *s.uv_args(fam, resolving=False)]
-            where = redact(s.torch_index) if fam else "the user's sources"
-            self.ctx.run(step, argv, s.uv_env(os.environ, fam), f"{len(group)} packages from {where}, hashes checked")
+        argv = [self.uv, "pip", "install", "--python", env_python(env_dir), "--no-deps", "--require-hashes",
+                "-r", req, *s.uv_args(family, resolving=False)]
+        return argv, s.uv_env(os.environ, family)
 
 
 def uv_project(specs: Sequence[str], torch_index: str) -> str:
@@ -377,17 +385,9 @@ class PipBackend(Backend):
                 locked[d.name] = d
         return list(locked.values())
 
-    def install_locked(self, env_dir: str, dists: Sequence[LockedDist], work: str) -> None:
-        s = self.ctx.sources
-        family = [d for d in dists if d.is_family]
-        rest = [d for d in dists if not d.is_family]
-        for step, group, fam in (("install-family", family, True), ("install-deps", rest, False)):
-            if not group:
-                continue
-            req = _write(work, f"{step}.txt", requirements_text(group))
-            where = redact(s.torch_index) if fam else "the user's sources"
-            self.ctx.run(step, self._pip(env_dir, "--no-deps", "--require-hashes", "-r", req),
-                         s.pip_env(os.environ, fam), f"{len(group)} packages from {where}, hashes checked")
+    def _locked_install(self, env_dir: str, req: str, family: bool) -> tuple[list[str], dict[str, str]]:
+        argv = self._pip(env_dir, "--no-deps", "--require-hashes", "-r", req)
+        return argv, self.ctx.sources.pip_env(os.environ, family)
 
 
 def parse_pip_report(path: str) -> list[LockedDist]:

@@ -133,7 +133,8 @@ def _toml_key(key: str) -> str:
     return key if _BARE_KEY.fullmatch(key) else _toml_str(key)
 
 
-def _toml_value(value: Any) -> str:
+def toml_value(value: Any) -> str:
+    """One TOML value (strings, numbers, bools, dates, lists, inline tables; None is left out)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -147,10 +148,10 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, _dt.datetime):
         return value.isoformat()
     if isinstance(value, Mapping):
-        items = [f"{_toml_key(str(k))} = {_toml_value(v)}" for k, v in value.items() if v is not None]
+        items = [f"{_toml_key(str(k))} = {toml_value(v)}" for k, v in value.items() if v is not None]
         return "{ " + ", ".join(items) + " }" if items else "{}"
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v) for v in value if v is not None) + "]"
+        return "[" + ", ".join(toml_value(v) for v in value if v is not None) + "]"
     raise TypeError(f"cannot write {type(value).__name__} to TOML")
 
 
@@ -177,7 +178,7 @@ def _emit(lines: list[str], path: list[str], table: Mapping[str, Any]) -> None:
     for key, value in table.items():
         if value is None or _is_table(value) or _is_table_array(value):
             continue
-        lines.append(f"{_toml_key(str(key))} = {_toml_value(value)}")
+        lines.append(f"{_toml_key(str(key))} = {toml_value(value)}")
     for key, value in table.items():
         sub = [*path, _toml_key(str(key))]
         if _is_table(value):
