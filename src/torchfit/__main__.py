@@ -1,5 +1,5 @@
 """`python -m torchfit` runs the CLI."""
 
-from torchfit.installer.cli import main
+from torchfit.cli import main
 
 raise SystemExit(main())

@@ -187,7 +187,7 @@ def test_worker_runs_on_old_pythons(tmp_path: Path) -> None:
     py39 = found[0] if found else shutil.which("python3.9")
     if py39 is None or subprocess.run([py39, "-c", "pass"], capture_output=True).returncode != 0:
         pytest.skip("no working python3.9 here")
-    worker = Path(__file__).resolve().parents[2] / "src/torchfit/installer/doctor_worker.py"
+    worker = Path(__file__).resolve().parents[2] / "src/torchfit/workers/doctor_worker.py"
     proc = subprocess.run([py39, str(worker), "report"], capture_output=True, text=True, timeout=120,
                           cwd=tmp_path, env={**os.environ, "PYTHONPATH": ""})
     stages = [line.split(" ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("TORCHFIT-DOCTOR ")]

@@ -76,7 +76,7 @@ def test_json_mode_never_imports_rich(h200: Host) -> None:
     r = h200.doctor(env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert r.data is not None
     imported = {line.split("|")[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
-    assert "torchfit.installer.doctor" in imported
+    assert "torchfit.doctor" in imported
     assert not any(name == "rich" or name.startswith("rich.") for name in imported)
 
 
@@ -155,7 +155,7 @@ def test_ctrl_c_stops_the_worker_and_exits_130(host: Host) -> None:
 
 def _registered_ids() -> set[str]:
     sys.path.insert(0, str(ROOT / "src"))
-    from torchfit.installer.doctor.model import load_all
+    from torchfit.doctor.model import load_all
 
     return {s.id for s in load_all()}
 

@@ -251,6 +251,6 @@ def test_earlier_xid_with_a_working_driver_is_a_warning(h200: Host) -> None:
 
 def test_runs_under_the_doctors_own_interpreter_only() -> None:
     """The worker never imports torchfit (it runs in other Pythons)."""
-    src = (SRC / "torchfit/installer/doctor_worker.py").read_text()
+    src = (SRC / "torchfit/workers/doctor_worker.py").read_text()
     assert "import torchfit" not in src and "from torchfit" not in src
     assert sys.version_info >= (3, 9)

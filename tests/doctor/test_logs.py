@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.doctor.conftest import Host, fixture
-from torchfit.installer.doctor.logs import PATTERNS, explain_text, parse_log
+from torchfit.doctor.logs import PATTERNS, explain_text, parse_log
 
 LOG_CHECKS = {p.id for p in PATTERNS}
 

@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 from tests.doctor.conftest import fixture
 from torchfit.compat.versions import Arch
-from torchfit.installer.doctor import parse
-from torchfit.installer.doctor.logs import parse_log
+from torchfit.doctor import parse
+from torchfit.doctor.logs import parse_log
 
 TEXT = st.text(max_size=400) | st.sampled_from([
     fixture("h200-ldconfig-p.txt"), fixture("lspci-nn-dgx-h200.txt"), fixture("dkms-status-fc28.txt"),

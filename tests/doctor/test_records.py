@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from torchfit.installer.doctor.model import load_all
+from torchfit.doctor.model import load_all
 
 RUN = Path(__file__).resolve().parent / "fixtures" / "h200-doctor-run"
 

@@ -149,7 +149,7 @@ def nccl_pin_env(
     """A directory whose bin/torchfit-env pins `other_nccl` by LD_PRELOAD, written by
     torchfit's own nccl_pin (what `torchfit install --nccl-lib` writes), for
     `torchfit run --env DIR -- ...`."""
-    from torchfit.installer.nccl_pin import NcclPin, write_env_script
+    from torchfit.installer.nccl import NcclPin, write_env_script
 
     pin_dir = tmp_path_factory.mktemp("nccl-pin")
     (pin_dir / "bin").mkdir()

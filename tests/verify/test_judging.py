@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from torchfit.errors import BadInput
-from torchfit.installer import verify as v
-from torchfit.installer.workers import torchfit_runtime as rt
+import torchfit.verify as v
+from torchfit.workers import torchfit_runtime as rt
 
 DATA = Path(__file__).resolve().parent / "data"
 H200_ARCHS = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]  # data/torch-info.txt
@@ -130,7 +130,7 @@ def test_nvlink_status_of_the_h200_fixture() -> None:
 
 
 def test_promise_nv18_on_h200() -> None:
-    from torchfit.installer.probes import parse_topology
+    from torchfit.host import parse_topology
 
     topo = parse_topology((DATA / "topo-m.txt").read_text())
     nvlink = v.parse_nvlink_status((DATA / "nvlink-s.txt").read_text())
@@ -609,7 +609,8 @@ def test_workers_import_nothing_but_stdlib_torch_and_each_other() -> None:
     if not hasattr(_sys, "stdlib_module_names"):  # Python < 3.10
         pytest.skip("needs sys.stdlib_module_names")
     workers = Path(v.WORKERS)
-    allowed = {"torch", "torchfit_runtime"} | set(_sys.stdlib_module_names)
+    # importlib_metadata: doctor_worker's guarded fallback for Pythons older than 3.8.
+    allowed = {"torch", "torchfit_runtime", "importlib_metadata"} | set(_sys.stdlib_module_names)
     for path in sorted(workers.glob("*.py")):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):

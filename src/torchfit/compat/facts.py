@@ -1,6 +1,6 @@
 """What torchfit knows about a host: `HostFacts`, its JSON form, and `--assume`.
 
-`HostFacts` is a plain value. The probes in `torchfit.installer.probes` build it
+`HostFacts` is a plain value. The probes in `torchfit.host` build it
 on a live host; `facts_from_json` builds it from `torchfit detect --json` output
 of another host; `apply_assumptions` replaces single facts (`--assume`). A fact
 that could not be read is `None`, and `reasons[fact]` says why.
@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from torchfit.compat._dc import FROZEN
+from torchfit._backports import FROZEN
 from torchfit.compat.gpunames import find_capability
 from torchfit.compat.versions import Arch, Dotted, driver_version, glibc_version, python_version
 from torchfit.errors import BadInput

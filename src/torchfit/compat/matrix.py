@@ -18,7 +18,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from torchfit.compat._dc import FROZEN
+from torchfit._backports import FROZEN
 from torchfit.compat.versions import BuildArch, Dotted, python_version
 from torchfit.errors import BadInput, MatrixError
 

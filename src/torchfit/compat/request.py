@@ -15,7 +15,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from torchfit.compat._dc import FROZEN
+from torchfit._backports import FROZEN
 from torchfit.errors import BadInput
 
 PACKAGES = ("torch", "torchvision", "torchaudio")

@@ -25,7 +25,7 @@ from packaging.version import Version
 from resolvelib import AbstractProvider, BaseReporter, ResolutionImpossible, Resolver
 from resolvelib.resolvers import ResolutionTooDeep
 
-from torchfit.compat._dc import FROZEN
+from torchfit._backports import FROZEN
 from torchfit.compat.facts import HostFacts
 from torchfit.compat.matrix import Build, Matrix
 from torchfit.compat.request import Plan, Request

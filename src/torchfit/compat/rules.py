@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torchfit.compat._dc import FROZEN
+from torchfit._backports import FROZEN
 from torchfit.compat.facts import HostFacts
 from torchfit.compat.matrix import CONSERVATIVE_GLIBC, Build, Matrix
 from torchfit.compat.versions import Dotted, coverage

@@ -15,9 +15,9 @@ import os
 import re
 from dataclasses import dataclass
 
-from torchfit.compat._dc import FROZEN
+from torchfit._backports import FROZEN
 from torchfit.errors import InstallFailed, TorchfitError
-from torchfit.installer.runner import Runner, ToolMissing
+from torchfit.runner import Runner, ToolMissing
 
 PYENV_TIMEOUT = 3600.0
 

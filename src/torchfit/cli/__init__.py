@@ -1,0 +1,201 @@
+"""The command line: argument parsing, the one error boundary, exit codes.
+
+Exit codes (DESIGN.md): 0 success; 1 the job ran and the answer is no; 2 bad
+input or usage (one line, `-v` adds the traceback); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from torchfit import __version__
+from torchfit.errors import BadInput, TorchfitError
+
+EPILOG = "Exit codes: 0 ok, 1 the answer is no, 2 bad input, 130 interrupted."
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit 2 (no usage dump)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise BadInput(f"{message} (see {self.prog} --help)")
+
+
+def add_resolve_options(p: argparse.ArgumentParser) -> None:
+    """The options shared by `resolve` and `install`."""
+    p.add_argument("requirements", nargs="*", metavar="REQ",
+                   help="torch, torchvision, torchaudio with optional specifiers, e.g. 'torch>=2.4,<2.7'")
+    p.add_argument("--python", metavar="SPEC", help="Python version or specifier (3.12, '>=3.10,<3.13')")
+    p.add_argument("--cuda", metavar="SPEC", help="CUDA version or specifier (12.8, '>=12.6')")
+    p.add_argument("--variant", metavar="NAME", help="one variant: cu128, rocm6.4, cpu")
+    p.add_argument("--strict-driver", action="store_true",
+                   help="demand the CUDA toolkit's own driver floor, not minor-version compatibility")
+    p.add_argument("--facts", action="append", default=[], metavar="FILE",
+                   help="resolve for the host described by FILE (torchfit detect --json); repeat for several hosts")
+    p.add_argument("--assume", action="append", default=[], metavar="KEY=VALUE",
+                   help="replace a detected fact: driver=, gpu= (repeatable), glibc=, python= (repeatable), "
+                        "os=, wsl=yes|no, arch=")
+    p.add_argument("--matrix", metavar="FILE", help=argparse.SUPPRESS)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="torchfit", description="Pick, build and prove a working PyTorch GPU stack.",
+                     epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"torchfit {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks and probe details")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    det = sub.add_parser("detect", help="read this host: driver, GPUs, links, glibc, OS, Pythons, pyenv",
+                         epilog=EPILOG)
+    det.add_argument("--json", action="store_true", help="print one JSON object (the --facts format)")
+    det.add_argument("--timeout", type=float, default=10.0, metavar="S",
+                     help="timeout for each probe command (default 10 s)")
+
+    res = sub.add_parser("resolve", help="pick one consistent set of versions and explain every choice",
+                         epilog=EPILOG)
+    add_resolve_options(res)
+    res.add_argument("--json", action="store_true", help="print one JSON object")
+    res.add_argument("--explain", action="store_true", help="list what was ruled out and by which fact")
+    for module in _command_modules():
+        module.add_parser(sub, EPILOG)
+    for p in sub.choices.values():
+        if "-v" not in p._option_string_actions:
+            p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                           help="show tracebacks")
+    return parser
+
+
+# Commands that live in their own module (torchfit.installer.cmd_NAME): each has
+# `add_parser(subparsers, epilog)` (cheap: no heavy imports at module level) and
+# `run(args) -> int`. Listed here so start-up imports only what exists.
+COMMAND_MODULES: tuple[str, ...] = ("matrix", "export", "doctor", "verify", "install", "run")
+
+
+def _command_modules() -> list[Any]:
+    import importlib
+
+    return [importlib.import_module(f"torchfit.cli.commands.{name}") for name in COMMAND_MODULES]
+
+
+def load_hosts(args: argparse.Namespace) -> list[Any]:
+    """Host facts: from --facts files, else probed here; then --assume applied to each."""
+    from torchfit.compat.facts import apply_assumptions, parse_facts_file
+    from torchfit.compat.gpunames import load_gpu_names
+
+    hosts = []
+    if args.facts:
+        for path in args.facts:
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    text = fh.read()
+            except OSError as exc:
+                raise BadInput(f"--facts {path}: cannot read ({exc.strerror})") from None
+            except UnicodeDecodeError:
+                raise BadInput(f"--facts {path}: not a JSON text file") from None
+            hosts.append(parse_facts_file(text, path))
+    else:
+        from torchfit.host import probe_host
+        from torchfit.runner import Runner
+
+        hosts.append(probe_host(Runner()))
+    names = load_gpu_names() if any(a.lower().startswith("gpu=") for a in args.assume) else {}
+    return [apply_assumptions(h, args.assume, names) for h in hosts]
+
+
+def make_request(args: argparse.Namespace, matrix: Any) -> Any:
+    """The resolver's `Request` from the shared resolve options, checked against `matrix`."""
+    from torchfit.compat.request import Request, parse_requirements, parse_spec
+
+    if args.variant and args.variant not in {b.variant for b in matrix.builds}:
+        raise BadInput(f"--variant {args.variant}: no such variant in the matrix (e.g. cu128, rocm6.4, cpu)")
+    return Request(
+        requirements=parse_requirements(args.requirements),
+        python=parse_spec(args.python, "--python") if args.python else None,
+        cuda=parse_spec(args.cuda, "--cuda") if args.cuda else None,
+        variant=args.variant,
+        strict_driver=args.strict_driver,
+    )
+
+
+def cmd_detect(args: argparse.Namespace) -> int:
+    from torchfit.compat.facts import facts_to_json
+    from torchfit.host import probe_host
+    from torchfit.runner import Runner
+
+    facts = probe_host(Runner(), timeout=args.timeout)
+    data = facts_to_json(facts)
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        from torchfit.cli.ui import render_facts
+
+        render_facts(facts, data)
+    return 0
+
+
+def cmd_resolve(args: argparse.Namespace) -> int:
+    from torchfit.compat.matrix import load_matrix
+    from torchfit.compat.request import plan_to_json
+    from torchfit.compat.resolver import resolve
+    from torchfit.errors import NoCompatibleSet
+
+    matrix = load_matrix(args.matrix)
+    request = make_request(args, matrix)
+    hosts = load_hosts(args)
+    try:
+        plan = resolve(hosts, request, matrix)
+    except NoCompatibleSet as exc:
+        if args.json:
+            print(json.dumps({"ok": False, "conflicts": exc.conflicts, "hints": exc.hints}, indent=2))
+            return 1
+        raise
+    if args.json:
+        print(json.dumps(plan_to_json(plan), indent=2))
+    else:
+        from torchfit.cli.ui import render_plan
+
+        render_plan(plan, explain=args.explain)
+    return 0
+
+
+COMMANDS = {"detect": cmd_detect, "resolve": cmd_resolve}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run torchfit; the single place where exceptions become messages and exit codes."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    verbose = "-v" in argv or "--verbose" in argv
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        verbose = verbose or getattr(args, "verbose", False)
+        if not args.command:
+            parser.print_help()
+            return 2
+        if args.command in COMMANDS:
+            return COMMANDS[args.command](args)
+        import importlib
+
+        return int(importlib.import_module(f"torchfit.cli.commands.{args.command}").run(args))
+    except TorchfitError as err:
+        if verbose:
+            traceback.print_exc()
+        from torchfit.cli.ui import render_error
+
+        render_error(err, verbose)
+        return err.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("torchfit: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # a bug: say so in one line, the traceback with -v
+        if verbose:
+            traceback.print_exc()
+        sys.stderr.write(f"torchfit: internal error: {type(exc).__name__}: {exc} (run with -v, please report)\n")
+        return 1

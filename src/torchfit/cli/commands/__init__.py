@@ -1,0 +1,1 @@
+"""One module per torchfit command: register(subparsers) and run(args)."""

@@ -1,0 +1,182 @@
+"""`torchfit doctor`: options, the choice of environment to inspect, and the report.
+
+The checks live in `torchfit.doctor`; this module validates the input
+(exit 2 on a bad path), picks the Python whose environment is inspected, runs the
+checks and prints them: a table grouped by area (rich, imported only in
+`render_report`), or one JSON object with `--json`. Exit 0 when no check failed,
+1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from torchfit.errors import BadInput
+
+if TYPE_CHECKING:
+    from torchfit.doctor import Check, Context
+
+LOG_LIMIT = 64 << 20  # read at most the last 64 MiB of a --log file
+
+DESCRIPTION = """\
+Diagnose a broken GPU / PyTorch setup: each check names what it looked at, what it
+found and how to fix it. Areas: driver, build (torch against this host), shadowing
+(which NCCL / cuDNN / CUDA runtime torch really loads), environment (CUDA_* and
+NCCL_* variables, /dev/shm), topology (NVLink, sockets, WSL) and, with --log, known
+error messages. The environment inspected is --env/--python, else the active venv
+or conda env, else `python3` on PATH. docs/doctor.md lists every check."""
+
+
+def add_parser(subparsers: Any, epilog: str) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "doctor",
+        help="diagnose a broken GPU / PyTorch setup and say how to fix it",
+        description=DESCRIPTION,
+        epilog="Exit codes: 0 nothing failed, 1 a check failed, 2 bad input, 130 interrupted.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--env", metavar="PREFIX", help="inspect the venv or conda env at PREFIX")
+    target.add_argument("--python", metavar="PATH", help="inspect the environment of this interpreter")
+    p.add_argument("--log", metavar="FILE", help="also explain the error messages found in FILE")
+    p.add_argument("--json", action="store_true", help="print one JSON object (for CI)")
+    p.add_argument("--root", metavar="DIR", default="/",
+                   help="read /proc, /sys, /dev, /etc, /lib/modules under DIR instead of / (tests, images)")
+    p.add_argument("--timeout", type=float, default=10.0, metavar="S",
+                   help="timeout for each tool it runs (default 10 s; importing torch gets at least 300 s)")
+    return p
+
+
+def pick_python(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[str | None, str]:
+    """The interpreter whose environment is inspected, and why that one."""
+    if args.python:
+        path = os.path.expanduser(args.python)
+        if os.sep not in path:
+            path = shutil.which(path) or path
+        if not os.path.isfile(path) or not os.access(path, os.X_OK):
+            raise BadInput(f"--python {args.python}: not an executable file")
+        return path, "--python"
+    if args.env:
+        prefix = os.path.expanduser(args.env)
+        if not os.path.isdir(prefix):
+            raise BadInput(f"--env {args.env}: not a directory")
+        for name in ("bin/python3", "bin/python"):
+            candidate = os.path.join(prefix, name)
+            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                return candidate, "--env"
+        raise BadInput(f"--env {args.env}: no bin/python3 or bin/python in it (not a venv or conda env)")
+    for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+        prefix = environ.get(var)
+        if prefix:
+            for name in ("bin/python3", "bin/python"):
+                candidate = os.path.join(prefix, name)
+                if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                    return candidate, f"the active env (${var})"
+    found = shutil.which("python3", path=environ.get("PATH", os.defpath))
+    if found:
+        return found, "python3 on PATH"
+    return None, "none found"
+
+
+def read_log(path: str | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            if size > LOG_LIMIT:
+                fh.seek(size - LOG_LIMIT)
+            data = fh.read(LOG_LIMIT)
+    except IsADirectoryError:
+        raise BadInput(f"--log {path}: is a directory") from None
+    except OSError as exc:
+        raise BadInput(f"--log {path}: cannot read ({exc.strerror or exc})") from None
+    return data.decode("utf-8", errors="replace")
+
+
+def run(args: argparse.Namespace) -> int:
+    from torchfit.doctor import Context, diagnose
+
+    root = os.path.abspath(os.path.expanduser(args.root))
+    if not os.path.isdir(root):
+        raise BadInput(f"--root {args.root}: not a directory")
+    if not args.timeout > 0:
+        raise BadInput(f"--timeout {args.timeout}: must be a positive number of seconds")
+    environ = dict(os.environ)
+    python, source = pick_python(args, environ)
+    log_text = read_log(args.log)
+    ctx = Context(
+        root=root,
+        environ=environ,
+        python=python,
+        python_source=source,
+        log_path=args.log,
+        log_text=log_text,
+        timeout=args.timeout,
+        worker_timeout=max(300.0, args.timeout),
+    )
+    checks = diagnose(ctx, verbose=getattr(args, "verbose", False))
+    failed = any(c.status == "fail" for c in checks)
+    if args.json:
+        print(json.dumps(report_json(checks, ctx), indent=2))
+    else:
+        render_report(checks, ctx)
+    return 1 if failed else 0
+
+
+def summary(checks: Sequence[Check]) -> dict[str, int]:
+    counts = {"ok": 0, "warn": 0, "fail": 0, "unknown": 0}
+    for c in checks:
+        counts[c.status] = counts.get(c.status, 0) + 1
+    return counts
+
+
+def report_json(checks: Sequence[Check], ctx: Context) -> dict[str, Any]:
+    return {
+        "ok": not any(c.status == "fail" for c in checks),
+        "summary": summary(checks),
+        "python": ctx.python,
+        "python_source": ctx.python_source,
+        "root": ctx.root,
+        "log": ctx.log_path,
+        "checks": [c.to_json() for c in checks],
+    }
+
+
+_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "unknown": "magenta"}
+
+
+def render_report(checks: Sequence[Check], ctx: Context) -> None:
+    """The table, grouped by area: status, check id, what it saw, the fix."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from torchfit.redact import redact
+
+    con = Console(highlight=False)
+    table = Table(title=f"torchfit doctor: {ctx.python or 'no Python'} ({ctx.python_source})",
+                  title_justify="left", show_lines=False)
+    table.add_column("area", style="bold")
+    table.add_column("status")
+    table.add_column("check")
+    table.add_column("evidence / fix", overflow="fold")
+    area = None
+    for c in checks:
+        if area is not None and c.area != area:
+            table.add_section()
+        text = escape(redact(c.evidence))
+        if c.fix and c.status != "ok":
+            text += f"\n[bold]fix:[/] {escape(redact(c.fix))}"
+        table.add_row(c.area if c.area != area else "", f"[{_STYLE[c.status]}]{c.status}[/]", c.id, text)
+        area = c.area
+    con.print(table)
+    counts = summary(checks)
+    line = ", ".join(f"[{_STYLE[k]}]{v} {k}[/]" for k, v in counts.items() if v)
+    con.print(f"{line}. " + ("Nothing failed." if not counts["fail"] else "Fix the failures from the top: "
+                                                                            "later checks often follow from earlier ones."))

@@ -1,0 +1,92 @@
+"""`torchfit export --format requirements|uv|pylock`: a resolved stack in another tool's format.
+
+The stack comes from resolving (the same options as `torchfit resolve`) or from an
+existing PEP 751 lock (`--lock FILE`, hashes included). Rendering lives in
+installer.export; docs/export.md explains each format's design.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from torchfit.errors import BadInput
+
+
+def add_parser(subparsers: Any, epilog: str) -> None:
+    from torchfit.cli import add_resolve_options
+
+    p = subparsers.add_parser(
+        "export", help="write the resolved stack as requirements.txt, uv project config or pylock.toml",
+        epilog=epilog,
+    )
+    p.add_argument("--format", required=True, choices=("requirements", "uv", "pylock"),
+                   help="requirements: pip requirements file; uv: pyproject.toml with an explicit index; "
+                        "pylock: PEP 751 lock")
+    add_resolve_options(p)
+    p.add_argument("--lock", metavar="FILE",
+                   help="export this PEP 751 lock (pylock.toml) instead of resolving: exact files and hashes")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+    p.add_argument("--torch-index-url", metavar="URL",
+                   help="serve the torch family from this index instead of the plan's "
+                        "('{variant}' is substituted), e.g. a mirror; default $TORCHFIT_TORCH_INDEX_URL")
+    p.add_argument("--pypi-url", metavar="URL", default=None,
+                   help="the index for everything but the torch family: uv's default index, pylock's "
+                        "dependencies, a --lock's packages that name none (default https://pypi.org/simple)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import torchfit.export as export
+    from torchfit.index.client import PYPI_SIMPLE
+
+    pypi_url = (args.pypi_url or PYPI_SIMPLE).rstrip("/")
+    for opt, url in (("--torch-index-url", args.torch_index_url), ("--pypi-url", args.pypi_url)):
+        if url and not url.split("://", 1)[0] in ("http", "https", "file"):
+            raise BadInput(f"{opt} {url}: not an http(s):// or file:// URL")
+    if args.lock:
+        resolving = [o for o, v in (("REQ", args.requirements), ("--python", args.python), ("--cuda", args.cuda),
+                                    ("--variant", args.variant), ("--facts", args.facts),
+                                    ("--assume", args.assume), ("--strict-driver", args.strict_driver)) if v]
+        if resolving:
+            raise BadInput(f"--lock exports the lock as it is; drop {', '.join(resolving)}")
+        stack = export.load_lock(args.lock)
+    else:
+        stack = _resolve_stack(args)
+    # The same mirror `torchfit install` would use (docs/mirrors.md), unless given here.
+    from torchfit.cli.commands.install import TORCH_INDEX_ENV
+
+    stack = export.with_index(stack, args.torch_index_url or os.environ.get(TORCH_INDEX_ENV) or None)
+    if args.format == "pylock" and not stack.locked:
+        from torchfit.runner import Runner
+
+        stack = export.lock_with_uv(stack, Runner(), pypi_url=pypi_url)
+    text = export.render(args.format, stack, pypi_url=pypi_url)
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise BadInput(f"-o {args.output}: cannot write ({exc.strerror})") from None
+        sys.stderr.write(f"torchfit: wrote {args.output} ({args.format}: "
+                         f"{', '.join(f'{n} {v}' for n, v in stack.family)}, {stack.variant})\n")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _resolve_stack(args: argparse.Namespace) -> Any:
+    from torchfit.compat.matrix import load_matrix
+    from torchfit.compat.resolver import resolve
+    from torchfit.cli import load_hosts, make_request
+    from torchfit.export import stack_from_plan
+
+    matrix = load_matrix(args.matrix)
+    request = make_request(args, matrix)
+    hosts = load_hosts(args)
+    plan = resolve(hosts, request, matrix)  # NoCompatibleSet: exit 1 with the conflicts
+    build = next(b for b in matrix.builds if str(b.torch) == plan.torch and b.variant == plan.variant)
+    arches = [h.arch for h in hosts if h.arch in build.platforms] or [build.platforms[0]]
+    glibc = build.glibc_for(arches[0])
+    return stack_from_plan(plan, arches=arches, glibc=str(glibc) if glibc else None)

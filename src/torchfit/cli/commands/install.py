@@ -1,0 +1,223 @@
+"""`torchfit install`: the command line of install_flow (options, checks, output).
+
+`add_parser` is cheap (argparse only); everything else is imported when the
+command runs. Bad input is one line and exit 2 before anything is created; the
+install itself runs under PREFIX.lock with SIGTERM/SIGHUP turned into the same
+clean interruption as Ctrl-C (exit 130).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+DEFAULT_TORCH_INDEX = "https://download.pytorch.org/whl/{variant}"
+TORCH_INDEX_ENV = "TORCHFIT_TORCH_INDEX_URL"
+
+
+def add_parser(subparsers: Any, epilog: str) -> None:
+    from torchfit.cli import add_resolve_options
+
+    p = subparsers.add_parser(
+        "install",
+        help="build the resolved stack in a fresh env at PREFIX, check it, lock it, pin NCCL",
+        description=(
+            "Resolve (or read --lock), then build the env beside PREFIX under a temporary name: "
+            "the torch family from the variant's index only, everything else from PyPI or your "
+            "pip configuration; check the installed build against the plan; write PREFIX/pylock.toml "
+            "(PEP 751, sha256 of every file) and PREFIX/bin/torchfit-env (the NCCL pin); then move it "
+            "into PREFIX in one atomic step. Nothing at PREFIX changes unless every step succeeded."
+        ),
+        epilog=epilog + " See docs/install.md.",
+    )
+    add_resolve_options(p)
+    p.add_argument("--prefix", default=".venv", metavar="DIR",
+                   help="where the env goes (default .venv); an existing one is replaced only with --force")
+    p.add_argument("--lock", metavar="FILE",
+                   help="rebuild the env a pylock.toml describes, hashes checked; refused when this host "
+                        "contradicts it (unless --force)")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing env at PREFIX (only once the new one is complete); with --lock, "
+                        "install even if this host contradicts the lock")
+    nccl = p.add_mutually_exclusive_group()
+    nccl.add_argument("--nccl", metavar="VERSION",
+                      help="install this nvidia-nccl-cuXX version instead of the one torch pins")
+    nccl.add_argument("--nccl-lib", metavar="PATH",
+                      help="pin a system or custom libnccl.so.2 with LD_PRELOAD (in PREFIX/bin/torchfit-env)")
+    p.add_argument("--torch-index-url", metavar="URL",
+                   help=f"the index of torch/torchvision/torchaudio, {{variant}} substituted (default "
+                        f"{DEFAULT_TORCH_INDEX}; env {TORCH_INDEX_ENV})")
+    p.add_argument("--index-url", metavar="URL", help="the index for everything else (replaces pip's index-url)")
+    p.add_argument("--extra-index-url", action="append", default=[], metavar="URL",
+                   help="another index for everything else (added to pip's configuration)")
+    p.add_argument("--find-links", action="append", default=[], metavar="PATH",
+                   help="a directory or page of wheels for everything else (added to pip's configuration)")
+    p.add_argument("--offline", action="store_true",
+                   help="use only local sources (file:// indexes, find-links directories, uv's cache)")
+    p.add_argument("--allow-insecure-index", action="store_true",
+                   help="accept plain http:// indexes (packages and credentials travel unencrypted)")
+    p.add_argument("--installer", choices=("auto", "uv", "pip"), default="auto",
+                   help="auto (default): uv when it is on PATH, else pip")
+    p.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                   help="wait this long for another install into PREFIX to finish (default: fail at once)")
+    p.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
+                   help="the longest one step (a pyenv build, a CUDA download) may take (default 3600)")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout (progress stays on stderr)")
+
+
+def _fail_json(args: argparse.Namespace, err: BaseException) -> None:
+    if not getattr(args, "json", False):
+        return
+    from torchfit.errors import NoCompatibleSet, TorchfitError
+    from torchfit.redact import redact
+
+    out: dict[str, Any] = {"ok": False}
+    if isinstance(err, NoCompatibleSet):
+        out.update(conflicts=err.conflicts, hints=err.hints)
+    if isinstance(err, TorchfitError):
+        out.update(error=redact(err.message), reference=err.reference, hint=redact(err.hint) if err.hint else None)
+        for key in ("step", "tail", "conflicts"):
+            if hasattr(err, key):
+                val = getattr(err, key)
+                out[key] = redact(val) if isinstance(val, str) else val
+    else:
+        out.update(error="interrupted", reference="interrupted")
+    print(json.dumps(out, indent=2))
+
+
+def _validate(args: argparse.Namespace) -> None:
+    """Everything checkable before touching the disk: exit 2, one line."""
+    from torchfit.errors import BadInput
+    from torchfit.installer.sources import check_url
+    from torchfit.installer.nccl import check_nccl_lib, parse_nccl_version
+
+    if not args.prefix or not args.prefix.strip():
+        raise BadInput("--prefix: give a directory")
+    if args.lock:
+        given = [flag for flag, val in (
+            ("REQ", args.requirements), ("--python", args.python), ("--cuda", args.cuda),
+            ("--variant", args.variant), ("--strict-driver", args.strict_driver), ("--nccl", args.nccl),
+        ) if val]
+        if given:
+            raise BadInput(f"--lock rebuilds what the lock says; {', '.join(given)} cannot change it "
+                           "(resolve a new plan without --lock instead)")
+    if args.nccl:
+        args.nccl = parse_nccl_version(args.nccl)
+    if args.nccl_lib:
+        args.nccl_lib = check_nccl_lib(args.nccl_lib)
+    if args.wait < 0 or args.timeout <= 0:
+        raise BadInput("--wait must be >= 0 and --timeout > 0 seconds")
+    template = args.torch_index_url or os.environ.get(TORCH_INDEX_ENV)
+    if template:
+        flag = "--torch-index-url" if args.torch_index_url else TORCH_INDEX_ENV
+        check_url(template.replace("{variant}", "cpu"), flag, args.allow_insecure_index)
+    for flag, urls in (("--index-url", [args.index_url] if args.index_url else []),
+                       ("--extra-index-url", args.extra_index_url), ("--find-links", args.find_links)):
+        for url in urls:
+            check_url(url, flag, args.allow_insecure_index)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except KeyboardInterrupt as err:
+        why = str(err) or "interrupted"
+        sys.stderr.write(f"torchfit: {why}: the temporary env was removed; {args.prefix} was not changed\n")
+        _fail_json(args, err)
+        raise
+    except BaseException as err:
+        _fail_json(args, err)
+        raise
+
+
+def _run(args: argparse.Namespace) -> int:
+    from torchfit.compat.matrix import load_matrix
+    from torchfit.compat.resolver import resolve
+    from torchfit.errors import BadInput
+    from torchfit.installer import prefix as envbuild
+    from torchfit.cli import load_hosts, make_request
+    from torchfit.installer.flow import (
+        InstallJob,
+        check_ld_preload_lib,
+        check_lock_host,
+        check_prefix,
+        locked_torch_index,
+        nccl_pin_for,
+    )
+    from torchfit.installer.sources import load_pip_config, make_sources, torch_index_for
+    from torchfit.progress import StderrProgress
+    from torchfit.lock.pylock import load_lock
+    from torchfit.installer.nccl import NcclPin, pin_from_json
+
+    _validate(args)
+    prefix = os.path.abspath(os.path.expanduser(args.prefix))
+    check_prefix(prefix, args.force)
+    observer = StderrProgress()
+    matrix = load_matrix(args.matrix)
+    hosts = load_hosts(args)
+    lock = None
+    request = None
+    if args.lock:
+        lock = load_lock(args.lock)
+        plan = check_lock_host(lock, hosts, matrix, args.force, observer)
+        pin = pin_from_json(lock.tool.get("nccl"))
+        if args.nccl_lib:
+            pin = NcclPin("ld-preload", None, None, args.nccl_lib)
+        pin = check_ld_preload_lib(pin, lock)
+        nccl_override = None
+        template = args.torch_index_url or os.environ.get(TORCH_INDEX_ENV) or locked_torch_index(lock)
+    else:
+        request = make_request(args, matrix)
+        plan = resolve(hosts, request, matrix)  # NoCompatibleSet: exit 1, rendered by the CLI
+        pin, nccl_override = nccl_pin_for(plan, args.nccl, args.nccl_lib)
+        template = args.torch_index_url or os.environ.get(TORCH_INDEX_ENV) or plan.index_url or DEFAULT_TORCH_INDEX
+    flag = "--torch-index-url" if args.torch_index_url else (
+        TORCH_INDEX_ENV if os.environ.get(TORCH_INDEX_ENV) else "the torch index")
+    sources = make_sources(
+        torch_index=torch_index_for(template, plan.variant), index_url=args.index_url,
+        extra_index_urls=args.extra_index_url, find_links=args.find_links, offline=args.offline,
+        allow_insecure=args.allow_insecure_index, pip=load_pip_config(), torch_index_flag=flag,
+    )
+    for w in plan.warnings:
+        observer.warn(w)
+    observer.info(f"plan: torch {plan.torch} {plan.variant}, Python {plan.python_version}"
+                  f"{' (pyenv)' if plan.python_source == 'pyenv' else ''}, NCCL {pin.describe()}")
+    job = InstallJob(prefix=prefix, plan=plan, hosts=hosts, request=request, sources=sources, pin=pin,
+                     installer=args.installer, observer=observer, timeout=args.timeout, lock=lock,
+                     nccl_override=nccl_override)
+    parent = os.path.dirname(prefix)
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"--prefix {args.prefix}: cannot create {parent} ({exc.strerror})") from None
+    with envbuild.interrupts_raise(), envbuild.PrefixLock(prefix, args.wait, observer.info):
+        check_prefix(prefix, args.force)  # again, now that no other install can race us
+        for stale in envbuild.find_stale_temps(prefix):
+            observer.info(f"removing {stale}, left by an install that was killed")
+            envbuild.remove_tree(stale)
+        result = job.run()
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        _summary(result)
+    return 0
+
+
+def _summary(result: Any) -> None:
+    from torchfit.redact import redact
+
+    rt = result.report.runtime
+    accel = f"CUDA {rt.get('cuda')}" if rt.get("cuda") else (f"HIP {rt.get('hip')}" if rt.get("hip") else "CPU")
+    lines = [
+        f"torchfit: {'replaced' if result.replaced else 'created'} {result.prefix} with {result.installer}: "
+        f"torch {rt.get('torch')} ({accel}), Python {rt.get('python')}, {len(result.packages)} packages",
+        f"  lock:  {result.lock_path}",
+        f"  NCCL:  {result.pin.describe()}" + (f", runtime {rt['nccl']}" if rt.get("nccl") else ""),
+        f"  use:   source {result.prefix}/bin/activate   or   torchfit run --env {result.prefix} -- python ...",
+    ]
+    if result.log_path:
+        lines.append(f"  log:   {result.log_path}")
+    sys.stderr.write(redact("\n".join(lines)) + "\n")

@@ -1,0 +1,257 @@
+"""`torchfit matrix check | update | show`: keep data/matrix.toml true, and show it.
+
+`check` compares the matrix with the live indexes (installer.matrixcheck) and exits
+1 on drift; `update` prints the same comparison as a unified diff for review and
+never rewrites the file; `show` prints the matrix as a table. Imports stay inside
+the functions: `add_parser` runs on every torchfit start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from torchfit.errors import BadInput
+
+
+def add_parser(subparsers: Any, epilog: str) -> None:
+    p = subparsers.add_parser("matrix", help="check the compatibility matrix against the indexes, "
+                              "propose updates, show it", epilog=epilog)
+    sub = p.add_subparsers(dest="matrix_command", metavar="ACTION", parser_class=type(p))
+
+    check = sub.add_parser("check", help="compare the matrix with the package indexes; exit 1 on drift",
+                           epilog=epilog)
+    _index_options(check)
+    check.add_argument("--json", action="store_true", help="print one JSON object")
+    check.add_argument("--quiet", action="store_true", help="list disagreements only, not notes")
+
+    upd = sub.add_parser("update", help="propose matrix changes from the indexes as a unified diff "
+                         "(never rewrites the file)", epilog=epilog)
+    _index_options(upd)
+    upd.add_argument("--output", "-o", metavar="FILE", help="write the diff to FILE (default: stdout)")
+
+    show = sub.add_parser("show", help="print the matrix as a table", epilog=epilog)
+    show.add_argument("--torch", metavar="VERSION", help="a release or line: 2.8.0, 2.8, '>=2.6'")
+    show.add_argument("--variant", metavar="NAME", help="one variant: cu128, rocm6.4, cpu")
+    show.add_argument("--json", action="store_true", help="print a JSON list, one object per build")
+    show.add_argument("--matrix", metavar="FILE", help=argparse.SUPPRESS)
+    for q in (check, upd, show):
+        q.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                       help="show tracebacks and each page read")
+
+
+def _index_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--index-url", metavar="URL",
+                   help="replaces https://download.pytorch.org/whl for the variant indexes; "
+                        "'{variant}' is substituted, else the variant is appended (a mirror: "
+                        "https://user:TOKEN@mirror.example/whl)")
+    p.add_argument("--pypi", action="store_true",
+                   help="check the PyPI-default builds (the matrix's `pypi` rows) against PyPI instead")
+    p.add_argument("--pypi-url", metavar="URL", default=None,
+                   help="the PyPI simple index for --pypi (default https://pypi.org/simple)")
+    p.add_argument("--torch", metavar="VERSION", help="only this release or line: 2.8.0, 2.8, '>=2.6'")
+    p.add_argument("--variant", metavar="NAME", help="only this variant: cu128, rocm6.4, cpu")
+    p.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                   help="seconds per HTTP request attempt (default 30; failed attempts are retried 3 times)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="do not use the HTTP cache in $XDG_CACHE_HOME/torchfit/http")
+    p.add_argument("--matrix", metavar="FILE", help=argparse.SUPPRESS)
+    p.add_argument("--backoff", type=float, default=0.5, help=argparse.SUPPRESS)
+
+
+def run(args: argparse.Namespace) -> int:
+    action = getattr(args, "matrix_command", None)
+    if action == "show":
+        return _show(args)
+    if action in ("check", "update"):
+        return _check(args, update=action == "update")
+    raise BadInput("torchfit matrix needs an action: check, update or show (see torchfit matrix --help)")
+
+
+def _client(args: argparse.Namespace) -> Any:
+    from torchfit.index.client import IndexClient
+
+    if not args.timeout > 0:
+        raise BadInput(f"--timeout {args.timeout:g}: must be a positive number of seconds")
+    verbose = getattr(args, "verbose", False)
+    return IndexClient(
+        timeout=args.timeout,
+        backoff=max(0.0, args.backoff),
+        use_cache=not args.no_cache,
+        observer=_stderr_line if verbose or sys.stderr.isatty() else None,
+    )
+
+
+def _stderr_line(line: str) -> None:
+    sys.stderr.write(f"torchfit: {line}\n")
+
+
+def _silent(line: str) -> None:
+    pass
+
+
+def _check(args: argparse.Namespace, *, update: bool) -> int:
+    from torchfit.compat.matrix import load_matrix
+    from torchfit.matrixcheck import check as mc
+    from torchfit.index.client import PYPI_SIMPLE
+
+    base = mc.check_base_url(args.index_url, "--index-url") if args.index_url else None
+    pypi_url = mc.check_base_url(args.pypi_url, "--pypi-url") if args.pypi_url else PYPI_SIMPLE
+    if args.pypi_url and not args.pypi:
+        raise BadInput("--pypi-url is for --pypi (the PyPI-default builds)")
+    if args.pypi and args.index_url:
+        raise BadInput("--index-url names the variant indexes; with --pypi use --pypi-url")
+    matrix = load_matrix(args.matrix)
+    verbose = getattr(args, "verbose", False)
+    say = _stderr_line if verbose else _silent
+    report = mc.check_matrix(
+        matrix, _client(args), base=base, torch=args.torch, variant=args.variant,
+        pypi=args.pypi, pypi_url=pypi_url, say=say,
+    )
+    if update:
+        text, path = _matrix_text(args.matrix)
+        diff = mc.propose_update(text, matrix, report, path=path)
+        sys.stderr.write(mc.format_report(report, notes=False))
+        if args.output:
+            try:
+                with open(args.output, "w", encoding="utf-8") as fh:
+                    fh.write(diff)
+            except OSError as exc:
+                raise BadInput(f"--output {args.output}: cannot write ({exc.strerror})") from None
+            sys.stderr.write(f"proposed changes written to {args.output} ({len(diff.splitlines())} lines); "
+                             "review, then apply with `git apply`\n" if diff else
+                             f"no changes proposed; {args.output} is empty\n")
+        else:
+            sys.stdout.write(diff)
+        return 0 if report.ok else 1
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        sys.stdout.write(mc.format_report(report, notes=not args.quiet))
+    return 0 if report.ok else 1
+
+
+def _matrix_text(path: str | None) -> tuple[str, str]:
+    """The matrix's raw text, for the diff (the typed facts come from compat.matrix)."""
+    if path is None:
+        from importlib import resources
+
+        return (resources.files("torchfit").joinpath("data/matrix.toml").read_text("utf-8"),
+                "src/torchfit/data/matrix.toml")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read(), path.lstrip("/")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"--matrix {path}: cannot read ({exc})") from None
+
+
+# ---------------------------------------------------------------------------
+# show
+# ---------------------------------------------------------------------------
+
+
+def _py_range(pys: tuple[tuple[int, int], ...]) -> str:
+    """(3,9)..(3,13) contiguous -> '3.9-3.13'; otherwise a list."""
+    if not pys:
+        return "-"
+    minors = sorted(p[1] for p in pys)
+    if len(minors) > 2 and minors == list(range(minors[0], minors[-1] + 1)):
+        return f"3.{minors[0]}-3.{minors[-1]}"
+    return ", ".join(f"3.{m}" for m in minors)
+
+
+def build_row(b: Any) -> dict[str, Any]:
+    """One build as the JSON object `matrix show --json` prints."""
+    return {
+        "torch": str(b.torch),
+        "variant": b.variant,
+        "kind": b.kind,
+        "cuda": b.cuda,
+        "rocm": b.rocm,
+        "cudnn": b.cudnn,
+        "nccl": b.nccl,
+        "pythons": [f"{a}.{m}" for a, m in b.pythons],
+        "pythons_aarch64": [f"{a}.{m}" for a, m in b.pythons_aarch64],
+        "platforms": list(b.platforms),
+        "glibc": str(b.glibc) if b.glibc else None,
+        "glibc_aarch64": str(b.glibc_aarch64) if b.glibc_aarch64 else None,
+        "arch": ";".join(str(a) for a in b.arch) if b.arch is not None else None,
+        "arch_aarch64": ";".join(str(a) for a in b.arch_aarch64) if b.arch_aarch64 is not None else None,
+        "gfx": ";".join(b.gfx) if b.gfx is not None else None,
+        "torchvision": b.torchvision,
+        "torchaudio": b.torchaudio,
+        "index_url": b.index_url,
+        "pypi_default": b.pypi_default,
+        "line": b.line,
+    }
+
+
+def _show(args: argparse.Namespace) -> int:
+    from torchfit.compat.matrix import load_matrix
+    from torchfit.matrixcheck.check import select_builds
+
+    matrix = load_matrix(args.matrix)
+    builds = select_builds(matrix, args.torch, args.variant)
+    if args.json:
+        print(json.dumps([build_row(b) for b in builds], indent=2))
+        return 0
+    _render_table(builds, matrix)
+    return 0
+
+
+def _render_table(builds: list[Any], matrix: Any) -> None:
+    # Rendering belongs with the presenter (installer/present.py); it lives here until
+    # that module grows a matrix view, and imports rich only when it runs.
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console(highlight=False)
+    if not con.is_terminal:
+        # Piped or redirected: one line per build rather than folding to 80 columns.
+        con = Console(highlight=False, width=200)
+    table = Table(title=f"torchfit matrix: {len(builds)} builds ({matrix.path}); * = what PyPI serves",
+                  title_justify="left")
+    for name, kw in (("torch", {"no_wrap": True}), ("variant", {"no_wrap": True}),
+                     ("CUDA/ROCm", {"no_wrap": True}), ("cuDNN", {"no_wrap": True}),
+                     ("NCCL", {"no_wrap": True}), ("Pythons", {"no_wrap": True}),
+                     ("glibc", {"no_wrap": True}), ("platforms", {"no_wrap": True}),
+                     ("arch list", {"overflow": "fold"}), ("torchvision / torchaudio", {"overflow": "fold"})):
+        table.add_column(name, **kw)
+    last = None
+    for b in builds:
+        if last is not None and (b.torch.major, b.torch.minor) != (last.torch.major, last.torch.minor):
+            table.add_section()
+        last = b
+        arm = "aarch64" in b.platforms
+        pys = _py_range(b.pythons)
+        if arm and b.pythons_aarch64 != b.pythons:
+            pys += f"\naarch64: {_py_range(b.pythons_aarch64)}"
+        glibc = str(b.glibc) if b.glibc else "unknown"
+        if arm and b.glibc_aarch64 != b.glibc:
+            glibc += f"\naarch64: {b.glibc_aarch64 or 'unknown'}"
+        if b.kind == "cuda":
+            arch = ";".join(str(a) for a in b.arch) if b.arch is not None else "unknown"
+            if arm:
+                arm_list = ";".join(str(a) for a in b.arch_aarch64) if b.arch_aarch64 is not None else "unknown"
+                if arm_list != arch:
+                    arch += f"\naarch64: {arm_list}"
+        elif b.kind == "rocm":
+            arch = ";".join(b.gfx) if b.gfx is not None else "unknown"
+        else:
+            arch = "-"
+        table.add_row(
+            str(b.torch),
+            b.variant + ("*" if b.pypi_default else ""),
+            b.cuda or b.rocm or "-",
+            b.cudnn or ("unknown" if b.kind == "cuda" else "-"),
+            b.nccl or ("unknown" if b.kind == "cuda" else "-"),
+            pys,
+            glibc,
+            " ".join(b.platforms),
+            arch,
+            f"{b.torchvision or '-'} / {b.torchaudio or '-'}",
+            end_section=False,
+        )
+    con.print(table)

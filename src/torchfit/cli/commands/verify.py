@@ -1,0 +1,367 @@
+"""`torchfit verify`: arguments, choosing the interpreter, and rendering the report.
+
+Which Python: `--env PREFIX` (its bin/python), `--python PATH` (a path or a name
+on PATH), else the `python3` on PATH: the interpreter a user would type, not the
+one running torchfit (torchfit may live in its own pipx environment without
+torch). The orchestration is verify.py; this module only parses and presents
+(rich is imported only to render, never for --json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from typing import Any
+
+from torchfit.errors import BadInput
+
+HELP = "prove a torch environment on this host: runtime versions, DDP smoke test, bandwidth"
+
+
+def add_parser(subparsers: Any, epilog: str) -> None:
+    p = subparsers.add_parser(
+        "verify",
+        help=HELP,
+        epilog=epilog,
+        description="Inspect a torch environment (the libraries that really run, GPU arch coverage, a kernel per "
+        "GPU), run a DDP smoke test under torchrun, and sweep all-reduce bandwidth. Every phase has a "
+        "timeout; nothing is left running.",
+    )
+    which = p.add_mutually_exclusive_group()
+    which.add_argument(
+        "--env", metavar="PREFIX", help="the environment to verify (a venv or conda prefix)"
+    )
+    which.add_argument(
+        "--python", metavar="PATH", help="its interpreter (default: python3 on PATH)"
+    )
+    p.add_argument(
+        "--nproc",
+        type=int,
+        metavar="N",
+        help="processes per node (default: one per visible GPU; 2 with gloo)",
+    )
+    p.add_argument(
+        "--backend", choices=("nccl", "gloo"), help="default: nccl when torch sees a GPU, else gloo"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="a stage that makes no progress for S seconds is stalled: killed and reported (default 120)",
+    )
+    bw = p.add_mutually_exclusive_group()
+    bw.add_argument(
+        "--no-bandwidth",
+        dest="bandwidth",
+        action="store_false",
+        default=None,
+        help="skip the all-reduce bandwidth sweep",
+    )
+    bw.add_argument(
+        "--bandwidth",
+        dest="bandwidth",
+        action="store_true",
+        help="run the sweep with gloo too (default sizes 1-16 MiB there)",
+    )
+    p.add_argument(
+        "--sizes",
+        nargs="+",
+        metavar="SIZE",
+        help="sweep sizes, e.g. 1M 64M 1G or 1M,8G (default 1 MiB..1 GiB in powers of two)",
+    )
+    p.add_argument(
+        "--iters", type=int, metavar="N", help="timed all-reduces per size (default 50..10 by size)"
+    )
+    p.add_argument(
+        "--warmup", type=int, metavar="N", help="warmup all-reduces per size (default 5)"
+    )
+    p.add_argument(
+        "--lock",
+        metavar="FILE",
+        help="the lock to compare with (default PREFIX/pylock.toml if present)",
+    )
+    p.add_argument(
+        "--keep", action="store_true", help="keep the work directory (worker logs) even on success"
+    )
+    multi = p.add_argument_group("several nodes (run the same command on every node)")
+    multi.add_argument("--nnodes", type=int, default=1, metavar="N")
+    multi.add_argument("--node-rank", type=int, default=0, metavar="R")
+    multi.add_argument(
+        "--rdzv-endpoint",
+        metavar="HOST:PORT",
+        help="torchrun c10d rendezvous (on one of the nodes)",
+    )
+    multi.add_argument("--rdzv-id", default="torchfit-verify", metavar="ID")
+    multi.add_argument(
+        "--rdzv-timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="how long to wait for every node to join (default 300)",
+    )
+    multi.add_argument(
+        "--master-addr",
+        metavar="HOST",
+        help="static rendezvous instead of c10d (with --master-port)",
+    )
+    multi.add_argument("--master-port", type=int, metavar="PORT")
+    slurm = p.add_argument_group("Slurm: print an sbatch script instead of running")
+    slurm.add_argument("--slurm", action="store_true")
+    slurm.add_argument("--nodes", type=int, metavar="N")
+    slurm.add_argument("--gpus-per-node", type=int, metavar="G")
+    slurm.add_argument("--partition", metavar="NAME")
+    slurm.add_argument("--account", metavar="NAME")
+    slurm.add_argument("--time", default="00:15:00", metavar="HH:MM:SS")
+
+
+def find_python(args: argparse.Namespace) -> tuple[str, str | None]:
+    """(interpreter path, env prefix or None); BadInput (exit 2) when there is none."""
+    if args.env:
+        prefix = os.path.abspath(args.env)
+        if not os.path.isdir(prefix):
+            raise BadInput(f"--env {args.env}: not a directory")
+        for name in ("bin/python", "bin/python3"):
+            cand = os.path.join(prefix, name)
+            if os.path.isfile(cand) and os.access(cand, os.X_OK):
+                return cand, prefix
+        raise BadInput(
+            f"--env {args.env}: no bin/python in it (not a virtual environment or conda prefix)"
+        )
+    name = args.python or "python3"
+    if os.sep in name:
+        # Not resolved through symlinks: a venv's bin/python links to the base
+        # interpreter, and resolving it would leave the venv.
+        path = os.path.abspath(name)
+        if not os.path.isfile(path):
+            raise BadInput(f"--python {name}: not found")
+        if not os.access(path, os.X_OK):
+            raise BadInput(f"--python {name}: not executable")
+        return path, None
+    found = shutil.which(name)
+    if found is None:
+        raise BadInput(
+            f"--python {name}: not found on PATH"
+            if args.python
+            else "no python3 on PATH: give --python PATH or --env PREFIX"
+        )
+    return os.path.abspath(found), None
+
+
+def _options(args: argparse.Namespace, python: str, prefix: str | None) -> Any:
+    from torchfit.verify import Options, parse_sizes
+
+    if args.nproc is not None and args.nproc < 1:
+        raise BadInput("--nproc must be at least 1")
+    if args.timeout <= 0:
+        raise BadInput("--timeout must be positive")
+    if args.nnodes < 1 or not 0 <= args.node_rank < args.nnodes:
+        raise BadInput(
+            f"--node-rank {args.node_rank} is outside 0..{args.nnodes - 1} (--nnodes {args.nnodes})"
+        )
+    if args.nnodes > 1 and not args.rdzv_endpoint and not (args.master_addr and args.master_port):
+        raise BadInput(
+            "--nnodes > 1 needs --rdzv-endpoint HOST:PORT (or --master-addr and --master-port)"
+        )
+    if args.rdzv_endpoint and ":" not in args.rdzv_endpoint:
+        raise BadInput(f"--rdzv-endpoint {args.rdzv_endpoint}: expected HOST:PORT")
+    if args.lock and not os.path.isfile(args.lock):
+        raise BadInput(f"--lock {args.lock}: no such file")
+    for flag in ("iters", "warmup"):
+        value = getattr(args, flag)
+        if value is not None and value < (1 if flag == "iters" else 0):
+            raise BadInput(f"--{flag} {value}: too small")
+    return Options(
+        python=python,
+        env_prefix=prefix,
+        nproc=args.nproc,
+        backend=args.backend,
+        timeout=args.timeout,
+        bandwidth=args.bandwidth,
+        sizes=parse_sizes(args.sizes) if args.sizes else None,
+        iters=args.iters,
+        warmup=args.warmup,
+        nnodes=args.nnodes,
+        node_rank=args.node_rank,
+        rdzv_endpoint=args.rdzv_endpoint,
+        rdzv_id=args.rdzv_id,
+        master_addr=args.master_addr,
+        master_port=args.master_port,
+        rdzv_timeout=args.rdzv_timeout,
+        lock=os.path.abspath(args.lock) if args.lock else None,
+        keep=args.keep,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.slurm:
+        return _slurm(args)
+    python, prefix = find_python(args)
+    opts = _options(args, python, prefix)
+    from torchfit.verify import Observer, verify
+
+    class _Progress(Observer):
+        def phase(self, name: str, text: str) -> None:
+            sys.stderr.write(f"torchfit verify: {text}\n")
+            sys.stderr.flush()
+
+    report = verify(opts, None if args.json else _Progress())
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2, default=str))
+    else:
+        render_report(report)
+    return 0 if report.ok else 1
+
+
+def _slurm(args: argparse.Namespace) -> int:
+    from torchfit.verify import format_slurm_script
+
+    if not args.nodes or args.nodes < 1 or not args.gpus_per_node or args.gpus_per_node < 1:
+        raise BadInput("--slurm needs --nodes N and --gpus-per-node G")
+    python = os.path.abspath(args.env + "/bin/python") if args.env else args.python or "python3"
+    extra = []
+    if args.timeout != 120.0:
+        extra += ["--timeout", f"{args.timeout:g}"]
+    if args.bandwidth is False:
+        extra.append("--no-bandwidth")
+    if args.json:
+        extra.append("--json")
+    print(
+        format_slurm_script(
+            args.nodes,
+            args.gpus_per_node,
+            python,
+            [sys.executable, "-m", "torchfit"],
+            partition=args.partition,
+            account=args.account,
+            time_limit=args.time,
+            extra=extra,
+        )
+    )
+    return 0
+
+
+# --- rendering -----------------------------------------------------------------------------
+
+_MARK = {"pass": "[green]✓[/]", "warn": "[yellow]![/]", "fail": "[red]✗[/]", "skip": "[dim]-[/]"}
+
+
+def render_report(report: Any) -> None:
+    """The human report: checks, nodes side by side, busbw bars, the verdict."""
+    try:
+        from rich.markup import escape
+        from rich.table import Table
+
+        from torchfit.cli.ui import console
+    except ImportError:  # a bare GPU host without rich: plain text, same content
+        _render_plain(report)
+        return
+    con = console()
+    con.print(
+        f"[bold]torchfit verify[/] {escape(report.python)}"
+        + (f" (env {escape(report.env_prefix)})" if report.env_prefix else "")
+    )
+    for c in report.checks:
+        con.print(
+            f" {_MARK.get(c.status, '?')} [bold]{escape(c.name)}[/]: {escape(c.summary)}",
+            soft_wrap=True,
+        )
+        for line in c.detail:
+            con.print(f"     {escape(line)}", soft_wrap=True)
+        if c.hint and c.status in ("fail", "warn"):
+            con.print(f"     [cyan]hint:[/] {escape(c.hint)}", soft_wrap=True)
+    if report.ddp:
+        for note in report.ddp.get("notes") or []:
+            con.print(f" [dim]note: {escape(note)}[/]")
+    if len(report.nodes) > 1 or report.node_disagreements:
+        table = Table(title="nodes", title_justify="left")
+        table.add_column("")
+        for n in report.nodes:
+            table.add_column(f"node {n['node']} ({escape(str(n['host']))})")
+        bad = {d.split(":")[0] for d in report.node_disagreements}
+        for key in ("driver", "torch", "cuda", "cudnn", "nccl", "nccl_path"):
+            style = "red" if key in bad else ""
+            table.add_row(
+                key,
+                *[
+                    f"[{style}]{escape(str(n.get(key)))}[/]" if style else escape(str(n.get(key)))
+                    for n in report.nodes
+                ],
+            )
+        con.print(table)
+    bw = report.bandwidth
+    if bw and bw.get("rows"):
+        promise = bw.get("promise_gbps")
+        top = max([r["busbw"] for r in bw["rows"]] + [promise or 0.0]) or 1.0
+        width = 40
+        table = Table(
+            title="all-reduce bus bandwidth (float32)"
+            + (f", links promise {promise:.0f} GB/s" if promise else ""),
+            title_justify="left",
+            box=None,
+            pad_edge=False,
+        )
+        table.add_column("size", justify="right")
+        table.add_column("busbw GB/s", justify="right")
+        if promise:
+            table.add_column("of promise", justify="right")
+        table.add_column("")
+        for r in bw["rows"]:
+            n = round(r["busbw"] / top * width)
+            colour = (
+                "green"
+                if not promise or r["busbw"] >= promise * bw.get("warn_below_fraction", 0.4)
+                else "yellow"
+            )
+            bar = f"[{colour}]{'█' * n}[/]{'·' * (width - n)}"
+            cells = [_size(r["bytes"]), f"{r['busbw']:.1f}"]
+            if promise:
+                cells.append(f"{r['busbw'] / promise:.0%}")
+            table.add_row(*cells, bar)
+        con.print(table)
+    t = report.timings
+    con.print(
+        "[dim]"
+        + ", ".join(f"{k} {v:.1f} s" for k, v in t.items() if isinstance(v, (int, float)))
+        + "[/]",
+        soft_wrap=True,
+    )
+    if report.work_dir:
+        con.print(f"[dim]worker logs kept in {escape(report.work_dir)}[/]")
+    colour = "green" if report.ok else "red"
+    con.print(f"[bold {colour}]verify: {escape(report.verdict())}[/]", soft_wrap=True)
+
+
+def _size(n: int) -> str:
+    from torchfit.verify import format_bytes
+
+    return format_bytes(n)
+
+
+def _render_plain(report: Any) -> None:
+    out = sys.stdout
+    out.write(f"torchfit verify {report.python}\n")
+    for c in report.checks:
+        out.write(f" [{c.status}] {c.name}: {c.summary}\n")
+        for line in c.detail:
+            out.write(f"     {line}\n")
+        if c.hint and c.status in ("fail", "warn"):
+            out.write(f"     hint: {c.hint}\n")
+    for n in report.nodes if len(report.nodes) > 1 else []:
+        out.write(
+            f" node {n['node']} ({n['host']}): "
+            + ", ".join(f"{k} {n.get(k)}" for k in ("driver", "torch", "cuda", "cudnn", "nccl"))
+            + "\n"
+        )
+    bw = report.bandwidth
+    if bw and bw.get("rows"):
+        top = max(r["busbw"] for r in bw["rows"]) or 1.0
+        for r in bw["rows"]:
+            out.write(
+                f" {_size(r['bytes']):>9} {r['busbw']:8.1f} GB/s {'#' * round(r['busbw'] / top * 40)}\n"
+            )
+    out.write(f"verify: {report.verdict()}\n")

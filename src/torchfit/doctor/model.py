@@ -1,0 +1,126 @@
+"""The doctor's check model and registry: what a check is, what it returns, how all run.
+
+A check is a function of the `Context` registered with `@check(id, area, title)`;
+it returns a `Verdict` (status, the evidence it saw, the fix). `run_checks` turns
+verdicts into `Check` values in registry order, and turns a check that raised into
+an `unknown` with the reason, so a bug in one check never hides the others (nor
+prints a traceback; `-v` shows it on stderr).
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+from torchfit._backports import FROZEN
+
+if TYPE_CHECKING:
+    from torchfit.doctor.context import Context
+
+STATUSES = ("ok", "warn", "fail", "unknown")
+# The order areas are run and shown in: the driver first (nothing else works
+# without it), the log last (it explains the others).
+AREAS = ("driver", "build", "shadowing", "environment", "topology", "log")
+
+
+class Verdict(NamedTuple):
+    status: str  # one of STATUSES
+    evidence: str
+    fix: str | None = None
+
+
+def ok(evidence: str, fix: str | None = None) -> Verdict:
+    return Verdict("ok", evidence, fix)
+
+
+def warn(evidence: str, fix: str | None = None) -> Verdict:
+    return Verdict("warn", evidence, fix)
+
+
+def fail(evidence: str, fix: str | None = None) -> Verdict:
+    return Verdict("fail", evidence, fix)
+
+
+def unknown(evidence: str, fix: str | None = None) -> Verdict:
+    return Verdict("unknown", evidence, fix)
+
+
+@dataclass(**FROZEN)
+class Check:
+    """One finding: which check, its area, the verdict, what it saw and how to fix it."""
+
+    id: str
+    area: str
+    title: str
+    status: str
+    evidence: str
+    fix: str | None = None
+
+    def to_json(self) -> dict[str, str | None]:
+        return {
+            "id": self.id,
+            "area": self.area,
+            "title": self.title,
+            "status": self.status,
+            "evidence": self.evidence,
+            "fix": self.fix,
+        }
+
+
+@dataclass(**FROZEN)
+class Spec:
+    id: str
+    area: str
+    title: str
+    func: Callable[[Context], Verdict]
+    needs_log: bool = False
+
+
+REGISTRY: dict[str, Spec] = {}
+
+
+def check(id: str, area: str, title: str, *, needs_log: bool = False) -> Callable[
+    [Callable[[Context], Verdict]], Callable[[Context], Verdict]
+]:
+    """Register a check function under a kebab-case id, in one of AREAS."""
+    if area not in AREAS:
+        raise ValueError(f"unknown area {area!r}")
+
+    def register(func: Callable[[Context], Verdict]) -> Callable[[Context], Verdict]:
+        if id in REGISTRY:
+            raise ValueError(f"check {id!r} registered twice")
+        REGISTRY[id] = Spec(id, area, title, func, needs_log)
+        return func
+
+    return register
+
+
+def load_all() -> list[Spec]:
+    """Import every area module (each registers its checks) and return the specs in area order."""
+    from torchfit.doctor import build, driver, environment, logs, shadowing, topology  # noqa: F401
+
+    order = {a: i for i, a in enumerate(AREAS)}
+    specs = list(REGISTRY.values())
+    return sorted(specs, key=lambda s: order[s.area])  # stable: registration order within an area
+
+
+def run_checks(ctx: Context, specs: Iterable[Spec], verbose: bool = False) -> list[Check]:
+    out = []
+    for spec in specs:
+        if spec.needs_log and ctx.log_text is None:
+            continue
+        try:
+            verdict = spec.func(ctx)
+            if verdict.status not in STATUSES:
+                raise ValueError(f"status {verdict.status!r}")
+        except Exception as exc:  # a bug in one check must not take the report down
+            if verbose:
+                traceback.print_exc(file=sys.stderr)
+            verdict = unknown(
+                f"the check itself failed ({type(exc).__name__}: {exc}); please report it",
+            )
+        out.append(Check(spec.id, spec.area, spec.title, verdict.status, verdict.evidence, verdict.fix))
+    return out

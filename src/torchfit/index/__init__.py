@@ -1,0 +1,1 @@
+"""The only HTTP: package index pages, the cache, wheel metadata and members."""

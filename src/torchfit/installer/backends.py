@@ -1,0 +1,447 @@
+"""The two installers, uv and pip, behind one interface.
+
+Both keep the torch family on the torch index alone (install_indexes.py) and
+both end with a `LockedDist` for every distribution they installed, with the
+sha256 of the very file installed:
+
+- uv: one `uv pip compile --format pylock.toml` of a generated pyproject.toml in
+  which the torch index is an *explicit* index and the family's `[tool.uv.sources]`
+  point at it (uv's documented way to pin PyTorch to its index: no other index or
+  find-links directory can provide the family, the dependencies come from the
+  user's sources); the env is then installed from that resolution with
+  `--require-hashes --no-deps`, exactly as `torchfit install --lock` does.
+- pip: the family is installed first with `--no-deps` from the torch index alone,
+  then its dependencies from the user's sources with the family constrained to the
+  exact builds just installed (`torch==2.13.0+cpu`), so pip can never swap in
+  another torch; `--report` gives each file's URL and sha256 (pip hashes files the
+  index gave no hash for).
+
+Every command goes through the runner: argv lists, a timeout, output captured into
+the install log, redacted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from torchfit.errors import BadInput, InstallFailed
+from torchfit.installer.prefix import InstallLog
+from torchfit.installer.sources import Sources
+from torchfit.progress import Observer
+from torchfit.lock.pylock import (
+    FAMILY,
+    Artifact,
+    Inline,
+    LockedDist,
+    dumps_toml,
+    requirements_text,
+)
+from torchfit.runner import Runner, RunResult, ToolMissing, ToolTimeout
+from torchfit.redact import redact
+
+UV_MIN = Version("0.8.0")  # `uv pip compile --format pylock.toml`, explicit indexes
+TORCH_INDEX_NAME = "torchfit-torch"
+PIP_MIN = Version("22.2")  # `pip install --report`
+TAIL_LINES = 30
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+class EnvRunner(Runner):
+    """The runner, where a None value in `env` removes that variable from the child's environment.
+
+    Installer steps must drop variables (the user's PIP_*/UV_* index settings) as
+    well as set them; the runner itself only lays values over os.environ.
+    """
+
+    def environ(self, env: Mapping[str, str] | None = None) -> dict[str, str]:
+        merged: dict[str, Any] = super().environ(env)
+        return {k: v for k, v in merged.items() if v is not None}
+
+
+def env_delta(full: Mapping[str, str], base: Mapping[str, str]) -> dict[str, Any]:
+    """`full` as overrides over `base`: what it lacks becomes None (unset)."""
+    out: dict[str, Any] = {k: None for k in base if k not in full}
+    out.update(full)
+    return out
+
+
+@dataclass
+class StepContext:
+    """What every installer step needs: the runner, the log, the observer, the sources."""
+
+    runner: EnvRunner
+    log: InstallLog
+    observer: Observer
+    sources: Sources
+    timeout: float
+    timings: dict[str, float]
+
+    def run(self, step: str, argv: Sequence[str], env: Mapping[str, str], detail: str,
+            check: bool = True) -> RunResult:
+        """Run one step; InstallFailed (with the log's tail) when it fails."""
+        base = os.environ
+        self.observer.step(step, detail)
+        start = time.monotonic()
+        try:
+            with self.observer.running(step):
+                res = self.runner.run(argv, timeout=self.timeout, env=env_delta(env, base))
+        except ToolTimeout as exc:
+            self.log.step(step, list(argv), None, self.timeout, exc.stdout, exc.stderr)
+            raise InstallFailed(step, _clean_argv(argv), None,
+                                _tail(exc.stdout + "\n" + exc.stderr) + f"\n(timed out after {self.timeout:g} s)") from None
+        except ToolMissing as exc:
+            self.log.write(f"== {step}: {exc.message}")
+            raise InstallFailed(step, _clean_argv(argv), None, exc.message) from None
+        seconds = time.monotonic() - start
+        self.timings[step] = self.timings.get(step, 0.0) + seconds
+        self.log.step(step, list(argv), res.returncode, seconds, res.stdout, res.stderr)
+        if check and res.returncode != 0:
+            raise InstallFailed(step, _clean_argv(argv), res.returncode, _tail(res.stderr + "\n" + res.stdout))
+        self.observer.done(step, seconds)
+        return res
+
+
+def _clean_argv(argv: Sequence[str]) -> list[str]:
+    return [redact(str(a)) for a in argv]
+
+
+def _tail(text: str, lines: int = TAIL_LINES) -> str:
+    kept = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return redact("\n".join(kept[-lines:]))
+
+
+def sha256_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _filename(location: str) -> str:
+    return unquote(os.path.basename(urlsplit(location).path)) if "://" in location else os.path.basename(location)
+
+
+def _kind(filename: str) -> str:
+    return "wheel" if filename.endswith(".whl") else "sdist"
+
+
+def _local_file(url: str) -> str | None:
+    parts = urlsplit(url)
+    if parts.scheme == "file":
+        return unquote(parts.path)
+    return None
+
+
+class Backend:
+    """An installer: create a venv, install a plan's packages, install a lock."""
+
+    name = "?"
+    version = "?"
+
+    def __init__(self, ctx: StepContext) -> None:
+        self.ctx = ctx
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.version}"
+
+    def create_venv(self, python: str, path: str) -> None:
+        raise NotImplementedError
+
+    def install_plan(self, env_dir: str, specs: Sequence[str], nccl_override: str | None,
+                     work: str) -> list[LockedDist]:
+        raise NotImplementedError
+
+    def install_locked(self, env_dir: str, dists: Sequence[LockedDist], work: str) -> None:
+        """Install hash-pinned dists in two steps: the torch family from the torch index
+        only, then the rest from the user's sources (never one mixed install)."""
+        s = self.ctx.sources
+        family = [d for d in dists if d.is_family]
+        rest = [d for d in dists if not d.is_family]
+        for step, group, fam in (("install-family", family, True), ("install-deps", rest, False)):
+            if not group:
+                continue
+            req = _write(work, f"{step}.txt", requirements_text(group))
+            where = redact(s.torch_index) if fam else "the user's sources"
+            argv, env = self._locked_install(env_dir, req, fam)
+            self.ctx.run(step, argv, env, f"{len(group)} packages from {where}, hashes checked")
+
+    def _locked_install(self, env_dir: str, req: str, family: bool) -> tuple[list[str], dict[str, str]]:
+        """The argv and environment that install requirements file `req` with --require-hashes."""
+        raise NotImplementedError
+
+
+def env_python(env_dir: str) -> str:
+    return os.path.join(env_dir, "bin", "python")
+
+
+# --- uv ------------------------------------------------------------------------------------
+
+
+def find_uv(runner: Runner) -> str | None:
+    """uv on PATH, else beside this Python (installed into torchfit's own venv)."""
+    found = runner.which("uv")
+    if found:
+        return found
+    beside = os.path.join(os.path.dirname(sys.executable), "uv")
+    return beside if os.access(beside, os.X_OK) else None
+
+
+def uv_version(runner: Runner, uv: str) -> Version | None:
+    try:
+        res = runner.run([uv, "--version"], timeout=30)
+    except (ToolMissing, ToolTimeout):
+        return None
+    m = re.search(r"uv (\d+\.\d+(\.\d+)?)", res.stdout)
+    return Version(m.group(1)) if m else None
+
+
+class UvBackend(Backend):
+    name = "uv"
+
+    def __init__(self, ctx: StepContext, uv: str, version: Version) -> None:
+        super().__init__(ctx)
+        self.uv = uv
+        self.version = str(version)
+
+    def _venv_args(self) -> list[str]:
+        s = self.ctx.sources
+        args = ["--no-config", "--no-python-downloads", "--index-strategy", "unsafe-best-match"]
+        if s.offline:
+            args.append("--offline")
+        if s.no_index:
+            args.append("--no-index")
+        for host in s.trusted_hosts:
+            args += ["--allow-insecure-host", host]
+        for link in s.find_links:
+            args += ["--find-links", link]
+        return args
+
+    def create_venv(self, python: str, path: str) -> None:
+        s = self.ctx.sources
+        # --seed: pip inside the env, so that `pip install` after `activate` lands
+        # in this env, not in whatever pip comes next on PATH.
+        argv = [self.uv, "venv", "--seed", "--python", python, *self._venv_args(), path]
+        self.ctx.run("venv", argv, s.uv_env(os.environ, family=False), f"uv venv --seed ({python})")
+
+    def install_plan(self, env_dir: str, specs: Sequence[str], nccl_override: str | None,
+                     work: str) -> list[LockedDist]:
+        s = self.ctx.sources
+        names = [canonicalize_name(x.split("=")[0]) for x in specs]
+        work_project = os.path.join(work, "project")
+        os.makedirs(work_project, mode=0o700, exist_ok=True)
+        # may hold the index's credentials: 0600, removed with the work directory
+        pyproject = _write(work_project, "pyproject.toml", uv_project(specs, s.torch_index))
+        out = os.path.join(work, "pylock.resolved.toml")
+        argv = [self.uv, "pip", "compile", "--format", "pylock.toml", "--no-header", "--python",
+                env_python(env_dir), "-o", out, *s.uv_args(family=False)]
+        if nccl_override:
+            argv += ["--overrides", _write(work, "overrides.txt", nccl_override + "\n")]
+        self.ctx.run("resolve", [*argv, pyproject], s.uv_env(os.environ, family=False),
+                     f"the torch family from {redact(s.torch_index)} only, the rest from your sources")
+        locked = parse_uv_pylock(out)
+        missing = set(names) - {d.name for d in locked}
+        if missing:
+            raise InstallFailed("resolve", [], None, f"uv's resolution lacks {sorted(missing)}")
+        self.install_locked(env_dir, locked, work)
+        return locked
+
+    def _locked_install(self, env_dir: str, req: str, family: bool) -> tuple[list[str], dict[str, str]]:
+        s = self.ctx.sources
+        argv = [self.uv, "pip", "install", "--python", env_python(env_dir), "--no-deps", "--require-hashes",
+                "-r", req, *s.uv_args(family, resolving=False)]
+        return argv, s.uv_env(os.environ, family)
+
+
+def uv_project(specs: Sequence[str], torch_index: str) -> str:
+    """The pyproject.toml uv resolves: the family pinned to the torch index as an explicit index.
+
+    uv's own mechanism for PyTorch: an *explicit* index serves only the packages that
+    [tool.uv.sources] routes to it, and a routed package is looked for nowhere else;
+    every other package comes from the user's sources.
+    """
+    names = [canonicalize_name(x.split("=")[0]) for x in specs]
+    return dumps_toml({
+        "project": {"name": "torchfit-env", "version": "0", "dependencies": list(specs)},
+        "tool": {"uv": {
+            "sources": {n: Inline(index=TORCH_INDEX_NAME) for n in names},
+            "index": [{"name": TORCH_INDEX_NAME, "url": torch_index, "explicit": True}],
+        }},
+    })
+
+
+def parse_uv_pylock(path: str) -> list[LockedDist]:
+    """The packages of a pylock.toml uv wrote: wheels installed (the sdist only without wheels)."""
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise InstallFailed("resolve", [], None, f"cannot read uv's lock {path}: {exc}") from None
+    out = []
+    for p in data.get("packages", []):
+        arts = [_uv_artifact(w, "wheel") for w in p.get("wheels") or []]
+        if isinstance(p.get("archive"), dict):
+            a = p["archive"]
+            arts.append(_uv_artifact(a, _kind(_filename(a.get("url") or a.get("path") or ""))))
+        if not arts and isinstance(p.get("sdist"), dict):
+            arts.append(_uv_artifact(p["sdist"], "sdist"))
+        if not arts:
+            raise InstallFailed("resolve", [], None, f"uv's lock gives no file for {p.get('name')}")
+        out.append(LockedDist(canonicalize_name(p["name"]), str(p["version"]), tuple(arts), p.get("marker")))
+    return out
+
+
+def _uv_artifact(raw: Mapping[str, Any], kind: str) -> Artifact:
+    url, path = raw.get("url"), raw.get("path")
+    location = url or path or ""
+    sha = (raw.get("hashes") or {}).get("sha256")
+    if not sha:
+        local = _local_file(url) if url else path
+        if local and os.path.isfile(local):
+            sha = sha256_file(local)
+        else:
+            raise InstallFailed("resolve", [], None,
+                                f"no sha256 for {redact(location)}: the index gives none (try --installer pip)")
+    return Artifact(kind, sha, url, path if not url else None, raw.get("name") or _filename(location), raw.get("size"))
+
+
+def _write(work: str, name: str, text: str) -> str:
+    path = os.path.join(work, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # may hold a credentialed URL
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return path
+
+
+# --- pip -----------------------------------------------------------------------------------
+
+
+class PipBackend(Backend):
+    name = "pip"
+
+    def create_venv(self, python: str, path: str) -> None:
+        self.ctx.run("venv", [python, "-m", "venv", path], dict(os.environ), f"python -m venv ({python})")
+        res = self.ctx.run("venv", [env_python(path), "-m", "pip", "--version"], dict(os.environ), "pip --version")
+        m = re.match(r"pip (\S+)", res.stdout)
+        try:
+            found = Version(m.group(1)) if m else None
+        except InvalidVersion:
+            found = None
+        self.version = str(found) if found else "?"
+        if found is None or found < PIP_MIN:
+            raise InstallFailed("venv", [python, "-m", "venv"], None,
+                                f"the venv's pip is {self.version}; torchfit needs pip >= {PIP_MIN} (--report)")
+
+    def _pip(self, env_dir: str, *args: str) -> list[str]:
+        return [env_python(env_dir), "-m", "pip", "install", "--progress-bar", "off", *args]
+
+    def install_plan(self, env_dir: str, specs: Sequence[str], nccl_override: str | None,
+                     work: str) -> list[LockedDist]:
+        s = self.ctx.sources
+        r1 = os.path.join(work, "report-family.json")
+        self.ctx.run("install-family",
+                     self._pip(env_dir, "--no-deps", "--only-binary", ":all:", "--report", r1, *specs),
+                     s.pip_env(os.environ, family=True), f"the torch family from {redact(s.torch_index)} only")
+        family = parse_pip_report(r1)
+        names = {canonicalize_name(x.split("=")[0]) for x in specs}
+        if {d.name for d in family} != names:
+            raise InstallFailed("install-family", [], None, f"pip installed {[d.name for d in family]}, not {sorted(names)}")
+        # The dependency step may see the family only as the exact builds just
+        # installed: pip keeps them and cannot fetch another torch from PyPI.
+        pins = _write(work, "family-pins.txt", "".join(f"{d.name}=={d.version}\n" for d in family))
+        r2 = os.path.join(work, "report-deps.json")
+        self.ctx.run("install-deps", self._pip(env_dir, "--report", r2, "-c", pins, *specs),
+                     s.pip_env(os.environ, family=False), "the dependencies from the user's sources")
+        deps = parse_pip_report(r2)
+        swapped = [d for d in deps if d.is_family]
+        if swapped:
+            raise InstallFailed("install-deps", [], None,
+                                f"pip replaced {swapped[0].name} with {swapped[0].version} from another index")
+        locked = {d.name: d for d in family + deps}
+        if nccl_override:
+            r3 = os.path.join(work, "report-nccl.json")
+            # --no-deps: torch pins its NCCL wheel exactly; pip warns about the
+            # override ("incompatible") and installs it, which is the point.
+            self.ctx.run("install-nccl", self._pip(env_dir, "--no-deps", "--report", r3, nccl_override),
+                         s.pip_env(os.environ, family=False), nccl_override)
+            for d in parse_pip_report(r3):
+                locked[d.name] = d
+        return list(locked.values())
+
+    def _locked_install(self, env_dir: str, req: str, family: bool) -> tuple[list[str], dict[str, str]]:
+        argv = self._pip(env_dir, "--no-deps", "--require-hashes", "-r", req)
+        return argv, self.ctx.sources.pip_env(os.environ, family)
+
+
+def parse_pip_report(path: str) -> list[LockedDist]:
+    """The distributions of a `pip install --report` file, each with its file's sha256."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise InstallFailed("install", [], None, f"cannot read pip's report {path}: {exc}") from None
+    out = []
+    for item in data.get("install", []):
+        meta = item.get("metadata") or {}
+        info = item.get("download_info") or {}
+        url = info.get("url") or ""
+        archive = info.get("archive_info")
+        if archive is None:
+            raise InstallFailed("install", [], None,
+                                f"{meta.get('name')}: installed from {redact(url)}, not a file; it cannot be locked")
+        sha = (archive.get("hashes") or {}).get("sha256")
+        if not sha and str(archive.get("hash", "")).startswith("sha256="):
+            sha = archive["hash"].split("=", 1)[1]
+        if not sha:
+            local = _local_file(url)
+            if not (local and os.path.isfile(local)):
+                raise InstallFailed("install", [], None, f"no sha256 for {redact(url)}")
+            sha = sha256_file(local)
+        name = _filename(url)
+        out.append(LockedDist(canonicalize_name(meta["name"]), str(meta["version"]),
+                              (Artifact(_kind(name), sha, url, None, name),)))
+    return out
+
+
+def pick_backend(choice: str, ctx: StepContext) -> Backend:
+    """--installer auto|uv|pip: uv when it is there (and new enough), pip otherwise."""
+    if choice == "pip":
+        return PipBackend(ctx)
+    uv = find_uv(ctx.runner)
+    version = uv_version(ctx.runner, uv) if uv else None
+    if uv and version and version >= UV_MIN:
+        return UvBackend(ctx, uv, version)
+    if choice == "uv":
+        why = "not found on PATH (pip install uv)" if not uv else f"{version or 'unknown version'} is older than {UV_MIN}"
+        raise BadInput(f"--installer uv: uv {why}")
+    if uv:
+        ctx.observer.info(f"uv {version or '?'} is older than {UV_MIN}: installing with pip")
+    return PipBackend(ctx)
+
+
+def family_specs(plan: Any) -> list[str]:
+    """`torch==2.14.1` (public versions: the index chooses the variant) for each package of the plan."""
+    out = []
+    for name in plan.packages:
+        version = getattr(plan, name, None) if name != "torch" else plan.torch
+        if name not in FAMILY or not version:
+            raise BadInput(f"the plan names {name} without a version")
+        out.append(f"{name}=={version}")
+    return out

@@ -1,0 +1,253 @@
+"""The build check: is what got installed the build the plan chose?
+
+One run of the new env's Python (`PROBE`) reports the installed distributions, the
+values torch's own `torch/version.py` holds (`__version__`, `cuda`, `hip`: the same
+values `torch.version` gives, read without importing torch, which takes seconds),
+and the NCCL the env will load: `ncclGetVersion()` of the pinned library, or of the
+nvidia-nccl wheel's libnccl.so.2.
+
+When the user pinned NCCL (`--nccl`, `--nccl-lib`) the probe also imports torch with
+the pin applied: an NCCL older than the one torch was built with can lack symbols
+libtorch_cuda.so needs (torch 2.14.1 with NCCL 2.28.9: "undefined symbol:
+ncclCommResume", measured), and the library actually mapped is the one to report.
+
+`compare_build` (pure) then says what fails the install (a CPU build where the plan
+has CUDA, another torch version, another CUDA, an NCCL pin that does not load) and
+what only deserves a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from torchfit._backports import FROZEN
+from torchfit.compat.request import Plan
+from torchfit.installer.nccl import NcclPin, nccl_version_from_code
+
+# Runs in the env's Python (3.8+ syntax, stdlib only). argv[1]: a library to
+# dlopen for ncclGetVersion, or "" to use the nvidia-nccl wheel's; argv[2] "import":
+# import torch and report the libnccl mapped into the process instead.
+PROBE = r"""
+import ctypes, importlib.util, json, os, sys
+from importlib import metadata
+out = {"python": "%d.%d.%d" % sys.version_info[:3], "prefix": sys.prefix, "dists": {}}
+for d in metadata.distributions():
+    name = d.metadata["Name"]
+    if name:
+        out["dists"][name] = d.version
+spec = importlib.util.find_spec("torch")
+if spec is None or not spec.submodule_search_locations:
+    out["torch_error"] = "torch is not installed in this env"
+else:
+    path = os.path.join(list(spec.submodule_search_locations)[0], "version.py")
+    ns = {}
+    try:
+        with open(path) as fh:
+            exec(compile(fh.read(), path, "exec"), ns)
+        out["torch"] = {k: ns.get(k) for k in ("__version__", "cuda", "hip", "git_version")}
+    except Exception as exc:
+        out["torch_error"] = "%s: %s" % (path, exc)
+
+
+class DlInfo(ctypes.Structure):
+    _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p),
+                ("sname", ctypes.c_char_p), ("saddr", ctypes.c_void_p)]
+
+
+def bound_nccl(maps):
+    # The ncclGetVersion torch calls: the global scope's (an LD_PRELOAD is there), else
+    # the one libtorch_cuda.so's own dependencies provide; dladdr names its file.
+    process = ctypes.CDLL(None)
+    try:
+        fn = process.ncclGetVersion
+    except AttributeError:
+        fn = None
+        for path in sorted({ln.split()[-1] for ln in maps if "libtorch_cuda.so" in ln}):
+            try:
+                fn = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY).ncclGetVersion
+                break
+            except (OSError, AttributeError):
+                pass
+    if fn is None:
+        return None
+    info = DlInfo()
+    try:
+        dladdr = process.dladdr
+    except AttributeError:
+        dladdr = ctypes.CDLL("libdl.so.2").dladdr
+    dladdr(ctypes.cast(fn, ctypes.c_void_p), ctypes.byref(info))
+    code = ctypes.c_int(0)
+    rc = fn(ctypes.byref(code))
+    return {"library": (info.fname or b"").decode(), "code": code.value, "rc": rc}
+
+
+lib = sys.argv[1] if len(sys.argv) > 1 else ""
+if len(sys.argv) > 2 and sys.argv[2] == "import":
+    try:
+        import torch
+        out["import"] = {"ok": True}
+    except BaseException as exc:
+        out["import"] = {"ok": False, "error": "%s: %s" % (type(exc).__name__, exc)}
+    with open("/proc/self/maps") as fh:
+        maps = fh.read().splitlines()
+    out["mapped"] = sorted({ln.split()[-1] for ln in maps if "libnccl.so" in ln})
+    if out["import"]["ok"]:
+        try:
+            out["bound"] = bound_nccl(maps)
+        except Exception as exc:
+            out["bound"] = {"error": str(exc)}
+if out.get("bound") and out["bound"].get("library"):
+    out["nccl"] = out["bound"]
+    lib = ""
+elif not lib:
+    nv = importlib.util.find_spec("nvidia")
+    for loc in (nv.submodule_search_locations if nv and nv.submodule_search_locations else []):
+        cand = os.path.join(loc, "nccl", "lib", "libnccl.so.2")
+        if os.path.exists(cand):
+            lib = cand
+            break
+if lib:
+    try:
+        handle = ctypes.CDLL(lib)
+        code = ctypes.c_int(0)
+        rc = handle.ncclGetVersion(ctypes.byref(code))
+        out["nccl"] = {"library": lib, "code": code.value, "rc": rc}
+    except (OSError, AttributeError) as exc:
+        out["nccl"] = {"library": lib, "error": str(exc)}
+print(json.dumps(out))
+"""
+
+
+@dataclass(**FROZEN)
+class BuildReport:
+    """What the check found, what fails, what only warns, and what verify should find."""
+
+    failures: tuple[str, ...]
+    warnings: tuple[str, ...]
+    runtime: Mapping[str, Any] = field(default_factory=dict)
+    dists: Mapping[str, str] = field(default_factory=dict)
+
+
+def parse_probe(stdout: str) -> dict[str, Any]:
+    """The probe's JSON (its last line); {} when it printed none."""
+    for line in reversed(stdout.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                data = json.loads(line)
+            except ValueError:
+                return {}
+            return data if isinstance(data, dict) else {}
+    return {}
+
+
+def _public(version: str | None) -> str | None:
+    if not version:
+        return None
+    try:
+        return Version(version).public
+    except InvalidVersion:
+        return version.split("+")[0]
+
+
+def _same_release(a: str, b: str, parts: int) -> bool:
+    try:
+        return Version(a).release[:parts] == Version(b).release[:parts]
+    except InvalidVersion:
+        return a == b
+
+
+def compare_build(plan: Plan, probe: Mapping[str, Any], pin: NcclPin) -> BuildReport:
+    """Check the probe's findings against the plan and the NCCL pin (pure)."""
+    fails: list[str] = []
+    warns: list[str] = []
+    dists: dict[str, str] = {canonicalize_name(str(k)): str(v) for k, v in (probe.get("dists") or {}).items()}
+    torch = probe.get("torch") or {}
+    runtime: dict[str, Any] = {"python": probe.get("python")}
+    if probe.get("torch_error") or not torch.get("__version__"):
+        fails.append(f"torch: {probe.get('torch_error') or 'no version found in torch/version.py'}")
+        return BuildReport(tuple(fails), tuple(warns), runtime, dists)
+    full = str(torch["__version__"])
+    cuda, hip = torch.get("cuda"), torch.get("hip")
+    runtime.update(torch=full, cuda=cuda, hip=hip)
+    if _public(full) != plan.torch:
+        fails.append(f"torch {full} is installed; the plan is torch {plan.torch}")
+    if plan.variant == "cpu":
+        if cuda or hip:
+            fails.append(f"torch {full} is a {'CUDA ' + str(cuda) if cuda else 'ROCm ' + str(hip)} build; "
+                         "the plan is the CPU build")
+    elif plan.cuda:
+        if not cuda:
+            fails.append(f"torch {full} is a {'ROCm' if hip else 'CPU'} build; the plan is CUDA {plan.cuda} "
+                         f"({plan.variant}): the torch index served the wrong build")
+        elif not _same_release(str(cuda), plan.cuda, 2):
+            fails.append(f"torch {full} is built for CUDA {cuda}; the plan is CUDA {plan.cuda} ({plan.variant})")
+    elif plan.rocm:
+        if not hip:
+            fails.append(f"torch {full} is a {'CUDA' if cuda else 'CPU'} build; the plan is ROCm {plan.rocm}")
+        elif not str(hip).startswith(plan.rocm):
+            warns.append(f"torch {full} reports HIP {hip}; the plan is ROCm {plan.rocm}")
+    for name in ("torchvision", "torchaudio"):
+        want = getattr(plan, name)
+        if name in plan.packages and want:
+            have = dists.get(name)
+            if have is None:
+                fails.append(f"{name} is not installed; the plan has {name} {want}")
+            elif _public(have) != want:
+                fails.append(f"{name} {have} is installed; the plan is {name} {want}")
+    if plan.cuda:
+        cudnn = next((v for k, v in dists.items() if k.startswith("nvidia-cudnn-cu")), None)
+        runtime["cudnn"] = cudnn
+        if plan.cudnn and cudnn and not _same_release(cudnn, plan.cudnn, 3):
+            warns.append(f"cuDNN {cudnn} is installed; the matrix says {plan.cudnn} for {plan.variant}")
+    _check_nccl(plan, probe, pin, dists, runtime, fails, warns)
+    return BuildReport(tuple(fails), tuple(warns), runtime, dists)
+
+
+def _check_nccl(plan: Plan, probe: Mapping[str, Any], pin: NcclPin, dists: Mapping[str, str],
+                runtime: dict[str, Any], fails: list[str], warns: list[str]) -> None:
+    nccl = probe.get("nccl") or {}
+    loaded = None
+    if nccl.get("code"):
+        loaded = nccl_version_from_code(int(nccl["code"]))
+        runtime["nccl"] = loaded
+        runtime["nccl_library"] = nccl.get("library")
+    elif nccl.get("error"):
+        runtime["nccl_library"] = nccl.get("library")
+    imported = probe.get("import")
+    if imported is not None and not imported.get("ok"):
+        built = f"; torch {plan.torch} {plan.variant} was built with NCCL {plan.nccl}" if plan.nccl else ""
+        fails.append(f"with NCCL {loaded or '?'} ({pin.describe()}) `import torch` fails: "
+                     f"{imported.get('error')}{built}: pin that NCCL or a newer one")
+        return
+    if pin.mechanism == "ld-preload":
+        if not loaded:
+            fails.append(f"--nccl-lib {pin.library}: ncclGetVersion could not be called "
+                         f"({nccl.get('error') or 'no version'})")
+        bound = (probe.get("bound") or {}).get("library")
+        if imported is not None and os.path.realpath(bound or "") != os.path.realpath(pin.library or ""):
+            fails.append(f"torch calls the NCCL in {bound or 'no library'}, not the pinned {pin.library} "
+                         f"(mapped: {', '.join(probe.get('mapped') or []) or 'none'})")
+        return
+    if pin.mechanism in ("wheel", "wheel-override") and pin.package:
+        have = dists.get(pin.package)
+        if have is None:
+            msg = f"{pin.package} is not installed: this torch build does not use the NCCL wheel"
+            (fails if pin.mechanism == "wheel-override" else warns).append(msg)
+            return
+        runtime.setdefault("nccl", _public(have))
+        if pin.version and not _same_release(have, pin.version, 3):
+            msg = f"{pin.package} {have} is installed; expected {pin.version}"
+            if pin.mechanism == "wheel-override":
+                fails.append(msg)
+            else:
+                warns.append(msg + " (the matrix and torch's own pin disagree)")
+        if loaded and not _same_release(loaded, have, 3):
+            warns.append(f"the env's libnccl reports {loaded}, its wheel says {have}")

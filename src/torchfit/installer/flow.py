@@ -1,0 +1,417 @@
+"""`torchfit install`: from a plan (or a lock) to a checked, locked env at PREFIX.
+
+The steps, in order; any failure, Ctrl-C or SIGTERM removes the temporary env and
+leaves PREFIX as it was:
+
+  interpreter (present, or pyenv install -s)  ->  venv beside PREFIX under a temp name
+  ->  the torch family from the torch index, the rest from the user's sources
+  ->  the build check  ->  bin/torchfit-env + activate hook  ->  pylock.toml
+  ->  relocate the env's scripts to PREFIX  ->  atomic swap into PREFIX
+
+The caller holds PREFIX.lock (envbuild.PrefixLock) around all of it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import shutil
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+
+from torchfit import __version__
+from torchfit.compat.facts import HostFacts, facts_to_json
+from torchfit.compat.matrix import Matrix
+from torchfit.compat.request import Plan, Request, plan_to_json
+from torchfit.compat.rules import check_driver, check_glibc, check_gpus, check_platform
+from torchfit.errors import BadInput, InstallFailed, NoCompatibleSet
+from torchfit.installer import prefix as envbuild
+from torchfit.installer.backends import (
+    Backend,
+    EnvRunner,
+    StepContext,
+    env_python,
+    family_specs,
+    pick_backend,
+)
+from torchfit.installer.buildcheck import PROBE, BuildReport, compare_build, parse_probe
+from torchfit.installer.sources import Sources, strip_credentials
+from torchfit.progress import Observer
+from torchfit.lock.pylock import (
+    LOCK_NAME,
+    TOOL_SCHEMA,
+    Lock,
+    LockedDist,
+    LockMismatch,
+    sorted_dists,
+    write_lock,
+)
+from torchfit.installer.nccl import (
+    NcclPin,
+    check_nccl_lib,
+    hook_activate,
+    nccl_package,
+    write_env_script,
+)
+from torchfit.installer.pyenv import ensure_python, interpreter_in
+from torchfit.redact import redact
+
+WORK_DIR = ".torchfit-work"
+
+
+@dataclass
+class InstallResult:
+    """What an install did, for the summary and `--json`."""
+
+    prefix: str
+    plan: Plan
+    installer: str
+    packages: tuple[LockedDist, ...]
+    pin: NcclPin
+    report: BuildReport
+    lock_path: str
+    log_path: str | None
+    replaced: bool
+    timings: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": True,
+            "prefix": self.prefix,
+            "installer": self.installer,
+            "lock": self.lock_path,
+            "log": self.log_path,
+            "replaced": self.replaced,
+            "plan": plan_to_json(self.plan),
+            "packages": [{"name": d.name, "version": d.version} for d in self.packages],
+            "nccl": self.pin.to_json(),
+            "runtime": dict(self.report.runtime),
+            "warnings": self.warnings,
+            "timings": {k: round(v, 3) for k, v in self.timings.items()},
+        }
+
+
+# --- the interpreter ----------------------------------------------------------------------
+
+
+def find_interpreter(plan: Plan, runner: EnvRunner, observer: Observer, log: envbuild.InstallLog,
+                     timings: dict[str, float], timeout: float) -> str:
+    """The plan's Python: its path when present, else pyenv install -s."""
+    path = plan.python_path
+    if plan.python_source != "pyenv" and path and os.access(path, os.X_OK):
+        return path
+    version = plan.python_version
+    if plan.python_source != "pyenv":
+        minor = ".".join(version.split(".")[:2])
+        found = shutil.which(f"python{minor}")
+        root = runner.environ().get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+        pyenv_copy = interpreter_in(os.path.join(root, "versions", version), version)
+        if pyenv_copy or found:
+            return pyenv_copy or found  # type: ignore[return-value]
+    observer.step("python", f"pyenv install -s {version} (a CPython build takes minutes)")
+    start = time.monotonic()
+    try:
+        with observer.running("python"):
+            interp, output = ensure_python(runner, version, timeout=timeout)
+    except InstallFailed as exc:
+        log.write(f"== python: pyenv install -s {version}\n{exc.tail}")
+        raise
+    timings["python"] = time.monotonic() - start
+    log.write(f"== python: pyenv install -s {version} -> {interp}\n{output}")
+    observer.done("python", timings["python"], interp)
+    return interp
+
+
+# --- lock mode: does this host agree with the lock? ------------------------------------------
+
+
+def plan_from_json(data: dict[str, Any]) -> Plan:
+    """The Plan of a lock's [tool.torchfit.plan] (None for keys TOML could not hold)."""
+    def tup(key: str) -> tuple[str, ...]:
+        return tuple(str(x) for x in data.get(key) or ())
+
+    try:
+        return Plan(
+            python=str(data["python"]), python_version=str(data["python_version"]),
+            python_source=str(data.get("python_source") or "installed"), python_path=data.get("python_path"),
+            torch=str(data["torch"]), variant=str(data["variant"]), cuda=data.get("cuda"), rocm=data.get("rocm"),
+            cudnn=data.get("cudnn"), nccl=data.get("nccl"), torchvision=data.get("torchvision"),
+            torchaudio=data.get("torchaudio"), index_url=str(data.get("index_url") or ""),
+            packages=tup("packages") or ("torch",), reasons=tup("reasons"), warnings=tup("warnings"),
+            ruled_out=tup("ruled_out"), why=dict(data.get("why") or {}), hosts=tup("hosts"),
+        )
+    except KeyError as exc:
+        raise BadInput(f"the lock's [tool.torchfit.plan] lacks {exc.args[0]!r}") from None
+
+
+def check_lock_host(lock: Lock, hosts: Sequence[HostFacts], matrix: Matrix, force: bool,
+                    observer: Observer) -> Plan:
+    """Re-run the resolver for the locked build on this host; LockMismatch if it does not fit.
+
+    The request is the lock itself: torch==X, its variant, its companions, its
+    Python minor. A conflict (driver too old, glibc, no GPU the build covers, no
+    such Python and no pyenv) refuses the rebuild unless `force`.
+    """
+    locked = plan_from_json(dict(lock.tool["plan"]))
+    reqs = [Requirement(f"torch=={locked.torch}")]
+    for name in ("torchvision", "torchaudio"):
+        if name in locked.packages and getattr(locked, name):
+            reqs.append(Requirement(f"{name}=={getattr(locked, name)}"))
+    strict = bool((lock.tool.get("request") or {}).get("strict-driver", False))
+    request = Request(requirements=tuple(reqs), python=SpecifierSet(f"=={locked.python}.*"),
+                      variant=locked.variant, strict_driver=strict)
+    build = next((b for b in matrix.builds if b.variant == locked.variant and str(b.torch) == locked.torch), None)
+    if build is None:
+        conflicts = [f"torch {locked.torch} {locked.variant} is not in this torchfit's matrix"]
+    else:
+        # The resolver's host rules, applied to the locked build on each host.
+        conflicts = []
+        for host in hosts:
+            checks = [check_platform(build, host), check_glibc(build, host)]
+            if build.kind == "cuda":
+                checks.append(check_driver(build, host, matrix, strict))
+            checks.append(check_gpus(build, host, matrix, locked.variant == "cpu"))
+            prefix = f"{host.name}: " if len(hosts) > 1 else ""
+            conflicts += [f"{prefix}{build.label}: {c.text}" for c in checks if not c.ok]
+        if not conflicts:
+            from torchfit.compat.resolver import resolve
+
+            try:
+                plan = resolve(hosts, request, matrix)  # the interpreter, and anything else
+                return replace(plan, packages=locked.packages)
+            except NoCompatibleSet as exc:
+                conflicts = exc.conflicts[1:] or exc.conflicts
+    where = lock.path or "the lock"
+    if not force:
+        raise LockMismatch(
+            f"this host contradicts {where}: {conflicts[0]}", conflicts,
+            hint="rebuild on a host that fits, re-lock for this host, or pass --force to install it anyway",
+        )
+    observer.warn(f"--force: installing {where} although this host contradicts it: {conflicts[0]}")
+    py = next((p for p in hosts[0].pythons if p.version.startswith(locked.python + ".") and p.path), None)
+    return replace(locked, python_path=py.path if py else None,
+                   python_source="installed" if py else "pyenv")
+
+
+# --- the install -----------------------------------------------------------------------------
+
+
+@dataclass
+class InstallJob:
+    """Everything one install needs; `run()` does it."""
+
+    prefix: str
+    plan: Plan
+    hosts: Sequence[HostFacts]
+    request: Request | None
+    sources: Sources
+    pin: NcclPin
+    installer: str  # auto | uv | pip
+    observer: Observer
+    timeout: float
+    lock: Lock | None = None  # rebuild this lock instead of resolving packages
+    nccl_override: str | None = None  # "nvidia-nccl-cu13==2.28.3"
+    timings: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def run(self) -> InstallResult:
+        runner = EnvRunner()
+        label = os.path.basename(self.prefix.rstrip(os.sep)) or "env"
+        log = envbuild.InstallLog(label)
+        log.write(f"torchfit {__version__} install into {self.prefix}")
+        for line in self.sources.describe():
+            log.write(line)
+            if line.startswith("--offline"):
+                self.observer.warn(line)
+        ctx = StepContext(runner, log, self.observer, self.sources, self.timeout, self.timings)
+        try:
+            return self._run(runner, ctx, log)
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                for pid in envbuild.kill_child_groups():
+                    log.write(f"== killed child process group {pid}")
+            if log.path:
+                log.write(f"== failed: {type(exc).__name__}: {exc}")
+                if isinstance(exc, InstallFailed) and exc.hint is None:
+                    exc.hint = f"the full log: {log.path}"
+                elif isinstance(exc, InstallFailed):
+                    exc.hint = f"{exc.hint}; the full log: {log.path}"
+            raise
+
+    def _run(self, runner: EnvRunner, ctx: StepContext, log: envbuild.InstallLog) -> InstallResult:
+        python = find_interpreter(self.plan, runner, self.observer, log, self.timings, self.timeout)
+        backend = pick_backend(self.installer, ctx)
+        replaced = os.path.lexists(self.prefix)
+        with envbuild.TempEnv(self.prefix) as tmp:
+            backend.create_venv(python, tmp.path)
+            work = os.path.join(tmp.path, WORK_DIR)
+            os.makedirs(work, exist_ok=True)
+            if self.lock is not None:
+                dists = list(self.lock.packages)
+                backend.install_locked(tmp.path, dists, work)
+            else:
+                dists = backend.install_plan(tmp.path, family_specs(self.plan), self.nccl_override, work)
+            report = self._check(ctx, tmp.path)
+            pin = self.pin
+            if pin.mechanism == "ld-preload":
+                pin = replace(pin, version=report.runtime.get("nccl"))
+            with self._python_step("pin", f"bin/{'torchfit-env'}: NCCL {pin.describe()}"):
+                write_env_script(tmp.path, self.prefix, pin)
+                hook_activate(tmp.path, self.prefix, pin)
+            lock_path = os.path.join(tmp.path, LOCK_NAME)
+            with self._python_step("lock", f"{LOCK_NAME}: {len(dists)} packages with sha256"):
+                write_lock(lock_path, self._make_lock(dists, pin, report, backend))
+                envbuild.remove_tree(work)
+                envbuild.relocate(tmp.path, self.prefix)
+            with self._python_step("swap", f"{'replace' if replaced else 'create'} {self.prefix}"):
+                envbuild.swap_into_place(tmp.path, self.prefix)
+                tmp.committed = True
+        log_path = log.move_into(self.prefix)
+        return InstallResult(
+            prefix=self.prefix, plan=self.plan, installer=backend.label, packages=sorted_dists(dists), pin=pin,
+            report=report, lock_path=os.path.join(self.prefix, LOCK_NAME), log_path=log_path, replaced=replaced,
+            timings=self.timings, warnings=self.warnings,
+        )
+
+    @contextmanager
+    def _python_step(self, name: str, detail: str) -> Iterator[None]:
+        """A step torchfit does itself: timed, reported, an OSError (disk full) is InstallFailed."""
+        self.observer.step(name, detail)
+        start = time.monotonic()
+        try:
+            yield
+        except OSError as exc:
+            raise InstallFailed(name, [], None, f"{exc.filename or ''}: {exc.strerror or exc}") from None
+        seconds = time.monotonic() - start
+        self.timings[name] = self.timings.get(name, 0.0) + seconds
+        self.observer.done(name, seconds)
+
+    def _check(self, ctx: StepContext, env_dir: str) -> BuildReport:
+        lib = self.pin.library if self.pin.mechanism == "ld-preload" else ""
+        argv = [env_python(env_dir), "-c", PROBE, lib or ""]
+        env = dict(os.environ)
+        detail = "the installed build against the plan"
+        if self.pin.mechanism in ("ld-preload", "wheel-override"):
+            # A chosen NCCL must load with this torch: import it under the pin.
+            argv.append("import")
+            detail += ", and import torch with the NCCL pin"
+            if lib:
+                env["LD_PRELOAD"] = lib + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
+        res = ctx.run("check", argv, env, detail, check=False)
+        probe = parse_probe(res.stdout)
+        if not probe:
+            raise InstallFailed("check", [env_python(env_dir), "-c", "<probe>"], res.returncode,
+                                redact((res.stderr or res.stdout)[-3000:]))
+        report = compare_build(self.plan, probe, self.pin)
+        # Paths the probe saw under the temporary name are the env's paths at PREFIX.
+        runtime = {k: (self.prefix + v[len(env_dir):] if isinstance(v, str) and v.startswith(env_dir + os.sep) else v)
+                   for k, v in report.runtime.items()}
+        report = replace(report, runtime=runtime)
+        want = self.plan.python
+        got = str(probe.get("python") or "")
+        failures = list(report.failures)
+        if got and ".".join(got.split(".")[:2]) != want:
+            failures.append(f"the env runs Python {got}; the plan is Python {want}")
+        for w in report.warnings:
+            self.warnings.append(w)
+            self.observer.warn(w)
+        if failures:
+            err = InstallFailed("check", [env_python(env_dir), "-c", "<probe>"], 1, "\n".join(failures))
+            err.message = f"the installed build does not match the plan: {failures[0]}"
+            err.args = (err.message,)
+            raise err
+        return report
+
+    def _make_lock(self, dists: Sequence[LockedDist], pin: NcclPin, report: BuildReport, backend: Backend) -> Lock:
+        plan = self.plan
+        family = [d.name for d in dists if d.is_family]
+        tool: dict[str, Any] = {
+            "schema": TOOL_SCHEMA,
+            "torchfit-version": __version__,
+            "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "installer": backend.label,
+            "python-version": report.runtime.get("python"),
+            "torch-index-url": redact(self.sources.torch_index),
+            "family": family,
+            "request": {
+                "args": self.request.describe() if self.request else [],
+                "strict-driver": bool(self.request.strict_driver) if self.request else False,
+            },
+            "rebuilt-from": self.lock.path if self.lock else None,
+            "sources": self.sources.describe(),
+            "nccl": pin.to_json(),
+            # `torchfit verify` compares torch, cuda, cudnn, nccl of this table with what runs.
+            "expected": {k: v for k, v in report.runtime.items() if v is not None},
+            "plan": plan_to_json(plan),
+            "hosts": [facts_to_json(h) for h in self.hosts],
+        }
+        arch = (self.hosts[0].arch if self.hosts else None) or os.uname().machine
+        dists = [replace(d, index=self.sources.torch_index) if d.is_family else d for d in dists]
+        return Lock(
+            packages=sorted_dists(dists),
+            tool=tool,
+            requires_python=f"=={plan.python}.*",
+            environments=(f"sys_platform == 'linux' and platform_machine == '{arch}'",),
+        )
+
+
+def locked_torch_index(lock: Lock) -> str:
+    """The torch index a lock was built from, credentials removed (they were redacted)."""
+    url = str(lock.tool.get("torch-index-url") or "")
+    return strip_credentials(url)
+
+
+def check_prefix(prefix: str, force: bool) -> None:
+    """BadInput when PREFIX may not be (re)placed: it exists without --force, or is not an env."""
+    if not os.path.lexists(prefix):
+        parent = os.path.dirname(prefix.rstrip(os.sep)) or "."
+        if os.path.exists(parent) and not os.path.isdir(parent):
+            raise BadInput(f"--prefix {prefix}: {parent} is not a directory")
+        return
+    if not force:
+        raise BadInput(f"--prefix {prefix} exists; pass --force to replace it "
+                       "(the old env keeps working until the new one is complete)")
+    if os.path.islink(prefix) or not os.path.isdir(prefix):
+        raise BadInput(f"--prefix {prefix} is not a directory; torchfit replaces only an env it can recognise")
+    if not os.path.isfile(os.path.join(prefix, "pyvenv.cfg")) and os.listdir(prefix):
+        raise BadInput(f"--prefix {prefix} is not a virtual environment (no pyvenv.cfg); "
+                       "refusing to replace it, even with --force")
+
+
+def check_ld_preload_lib(pin: NcclPin, lock: Lock | None) -> NcclPin:
+    """A locked LD_PRELOAD library must exist on this host (or be replaced with --nccl-lib)."""
+    if pin.mechanism != "ld-preload" or not pin.library:
+        return pin
+    try:
+        check_nccl_lib(pin.library)
+    except BadInput as exc:
+        if lock is None:
+            raise
+        raise LockMismatch(
+            f"the lock pins NCCL with LD_PRELOAD of {pin.library}, which is not usable here ({exc.message})",
+            hint="pass --nccl-lib PATH to pin another libnccl on this host",
+        ) from None
+    return pin
+
+
+def nccl_pin_for(plan: Plan, nccl_version: str | None, nccl_lib: str | None) -> tuple[NcclPin, str | None]:
+    """The pin and, for --nccl, the requirement that overrides torch's own NCCL wheel."""
+    if plan.cuda is None:
+        if nccl_version or nccl_lib:
+            what = f"the {plan.variant} build" if plan.variant != "cpu" else "the CPU build"
+            flag = "--nccl" if nccl_version else "--nccl-lib"
+            raise BadInput(f"{flag}: {what} of torch {plan.torch} has no NCCL to pin (NCCL comes with CUDA builds)")
+        return NcclPin("none"), None
+    package = nccl_package(plan.cuda)
+    if nccl_lib:
+        return NcclPin("ld-preload", None, None, nccl_lib), None
+    if nccl_version:
+        return NcclPin("wheel-override", package, nccl_version), f"{package}=={nccl_version}"
+    return NcclPin("wheel", package, plan.nccl), None

@@ -1,0 +1,1 @@
+"""PEP 751 pylock.toml: the model, the reader, the writer."""

@@ -1,0 +1,1 @@
+"""`torchfit matrix check|update|probe`: the matrix against the live indexes and the wheels."""

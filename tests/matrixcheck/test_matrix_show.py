@@ -1,0 +1,42 @@
+"""`torchfit matrix show`: the matrix as a table (and as JSON), filtered."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import run_cli
+from tests.matrixcheck.conftest import SMALL_MATRIX, run_main
+
+
+def test_show_table_has_every_column(capsys) -> None:
+    code, out, _ = run_main(capsys, "matrix", "show", "--matrix", str(SMALL_MATRIX))
+    assert code == 0
+    for col in ("torch", "variant", "CUDA/ROCm", "cuDNN", "NCCL", "Pythons", "glibc", "arch list",
+                "torchvision / torchaudio"):
+        assert col in out
+    row = next(line for line in out.splitlines() if "cu128*" in line)  # * = the PyPI default
+    for cell in ("2.8.0", "12.8", "9.10.2.21", "2.27.3", "3.9-3.13", "2.28", "7.0;7.5;8.0;8.6;9.0;10.0;12.0",
+                 "0.23.0 / 2.8.0"):
+        assert cell in row, row
+
+
+def test_show_filters_the_real_matrix() -> None:
+    out = run_cli("matrix", "show", "--torch", "2.1", "--variant", "cu121")
+    assert out.returncode == 0, out.stderr
+    rows = [line for line in out.stdout.splitlines() if "cu121" in line]
+    assert [r.split()[1] for r in rows] == ["2.1.2", "2.1.1", "2.1.0"]
+    assert all("2.17" in r for r in rows)  # the real floor of 2.1 (built on CentOS 7)
+
+
+def test_show_json(capsys) -> None:
+    code, out, _ = run_main(capsys, "matrix", "show", "--json", "--torch", "2.13.0", "--variant", "cu130")
+    data = json.loads(out)
+    assert code == 0 and len(data) == 1
+    row = data[0]
+    assert row["cudnn"] == "9.20.0.48" and row["nccl"] == "2.29.7" and row["pypi_default"] is True
+    assert row["platforms"] == ["x86_64", "aarch64"] and row["index_url"].endswith("/whl/cu130")
+
+
+def test_show_bad_filter(capsys) -> None:
+    code, _, err = run_main(capsys, "matrix", "show", "--variant", "cu999")
+    assert code == 2 and "no such variant" in err
