@@ -10,8 +10,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import torchfit.host.links as hlinks
+import torchfit.lock.pylock as pylock
+import torchfit.verify.bandwidth as vbw
+import torchfit.verify.ddp as vddp
+import torchfit.verify.inspection as vinsp
+import torchfit.verify.model as vmodel
+import torchfit.verify.peers as vpeers
+import torchfit.verify.sizes as vsizes
+import torchfit.verify.slurm as vslurm
+import torchfit.verify.watch as vwatch
+from torchfit.compat.versions import Arch
 from torchfit.errors import BadInput
-import torchfit.verify as v
 from torchfit.workers import torchfit_runtime as rt
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -33,39 +43,39 @@ H200_ARCHS = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]  # data/to
     ],
 )
 def test_parse_size(text: str, want: int) -> None:
-    assert v.parse_size(text) == want
+    assert vsizes.parse_size(text) == want
 
 
 @pytest.mark.parametrize("text", ["", "1X", "-1M", "3", "1.1", "M"])
 def test_parse_size_rejects(text: str) -> None:
     with pytest.raises(BadInput):
-        v.parse_size(text)
+        vsizes.parse_size(text)
 
 
 def test_parse_sizes_accepts_words_and_commas() -> None:
-    assert v.parse_sizes(["1G,1M", "4M", "1M"]) == (1 << 20, 4 << 20, 1 << 30)
+    assert vsizes.parse_sizes(["1G,1M", "4M", "1M"]) == (1 << 20, 4 << 20, 1 << 30)
 
 
 @given(st.text(max_size=30))
 def test_parse_size_fuzz(text: str) -> None:
     try:
-        assert v.parse_size(text) > 0
+        assert vsizes.parse_size(text) > 0
     except BadInput:
         pass
 
 
 def test_default_sweep_is_1mib_to_1gib_and_cheap() -> None:
     assert (
-        v.DEFAULT_SIZES[0] == 1 << 20
-        and v.DEFAULT_SIZES[-1] == 1 << 30
-        and len(v.DEFAULT_SIZES) == 11
+        vsizes.DEFAULT_SIZES[0] == 1 << 20
+        and vsizes.DEFAULT_SIZES[-1] == 1 << 30
+        and len(vsizes.DEFAULT_SIZES) == 11
     )
-    plan = v.iteration_plan(v.DEFAULT_SIZES)
+    plan = vsizes.iteration_plan(vsizes.DEFAULT_SIZES)
     # Bytes moved by the whole default sweep at the measured 2x H200 busbw (~330 GB/s,
     # algbw = busbw for 2 ranks): far below a second, so the 30 s budget is start-up.
     total_bytes = sum(n * (w + i) for n, (w, i) in plan.items())
     assert total_bytes / 330e9 < 1.0
-    assert v.iteration_plan([1 << 20], iters=3, warmup=1) == {1 << 20: (1, 3)}
+    assert vsizes.iteration_plan([1 << 20], iters=3, warmup=1) == {1 << 20: (1, 3)}
 
 
 @pytest.mark.parametrize(
@@ -80,20 +90,20 @@ def test_default_sweep_is_1mib_to_1gib_and_cheap() -> None:
     ],
 )
 def test_decode_version_code(code: int, want: str) -> None:
-    assert v.decode_version_code(code) == want
+    assert vinsp.decode_version_code(code) == want
 
 
 def test_decode_cuda_code_and_compiled() -> None:
-    assert v.decode_cuda_code(13000) == "13.0" and v.decode_cuda_code(12080) == "12.8"
-    assert v.format_compiled([2, 28, 9]) == "2.28.9" and v.format_compiled(2708) == "2.7.8"
-    assert v.format_compiled(None) is None
+    assert vinsp.decode_cuda_code(13000) == "13.0" and vinsp.decode_cuda_code(12080) == "12.8"
+    assert vinsp.format_compiled([2, 28, 9]) == "2.28.9" and vinsp.format_compiled(2708) == "2.7.8"
+    assert vinsp.format_compiled(None) is None
 
 
 def test_same_version_compares_common_components() -> None:
-    assert v.same_version("9.10.2.21", "9.10.2", depth=3)
-    assert v.same_version("12.8", "12.8")
-    assert not v.same_version("2.28.9", "2.28.3", depth=3)
-    assert not v.same_version("2.28.9", None)
+    assert vinsp.same_version("9.10.2.21", "9.10.2", depth=3)
+    assert vinsp.same_version("12.8", "12.8")
+    assert not vinsp.same_version("2.28.9", "2.28.3", depth=3)
+    assert not vinsp.same_version("2.28.9", None)
 
 
 # --- arch coverage (compat.versions.coverage on the worker's raw list) -----------------
@@ -112,20 +122,20 @@ def test_same_version_compares_common_components() -> None:
     ],
 )
 def test_arch_coverage(cc: str, archs: list[str], kind: str) -> None:
-    assert v.arch_coverage(cc, archs)[0] == kind
+    assert vinsp.arch_coverage(cc, archs)[0] == kind
 
 
 def test_ptx_only_entry_is_not_native() -> None:
-    assert v.parse_arch_list(["compute_90"]) == ((), (v.Arch(9, 0, ""),))
-    assert v.arch_coverage("9.0", ["compute_90"]) == ("ptx", "compute_90")
-    assert v.arch_coverage("9.0", ["sm_90", "compute_90"])[0] == "native"
+    assert vinsp.parse_arch_list(["compute_90"]) == ((), (Arch(9, 0, ""),))
+    assert vinsp.arch_coverage("9.0", ["compute_90"]) == ("ptx", "compute_90")
+    assert vinsp.arch_coverage("9.0", ["sm_90", "compute_90"])[0] == "native"
 
 
 # --- bandwidth promise ------------------------------------------------------------------
 
 
 def test_nvlink_status_of_the_h200_fixture() -> None:
-    links = v.parse_nvlink_status((DATA / "nvlink-s.txt").read_text())
+    links = hlinks.parse_nvlink_status((DATA / "nvlink-s.txt").read_text())
     assert sorted(links) == [0, 1] and links[0] == [26.562] * 18
 
 
@@ -133,22 +143,22 @@ def test_promise_nv18_on_h200() -> None:
     from torchfit.host import parse_topology
 
     topo = parse_topology((DATA / "topo-m.txt").read_text())
-    nvlink = v.parse_nvlink_status((DATA / "nvlink-s.txt").read_text())
-    gbps, why = v.link_promise((0, 1), topo, nvlink, {})
+    nvlink = hlinks.parse_nvlink_status((DATA / "nvlink-s.txt").read_text())
+    gbps, why = vbw.link_promise((0, 1), topo, nvlink, {})
     assert gbps == pytest.approx(18 * 26.562) and "NV18" in why
 
 
 def test_promise_pcie_uses_the_max_link() -> None:
-    pcie = v.parse_pcie_query("0, 5, 16\n1, 4, 16\n")
-    gbps, why = v.link_promise((0, 1), {"0-1": "SYS"}, {}, pcie)
+    pcie = hlinks.parse_pcie_query("0, 5, 16\n1, 4, 16\n")
+    gbps, why = vbw.link_promise((0, 1), {"0-1": "SYS"}, {}, pcie)
     assert gbps == pytest.approx(1.969 * 16) and "gen4 x16" in why
 
 
 @given(st.text(max_size=400))
 def test_link_parsers_never_raise(text: str) -> None:
-    v.parse_nvlink_status(text)
-    v.parse_pcie_query(text)
-    v.parse_torchrun_exitcodes(text)
+    hlinks.parse_nvlink_status(text)
+    hlinks.parse_pcie_query(text)
+    vddp.parse_torchrun_exitcodes(text)
     rt.parse_maps(text)
     rt.parse_faults(text)
 
@@ -157,31 +167,31 @@ ROWS_P2P_OFF = [{"bytes": 1 << 30, "busbw": 27.0}, {"bytes": 1 << 20, "busbw": 9
 
 
 def test_low_bandwidth_warns_and_names_p2p_disable() -> None:
-    causes = v.bandwidth_causes({"NCCL_P2P_DISABLE": "1"}, {"0-1": "NV18"}, [(0, 1)])
-    check = v.judge_bandwidth(ROWS_P2P_OFF, 478.1, "NV18 x 26.562 GB/s per link", causes)
+    causes = vbw.bandwidth_causes({"NCCL_P2P_DISABLE": "1"}, {"0-1": "NV18"}, [(0, 1)])
+    check = vbw.judge_bandwidth(ROWS_P2P_OFF, 478.1, "NV18 x 26.562 GB/s per link", causes)
     assert check.status == "warn"
     assert "6%" in check.summary and any("NCCL_P2P_DISABLE=1" in d for d in check.detail)
 
 
 def test_healthy_bandwidth_passes_and_small_sweeps_are_not_judged() -> None:
     assert (
-        v.judge_bandwidth([{"bytes": 1 << 30, "busbw": 322.0}], 478.1, "NV18", []).status == "pass"
+        vbw.judge_bandwidth([{"bytes": 1 << 30, "busbw": 322.0}], 478.1, "NV18", []).status == "pass"
     )
-    small = v.judge_bandwidth([{"bytes": 1 << 20, "busbw": 22.0}], 478.1, "NV18", [])
+    small = vbw.judge_bandwidth([{"bytes": 1 << 20, "busbw": 22.0}], 478.1, "NV18", [])
     assert small.status == "pass" and "not judged" in small.summary
 
 
 def test_one_rank_sweep_is_skipped_not_passed() -> None:
     """Seen on the H200 with CUDA_VISIBLE_DEVICES=0,7: one rank, busbw 0.0 everywhere."""
     rows = [{"bytes": 1 << 20, "busbw": 0.0}, {"bytes": 1 << 30, "busbw": 0.0}]
-    check = v.judge_bandwidth(rows, None, "topology unknown", [])
+    check = vbw.judge_bandwidth(rows, None, "topology unknown", [])
     assert check.status == "skip" and "one rank" in check.summary
 
 
 def test_topology_without_nvlink_is_named() -> None:
-    causes = v.bandwidth_causes({}, {"0-1": "SYS"}, [(0, 1)])
+    causes = vbw.bandwidth_causes({}, {"0-1": "SYS"}, [(0, 1)])
     assert causes and "SYS" in causes[0]
-    check = v.judge_bandwidth([{"bytes": 1 << 30, "busbw": 2.0}], 31.5, "SYS: PCIe gen4 x16", [])
+    check = vbw.judge_bandwidth([{"bytes": 1 << 30, "busbw": 2.0}], 31.5, "SYS: PCIe gen4 x16", [])
     assert check.status == "warn" and "NCCL_DEBUG=INFO" in check.detail[0]
 
 
@@ -235,12 +245,12 @@ def cuda_facts(**over: Any) -> dict[str, Any]:
     return facts
 
 
-def by_name(checks: list[v.Check]) -> dict[str, v.Check]:
+def by_name(checks: list[vmodel.Check]) -> dict[str, vmodel.Check]:
     return {c.name: c for c in checks}
 
 
 def test_healthy_h200_passes_every_inspection_check() -> None:
-    checks = by_name(v.judge_inspection(cuda_facts(), None, None, None))
+    checks = by_name(vinsp.judge_inspection(cuda_facts(), None, None, None))
     assert {n: c.status for n, c in checks.items()} == {
         "python": "pass",
         "torch": "pass",
@@ -261,7 +271,7 @@ def test_ld_preload_of_the_system_nccl_fails_and_names_the_file() -> None:
         "paths": [],
     }
     facts = cuda_facts(libs=libs, env={"LD_PRELOAD": "/lib/x86_64-linux-gnu/libnccl.so.2"})
-    nccl = by_name(v.judge_inspection(facts, None, None, None))["nccl"]
+    nccl = by_name(vinsp.judge_inspection(facts, None, None, None))["nccl"]
     assert nccl.status == "fail"
     assert (
         nccl.summary
@@ -272,29 +282,29 @@ def test_ld_preload_of_the_system_nccl_fails_and_names_the_file() -> None:
 
 def test_cpu_torch_has_no_nccl_but_a_preloaded_one_is_mentioned() -> None:
     torch = {"version": "2.13.0+cpu", "cuda": None, "hip": None}
-    check = v.judge_nccl(torch, {"nccl": {"code": 23007, "path": "/x/libnccl.so.2"}}, {})
+    check = vinsp.judge_nccl(torch, {"nccl": {"code": 23007, "path": "/x/libnccl.so.2"}}, {})
     assert (
         check.status == "skip" and "2.30.7" in check.summary and "/x/libnccl.so.2" in check.summary
     )
-    assert v.judge_nccl(torch, {"nccl": {}}, {}).summary == "CPU build of torch: no NCCL"
+    assert vinsp.judge_nccl(torch, {"nccl": {}}, {}).summary == "CPU build of torch: no NCCL"
 
 
 def test_cuda_visible_devices_with_an_invalid_entry_fails() -> None:
     facts = cuda_facts(env={"CUDA_VISIBLE_DEVICES": "0,7"})
     facts["devices"] = {"count": 1, "gpus": facts["devices"]["gpus"][:1]}
-    gpus = by_name(v.judge_inspection(facts, None, None, None))["gpus"]
+    gpus = by_name(vinsp.judge_inspection(facts, None, None, None))["gpus"]
     assert gpus.status == "fail" and "lists 2 devices but torch sees 1" in gpus.summary
 
 
 def test_cuda_visible_devices_hiding_every_gpu_fails() -> None:
     facts = cuda_facts(env={"CUDA_VISIBLE_DEVICES": ""}, devices={"count": 0, "gpus": []})
-    gpus = by_name(v.judge_inspection(facts, None, None, None))["gpus"]
+    gpus = by_name(vinsp.judge_inspection(facts, None, None, None))["gpus"]
     assert gpus.status == "fail" and "hides every GPU" in gpus.summary
 
 
 def test_uncovered_gpu_fails_arch_coverage() -> None:
     facts = cuda_facts(arch_list=["sm_80", "sm_86"])
-    cov = by_name(v.judge_inspection(facts, None, None, None))["arch-coverage"]
+    cov = by_name(vinsp.judge_inspection(facts, None, None, None))["arch-coverage"]
     assert cov.status == "fail" and "NOT covered" in cov.detail[0]
 
 
@@ -303,7 +313,7 @@ def test_missing_torch_is_one_clear_failure() -> None:
         "python": {"version": "3.11.7", "prefix": "/e"},
         "torch_error": "ModuleNotFoundError: No module named 'torch'",
     }
-    checks = by_name(v.judge_inspection(facts, None, None, None))
+    checks = by_name(vinsp.judge_inspection(facts, None, None, None))
     assert (
         checks["torch"].status == "fail"
         and checks["torch"].summary == "torch is not installed in /e"
@@ -319,17 +329,17 @@ def test_lock_mismatch_names_the_file_that_runs(tmp_path: Path) -> None:
         'lock-version = "1.0"\n[tool.torchfit]\nexpected = {torch = "2.11.0", cuda = "13.0", '
         'cudnn = "9.19.0.56", nccl = "2.28.9", other = "x"}\n'
     )
-    expected, err = v.load_lock_expected(str(lock))
+    expected, err = pylock.load_expected(str(lock))
     assert err is None and expected == {
         "torch": "2.11.0",
         "cuda": "13.0",
         "cudnn": "9.19.0.56",
         "nccl": "2.28.9",
     }
-    assert v.judge_lock(expected, v.runtime_versions(cuda_facts()), str(lock)).status == "pass"
+    assert vinsp.judge_lock(expected, vinsp.runtime_versions(cuda_facts()), str(lock)).status == "pass"
     libs = dict(cuda_facts()["libs"])
     libs["nccl"] = {"code": 22803, "path": "/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3"}
-    check = v.judge_lock(expected, v.runtime_versions(cuda_facts(libs=libs)), str(lock))
+    check = vinsp.judge_lock(expected, vinsp.runtime_versions(cuda_facts(libs=libs)), str(lock))
     assert check.status == "fail"
     assert (
         check.summary
@@ -343,20 +353,20 @@ def test_lock_mismatch_names_the_file_that_runs(tmp_path: Path) -> None:
 def test_lock_is_read_tolerantly(tmp_path: Path, text: str) -> None:
     lock = tmp_path / "pylock.toml"
     lock.write_text(text)
-    expected, err = v.load_lock_expected(str(lock))
+    expected, err = pylock.load_expected(str(lock))
     assert (expected is None) == (err is not None) or expected == {}
-    assert v.load_lock_expected(str(tmp_path / "none.toml")) == (None, None)
+    assert pylock.load_expected(str(tmp_path / "none.toml")) == (None, None)
 
 
 # --- DDP judging --------------------------------------------------------------------------
 
 
-def rank(r: int, *lines: dict[str, Any]) -> v.RankState:
+def rank(r: int, *lines: dict[str, Any]) -> vwatch.RankState:
     records = [
         {"kind": "start", "rank": r, "world_size": 2, "local_rank": r, "group_rank": 0},
         *lines,
     ]
-    return v.RankState(r, records, "/nonexistent.log")
+    return vwatch.RankState(r, records, "/nonexistent.log")
 
 
 def stage(name: str, step: str | None = None, t: float = 1.0) -> dict[str, Any]:
@@ -364,7 +374,7 @@ def stage(name: str, step: str | None = None, t: float = 1.0) -> dict[str, Any]:
 
 
 def test_torchrun_exit_codes_from_its_summary() -> None:
-    codes = v.parse_torchrun_exitcodes((DATA / "torchrun-childfailed-abort.txt").read_text())
+    codes = vddp.parse_torchrun_exitcodes((DATA / "torchrun-childfailed-abort.txt").read_text())
     assert codes == {1: -6, 0: 1}
 
 
@@ -382,7 +392,7 @@ def test_a_peer_reset_is_a_victim_not_the_culprit() -> None:
         },
     )
     dead = rank(1, stage("allreduce"))
-    checks, _ = v.judge_ddp([victim, dead], 2, None, 1, [], 10, False)
+    checks, _ = vddp.judge_ddp([victim, dead], 2, None, 1, [], 10, False)
     assert checks[0].status == "fail"
     assert checks[0].summary.startswith("rank 1 died at stage 'allreduce' without a Python error")
 
@@ -412,7 +422,7 @@ def test_an_own_error_beats_a_victim() -> None:
             "traceback": "Traceback...\nRuntimeError: injected",
         },
     )
-    checks, _ = v.judge_ddp([victim, culprit], 2, None, 1, [], 10, False)
+    checks, _ = vddp.judge_ddp([victim, culprit], 2, None, 1, [], 10, False)
     assert checks[0].summary == "rank 1 failed at stage 'allreduce': RuntimeError: injected"
     assert "RuntimeError: injected" in checks[0].detail
 
@@ -421,7 +431,7 @@ def test_teardown_crash_after_done_is_a_note_not_a_failure() -> None:
     ok = {"kind": "check", "name": "allreduce", "ok": True}
     ranks = [rank(0, ok, {"kind": "done"}), rank(1, ok, {"kind": "done"})]
     tail = (DATA / "torchrun-childfailed-abort.txt").read_text().splitlines()
-    checks, notes = v.judge_ddp(ranks, 2, None, 1, tail, 10, False)
+    checks, notes = vddp.judge_ddp(ranks, 2, None, 1, tail, 10, False)
     assert [c.status for c in checks] == ["pass", "pass"]
     assert any("teardown crash" in n for n in notes)
 
@@ -436,14 +446,14 @@ def test_teardown_crash_does_not_hide_a_failed_check() -> None:
         "wrong_elements": 1024,
     }
     ranks = [rank(0, bad, {"kind": "done"}), rank(1, bad, {"kind": "done"})]
-    checks, _ = v.judge_ddp(ranks, 2, None, -6, [], 10, False)
+    checks, _ = vddp.judge_ddp(ranks, 2, None, -6, [], 10, False)
     assert by_name(checks)["allreduce"].status == "fail"
 
 
 def test_a_stall_names_the_rank_that_never_joined() -> None:
     waiting = rank(0, stage("allreduce"), stage("allreduce", "collective"))
     stuck = rank(1, stage("allreduce"))
-    checks, _ = v.judge_ddp([waiting, stuck], 2, {"stage": None, "age": 12.0}, None, [], 10, False)
+    checks, _ = vddp.judge_ddp([waiting, stuck], 2, {"stage": None, "age": 12.0}, None, [], 10, False)
     assert checks[0].summary.startswith(
         "rank 1 stalled at stage 'allreduce' before joining the collective"
     )
@@ -451,7 +461,7 @@ def test_a_stall_names_the_rank_that_never_joined() -> None:
 
 
 def test_no_rank_started() -> None:
-    checks, _ = v.judge_ddp([], 2, None, 1, ["ValueError: bad"], 10, False)
+    checks, _ = vddp.judge_ddp([], 2, None, 1, ["ValueError: bad"], 10, False)
     assert checks[0].summary == "torchrun exited 1 before any rank started"
 
 
@@ -478,7 +488,7 @@ def test_nodes_that_disagree_are_flagged() -> None:
             nccl_path="/usr/lib/libnccl.so.2",
         ),
     ]
-    nodes, node_diffs, rank_diffs = v.compare_peers(peers)
+    nodes, node_diffs, rank_diffs = vpeers.compare_peers(peers)
     assert [n["ranks"] for n in nodes] == [[0, 1], [2]] and nodes[0]["driver"] == "580.159.04"
     assert node_diffs == ["nccl: node 0 (a) 2.28.9, node 1 (b) 2.28.3"] and rank_diffs == []
 
@@ -502,7 +512,7 @@ def test_fault_spec() -> None:
 
 
 def test_slurm_script_is_valid_bash() -> None:
-    text = v.format_slurm_script(
+    text = vslurm.format_slurm_script(
         4,
         8,
         "/opt/env/bin/python",
@@ -550,7 +560,7 @@ def test_probe_links_and_the_promise_from_a_replayed_h200(
 ) -> None:
     for k, val in fake_nvidia_smi(tmp_path).items():
         monkeypatch.setenv(k, val)
-    links = v.probe_links(timeout=10)
+    links = hlinks.probe_links(timeout=10)
     assert links["topology"] == {"0-1": "NV18"} and links["reason"] is None
     assert links["nvlink"][1] == [26.562] * 18 and links["pcie"] == {0: (5, 16), 1: (5, 16)}
     # torch reports the UUID without the "GPU-" prefix
@@ -558,22 +568,22 @@ def test_probe_links_and_the_promise_from_a_replayed_h200(
         {"index": 0, "uuid": "8be0f050-085f-9b7e-21da-1855ef30ef36"},
         {"index": 1, "uuid": "f8bc9204-0d7a-9f0a-4df6-141201a3d983"},
     ]
-    used = v.smi_indices(gpus, links["uuids"], "1,0")
+    used = vbw.smi_indices(gpus, links["uuids"], "1,0")
     assert used == [1, 0]
     rows = [{"bytes": 1 << 30, "busbw": 322.0, "algbw": 322.0}]
-    data, check = v.bandwidth_report(rows, links, used, {}, multi=False, backend="nccl")
+    data, check = vbw.bandwidth_report(rows, links, used, {}, multi=False, backend="nccl")
     assert data["promise_gbps"] == pytest.approx(478.1, abs=0.1) and data[
         "fraction"
     ] == pytest.approx(0.673, abs=0.001)
     assert check.status == "pass" and "NV18 x 26.562 GB/s per link" in check.summary
-    _, slow = v.bandwidth_report(
+    _, slow = vbw.bandwidth_report(
         [{"bytes": 1 << 30, "busbw": 27.0}], links, used, {"NCCL_P2P_DISABLE": "1"}, False, "nccl"
     )
     assert slow.status == "warn" and "NCCL_P2P_DISABLE=1" in slow.detail[0]
 
 
 def test_torchrun_argv_single_and_several_nodes() -> None:
-    one = v.torchrun_argv("/e/bin/python", v.Options(python="/e/bin/python"), 2, "/w/config.json")
+    one = vwatch.torchrun_argv("/e/bin/python", vmodel.Options(python="/e/bin/python"), 2, "/w/config.json")
     assert one[:8] == [
         "/e/bin/python",
         "-m",
@@ -585,18 +595,18 @@ def test_torchrun_argv_single_and_several_nodes() -> None:
         "--standalone",
     ]
     assert one[-1] == "/w/config.json" and one[-2].endswith("workers/ddp_worker.py")
-    opts = v.Options(python="p", nnodes=2, node_rank=1, rdzv_endpoint="node1:29400", rdzv_id="job7")
-    many = v.torchrun_argv("p", opts, 8, "c")
+    opts = vmodel.Options(python="p", nnodes=2, node_rank=1, rdzv_endpoint="node1:29400", rdzv_id="job7")
+    many = vwatch.torchrun_argv("p", opts, 8, "c")
     assert (
         many[many.index("--rdzv-backend") + 1] == "c10d"
         and many[many.index("--rdzv-id") + 1] == "job7"
     )
     assert many[many.index("--rdzv-conf") + 1] == "join_timeout=300"
     # On loopback every agent would race to host the store: node rank 0 hosts.
-    local = v.Options(python="p", nnodes=2, node_rank=1, rdzv_endpoint="127.0.0.1:29400")
-    assert v.rdzv_conf(local) == "join_timeout=300,is_host=0"
-    static = v.torchrun_argv(
-        "p", v.Options(python="p", nnodes=2, node_rank=1, master_addr="h", master_port=5), 1, "c"
+    local = vmodel.Options(python="p", nnodes=2, node_rank=1, rdzv_endpoint="127.0.0.1:29400")
+    assert vwatch.rdzv_conf(local) == "join_timeout=300,is_host=0"
+    static = vwatch.torchrun_argv(
+        "p", vmodel.Options(python="p", nnodes=2, node_rank=1, master_addr="h", master_port=5), 1, "c"
     )
     assert "--standalone" not in static and static[static.index("--master-addr") + 1] == "h"
 
@@ -608,7 +618,7 @@ def test_workers_import_nothing_but_stdlib_torch_and_each_other() -> None:
 
     if not hasattr(_sys, "stdlib_module_names"):  # Python < 3.10
         pytest.skip("needs sys.stdlib_module_names")
-    workers = Path(v.WORKERS)
+    workers = Path(vwatch.WORKERS)
     # importlib_metadata: doctor_worker's guarded fallback for Pythons older than 3.8.
     allowed = {"torch", "torchfit_runtime", "importlib_metadata"} | set(_sys.stdlib_module_names)
     for path in sorted(workers.glob("*.py")):

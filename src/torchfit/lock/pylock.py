@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -332,3 +333,30 @@ def load_lock(path: str) -> Lock:
 def requirements_text(dists: Sequence[LockedDist]) -> str:
     """A hash-checking requirements file for pip/uv (`--require-hashes --no-deps`)."""
     return "".join(d.requirement_line() + "\n" for d in dists)
+
+
+# --- what verify compares ---------------------------------------------------------------
+
+EXPECTED_KEYS = ("torch", "cuda", "cudnn", "nccl")
+
+
+def load_expected(path: str) -> tuple[dict[str, str] | None, str | None]:
+    """`[tool.torchfit] expected = {torch, cuda, cudnn, nccl}` of a pylock.toml.
+
+    Unlike `load_lock` this is tolerant (verify reads any env's lock and must not
+    stop on one it cannot use): a missing file is (None, None); an unreadable one
+    (None, why). Keys other than the four are ignored; values are kept as text.
+    """
+    if not os.path.isfile(path):
+        return None, None
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except (OSError, ValueError) as exc:
+        return None, f"{path}: cannot read ({exc})"
+    tool = data.get("tool", {}).get("torchfit", {}) if isinstance(data.get("tool"), dict) else {}
+    expected = tool.get("expected", {}) if isinstance(tool, dict) else {}
+    if not isinstance(expected, dict):
+        return None, f"{path}: [tool.torchfit] expected is not a table"
+    out = {k: str(v) for k, v in expected.items() if k in EXPECTED_KEYS and v not in (None, "")}
+    return out, None

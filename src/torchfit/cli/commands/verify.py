@@ -3,7 +3,7 @@
 Which Python: `--env PREFIX` (its bin/python), `--python PATH` (a path or a name
 on PATH), else the `python3` on PATH: the interpreter a user would type, not the
 one running torchfit (torchfit may live in its own pipx environment without
-torch). The orchestration is verify.py; this module only parses and presents
+torch). The orchestration is torchfit.verify; this module only parses and presents
 (rich is imported only to render, never for --json).
 """
 
@@ -153,7 +153,8 @@ def find_python(args: argparse.Namespace) -> tuple[str, str | None]:
 
 
 def _options(args: argparse.Namespace, python: str, prefix: str | None) -> Any:
-    from torchfit.verify import Options, parse_sizes
+    from torchfit.verify.model import Options
+    from torchfit.verify.sizes import parse_sizes
 
     if args.nproc is not None and args.nproc < 1:
         raise BadInput("--nproc must be at least 1")
@@ -218,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _slurm(args: argparse.Namespace) -> int:
-    from torchfit.verify import format_slurm_script
+    from torchfit.verify.slurm import format_slurm_script
 
     if not args.nodes or args.nodes < 1 or not args.gpus_per_node or args.gpus_per_node < 1:
         raise BadInput("--slurm needs --nodes N and --gpus-per-node G")
@@ -337,7 +338,7 @@ def render_report(report: Any) -> None:
 
 
 def _size(n: int) -> str:
-    from torchfit.verify import format_bytes
+    from torchfit.verify.sizes import format_bytes
 
     return format_bytes(n)
 

@@ -1,0 +1,114 @@
+"""verify's value types: what to verify (`Options`), one verdict line (`Check`),
+everything found (`Report`, whose `to_json()` is the `--json` output), and the
+`Observer` the CLI hands in to hear about long phases."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchfit._backports import FROZEN
+
+
+@dataclass(**FROZEN)
+class Options:
+    """What to verify and how. `python` is the target interpreter (already resolved)."""
+
+    python: str
+    env_prefix: str | None = None
+    nproc: int | None = None
+    backend: str | None = None  # None: nccl when torch sees a GPU, else gloo
+    timeout: float = 120.0  # per stage: a process with no progress for this long is stalled
+    bandwidth: bool | None = None  # None: on for nccl, off for gloo
+    sizes: tuple[int, ...] | None = None
+    iters: int | None = None
+    warmup: int | None = None
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
+    rdzv_id: str = "torchfit-verify"
+    master_addr: str | None = None
+    master_port: int | None = None
+    rdzv_timeout: float = 300.0
+    lock: str | None = None
+    keep: bool = False
+
+
+@dataclass(**FROZEN)
+class Check:
+    """One verdict line: `status` is pass, warn, fail or skip."""
+
+    name: str
+    status: str
+    summary: str
+    detail: tuple[str, ...] = ()
+    hint: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "status": self.status, "summary": self.summary}
+        if self.detail:
+            out["detail"] = list(self.detail)
+        if self.hint:
+            out["hint"] = self.hint
+        return out
+
+
+@dataclass
+class Report:
+    """Everything verify found; `to_json()` is the `--json` output."""
+
+    python: str
+    env_prefix: str | None
+    checks: list[Check] = field(default_factory=list)
+    inspection: dict[str, Any] = field(default_factory=dict)
+    ddp: dict[str, Any] | None = None
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    node_disagreements: list[str] = field(default_factory=list)
+    bandwidth: dict[str, Any] | None = None
+    lock: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    work_dir: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    @property
+    def failed(self) -> list[str]:
+        return [c.name for c in self.checks if c.status == "fail"]
+
+    def check(self, name: str) -> Check | None:
+        return next((c for c in self.checks if c.name == name), None)
+
+    def verdict(self) -> str:
+        if self.ok:
+            warns = [c.name for c in self.checks if c.status == "warn"]
+            return "PASS" + (f" (warnings: {', '.join(warns)})" if warns else "")
+        first = self.check(self.failed[0])
+        why = f": {first.summary}" if first else ""
+        return f"FAIL {', '.join(self.failed)}{why}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "verdict": self.verdict(),
+            "failed": self.failed,
+            "python": self.python,
+            "env": self.env_prefix,
+            "lock": self.lock,
+            "checks": [c.to_json() for c in self.checks],
+            "nodes": self.nodes,
+            "node_disagreements": self.node_disagreements,
+            "bandwidth": self.bandwidth,
+            "ddp": self.ddp,
+            "inspection": self.inspection,
+            "timings": self.timings,
+            "work_dir": self.work_dir,
+        }
+
+
+class Observer:
+    """Progress of the long steps; the CLI prints it, tests and --json ignore it."""
+
+    def phase(self, name: str, text: str) -> None:
+        """A phase starts (inspect, ddp, bandwidth...)."""
