@@ -20,6 +20,7 @@ from torchfit.index.client import (
     parse_project_page,
     project_url,
 )
+from torchfit.index.wheelmeta import wheel_metadata
 from torchfit.matrixcheck.check import parse_pins, parse_wheel
 
 
@@ -288,11 +289,11 @@ def test_metadata_by_range_requests(rsps, tmp_path, noise: int) -> None:
     _serve_ranges(rsps, url, _zip_with_metadata(meta, noise=noise))
     f = IndexFile(url.rsplit("/", 1)[1], url + "#sha256=" + "c" * 64, hashes={"sha256": "c" * 64})
     c = client(cache_dir=tmp_path / "c")
-    text = c.wheel_metadata(f)
+    text = wheel_metadata(c, f)
     assert text == meta and parse_pins(text) == {"cudnn": "9.10.2.21", "nccl": "2.27.3"}
     calls = len(rsps.calls)
     assert calls == (1 if not noise else 3)  # the tail; then the local header and METADATA when outside it
-    assert c.wheel_metadata(f) == meta
+    assert wheel_metadata(c, f) == meta
     assert len(rsps.calls) == calls  # cached under the wheel's sha256
 
 
@@ -301,4 +302,4 @@ def test_metadata_by_range_needs_range_support(rsps) -> None:
 
     url = "https://files.example/t-1.0-py3-none-any.whl"
     _serve_ranges(rsps, url, _zip_with_metadata("Name: t\n"), honour=False)
-    assert client(use_cache=False).wheel_metadata(IndexFile("t-1.0-py3-none-any.whl", url)) is None
+    assert wheel_metadata(client(use_cache=False), IndexFile("t-1.0-py3-none-any.whl", url)) is None

@@ -2,7 +2,8 @@
 
 `IndexClient` fetches a project's page from a simple repository (PEP 691 JSON when
 the server offers it, PEP 503 HTML otherwise) and a wheel's core metadata (PEP 658,
-attribute renamed by PEP 714). Around `requests` it adds what a nightly job against
+attribute renamed by PEP 714); reading inside a wheel (range requests) is
+`torchfit.index.wheelmeta`. Around `requests` it adds what a nightly job against
 a CDN needs: a timeout on every request, retries with exponential backoff on 5xx,
 429 and connection errors, and a conditional-request cache on disk (ETag /
 Last-Modified, under `$XDG_CACHE_HOME/torchfit/http`).
@@ -416,8 +417,11 @@ class IndexClient:
         if self.observer is not None:
             self.observer(redact(text))
 
-    def _send(self, url: str, headers: Mapping[str, str]) -> requests.Response:
-        """One GET with retries; returns the last response (any status but a retryable one)."""
+    def _send(self, url: str, headers: Mapping[str, str], *, stream: bool = False) -> requests.Response:
+        """One GET with retries; returns the last response (any status but a retryable one).
+
+        `stream`: the body is not read yet (index.wheelmeta reads big bodies in blocks).
+        """
         import requests
 
         last, kind = "", "http"
@@ -426,7 +430,8 @@ class IndexClient:
             wait = self.backoff * (2 ** attempt)
             try:
                 self.requests_made += 1
-                resp = self.session.get(url, headers=dict(headers), timeout=self.timeout, allow_redirects=True)
+                resp = self.session.get(url, headers=dict(headers), timeout=self.timeout, allow_redirects=True,
+                                        stream=stream)
             except requests.ConnectTimeout:
                 last, kind = f"connection timed out after {self.timeout:g} s", "connect"
             except requests.Timeout:
@@ -532,84 +537,6 @@ class IndexClient:
                 raise IndexUnavailable(file.metadata_url, f"HTTP {got.status} for advertised metadata")
             return None
         return got.body.decode("utf-8", errors="replace")
-
-    # -- METADATA out of the wheel itself, by HTTP range requests ---------------------
-
-    def _range(self, url: str, spec: str) -> tuple[bytes, int | None] | None:
-        """`bytes=SPEC` of `url`: (data, total size), or None when the server ignores ranges."""
-        resp = self._send(url, {"Range": f"bytes={spec}", "Accept-Encoding": "identity"})
-        if resp.status_code != 206:
-            return None
-        m = re.search(r"/(\d+)\s*$", resp.headers.get("Content-Range", ""))
-        return resp.content, int(m.group(1)) if m else None
-
-    def wheel_metadata(self, file: IndexFile) -> str | None:
-        """A wheel's `*.dist-info/METADATA`, read from the zip with a few range requests.
-
-        For wheels whose index serves no PEP 658 file: the end of the archive gives the
-        central directory, which gives METADATA's offset; a wheel is a zip file (PEP 427).
-        None when the server does not honour ranges or the archive is not a plain zip.
-        Cached under the wheel's sha256 when the index gives one (the content is then fixed).
-        """
-        import struct
-        import zlib
-
-        url = urldefrag(file.url)[0]
-        digest = file.hashes.get("sha256")
-        key = _DiskCache.key(url, f"wheel-metadata {digest}") if digest else None
-        if key and self.cache:
-            hit = self.cache.load(key)
-            if hit:
-                return hit[1].decode("utf-8", errors="replace")
-        tail = self._range(url, "-65536")
-        if tail is None:
-            return None
-        data, total = tail
-        eocd = data.rfind(b"PK\x05\x06")
-        if eocd < 0 or len(data) < eocd + 22 or total is None:
-            return None
-        cd_size, cd_offset = struct.unpack("<II", data[eocd + 12:eocd + 20])
-        tail_start = total - len(data)
-
-        def chunk(start: int, length: int) -> bytes | None:
-            """Bytes [start, start+length) of the wheel: from the tail already read, else a range."""
-            if length <= 0:
-                return b""
-            if start >= tail_start and start + length <= total:
-                return data[start - tail_start:start - tail_start + length]
-            got = self._range(url, f"{start}-{start + length - 1}")
-            return got[0] if got else None
-
-        cd = chunk(cd_offset, cd_size)
-        if cd is None:
-            return None
-        pos = 0
-        while pos + 46 <= len(cd) and cd[pos:pos + 4] == b"PK\x01\x02":
-            method, = struct.unpack("<H", cd[pos + 10:pos + 12])
-            csize, _usize, nlen, elen, clen = struct.unpack("<IIHHH", cd[pos + 20:pos + 34])
-            offset, = struct.unpack("<I", cd[pos + 42:pos + 46])
-            name = cd[pos + 46:pos + 46 + nlen].decode("utf-8", errors="replace")
-            pos += 46 + nlen + elen + clen
-            if not re.match(r"^[^/]+\.dist-info/METADATA$", name) or 0xFFFFFFFF in (csize, offset):
-                continue
-            # The local header's extra field may differ from the central one: read it first.
-            head = chunk(offset, 30)
-            if head is None or head[:4] != b"PK\x03\x04":
-                return None
-            lnlen, lelen = struct.unpack("<HH", head[26:30])
-            body = chunk(offset + 30 + lnlen + lelen, csize)
-            if body is None:
-                return None
-            try:
-                raw = body if method == 0 else zlib.decompress(body, -15) if method == 8 else None
-            except zlib.error:
-                return None
-            if raw is None:
-                return None
-            if key and self.cache:
-                self.cache.store(key, {"url": strip_credentials(url), "content_type": "text/plain"}, raw)
-            return raw.decode("utf-8", errors="replace")
-        return None
 
 
 def _user_agent() -> str:

@@ -49,6 +49,7 @@ from torchfit.index.client import (
     IndexUnavailable,
     ProjectPage,
 )
+from torchfit.index.wheelmeta import wheel_metadata
 from torchfit.redact import redact
 
 DEFAULT_BASE = DEFAULT_INDEX.rsplit("/{variant}", 1)[0]  # https://download.pytorch.org/whl
@@ -519,7 +520,7 @@ def _check_pins(
         if text is None:
             # No PEP 658 file: read METADATA out of the wheel with range requests.
             murl = redact(urldefrag(wheel.file.url)[0])
-            text = client.wheel_metadata(wheel.file)
+            text = wheel_metadata(client, wheel.file)
     except (IndexUnavailable, IndexMalformed) as exc:
         add(ERROR, "metadata", f"METADATA of {wheel.file.filename} not read: {exc.why}", page=murl)
         return
