@@ -146,3 +146,71 @@ def test_every_build_has_sources(matrix: Any) -> None:
         assert "exists" in b.sources, b.label
         if b.arch is not None:
             assert "arch" in b.sources, b.label
+
+
+# -- evidence labels, cuDNN floors, unknown reasons (issue 11) ------------------------
+
+def test_evidence_labels_are_read_and_weak_ones_derived_from_2ry_keys() -> None:
+    text = GOOD.replace('"X" = "a test source"', '"X" = "a test source"\n"R" = "2ry: a third-party scrape"').replace(
+        'source = { exists = "X", arch = "X", cudnn = "X", nccl = "X" }',
+        'source = { exists = "X", arch = "X", cudnn = "X", nccl = "R" }\nevidence = { arch = "cycle" }')
+    b = parse_matrix(text).builds[0]
+    assert b.evidence_of("arch") == "cycle"
+    assert b.evidence_of("nccl") == "secondary"  # every key of the fact is a 2ry key
+    assert b.evidence_of("cudnn") is None  # unlabelled, not guessed
+
+
+@pytest.mark.parametrize(
+    ("evidence", "what"),
+    [
+        ('evidence = { arch = "rumour" }', "is not one of measured, primary, secondary, cycle"),
+        ('evidence = { glibc = "primary" }', "labels a fact with no source.glibc"),
+        ('evidence = ["primary"]', "'evidence' must be a string or a table"),
+    ],
+)
+def test_bad_evidence_names_its_own_line(evidence: str, what: str) -> None:
+    src = 'source = { exists = "X", arch = "X", cudnn = "X", nccl = "X" }'
+    text = GOOD.replace(src, src + "\n" + evidence)
+    line = text.splitlines().index(evidence) + 1
+    with pytest.raises(MatrixError) as info:
+        parse_matrix(text, "m.toml")
+    assert info.value.message.startswith(f"m.toml:{line}: "), info.value.message
+    assert what in info.value.message
+
+
+def test_cudnn_floor_table_longest_prefix_wins() -> None:
+    text = GOOD.replace("[[series]]", '[[cudnn]]\nversion = "9"\nmin_compute = "5.0"\nsource = "X"\n'
+                        '[[cudnn]]\nversion = "8.5"\nmin_compute = "3.5"\nsource = "X"\n[[series]]', 1)
+    m = parse_matrix(text)
+    assert str(m.cudnn_floor("9.10.2.21").min_compute) == "5.0"  # type: ignore[union-attr]
+    assert str(m.cudnn_floor("8.5.0.96").min_compute) == "3.5"  # type: ignore[union-attr]
+    assert m.cudnn_floor("8.7.0.84") is None
+    assert str(m.highest_cudnn_floor.min_compute) == "5.0"  # type: ignore[union-attr]
+    bad = text.replace('min_compute = "3.5"', 'min_compute = "kepler"')
+    with pytest.raises(MatrixError, match=r"matrix.toml:\d+: \[\[cudnn\]\]: 'min_compute'"):
+        parse_matrix(bad)
+
+
+def test_unknown_reason_must_explain_an_unknown_fact() -> None:
+    from torchfit.compat.matrix import iter_unknowns
+
+    text = GOOD.replace('nccl = "2.27.3"', 'nccl = "unknown"\nunknown = { nccl = "index unreachable" }')
+    m = parse_matrix(text)
+    found = [u for u in iter_unknowns(m) if u.fact == "nccl"]
+    assert [u.reason for u in found] == ["index unreachable"] and "blocks nothing" in found[0].blocks
+    with pytest.raises(MatrixError, match="not \"unknown\""):
+        parse_matrix(GOOD.replace('nccl = "2.27.3"', 'nccl = "2.27.3"\nunknown = { nccl = "why" }'))
+
+
+def test_torchaudio_flag_needs_a_source() -> None:
+    with pytest.raises(MatrixError, match="'torchaudio' is stated without a source"):
+        parse_matrix(GOOD.replace('platforms = ["x86_64"]\n', 'platforms = ["x86_64"]\ntorchaudio = false\n', 1))
+
+
+def test_real_matrix_rocm_lists_from_2_6_on_are_sourced_and_labelled(matrix: Any) -> None:
+    from packaging.version import Version
+
+    rocm = [b for b in matrix.builds if b.kind == "rocm" and b.torch >= Version("2.6")]
+    assert rocm and all(b.gfx is not None for b in rocm)
+    assert all(b.evidence_of("arch") in ("secondary", "cycle") for b in rocm)
+    assert all("gfx942" in (b.gfx or ()) for b in rocm), "MI300X is in every ROCm list from 2.3 on (audit §3)"

@@ -3,23 +3,25 @@
 Each `[[series.variant]]` of the file expands to one `Build` per patch release
 (torch 2.9.1 cu128 is one build). Anything malformed raises `MatrixError` naming
 `matrix.toml:LINE` and what is wrong; a fact written "unknown" becomes `None`,
-and the resolver treats `None` conservatively. The format is documented in
-docs/matrix-format.md.
+and the resolver treats `None` conservatively. Every fact may carry an evidence
+label (`measured` > `primary` > `secondary` > `cycle`); the weak ones make the
+plan warn. `iter_unknowns` lists the facts still unknown and what each blocks.
+The format is documented in docs/matrix-format.md.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
 from torchfit._backports import FROZEN
-from torchfit.compat.versions import BuildArch, Dotted, python_version
+from torchfit.compat.versions import Arch, BuildArch, Dotted, python_version
 from torchfit.errors import BadInput, MatrixError
 
 if sys.version_info >= (3, 11):
@@ -35,6 +37,18 @@ DEFAULT_INDEX = "https://download.pytorch.org/whl/{variant}"
 CONSERVATIVE_GLIBC = Dotted.parse("2.28")
 PLATFORMS = ("x86_64", "aarch64")
 _VARIANT = re.compile(r"^(cu\d{3}|rocm\d+\.\d+(\.\d+)?|cpu)$")
+# How a fact was established, strongest first (docs/matrix-format.md, "Evidence"):
+# read from the artifact itself; read from a primary document at a fixed revision
+# (a build script at a commit, an NVIDIA table); reported by a third party; inferred
+# (what main held at the release-branch cut, or carried over from a sibling artifact).
+EVIDENCE = ("measured", "primary", "secondary", "cycle")
+WEAK_EVIDENCE = frozenset({"secondary", "cycle"})
+EVIDENCE_WORDS = {
+    "measured": "measured from the wheel",
+    "primary": "a primary source",
+    "secondary": "secondary evidence (a third-party report)",
+    "cycle": "cycle-level evidence (inferred, not read from the release)",
+}
 
 
 @dataclass(**FROZEN)
@@ -46,6 +60,20 @@ class CudaInfo:
     mvc_driver: Dotted | None
     source: str
     line: int
+
+
+@dataclass(**FROZEN)
+class CudnnFloor:
+    """The lowest compute capability one cuDNN line supports (NVIDIA cuDNN support matrix)."""
+
+    version: str  # a version prefix: "9" covers 9.x, "8.5" covers 8.5.x
+    min_compute: Arch
+    source: str
+    line: int
+
+    def matches(self, cudnn: str) -> bool:
+        want = self.version.split(".")
+        return cudnn.split(".")[: len(want)] == want
 
 
 @dataclass(eq=False, **FROZEN)
@@ -78,6 +106,8 @@ class Build:
     sources: Mapping[str, str]
     line: int
     series_line: int
+    evidence: Mapping[str, str] = field(default_factory=dict)  # fact -> label, explicit or derived
+    unknown_why: Mapping[str, str] = field(default_factory=dict)  # fact -> why it is still unknown
 
     @property
     def label(self) -> str:
@@ -97,6 +127,10 @@ class Build:
     def pythons_for(self, platform: str) -> tuple[tuple[int, int], ...]:
         return self.pythons_aarch64 if platform == "aarch64" else self.pythons
 
+    def evidence_of(self, fact: str) -> str | None:
+        """The evidence label of `fact` ("arch", "glibc", ...); None when unlabelled."""
+        return self.evidence.get(fact)
+
 
 @dataclass(**FROZEN)
 class Matrix:
@@ -107,6 +141,17 @@ class Matrix:
     rocm: Mapping[str, str]
     sources: Mapping[str, str]
     path: str
+    cudnn_floors: tuple[CudnnFloor, ...] = ()
+
+    def cudnn_floor(self, cudnn: str) -> CudnnFloor | None:
+        """The most specific `[[cudnn]]` row for a cuDNN version; None when none matches."""
+        rows = [f for f in self.cudnn_floors if f.matches(cudnn)]
+        return max(rows, key=lambda f: len(f.version.split(".")), default=None)
+
+    @property
+    def highest_cudnn_floor(self) -> CudnnFloor | None:
+        """The strictest floor of any cuDNN line: what an unknown cuDNN is held to."""
+        return max(self.cudnn_floors, key=lambda f: f.min_compute, default=None)
 
     @property
     def releases(self) -> tuple[Version, ...]:
@@ -123,9 +168,21 @@ class _Lines:
             if m:
                 self.headers.setdefault(m.group(1), []).append(no)
 
+        self.text_lines = text.splitlines()
+
     def of(self, table: str, n: int) -> int:
         lines = self.headers.get(table, [])
         return lines[n] if n < len(lines) else 0
+
+    def key(self, header: int, key: str) -> int:
+        """The line of `key = ...` inside the table whose header is on line `header`."""
+        for no in range(header, len(self.text_lines)):
+            line = self.text_lines[no]
+            if no > header and re.match(r"^\s*\[", line):
+                break
+            if re.match(rf"^\s*{re.escape(key)}\s*=", line):
+                return no + 1
+        return header
 
 
 def _err(path: str, line: int, what: str) -> MatrixError:
@@ -171,6 +228,32 @@ class _Reader:
             return Dotted.parse(val, key)
         except BadInput as exc:
             raise self.fail(exc.message) from None
+
+    def evidence(self, src: Mapping[str, str], known: Mapping[str, str], lines: _Lines) -> dict[str, str]:
+        """The `evidence` table (fact -> label), checked; labels derived where absent.
+
+        A fact without a label whose every source key is marked secondary in
+        [sources] (its text starts with "2ry") is labelled "secondary".
+        """
+        raw = self.t.get("evidence", {})
+        at = lines.key(self.line, "evidence")
+        if isinstance(raw, str):
+            raw = {"exists": raw}
+        if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+            raise _err(self.path, at, f"{self.what}: 'evidence' must be a string or a table of strings")
+        out: dict[str, str] = {}
+        for fact, label in raw.items():
+            if label not in EVIDENCE:
+                raise _err(self.path, at, f"{self.what}: evidence.{fact} = {label!r} is not one of "
+                           + ", ".join(EVIDENCE))
+            if fact not in src:
+                raise _err(self.path, at, f"{self.what}: evidence.{fact} labels a fact with no source.{fact}")
+            out[fact] = label
+        for fact, keys in src.items():
+            names = [k.strip() for k in keys.split(";")]
+            if fact not in out and all(known.get(k, "").startswith("2ry") for k in names):
+                out[fact] = "secondary"
+        return out
 
     def sources(self, known: Mapping[str, str]) -> dict[str, str]:
         src = self.t.get("source")
@@ -246,11 +329,27 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
         r = _Reader(raw, path, lines.of("rocm", i), "[[rocm]]")
         rocm[r.text("version") or ""] = "; ".join(r.sources(known).values())
 
+    floors: list[CudnnFloor] = []
+    for i, raw in enumerate(doc.get("cudnn", [])):
+        r = _Reader(raw, path, lines.of("cudnn", i), "[[cudnn]]")
+        ver = r.text("version") or ""
+        if not re.match(r"^\d+(\.\d+)*$", ver):
+            raise r.fail(f"'version' {ver!r} is not a cuDNN version prefix like 9 or 8.5")
+        try:
+            floor = Arch.parse(r.text("min_compute") or "")
+        except BadInput as exc:
+            raise r.fail(f"'min_compute': {exc.message}") from None
+        src = r.sources(known)
+        if any(f.version == ver for f in floors):
+            raise r.fail(f"cuDNN {ver} is listed twice")
+        floors.append(CudnnFloor(ver, floor, "; ".join(src.values()), r.line))
+
     builds: list[Build] = []
     variant_no = 0
     for si, sraw in enumerate(doc.get("series", [])):
         s = _Reader(sraw, path, lines.of("series", si), "[[series]]")
         ssrc = s.sources(known)
+        sev = s.evidence(ssrc, known, lines)
         torches = [_version(s, v, "torch") for v in s.strlist("torch") or []]
         if not torches:
             raise s.fail("'torch' lists no release")
@@ -283,6 +382,7 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
                 raise v.fail(f"variant name {name!r} is not cuXYZ, rocmX.Y or cpu")
             kind = "cuda" if name.startswith("cu") else "rocm" if name.startswith("rocm") else "cpu"
             vsrc = v.sources(known)
+            vev = v.evidence(vsrc, known, lines)
             _need_source(v, vsrc, "exists")
             cu = v.text("cuda", required=kind == "cuda") if kind == "cuda" else None
             if kind != "cuda" and "cuda" in v.t:
@@ -324,9 +424,19 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
             only_v = {_version(v, o, "only") for o in only} if only else None
             if only_v and not only_v <= set(torches):
                 raise v.fail("'only' names a release the series does not list")
+            why = v.t.get("unknown", {})
+            if not isinstance(why, dict) or not all(isinstance(x, str) for x in why.values()):
+                raise _err(path, lines.key(v.line, "unknown"), f"{v.what}: 'unknown' must be a table of "
+                           "fact = \"why it is unknown\"")
+            for fact in why:
+                if v.t.get(fact) != UNKNOWN:
+                    raise _err(path, lines.key(v.line, "unknown"),
+                               f"{v.what}: unknown.{fact} explains a fact that is not \"unknown\"")
             has_audio = v.t.get("torchaudio", True)
             if not isinstance(has_audio, bool):
                 raise v.fail("'torchaudio' must be true or false")
+            if "torchaudio" in v.t:
+                _need_source(v, vsrc, "torchaudio")
             index_url = v.text("index_url", DEFAULT_INDEX) or DEFAULT_INDEX
             for t, tv, ta in zip(torches, tvs, tas):
                 if only_v is not None and t not in only_v:
@@ -356,6 +466,8 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
                         sources={**ssrc, **vsrc},
                         line=v.line,
                         series_line=s.line,
+                        evidence={**sev, **vev},
+                        unknown_why=dict(why),
                     )
                 )
     if not builds:
@@ -366,7 +478,7 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
             raise _err(path, b.line, f"{b.label} is listed twice (also line {seen[(b.torch, b.variant)].line})")
         seen[(b.torch, b.variant)] = b
     builds.sort(key=lambda b: b.torch, reverse=True)
-    return Matrix(tuple(builds), cuda, rocm, dict(known), path)
+    return Matrix(tuple(builds), cuda, rocm, dict(known), path, tuple(floors))
 
 
 def load_matrix(path: str | None = None) -> Matrix:
@@ -382,3 +494,74 @@ def load_matrix(path: str | None = None) -> Matrix:
     except UnicodeDecodeError:
         raise MatrixError(path, None, "not UTF-8 text") from None
     return parse_matrix(text, path)
+
+
+@dataclass(**FROZEN)
+class Unknown:
+    """One fact still "unknown" in one matrix entry, the builds it covers and what that blocks."""
+
+    fact: str  # "arch" | "arch_aarch64" | "glibc" | "glibc_aarch64" | "cudnn" | "nccl" | "toolkit_driver" | ...
+    builds: tuple[Build, ...]  # empty for a [[cuda]] row
+    line: int
+    blocks: str
+    reason: str
+
+    @property
+    def label(self) -> str:
+        if not self.builds:
+            return f"[[cuda]] line {self.line}"
+        first = self.builds[0]
+        versions = ", ".join(sorted({str(b.torch) for b in self.builds}, key=Version))
+        return f"torch {versions} {first.variant}"
+
+
+_NO_REASON = "no source has been read for it"
+
+
+def iter_unknowns(matrix: Matrix) -> Iterator[Unknown]:
+    """Every fact the matrix still calls "unknown", newest build first, with what it blocks.
+
+    RCCL (the `nccl` of a ROCm variant) is not tracked, so it is not listed.
+    """
+    groups: dict[tuple[int, str], list[Build]] = {}
+    for b in matrix.builds:
+        facts: list[str] = []
+        if b.kind == "cuda":
+            facts += ["arch"] if b.arch is None else []
+            facts += ["arch_aarch64"] if "aarch64" in b.platforms and b.arch_aarch64 is None else []
+            facts += ["cudnn"] if b.cudnn is None else []
+            facts += ["nccl"] if b.nccl is None else []
+        if b.kind == "rocm" and b.gfx is None:
+            facts.append("arch")
+        if "x86_64" in b.platforms and b.glibc is None:
+            facts.append("glibc")
+        if "aarch64" in b.platforms and b.glibc_aarch64 is None:
+            facts.append("glibc_aarch64")
+        for fact in facts:
+            groups.setdefault((b.line, fact), []).append(b)
+    floor = matrix.highest_cudnn_floor
+    for (line, fact), builds in groups.items():
+        b = builds[0]
+        yield Unknown(fact, tuple(builds), line, _blocks(b, fact, floor), b.unknown_why.get(fact, _NO_REASON))
+    for info in matrix.cuda.values():
+        for fact, val in (("toolkit_driver", info.toolkit_driver), ("mvc_driver", info.mvc_driver)):
+            if val is None:
+                what = ("every host: no driver is known to run it" if fact == "mvc_driver"
+                        else "--strict-driver and PTX JIT: no driver counts as fully supporting it")
+                yield Unknown(fact, (), info.line, f"CUDA {info.version}: {what}", _NO_REASON)
+
+
+def _blocks(b: Build, fact: str, floor: CudnnFloor | None) -> str:
+    """What an unknown `fact` of build `b` does to resolution (the conservative reading)."""
+    if fact == "arch":
+        vendor = "AMD" if b.kind == "rocm" else "NVIDIA"
+        where = "" if b.kind == "rocm" else " on x86_64"
+        return f"refused for every {vendor} GPU{where} (an unknown arch list covers no GPU)"
+    if fact == "arch_aarch64":
+        return "refused for every NVIDIA GPU on aarch64 (an unknown arch list covers no GPU)"
+    if fact in ("glibc", "glibc_aarch64"):
+        return f"taken as glibc {CONSERVATIVE_GLIBC}: refused on hosts with an older glibc"
+    if fact == "cudnn":
+        held = f" (compute capability >= {floor.min_compute})" if floor else ""
+        return f"held to the strictest cuDNN GPU floor{held}: refused for older GPUs; plans warn"
+    return "blocks nothing: plans warn, and verify reads the real version"
