@@ -40,3 +40,29 @@ def test_show_json(capsys) -> None:
 def test_show_bad_filter(capsys) -> None:
     code, _, err = run_main(capsys, "matrix", "show", "--variant", "cu999")
     assert code == 2 and "no such variant" in err
+
+
+def test_show_unknown_lists_each_unknown_fact_with_what_it_blocks(capsys) -> None:
+    code, out, _ = run_main(capsys, "matrix", "show", "--unknown", "--json", "--torch", ">=2.6")
+    rows = json.loads(out)
+    assert code == 0 and rows
+    facts = {(r["fact"], r["variant"], tuple(r["torch"])) for r in rows}
+    # The glibc floor of 2.6 rocm6.1 is still unknown, with its reason written in the matrix.
+    glibc = next(r for r in rows if r["fact"] == "glibc" and r["variant"] == "rocm6.1")
+    assert "BLOG-2.6" in glibc["reason"] and "2.28" in glibc["blocks"]
+    # Every ROCm gfx list from 2.6 on is sourced now (issue 11): none is listed.
+    assert not [f for f in facts if f[0] == "arch" and f[1].startswith("rocm")]
+    for r in rows:
+        assert r["blocks"] and r["reason"] and r["line"] > 0
+        if r["fact"] in ("arch", "arch_aarch64"):
+            assert "refused for every NVIDIA GPU" in r["blocks"]
+
+
+def test_show_unknown_table_on_a_small_matrix(capsys, tmp_path) -> None:
+    text = SMALL_MATRIX.read_text().replace('nccl = "2.27.3"', 'nccl = "unknown"\nunknown = { nccl = "not read yet" }', 1)
+    path = tmp_path / "m.toml"
+    path.write_text(text)
+    code, out, _ = run_main(capsys, "matrix", "show", "--unknown", "--matrix", str(path))
+    assert code == 0
+    row = next(line for line in out.splitlines() if "nccl" in line and "torch" in line)
+    assert "not read yet" in row and "blocks nothing" in row

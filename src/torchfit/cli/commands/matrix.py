@@ -36,6 +36,8 @@ def add_parser(subparsers: Any, epilog: str) -> None:
     show.add_argument("--torch", metavar="VERSION", help="a release or line: 2.8.0, 2.8, '>=2.6'")
     show.add_argument("--variant", metavar="NAME", help="one variant: cu128, rocm6.4, cpu")
     show.add_argument("--json", action="store_true", help="print a JSON list, one object per build")
+    show.add_argument("--unknown", action="store_true",
+                      help="list every fact still unknown, why, and which builds it blocks")
     show.add_argument("--matrix", metavar="FILE", help=argparse.SUPPRESS)
     for q in (check, upd, show):
         q.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
@@ -194,10 +196,44 @@ def _show(args: argparse.Namespace) -> int:
 
     matrix = load_matrix(args.matrix)
     builds = select_builds(matrix, args.torch, args.variant)
+    if args.unknown:
+        return _show_unknown(matrix, builds, as_json=args.json)
     if args.json:
         print(json.dumps([build_row(b) for b in builds], indent=2))
         return 0
     _render_table(builds, matrix)
+    return 0
+
+
+def _show_unknown(matrix: Any, builds: list[Any], *, as_json: bool) -> int:
+    """`matrix show --unknown`: one row per unknown fact of one matrix entry (compat.matrix.iter_unknowns)."""
+    from torchfit.compat.matrix import iter_unknowns
+
+    chosen = {id(b) for b in builds}
+    rows = [u for u in iter_unknowns(matrix) if not u.builds or any(id(b) in chosen for b in u.builds)]
+    if as_json:
+        print(json.dumps([{
+            "fact": u.fact,
+            "variant": u.builds[0].variant if u.builds else None,
+            "torch": [str(b.torch) for b in u.builds],
+            "line": u.line,
+            "blocks": u.blocks,
+            "reason": u.reason,
+        } for u in rows], indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console(highlight=False)
+    if not con.is_terminal:
+        con = Console(highlight=False, width=220)
+    table = Table(title=f"torchfit matrix: {len(rows)} facts still unknown ({matrix.path})", title_justify="left")
+    for name, kw in (("fact", {"no_wrap": True}), ("builds", {"no_wrap": True}), ("line", {"no_wrap": True}),
+                     ("blocks", {"overflow": "fold"}), ("why unknown", {"overflow": "fold"})):
+        table.add_column(name, **kw)
+    for u in rows:
+        table.add_row(u.fact, u.label, str(u.line), u.blocks, u.reason)
+    con.print(table)
     return 0
 
 
