@@ -88,6 +88,8 @@ def test_story(path: Path, matrix: Any) -> None:
         assert plan.cuda in exp["cuda_in"], ctx
     if "cuda_major" in exp:
         assert plan.cuda is not None and plan.cuda.split(".")[0] == exp["cuda_major"], ctx
+    if "cudnn_not_prefix" in exp:
+        assert plan.cudnn is not None and not plan.cudnn.startswith(exp["cudnn_not_prefix"] + "."), ctx
     if "python" in exp:
         assert plan.python == exp["python"], ctx
     if "python_source" in exp:

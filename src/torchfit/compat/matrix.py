@@ -44,10 +44,10 @@ _VARIANT = re.compile(r"^(cu\d{3}|rocm\d+\.\d+(\.\d+)?|cpu)$")
 EVIDENCE = ("measured", "primary", "secondary", "cycle")
 WEAK_EVIDENCE = frozenset({"secondary", "cycle"})
 EVIDENCE_WORDS = {
-    "measured": "measured from the wheel",
+    "measured": "a measurement of the wheel",
     "primary": "a primary source",
-    "secondary": "secondary evidence (a third-party report)",
-    "cycle": "cycle-level evidence (inferred, not read from the release)",
+    "secondary": "secondary evidence, a third-party report",
+    "cycle": "cycle-level evidence, inferred rather than read from the release",
 }
 
 

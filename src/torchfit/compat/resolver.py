@@ -10,7 +10,9 @@ host mismatch is an ordinary resolvelib conflict with a source, as in pip's
 
 Preference (DESIGN.md): the newest torch that fits; within a release a variant
 the driver fully supports (toolkit floor met) before one only minor-version
-compatibility allows, then the newer CUDA (or ROCm); Python: the newest
+compatibility allows; among fully supported variants the newer CUDA (or ROCm),
+among minor-version-compatibility-only ones the smallest CUDA gap (cu130 before
+cu132 on a 13.0 driver: the fewer APIs the driver lacks); Python: the newest
 interpreter present that has wheels, else the newest pyenv can install.
 """
 
@@ -27,10 +29,11 @@ from resolvelib.resolvers import ResolutionTooDeep
 
 from torchfit._backports import FROZEN
 from torchfit.compat.facts import HostFacts
-from torchfit.compat.matrix import Build, Matrix
+from torchfit.compat.matrix import EVIDENCE_WORDS, WEAK_EVIDENCE, Build, Matrix
 from torchfit.compat.request import Plan, Request
 from torchfit.compat.rules import (
     Check,
+    check_cudnn,
     check_driver,
     check_glibc,
     check_gpus,
@@ -41,7 +44,7 @@ from torchfit.compat.rules import (
 from torchfit.compat.versions import coverage, python_version
 from torchfit.errors import BadInput, NoCompatibleSet
 
-HOST_FACTS = ("driver", "gpu-arch", "glibc", "platform")
+HOST_FACTS = ("driver", "gpu-arch", "cudnn", "glibc", "platform")
 
 
 @dataclass(**FROZEN)
@@ -134,6 +137,8 @@ class _Context:
         if build.kind == "cuda":
             out.append(("driver", check_driver(build, host, self.matrix, self.request.strict_driver)))
         out.append(("gpu-arch", check_gpus(build, host, self.matrix, self.want_cpu)))
+        if build.kind == "cuda":
+            out.append(("cudnn", check_cudnn(build, host, self.matrix)))
         return out
 
     def python_req(self, build: Build) -> Req:
@@ -212,12 +217,19 @@ class _Context:
             if spec.contains(v, prereleases=True)
         ]
 
+    def is_full(self, build: Build) -> bool:
+        """Every host's driver meets the build's own toolkit floor (PTX JIT, newest APIs)."""
+        return all(has_full_driver(build, h, self.matrix) for h in self.hosts)
+
     def build_order(self, build: Build) -> tuple[Any, ...]:
-        """Sort key, smallest first: newest torch, fully supported driver, newest CUDA/ROCm."""
-        full = all(has_full_driver(build, h, self.matrix) for h in self.hosts)
-        accel = build.cuda or build.rocm or "0"
+        """Sort key, smallest first: newest torch, fully supported driver, then the newest
+        CUDA/ROCm, or, where only minor-version compatibility runs it, the smallest CUDA gap."""
+        full = self.is_full(build)
+        accel = _vkey(build.cuda or build.rocm or "0")
         kind_rank = {"cuda": 0, "rocm": 0, "cpu": 1}[build.kind]
-        return (-_vkey(str(build.torch)), not full, kind_rank, -_vkey(accel), build.variant)
+        # Under MVC a newer toolkit only widens the gap to the driver (more APIs missing),
+        # so the oldest CUDA of the release comes first (cu130 before cu132 on a 13.0 driver).
+        return (-_vkey(str(build.torch)), not full, kind_rank, accel if not full else -accel, build.variant)
 
 
 def _vkey(text: str) -> float:
@@ -408,10 +420,14 @@ def _make_plan(ctx: _Context, build: Build, py: PythonChoice) -> Plan:
     )
     if build.kind == "cuda" and (build.cudnn is None or build.nccl is None):
         warnings.append(f"{build.label}: cuDNN/NCCL versions unknown in the matrix; verify will read them")
+    warnings += _weak_evidence_warnings(ctx, build)
     if build.kind == "cpu" and ctx.want_cpu and any(h.gpus for h in hosts):
         warnings.append("a CPU build on a GPU host, as asked (--variant cpu): the GPUs stay unused")
     reasons.append(f"torch {build.torch}: {why['torch']}")
     reasons.append(f"{build.variant}: {why['variant']}")
+    gap = _smallest_gap_reason(ctx, build)
+    if gap:
+        reasons.append(gap)
     packages = ["torch"] + [n for n in ("torchvision", "torchaudio") if req.wants(n)]
     ruled = [
         f"{b.label}: " + "; ".join(_strip(c.text, b) for c in ctx.refusals(b))
@@ -440,6 +456,51 @@ def _make_plan(ctx: _Context, build: Build, py: PythonChoice) -> Plan:
     )
 
 
+def _smallest_gap_reason(ctx: _Context, build: Build) -> str | None:
+    """Say why this CUDA variant and not a newer one, when the driver runs the release's
+    variants only through minor-version compatibility."""
+    if build.kind != "cuda" or ctx.is_full(build):
+        return None
+    siblings = [
+        b for b in ctx.ordered
+        if b is not build and b.torch == build.torch and b.kind == "cuda" and not ctx.is_full(b)
+        and _vkey(b.cuda or "0") > _vkey(build.cuda or "0") and not ctx.refusals(b)
+    ]
+    if not siblings:
+        return None
+    others = ", ".join(b.variant for b in siblings)
+    drivers = ", ".join(sorted({str(h.driver) for h in ctx.hosts if h.driver is not None})) or "unknown"
+    return (
+        f"{build.variant} before {others}: driver {drivers} runs these {build.torch} variants only through "
+        f"CUDA minor-version compatibility, and {build.variant} has the smallest CUDA gap to it "
+        "(the fewest CUDA APIs the driver lacks)"
+    )
+
+
+def _weak_evidence_warnings(ctx: _Context, build: Build) -> list[str]:
+    """One warning per fact the plan rests on that is labelled weak (secondary or cycle-level)."""
+    used = ["exists", "glibc"]
+    if build.kind != "cpu" and any(h.gpus for h in ctx.hosts):
+        used.append("arch")
+    if build.kind == "cuda":
+        used += ["cudnn", "nccl"]
+    if ctx.request.wants("torchaudio"):
+        used.append("torchaudio")
+    names = {"exists": "its existence", "arch": "its GPU arch list" if build.kind == "cuda" else "its gfx target list",
+             "glibc": "its glibc floor", "cudnn": "its cuDNN version", "nccl": "its NCCL version",
+             "torchaudio": "torchaudio on its index"}
+    out = []
+    for fact in used:
+        label = build.evidence_of(fact)
+        if label in WEAK_EVIDENCE:
+            keys = build.sources.get(fact, "")
+            out.append(
+                f"{build.label}: {names[fact]} rests on {EVIDENCE_WORDS[label or '']} ({keys}); "
+                "verify proves it on this host"
+            )
+    return out
+
+
 def _strip(text: str, build: Build) -> str:
     """Drop the build's own label from a refusal when the line already starts with it."""
     for prefix in (f"{build.label}: ", f"{build.variant}: "):
@@ -459,6 +520,8 @@ def explain_conflict(ctx: _Context) -> tuple[list[str], list[str]]:
     conflicts: list[str] = []
     for host in ctx.hosts:
         conflicts.append(f"{host.name}: {describe_host(host)}")
+    grouped = _grouped_gpu_refusals(ctx) if ctx.request.describe() else []
+    conflicts += grouped
     by_category: dict[str, list[tuple[Build, Check]]] = {}
     singles: dict[str, Build] = {}
     pairs: list[tuple[Build, list[str]]] = []
@@ -474,7 +537,7 @@ def explain_conflict(ctx: _Context) -> tuple[list[str], list[str]]:
     order = ["gpu", "driver", "glibc", "platform", "python", "companion", "user"]
     for cat in order:
         items = by_category.get(cat, [])
-        if not items:
+        if not items or (cat == "gpu" and grouped):
             continue
         first = items[0][1].text
         more = len({b for b, _ in items}) - 1
@@ -494,6 +557,47 @@ def explain_conflict(ctx: _Context) -> tuple[list[str], list[str]]:
     if not hints:
         hints.append("no single change opens a path; see the conflicts above, or run with --explain")
     return conflicts, hints
+
+
+_SINGULAR = {"have": "has", "run": "runs", "carry": "carries", "need": "needs"}
+
+
+def _grouped_gpu_refusals(ctx: _Context) -> list[str]:
+    """The GPU reason per build the user asked for (a pinned torch, a forced --variant),
+    grouped over releases: "cu126 builds of torch 2.6-2.14 have no sm_120 code: arch
+    list 5.0-9.0, no PTX". Builds the user's own constraints exclude are left out."""
+    groups: dict[tuple[str, str, str], list[Build]] = {}
+    for b in ctx.ordered:
+        if not all(c.ok for c in ctx.user_checks(b)):
+            continue
+        for k, host in enumerate(ctx.hosts):
+            for _, check in ctx.host_checks(b, k):
+                if not check.ok and check.group:
+                    prefix = f"{host.name}: " if len(ctx.hosts) > 1 else ""
+                    groups.setdefault((prefix, b.variant, check.group), []).append(b)
+    out = []
+    for (prefix, variant, group), builds in groups.items():
+        releases = sorted({b.torch for b in builds})
+        if len(releases) == 1:
+            verb, _, rest = group.partition(" ")
+            out.append(f"{prefix}the {variant} build of torch {releases[0]} {_SINGULAR.get(verb, verb)} {rest}")
+        else:
+            out.append(f"{prefix}{variant} builds of torch {_release_ranges(releases)} {group}")
+    return out
+
+
+def _release_ranges(releases: list[Version]) -> str:
+    """2.6.0, 2.7.0, 2.7.1, ..., 2.14.1 -> "2.6\u20132.14"; gaps between minor lines split ranges."""
+    minors = sorted({(v.major, v.minor) for v in releases})
+    runs: list[list[tuple[int, int]]] = []
+    for m in minors:
+        if runs and runs[-1][-1][0] == m[0] and runs[-1][-1][1] + 1 == m[1]:
+            runs[-1].append(m)
+        else:
+            runs.append([m])
+    return ", ".join(
+        f"{r[0][0]}.{r[0][1]}" if len(r) == 1 else f"{r[0][0]}.{r[0][1]}\u2013{r[-1][0]}.{r[-1][1]}" for r in runs
+    )
 
 
 def _hint(ctx: _Context, cat: str, b: Build) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from torchfit._backports import FROZEN
 from torchfit.compat.facts import HostFacts
 from torchfit.compat.matrix import CONSERVATIVE_GLIBC, Build, Matrix
-from torchfit.compat.versions import Dotted, coverage
+from torchfit.compat.versions import BuildArch, Dotted, coverage
 
 
 @dataclass(**FROZEN)
@@ -22,6 +22,10 @@ class Check:
     ok: bool
     text: str
     category: str  # "driver" | "gpu" | "glibc" | "platform" | "python" | "companion" | "user"
+    # For a refusal that holds for a whole line of builds: the predicate of
+    # "<variant> builds of torch 2.6-2.14 <group>" ("have no sm_120 code: arch list
+    # 5.0-9.0, no PTX"), so conflict reports can group the builds over releases.
+    group: str = ""
 
 
 def host_platform(host: HostFacts) -> str | None:
@@ -74,22 +78,26 @@ def check_gpus(build: Build, host: HostFacts, matrix: Matrix, want_cpu: bool) ->
     if build.kind == "rocm":
         amd = host.amd_gpus
         if not amd:
-            return Check(False, f"{build.variant}: {host.name} has no AMD GPU", "gpu")
+            return Check(False, f"{build.variant}: {host.name} has no AMD GPU", "gpu", "need an AMD GPU")
         if build.gfx is None:
-            return Check(False, f"{build.variant}: its gfx target list is unknown in the matrix", "gpu")
+            return Check(False, f"{build.variant}: its gfx target list is unknown in the matrix", "gpu",
+                         "have an unknown gfx target list in the matrix (it covers no GPU)")
         missing = [g for g in amd if g.gfx not in build.gfx]
         if missing:
             names = ", ".join(g.label() for g in missing)
-            return Check(False, f"{build.variant}: {names} not in its targets ({';'.join(build.gfx)})", "gpu")
+            gfx = ", ".join(sorted({g.gfx or "gfx unknown" for g in missing}))
+            return Check(False, f"{build.variant}: {names} not in its targets ({';'.join(build.gfx)})", "gpu",
+                         f"have no {gfx} code: targets {';'.join(build.gfx)}")
         return Check(True, f"{', '.join(sorted({g.gfx or '' for g in amd}))} in the ROCm target list", "gpu")
     nv = host.nvidia_gpus
     if not nv:
         extra = " (only AMD GPUs)" if host.amd_gpus else ""
-        return Check(False, f"{build.variant}: {host.name} has no NVIDIA GPU{extra}", "gpu")
+        return Check(False, f"{build.variant}: {host.name} has no NVIDIA GPU{extra}", "gpu", "need an NVIDIA GPU")
     platform = host_platform(host) or "x86_64"
     archs = build.arch_for(platform)
     if archs is None:
-        return Check(False, f"{build.variant}: its {platform} arch list is unknown in the matrix", "gpu")
+        return Check(False, f"{build.variant}: its {platform} arch list is unknown in the matrix", "gpu",
+                     f"have an unknown {platform} arch list in the matrix (it covers no GPU)")
     full = has_full_driver(build, host, matrix)
     notes = []
     for gpu in nv:
@@ -99,7 +107,8 @@ def check_gpus(build: Build, host: HostFacts, matrix: Matrix, want_cpu: bool) ->
             return Check(False, f"{build.variant}: compute capability of {gpu.name} unknown", "gpu")
         cov = coverage(arch, archs)
         if cov.kind == "none":
-            return Check(False, f"{build.variant}: {gpu.label()} is not in its arch list ({listed})", "gpu")
+            return Check(False, f"{build.variant}: {gpu.label()} is not in its arch list ({listed})", "gpu",
+                         f"have no {arch.sm} code: arch list {format_arch_span(archs)}")
         if cov.kind == "ptx" and not full:
             floor = matrix.cuda[build.cuda or ""].toolkit_driver
             return Check(
@@ -107,6 +116,8 @@ def check_gpus(build: Build, host: HostFacts, matrix: Matrix, want_cpu: bool) ->
                 f"{build.variant}: {gpu.label()} only runs through PTX JIT, which needs driver >= "
                 f"{floor or 'unknown'} (minor-version compatibility has no PTX JIT)",
                 "gpu",
+                f"run {arch.sm} only through PTX JIT (arch list {format_arch_span(archs)}), which needs "
+                f"driver >= {floor or 'unknown'}; minor-version compatibility has none",
             )
         notes.append(f"{arch.sm} {'native' if cov.kind == 'native' else 'PTX'} via {cov.via}")
     return Check(True, ", ".join(sorted(set(notes))), "gpu")
@@ -134,3 +145,47 @@ def check_glibc(build: Build, host: HostFacts) -> Check:
             False, f"{build.label}: needs glibc >= {shown}{unknown}, {host.name} has {glibc}", "glibc"
         )
     return Check(True, f"glibc {glibc} >= {shown}", "glibc")
+
+
+def format_arch_span(archs: tuple[BuildArch, ...]) -> str:
+    """A build's arch list in a few words: "5.0-9.0, no PTX", "7.5-12.0, PTX for 12.0"."""
+    if not archs:
+        return "empty"
+    ordered = sorted(archs, key=lambda b: b.arch)
+    span = str(ordered[0].arch) if len(ordered) == 1 else f"{ordered[0].arch}\u2013{ordered[-1].arch}"
+    ptx = [str(b.arch) for b in ordered if b.ptx]
+    return f"{span}, " + (f"PTX for {', '.join(ptx)}" if ptx else "no PTX")
+
+
+def check_cudnn(build: Build, host: HostFacts, matrix: Matrix) -> Check:
+    """cuDNN's own GPU floor: every NVIDIA GPU at or above the compute capability the
+    build's cuDNN supports, whatever its arch list says. cuDNN 9 needs 5.0+, so a
+    Kepler GPU (K80, sm_37) never gets a cuDNN 9 build; cuDNN 8.5 still runs on 3.5+.
+    Source: NVIDIA cuDNN support matrix (the `[[cudnn]]` rows of the matrix). An
+    unknown cuDNN is held to the strictest floor listed."""
+    nv = [g for g in host.nvidia_gpus if g.arch is not None]
+    if build.kind != "cuda" or not nv:
+        return Check(True, "no cuDNN GPU floor applies", "gpu")
+    row = matrix.cudnn_floor(build.cudnn) if build.cudnn else None
+    what = f"cuDNN {build.cudnn}"
+    if row is None:
+        row = matrix.highest_cudnn_floor
+        what = (f"cuDNN {build.cudnn} (no floor listed for it, so the strictest)" if build.cudnn
+                else "its cuDNN (unknown in the matrix, so held to the strictest floor)")
+    if row is None:
+        return Check(True, "no cuDNN GPU floor in the matrix", "gpu")
+    floor = row.min_compute
+    low = [g for g in nv if g.arch is not None and g.arch[:2] < floor[:2]]
+    if low:
+        names = ", ".join(g.label() for g in low)
+        sms = ", ".join(sorted({g.arch.sm for g in low if g.arch is not None}))
+        cudnn = f"cuDNN {build.cudnn}" if build.cudnn else "an unknown cuDNN"
+        return Check(
+            False,
+            f"{build.variant}: {what} needs compute capability >= {floor} (NVIDIA cuDNN support matrix: "
+            f"{row.source}); {names} is below it",
+            "gpu",
+            f"carry {cudnn}, which needs compute capability >= {floor} (NVIDIA cuDNN support matrix): "
+            f"{sms} is below it",
+        )
+    return Check(True, f"{what} supports compute capability >= {floor}", "gpu")

@@ -1,0 +1,117 @@
+"""The rules of issue 11, each on its own: cuDNN's GPU floor, the smallest CUDA gap under
+minor-version compatibility, refusals grouped over releases, warnings for weak evidence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from packaging.version import Version
+
+from tests.conftest import make_facts
+from torchfit.compat.matrix import parse_matrix
+from torchfit.compat.request import Request, parse_requirements
+from torchfit.compat.resolver import _Context, _release_ranges, resolve
+from torchfit.compat.rules import check_cudnn, format_arch_span
+from torchfit.compat.versions import BuildArch
+from torchfit.errors import NoCompatibleSet
+
+
+def _build(matrix: Any, torch: str, variant: str) -> Any:
+    return next(b for b in matrix.builds if str(b.torch) == torch and b.variant == variant)
+
+
+@pytest.mark.parametrize(
+    ("torch", "variant", "gpu", "ok", "text"),
+    [
+        ("2.6.0", "cu124", "sm_37", False, "cuDNN 9.1.0.70 needs compute capability >= 5.0"),  # cuDNN 9 on Kepler
+        ("2.0.1", "cu117", "sm_37", True, "cuDNN 8.5.0.96 supports compute capability >= 3.5"),  # cuDNN 8.5: SM 3.5+
+        ("2.3.1", "cu118", "sm_37", False, "unknown in the matrix, so held to the strictest floor"),
+        ("2.6.0", "cu124", "sm_52", True, "supports compute capability >= 5.0"),  # Maxwell is cuDNN 9's floor
+    ],
+)
+def test_cudnn_gpu_floor(matrix: Any, torch: str, variant: str, gpu: str, ok: bool, text: str) -> None:
+    check = check_cudnn(_build(matrix, torch, variant), make_facts(driver="470.82.01", gpus=[gpu]), matrix)
+    assert check.ok is ok and text in check.text, check.text
+    if not ok:
+        assert check.category == "gpu" and "is below it" in check.group
+
+
+def test_cudnn_floor_ignores_hosts_without_nvidia_gpus(matrix: Any) -> None:
+    assert check_cudnn(_build(matrix, "2.6.0", "cu124"), make_facts(gpus=["gfx942"]), matrix).ok
+
+
+def test_arch_span_says_whether_ptx_is_there() -> None:
+    assert format_arch_span(tuple(BuildArch.parse(a) for a in "5.0;6.0;9.0".split(";"))) == "5.0\u20139.0, no PTX"
+    assert format_arch_span((BuildArch.parse("7.5"), BuildArch.parse("12.0+PTX"))) == "7.5\u201312.0, PTX for 12.0"
+
+
+def test_release_ranges_split_at_gaps() -> None:
+    vs = [Version(v) for v in ("2.6.0", "2.7.0", "2.7.1", "2.8.0", "2.10.0", "2.12.0", "2.13.0")]
+    assert _release_ranges(vs) == "2.6\u20132.8, 2.10, 2.12\u20132.13"
+
+
+def test_mvc_only_variants_order_by_smallest_cuda_gap(matrix: Any) -> None:
+    # 580.65.06 is below the 13.0 (580.95.05) and 13.2 (595.71.05) toolkit floors, above 12.6's.
+    ctx = _Context([make_facts(driver="580.65.06", gpus=["sm_90"])], Request(), matrix)
+    order = [b.variant for b in ctx.ordered if str(b.torch) == "2.14.1" and b.kind == "cuda"]
+    assert order == ["cu126", "cu130", "cu132"]  # full support first, then the smaller gap
+    # With the full toolkit floor of both met, the newer CUDA comes first again.
+    ctx = _Context([make_facts(driver="600.10", gpus=["sm_90"])], Request(), matrix)
+    order = [b.variant for b in ctx.ordered if str(b.torch) == "2.14.1" and b.kind == "cuda"]
+    assert order == ["cu132", "cu130", "cu126"]
+
+
+def test_no_gap_reason_when_the_driver_fully_supports_the_pick(matrix: Any) -> None:
+    plan = resolve([make_facts(driver="600.10", gpus=["sm_120"])],
+                   Request(requirements=parse_requirements(["torch<2.15"])), matrix)
+    assert plan.variant == "cu132"
+    assert not any("smallest CUDA gap" in r for r in plan.reasons)
+
+
+def test_forced_variant_refusal_is_grouped_per_build_line(matrix: Any) -> None:
+    host = make_facts(driver="580.159.04", gpus=["NVIDIA GeForce RTX 5080=sm_120"])
+    with pytest.raises(NoCompatibleSet) as info:
+        resolve([host], Request(variant="cu118"), matrix)
+    lines = info.value.conflicts
+    # cu118 of 2.7 has an unknown arch list, 2.0-2.6 lack sm_120: two groups, both named.
+    assert any(line.startswith("cu118 builds of torch 2.0\u20132.6 have no sm_120 code: arch list 3.7\u20139.0")
+               for line in lines), lines
+    assert any("cu118 builds of torch 2.7 have an unknown x86_64 arch list" in line for line in lines), lines
+
+
+WEAK = """\
+schema = 1
+[sources]
+"X" = "a test source"
+"S" = "2ry: a scrape"
+[[series]]
+torch = ["2.8.0"]
+torchvision = ["0.23.0"]
+torchaudio = ["2.8.0"]
+python = ["3.12"]
+glibc = "2.28"
+source = { python = "X", glibc = "X", companions = "X" }
+[[series.variant]]
+name = "rocm6.4"
+rocm = "6.4"
+arch = "gfx942"
+platforms = ["x86_64"]
+source = { exists = "X", arch = "X" }
+evidence = { arch = "LABEL" }
+[[rocm]]
+version = "6.4"
+source = "X"
+"""
+
+
+@pytest.mark.parametrize(("label", "warned"), [("cycle", True), ("secondary", True), ("primary", False),
+                                               ("measured", False)])
+def test_weak_evidence_is_used_with_a_warning(label: str, warned: bool) -> None:
+    m = parse_matrix(WEAK.replace("LABEL", label))
+    plan = resolve([make_facts(driver=None, gpus=["gfx942"])], Request(), m)
+    assert plan.variant == "rocm6.4"
+    hits = [w for w in plan.warnings if "its gfx target list rests on" in w]
+    assert bool(hits) is warned, plan.warnings
+    if warned:
+        assert "(X)" in hits[0] and {"cycle": "cycle-level", "secondary": "secondary evidence"}[label] in hits[0]
