@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.doctor.conftest import FakeEnv, Host, fake_lib, fixture, h200_env
 
 # What the Fooocus#1313 user saw: driver 470.86 (CUDA 11.4) under a cu121 torch.
@@ -175,20 +177,21 @@ def test_manylinux1_wheel_uses_the_real_floor_from_the_matrix(host: Host, fake_e
     assert "real floor of torch 2.4.1 is 2.17" in g["evidence"] and "glibc 2.12 < 2.17" in g["evidence"]
 
 
-def test_worker_runs_on_old_pythons(tmp_path: Path) -> None:
-    """The worker is plain Python: it must run in a 3.9 env (any env a torch can live in)."""
+@pytest.mark.parametrize("version", ["3.6", "3.9"])
+def test_worker_runs_on_old_pythons(tmp_path: Path, version: str) -> None:
+    """The worker and torchfit_runtime are plain Python: they must run in a 3.6 or 3.9
+    env (any env a torch can live in), and say so in the workers' record protocol."""
     import glob
     import shutil
     import subprocess
 
-    import pytest
+    from torchfit.workers import read_records, script
 
-    found = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.9*/bin/python3.9")))
-    py39 = found[0] if found else shutil.which("python3.9")
-    if py39 is None or subprocess.run([py39, "-c", "pass"], capture_output=True).returncode != 0:
-        pytest.skip("no working python3.9 here")
-    worker = Path(__file__).resolve().parents[2] / "src/torchfit/workers/doctor_worker.py"
-    proc = subprocess.run([py39, str(worker), "report"], capture_output=True, text=True, timeout=120,
+    found = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}*/bin/python{version}")))
+    py = found[0] if found else shutil.which(f"python{version}")
+    if py is None or subprocess.run([py, "-c", "pass"], capture_output=True).returncode != 0:
+        pytest.skip(f"no working python{version} here")
+    proc = subprocess.run([py, script("doctor"), "report"], capture_output=True, text=True, timeout=120,
                           cwd=tmp_path, env={**os.environ, "PYTHONPATH": ""})
-    stages = [line.split(" ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("TORCHFIT-DOCTOR ")]
-    assert proc.returncode == 0 and any('"stage": "done"' in s for s in stages), proc.stderr
+    kinds = [r["kind"] for r in read_records(proc.stdout)]
+    assert proc.returncode == 0 and kinds == ["metadata", "stage", "torch", "libraries", "done"], proc.stderr

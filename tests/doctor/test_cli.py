@@ -105,7 +105,7 @@ def test_garbage_in_gives_warn_or_unknown_with_a_reason_never_a_traceback(host: 
     host.file("/dev/shm", "")
     host.file("/etc/nccl.conf", junk)
     bad_python = host.tmp / "python"
-    bad_python.write_text("#!/bin/sh\necho 'TORCHFIT-DOCTOR {not json'\necho 'TORCHFIT-DOCTOR [1, 2]'\nexit 3\n")
+    bad_python.write_text("#!/bin/sh\necho 'TORCHFIT-RECORD {not json'\necho 'TORCHFIT-RECORD [1, 2]'\nexit 3\n")
     bad_python.chmod(0o755)
     log = host.tmp / "garbage.log"
     log.write_bytes(os.urandom(4096))

@@ -228,9 +228,15 @@ def test_mismatches_fail(probe: dict[str, object], pin: NcclPin, expect: str) ->
     assert any(expect in f for f in compare_build(_plan(), probe, pin).failures)
 
 
-def test_parse_probe_takes_the_last_json_line() -> None:
-    assert parse_probe('warning: x\n{"python": "3.11.7"}\n') == {"python": "3.11.7"}
+def test_parse_probe_takes_the_last_build_record() -> None:
+    out = (
+        'warning: x\n{"python": "noise"}\n'
+        'TORCHFIT-RECORD {"t": 1.0, "kind": "stage", "stage": "x"}\n'
+        'TORCHFIT-RECORD {"t": 2.0, "kind": "build", "python": "3.11.7"}\n'
+    )
+    assert parse_probe(out) == {"python": "3.11.7"}
     assert parse_probe("garbage") == {}
+    assert parse_probe('{"python": "3.11.7"}') == {}  # not a record
 
 
 # --- NCCL --------------------------------------------------------------------------------------

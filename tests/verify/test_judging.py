@@ -22,6 +22,7 @@ import torchfit.verify.slurm as vslurm
 import torchfit.verify.watch as vwatch
 from torchfit.compat.versions import Arch
 from torchfit.errors import BadInput
+from torchfit.workers import MARKER, WORKERS_DIR, read_records
 from torchfit.workers import torchfit_runtime as rt
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -175,7 +176,8 @@ def test_low_bandwidth_warns_and_names_p2p_disable() -> None:
 
 def test_healthy_bandwidth_passes_and_small_sweeps_are_not_judged() -> None:
     assert (
-        vbw.judge_bandwidth([{"bytes": 1 << 30, "busbw": 322.0}], 478.1, "NV18", []).status == "pass"
+        vbw.judge_bandwidth([{"bytes": 1 << 30, "busbw": 322.0}], 478.1, "NV18", []).status
+        == "pass"
     )
     small = vbw.judge_bandwidth([{"bytes": 1 << 20, "busbw": 22.0}], 478.1, "NV18", [])
     assert small.status == "pass" and "not judged" in small.summary
@@ -336,7 +338,9 @@ def test_lock_mismatch_names_the_file_that_runs(tmp_path: Path) -> None:
         "cudnn": "9.19.0.56",
         "nccl": "2.28.9",
     }
-    assert vinsp.judge_lock(expected, vinsp.runtime_versions(cuda_facts()), str(lock)).status == "pass"
+    assert (
+        vinsp.judge_lock(expected, vinsp.runtime_versions(cuda_facts()), str(lock)).status == "pass"
+    )
     libs = dict(cuda_facts()["libs"])
     libs["nccl"] = {"code": 22803, "path": "/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3"}
     check = vinsp.judge_lock(expected, vinsp.runtime_versions(cuda_facts(libs=libs)), str(lock))
@@ -453,7 +457,9 @@ def test_teardown_crash_does_not_hide_a_failed_check() -> None:
 def test_a_stall_names_the_rank_that_never_joined() -> None:
     waiting = rank(0, stage("allreduce"), stage("allreduce", "collective"))
     stuck = rank(1, stage("allreduce"))
-    checks, _ = vddp.judge_ddp([waiting, stuck], 2, {"stage": None, "age": 12.0}, None, [], 10, False)
+    checks, _ = vddp.judge_ddp(
+        [waiting, stuck], 2, {"stage": None, "age": 12.0}, None, [], 10, False
+    )
     assert checks[0].summary.startswith(
         "rank 1 stalled at stage 'allreduce' before joining the collective"
     )
@@ -583,7 +589,9 @@ def test_probe_links_and_the_promise_from_a_replayed_h200(
 
 
 def test_torchrun_argv_single_and_several_nodes() -> None:
-    one = vwatch.torchrun_argv("/e/bin/python", vmodel.Options(python="/e/bin/python"), 2, "/w/config.json")
+    one = vwatch.torchrun_argv(
+        "/e/bin/python", vmodel.Options(python="/e/bin/python"), 2, "/w/config.json"
+    )
     assert one[:8] == [
         "/e/bin/python",
         "-m",
@@ -595,7 +603,9 @@ def test_torchrun_argv_single_and_several_nodes() -> None:
         "--standalone",
     ]
     assert one[-1] == "/w/config.json" and one[-2].endswith("workers/ddp_worker.py")
-    opts = vmodel.Options(python="p", nnodes=2, node_rank=1, rdzv_endpoint="node1:29400", rdzv_id="job7")
+    opts = vmodel.Options(
+        python="p", nnodes=2, node_rank=1, rdzv_endpoint="node1:29400", rdzv_id="job7"
+    )
     many = vwatch.torchrun_argv("p", opts, 8, "c")
     assert (
         many[many.index("--rdzv-backend") + 1] == "c10d"
@@ -606,7 +616,10 @@ def test_torchrun_argv_single_and_several_nodes() -> None:
     local = vmodel.Options(python="p", nnodes=2, node_rank=1, rdzv_endpoint="127.0.0.1:29400")
     assert vwatch.rdzv_conf(local) == "join_timeout=300,is_host=0"
     static = vwatch.torchrun_argv(
-        "p", vmodel.Options(python="p", nnodes=2, node_rank=1, master_addr="h", master_port=5), 1, "c"
+        "p",
+        vmodel.Options(python="p", nnodes=2, node_rank=1, master_addr="h", master_port=5),
+        1,
+        "c",
     )
     assert "--standalone" not in static and static[static.index("--master-addr") + 1] == "h"
 
@@ -618,10 +631,13 @@ def test_workers_import_nothing_but_stdlib_torch_and_each_other() -> None:
 
     if not hasattr(_sys, "stdlib_module_names"):  # Python < 3.10
         pytest.skip("needs sys.stdlib_module_names")
-    workers = Path(vwatch.WORKERS)
+    workers = Path(WORKERS_DIR)
     # importlib_metadata: doctor_worker's guarded fallback for Pythons older than 3.8.
     allowed = {"torch", "torchfit_runtime", "importlib_metadata"} | set(_sys.stdlib_module_names)
-    for path in sorted(workers.glob("*.py")):
+    targets = [*sorted(workers.glob("*_worker.py")), workers / "torchfit_runtime.py"]
+    # Everything but __init__.py (host side) runs in the target interpreter.
+    assert sorted(workers.glob("*.py")) == sorted([*targets, workers / "__init__.py"])
+    for path in targets:
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -632,3 +648,40 @@ def test_workers_import_nothing_but_stdlib_torch_and_each_other() -> None:
                 continue
             for name in names:
                 assert name.split(".")[0] in allowed, f"{path.name} imports {name}"
+
+
+def test_one_record_protocol_on_stdout_and_in_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every worker writes torchfit_runtime records; the host reads them back the same way."""
+    assert rt.MARKER == MARKER
+    rep = rt.Reporter(None, who="x")
+    print("noise from a library")
+    rep.stage("import-torch")
+    rep.line("fact", key="k", value=[1, 2])
+    rep.error(RuntimeError("boom"))
+    records = read_records(capsys.readouterr().out)
+    assert [r["kind"] for r in records] == ["stage", "fact", "error"]
+    assert all(r["who"] == "x" and isinstance(r["t"], float) for r in records)
+    assert records[2]["stage"] == "import-torch" and records[2]["message"] == "boom"
+    out = tmp_path / "w.jsonl"
+    rep = rt.Reporter(str(out), rank=3)
+    rep.line("done")
+    tail = vwatch.JsonlTail(str(out))
+    assert [(r["kind"], r["rank"]) for r in tail.poll()] == [("done", 3)]
+
+
+def test_lib_kind_is_written_once() -> None:
+    from torchfit.doctor import parse
+
+    assert parse.lib_kind is rt.lib_kind
+    assert [
+        rt.lib_kind(p)
+        for p in (
+            "/a/libnccl.so.2",
+            "libcudnn.so.9",
+            "libcudart.so.13",
+            "libcuda.so.1",
+            "libc.so.6",
+        )
+    ] == ["nccl", "cudnn", "cudart", "cuda", None]

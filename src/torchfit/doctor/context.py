@@ -11,7 +11,6 @@ tools side by side, because importing torch is the slow part.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
@@ -22,12 +21,10 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 from torchfit.compat.facts import Gpu
-from torchfit.errors import ProbeFailed
 from torchfit.doctor import parse
+from torchfit.errors import ProbeFailed
 from torchfit.runner import Runner, ToolMissing, ToolTimeout
-
-WORKER_MARKER = "TORCHFIT-DOCTOR "
-WORKER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "workers", "doctor_worker.py")
+from torchfit.workers import last_record, read_records, worker_argv
 
 
 class ToolOutput(NamedTuple):
@@ -297,16 +294,14 @@ class Context:
         codes: dict[str, Any] = {}
         try:
             res = self.runner.run(
-                [sys.executable, WORKER, "libversions", *wanted],
+                worker_argv(sys.executable, "doctor", "libversions", *wanted),
                 timeout=max(self.timeout, 30.0),
                 env={"LD_PRELOAD": ""},
             )
-            for line in res.stdout.splitlines():
-                if line.startswith(WORKER_MARKER):
-                    data = json.loads(line[len(WORKER_MARKER):])
-                    for lib in data.get("libs", []):
-                        codes[lib.get("path")] = lib
-        except (ProbeFailed, ValueError):
+            for lib in (last_record(read_records(res.stdout), "libversions") or {}).get("libs") or []:
+                if isinstance(lib, dict):
+                    codes[lib.get("path")] = lib
+        except ProbeFailed:
             pass
         for p in wanted:
             lib = codes.get(p) or {}
@@ -330,7 +325,7 @@ class Context:
             with tempfile.TemporaryDirectory(prefix="torchfit-doctor-") as cwd:
                 # An empty working directory: a `torch/` in the user's cwd (a PyTorch
                 # checkout) must not be what the report describes.
-                res = self.runner.run([self.python, WORKER, "report"], timeout=self.worker_timeout, cwd=cwd)
+                res = self.runner.run(worker_argv(self.python, "doctor", "report"), timeout=self.worker_timeout, cwd=cwd)
         except ToolTimeout as exc:
             self._read_worker_lines(facts, exc.stdout)
             facts.cause = f"the worker timed out after {self.worker_timeout:g} s (stage: {facts.last_stage})"
@@ -351,25 +346,27 @@ class Context:
 
     @staticmethod
     def _read_worker_lines(facts: WorkerFacts, stdout: str) -> None:
-        for line in (stdout or "").splitlines():
-            if not line.startswith(WORKER_MARKER):
+        """Fold the worker's records (torchfit.workers protocol) into `facts`."""
+        for data in read_records(stdout):
+            kind = data.get("kind")
+            if not isinstance(kind, str):
                 continue
-            try:
-                data = json.loads(line[len(WORKER_MARKER):])
-            except ValueError:
+            if kind == "stage":
+                stage = data.get("stage")
+                facts.last_stage = stage if isinstance(stage, str) else facts.last_stage
                 continue
-            if not isinstance(data, dict):
+            body = {k: v for k, v in data.items() if k not in ("kind", "t")}
+            if kind == "error":
+                facts.last_stage = "worker-error"
+                facts.cause = f"the worker failed: {data.get('type')}: {data.get('message')}"
                 continue
-            stage = data.get("stage")
-            facts.last_stage = stage if isinstance(stage, str) else facts.last_stage
-            if stage == "metadata":
-                facts.meta = data
-            elif stage == "torch":
-                facts.torch = data
-            elif stage == "libraries":
-                facts.libs = data
-            elif stage == "worker-error":
-                facts.cause = f"the worker failed: {data.get('error')}"
+            facts.last_stage = kind
+            if kind == "metadata":
+                facts.meta = body
+            elif kind == "torch":
+                facts.torch = body
+            elif kind == "libraries":
+                facts.libs = body
 
     # --- topology, host facts ----------------------------------------------------------
 

@@ -13,6 +13,10 @@ from typing import NamedTuple
 from torchfit.compat.versions import Arch, BuildArch
 from torchfit.errors import BadInput
 
+# Which library a path is ("nccl", "cudnn", "cudart", "cuda"): one definition,
+# shared with the worker that lists an environment's libraries.
+from torchfit.workers.torchfit_runtime import lib_kind as lib_kind
+
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _DOTTED = re.compile(r"[0-9]+(?:\.[0-9]+)+")
 
@@ -265,20 +269,6 @@ def parse_ldconfig(text: str) -> tuple[LdEntry, ...]:
         if m:
             out.append(LdEntry(m.group(1), m.group(2), m.group(3)))
     return tuple(out)
-
-
-def lib_kind(path: str) -> str | None:
-    """Which library a path is: "nccl", "cudnn" (the main libcudnn only), "cudart", "cuda"."""
-    base = path.rstrip("/").rsplit("/", 1)[-1]
-    if base.startswith("libnccl.so"):
-        return "nccl"
-    if base.startswith("libcudnn.so"):
-        return "cudnn"
-    if base.startswith("libcudart.so"):
-        return "cudart"
-    if base.startswith("libcuda.so"):
-        return "cuda"
-    return None
 
 
 def version_from_filename(path: str) -> tuple[int, ...] | None:

@@ -1,12 +1,12 @@
 """The build check: is what got installed the build the plan chose?
 
-One run of the new env's Python (`PROBE`) reports the installed distributions, the
+One run of the new env's Python (workers/build_worker.py) reports the installed distributions, the
 values torch's own `torch/version.py` holds (`__version__`, `cuda`, `hip`: the same
 values `torch.version` gives, read without importing torch, which takes seconds),
 and the NCCL the env will load: `ncclGetVersion()` of the pinned library, or of the
 nvidia-nccl wheel's libnccl.so.2.
 
-When the user pinned NCCL (`--nccl`, `--nccl-lib`) the probe also imports torch with
+When the user pinned NCCL (`--nccl`, `--nccl-lib`) the worker also imports torch with
 the pin applied: an NCCL older than the one torch was built with can lack symbols
 libtorch_cuda.so needs (torch 2.14.1 with NCCL 2.28.9: "undefined symbol:
 ncclCommResume", measured), and the library actually mapped is the one to report.
@@ -18,7 +18,6 @@ what only deserves a warning.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,99 +29,7 @@ from packaging.version import InvalidVersion, Version
 from torchfit._backports import FROZEN
 from torchfit.compat.request import Plan
 from torchfit.installer.nccl import NcclPin, nccl_version_from_code
-
-# Runs in the env's Python (3.8+ syntax, stdlib only). argv[1]: a library to
-# dlopen for ncclGetVersion, or "" to use the nvidia-nccl wheel's; argv[2] "import":
-# import torch and report the libnccl mapped into the process instead.
-PROBE = r"""
-import ctypes, importlib.util, json, os, sys
-from importlib import metadata
-out = {"python": "%d.%d.%d" % sys.version_info[:3], "prefix": sys.prefix, "dists": {}}
-for d in metadata.distributions():
-    name = d.metadata["Name"]
-    if name:
-        out["dists"][name] = d.version
-spec = importlib.util.find_spec("torch")
-if spec is None or not spec.submodule_search_locations:
-    out["torch_error"] = "torch is not installed in this env"
-else:
-    path = os.path.join(list(spec.submodule_search_locations)[0], "version.py")
-    ns = {}
-    try:
-        with open(path) as fh:
-            exec(compile(fh.read(), path, "exec"), ns)
-        out["torch"] = {k: ns.get(k) for k in ("__version__", "cuda", "hip", "git_version")}
-    except Exception as exc:
-        out["torch_error"] = "%s: %s" % (path, exc)
-
-
-class DlInfo(ctypes.Structure):
-    _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p),
-                ("sname", ctypes.c_char_p), ("saddr", ctypes.c_void_p)]
-
-
-def bound_nccl(maps):
-    # The ncclGetVersion torch calls: the global scope's (an LD_PRELOAD is there), else
-    # the one libtorch_cuda.so's own dependencies provide; dladdr names its file.
-    process = ctypes.CDLL(None)
-    try:
-        fn = process.ncclGetVersion
-    except AttributeError:
-        fn = None
-        for path in sorted({ln.split()[-1] for ln in maps if "libtorch_cuda.so" in ln}):
-            try:
-                fn = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY).ncclGetVersion
-                break
-            except (OSError, AttributeError):
-                pass
-    if fn is None:
-        return None
-    info = DlInfo()
-    try:
-        dladdr = process.dladdr
-    except AttributeError:
-        dladdr = ctypes.CDLL("libdl.so.2").dladdr
-    dladdr(ctypes.cast(fn, ctypes.c_void_p), ctypes.byref(info))
-    code = ctypes.c_int(0)
-    rc = fn(ctypes.byref(code))
-    return {"library": (info.fname or b"").decode(), "code": code.value, "rc": rc}
-
-
-lib = sys.argv[1] if len(sys.argv) > 1 else ""
-if len(sys.argv) > 2 and sys.argv[2] == "import":
-    try:
-        import torch
-        out["import"] = {"ok": True}
-    except BaseException as exc:
-        out["import"] = {"ok": False, "error": "%s: %s" % (type(exc).__name__, exc)}
-    with open("/proc/self/maps") as fh:
-        maps = fh.read().splitlines()
-    out["mapped"] = sorted({ln.split()[-1] for ln in maps if "libnccl.so" in ln})
-    if out["import"]["ok"]:
-        try:
-            out["bound"] = bound_nccl(maps)
-        except Exception as exc:
-            out["bound"] = {"error": str(exc)}
-if out.get("bound") and out["bound"].get("library"):
-    out["nccl"] = out["bound"]
-    lib = ""
-elif not lib:
-    nv = importlib.util.find_spec("nvidia")
-    for loc in (nv.submodule_search_locations if nv and nv.submodule_search_locations else []):
-        cand = os.path.join(loc, "nccl", "lib", "libnccl.so.2")
-        if os.path.exists(cand):
-            lib = cand
-            break
-if lib:
-    try:
-        handle = ctypes.CDLL(lib)
-        code = ctypes.c_int(0)
-        rc = handle.ncclGetVersion(ctypes.byref(code))
-        out["nccl"] = {"library": lib, "code": code.value, "rc": rc}
-    except (OSError, AttributeError) as exc:
-        out["nccl"] = {"library": lib, "error": str(exc)}
-print(json.dumps(out))
-"""
+from torchfit.workers import last_record, read_records, worker_argv
 
 
 @dataclass(**FROZEN)
@@ -136,16 +43,8 @@ class BuildReport:
 
 
 def parse_probe(stdout: str) -> dict[str, Any]:
-    """The probe's JSON (its last line); {} when it printed none."""
-    for line in reversed(stdout.strip().splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                data = json.loads(line)
-            except ValueError:
-                return {}
-            return data if isinstance(data, dict) else {}
-    return {}
+    """build_worker's `build` record from its stdout; {} when it wrote none."""
+    return last_record(read_records(stdout), "build") or {}
 
 
 def _public(version: str | None) -> str | None:
@@ -162,6 +61,12 @@ def _same_release(a: str, b: str, parts: int) -> bool:
         return Version(a).release[:parts] == Version(b).release[:parts]
     except InvalidVersion:
         return a == b
+
+
+def probe_argv(python: str, library: str | None, import_torch: bool) -> list[str]:
+    """argv of the build check: LIBRARY is an --nccl-lib pin ("" for the wheel's);
+    with `import_torch`, torch is imported under the pin and the mapped NCCL reported."""
+    return worker_argv(python, "build", library or "", *(["import"] if import_torch else []))
 
 
 def compare_build(plan: Plan, probe: Mapping[str, Any], pin: NcclPin) -> BuildReport:

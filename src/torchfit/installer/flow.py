@@ -40,7 +40,7 @@ from torchfit.installer.backends import (
     family_specs,
     pick_backend,
 )
-from torchfit.installer.buildcheck import PROBE, BuildReport, compare_build, parse_probe
+from torchfit.installer.buildcheck import BuildReport, compare_build, parse_probe, probe_argv
 from torchfit.installer.sources import Sources, strip_credentials
 from torchfit.progress import Observer
 from torchfit.lock.pylock import (
@@ -295,19 +295,19 @@ class InstallJob:
 
     def _check(self, ctx: StepContext, env_dir: str) -> BuildReport:
         lib = self.pin.library if self.pin.mechanism == "ld-preload" else ""
-        argv = [env_python(env_dir), "-c", PROBE, lib or ""]
+        # A chosen NCCL must load with this torch: import it under the pin.
+        import_torch = self.pin.mechanism in ("ld-preload", "wheel-override")
+        argv = probe_argv(env_python(env_dir), lib, import_torch)
         env = dict(os.environ)
         detail = "the installed build against the plan"
-        if self.pin.mechanism in ("ld-preload", "wheel-override"):
-            # A chosen NCCL must load with this torch: import it under the pin.
-            argv.append("import")
+        if import_torch:
             detail += ", and import torch with the NCCL pin"
             if lib:
                 env["LD_PRELOAD"] = lib + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
         res = ctx.run("check", argv, env, detail, check=False)
         probe = parse_probe(res.stdout)
         if not probe:
-            raise InstallFailed("check", [env_python(env_dir), "-c", "<probe>"], res.returncode,
+            raise InstallFailed("check", argv, res.returncode,
                                 redact((res.stderr or res.stdout)[-3000:]))
         report = compare_build(self.plan, probe, self.pin)
         # Paths the probe saw under the temporary name are the env's paths at PREFIX.
@@ -323,7 +323,7 @@ class InstallJob:
             self.warnings.append(w)
             self.observer.warn(w)
         if failures:
-            err = InstallFailed("check", [env_python(env_dir), "-c", "<probe>"], 1, "\n".join(failures))
+            err = InstallFailed("check", argv, 1, "\n".join(failures))
             err.message = f"the installed build does not match the plan: {failures[0]}"
             err.args = (err.message,)
             raise err

@@ -2,7 +2,7 @@
 
 `Inspection` runs inspect_worker.py in the target interpreter; `DdpRun` runs
 torchrun, which starts ddp_worker.py once per rank. Both write JSON lines
-(`JsonlTail` reads them while they grow); a child with no heartbeat for the
+(`torchfit.workers.JsonlTail` reads them while they grow); a child with no heartbeat for the
 stage timeout is stalled and killed. Also here: torchrun's argv and rendezvous
 configuration, and the text helpers (log tails, exit codes) the judges quote.
 
@@ -30,8 +30,8 @@ from torchfit.errors import BadInput
 from torchfit.redact import redact
 from torchfit.verify.model import Check, Options
 from torchfit.verify.sizes import iteration_plan
+from torchfit.workers import JsonlTail, script, worker_argv
 
-WORKERS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "workers")
 DDP_STAGES = (
     "import",
     "device",
@@ -76,43 +76,6 @@ def exit_text(code: int | None) -> str:
 
 
 # --- reading worker output ----------------------------------------------------------------
-
-
-class JsonlTail:
-    """Reads a JSON-lines file as it grows; a partial last line waits for its newline."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.offset = 0
-        self.buf = ""
-        self.records: list[dict[str, Any]] = []
-        self.last_seen = 0.0
-
-    def poll(self) -> list[dict[str, Any]]:
-        try:
-            with open(self.path, encoding="utf-8", errors="replace") as fh:
-                fh.seek(self.offset)
-                chunk = fh.read()
-                self.offset = fh.tell()
-        except OSError:
-            return []
-        if not chunk:
-            return []
-        self.buf += chunk
-        lines = self.buf.split("\n")
-        self.buf = lines.pop()
-        new = []
-        for line in lines:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(rec, dict):
-                new.append(rec)
-        if new:
-            self.records.extend(new)
-            self.last_seen = time.monotonic()
-        return new
 
 
 def merge_facts(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -238,7 +201,7 @@ class Inspection:
         self.tail = JsonlTail(self.out)
         self.timeout = timeout
         self.child = Child(
-            [python, os.path.join(WORKERS, "inspect_worker.py"), self.out],
+            worker_argv(python, "inspect", self.out),
             env,
             self.out,
             os.path.join(work, "inspect.log"),
@@ -391,7 +354,7 @@ def torchrun_argv(python: str, opts: Options, nproc: int, config_path: str) -> l
         ]
     else:
         argv += ["--standalone"]
-    return [*argv, os.path.join(WORKERS, "ddp_worker.py"), config_path]
+    return [*argv, script("ddp"), config_path]
 
 
 @dataclass

@@ -3,111 +3,63 @@
     python doctor_worker.py report            what `import torch` really loads, and why
     python doctor_worker.py libversions PATH  the version a shared library reports of itself
 
-`report` prints lines that start with MARKER followed by one JSON object each: first
-the environment's metadata (interpreter, LD_* variables, the torch / nvidia-* / cuda-*
-distributions with their WHEEL, INSTALLER and shared-library files), then what
-importing torch gave (version, CUDA build, arch list, compiled and runtime NCCL/cuDNN,
-CUDA initialisation messages), and finally the libraries mapped into this process
-(/proc/self/maps) with the version each reports through ctypes: ncclGetVersion,
-cudnnGetVersion, cudaRuntimeGetVersion, cuDriverGetVersion. The metadata line comes
-before the import, so a crash inside `import torch` still leaves it behind; a
-`stage` line names the step that was running.
+It writes records on stdout (torchfit_runtime's protocol: MARKER, then one JSON
+object per line). `report` writes, in order: `metadata` (interpreter, LD_*
+variables, the torch / nvidia-* / cuda-* distributions with their WHEEL,
+INSTALLER and shared-library files), a `stage` heartbeat "importing torch",
+`torch` (version, CUDA build, arch list, compiled and runtime NCCL/cuDNN, CUDA
+initialisation messages), `libraries` (the libraries mapped into this process,
+/proc/self/maps, with the version each reports through ctypes: ncclGetVersion,
+cudnnGetVersion, cudaRuntimeGetVersion, cuDriverGetVersion) and `done`. The
+metadata record comes before the import, so a crash inside `import torch` still
+leaves it behind, and the heartbeat names the step that was running.
 
 `torch.cuda.nccl.version()` reports the NCCL torch was *compiled* against, not the
 one that runs (measured on the H200 host: LD_PRELOAD of a system libnccl 2.28.3 gave
 NCCL's banner 2.28.3 while torch said (2, 28, 9)), so the runtime truth is read
 from the mapped file itself.
 
-Runs on any Python from 3.6 on (no torchfit, no third-party imports), ends with
-os._exit(0) after flushing, so an interpreter-teardown crash of torch cannot turn a
-finished report into a failure.
+Runs on any Python from 3.6 on (no torchfit, no third-party imports; so does
+torchfit_runtime), ends with os._exit(0) after flushing, so an interpreter-teardown
+crash of torch cannot turn a finished report into a failure.
 """
 
-import ctypes
-import json
 import os
 import sys
 import traceback
 import warnings
 
-MARKER = "TORCHFIT-DOCTOR "
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torchfit_runtime as rt
 
 # Libraries whose mapping says something about the stack; everything else in
 # /proc/self/maps (libc, Python's extension modules) is left out of the report.
-_INTERESTING = ("nccl", "cudnn", "cudart", "libcuda.", "cublas", "nvidia-ml", "torch", "c10", "nvrtc")
-
-
-def emit(obj):
-    sys.stdout.write(MARKER + json.dumps(obj, default=str) + "\n")
-    sys.stdout.flush()
+_INTERESTING = (
+    "nccl",
+    "cudnn",
+    "cudart",
+    "libcuda.",
+    "cublas",
+    "nvidia-ml",
+    "torch",
+    "c10",
+    "nvrtc",
+)
 
 
 def tail(text, lines=20):
     return "\n".join(str(text).splitlines()[-lines:])
 
 
-def lib_kind(path):
-    base = os.path.basename(path)
-    if base.startswith("libnccl.so"):
-        return "nccl"
-    if base.startswith("libcudnn.so"):
-        return "cudnn"
-    if base.startswith("libcudart.so"):
-        return "cudart"
-    if base.startswith("libcuda.so"):
-        return "cuda"
-    return None
-
-
-def lib_version(path):
-    """The raw version code a library reports about itself, through ctypes."""
-    kind = lib_kind(path)
-    out = {"path": path, "kind": kind}
-    if kind is None:
-        out["error"] = "not a library torchfit knows how to ask"
-        return out
-    try:
-        lib = ctypes.CDLL(path)
-    except OSError as exc:
-        out["error"] = f"cannot load: {exc}"
-        return out
-    try:
-        if kind == "cudnn":
-            fn = lib.cudnnGetVersion
-            fn.restype = ctypes.c_size_t
-            out["code"] = int(fn())
-            return out
-        name = {"nccl": "ncclGetVersion", "cudart": "cudaRuntimeGetVersion", "cuda": "cuDriverGetVersion"}[kind]
-        fn = getattr(lib, name)
-        value = ctypes.c_int(0)
-        rc = fn(ctypes.byref(value))
-        if rc != 0:
-            out["error"] = f"{name} returned {rc}"
-        else:
-            out["code"] = int(value.value)
-    except (AttributeError, OSError, ValueError) as exc:
-        out["error"] = f"{type(exc).__name__}: {exc}"
-    return out
-
-
 def mapped_libraries():
     """Shared objects mapped into this process, in mapping order, de-duplicated."""
-    seen = []
-    try:
-        with open("/proc/self/maps") as fh:
-            for line in fh:
-                parts = line.split(None, 5)
-                if len(parts) < 6:
-                    continue
-                path = parts[5].strip()
-                if not path.startswith("/") or ".so" not in path or path in seen:
-                    continue
-                base = os.path.basename(path)
-                if any(key in base for key in _INTERESTING):
-                    seen.append(path)
-    except OSError as exc:
-        return None, f"cannot read /proc/self/maps: {exc}"
-    return seen, None
+    regions, why = rt.load_regions()
+    if why:
+        return None, why
+    return rt.mapped_paths(
+        regions,
+        lambda p: ".so" in p and any(key in os.path.basename(p) for key in _INTERESTING),
+    ), None
 
 
 def distributions():
@@ -129,7 +81,11 @@ def distributions():
         except Exception:
             continue
         key = name.lower().replace("_", "-")
-        if not (key in ("torch", "pytorch", "triton") or key.startswith("nvidia-") or key.startswith("cuda-")):
+        if not (
+            key in ("torch", "pytorch", "triton")
+            or key.startswith("nvidia-")
+            or key.startswith("cuda-")
+        ):
             continue
         entry = {"name": name, "version": dist.version}
         path = getattr(dist, "_path", None)
@@ -151,7 +107,7 @@ def distributions():
         if key.startswith("nvidia-"):
             try:
                 for f in dist.files or []:
-                    if lib_kind(str(f)) is not None:
+                    if rt.lib_kind(str(f)) is not None:
                         libs.append(os.path.normpath(str(dist.locate_file(f))))
             except Exception:
                 pass
@@ -163,7 +119,6 @@ def distributions():
 def metadata_report():
     dists, why = distributions()
     return {
-        "stage": "metadata",
         "python": {
             "executable": sys.executable,
             "version": "{}.{}.{}".format(*sys.version_info[:3]),
@@ -171,7 +126,10 @@ def metadata_report():
             "base_prefix": getattr(sys, "base_prefix", sys.prefix),
             "path": [p for p in sys.path if p],
         },
-        "env": {k: os.environ.get(k) for k in ("LD_PRELOAD", "LD_LIBRARY_PATH", "CONDA_PREFIX", "VIRTUAL_ENV")},
+        "env": {
+            k: os.environ.get(k)
+            for k in ("LD_PRELOAD", "LD_LIBRARY_PATH", "CONDA_PREFIX", "VIRTUAL_ENV")
+        },
         "distributions": dists,
         "distributions_error": why,
     }
@@ -186,11 +144,15 @@ def call(fn):
 
 
 def torch_report():
-    out = {"stage": "torch", "imported": False}
+    out = {"imported": False}
     try:
         import torch
     except Exception as exc:
-        out["error"] = {"type": type(exc).__name__, "message": str(exc), "traceback": tail(traceback.format_exc())}
+        out["error"] = {
+            "type": type(exc).__name__,
+            "message": str(exc),
+            "traceback": tail(traceback.format_exc()),
+        }
         return out
     out["imported"] = True
     out["version"] = getattr(torch, "__version__", None)
@@ -223,32 +185,17 @@ def torch_report():
             for i in range(count or 0):
                 cap, err = call(lambda i=i: torch.cuda.get_device_capability(i))
                 name, _ = call(lambda i=i: torch.cuda.get_device_name(i))
-                devices.append({"index": i, "name": name, "capability": list(cap) if cap else None, "error": err})
+                devices.append(
+                    {
+                        "index": i,
+                        "name": name,
+                        "capability": list(cap) if cap else None,
+                        "error": err,
+                    }
+                )
         out["devices"] = devices
     out["warnings"] = [str(w.message) for w in caught]
     return out
-
-
-# The call each library answers its version with; also the symbol whose binding
-# says which copy is in effect when several are mapped.
-_SYMBOLS = {"nccl": "ncclGetVersion", "cudnn": "cudnnGetVersion", "cudart": "cudaRuntimeGetVersion"}
-
-
-class _DlInfo(ctypes.Structure):
-    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
-                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
-
-
-def _dladdr():
-    for lib in (None, "libdl.so.2"):
-        try:
-            fn = ctypes.CDLL(lib).dladdr
-        except (OSError, AttributeError):
-            continue
-        fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
-        fn.restype = ctypes.c_int
-        return fn
-    return None
 
 
 def effective_libraries(maps):
@@ -259,43 +206,26 @@ def effective_libraries(maps):
     binds to the one loaded first under that soname. dlsym on libtorch_cuda's handle
     (its dependency scope), else on the global scope, then dladdr, names the file.
     """
-    dladdr = _dladdr()
-    if dladdr is None:
+    if not rt.has_dladdr():
         return {}, "dladdr is not available"
-    handles = []
-    for path in maps or []:
-        if os.path.basename(path).startswith("libtorch_cuda"):
-            try:
-                handles.append(("libtorch_cuda's dependencies", ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)))
-            except OSError:
-                pass
-    try:
-        handles.append(("the global scope", ctypes.CDLL(None)))
-    except OSError:
-        pass
+    regions, _ = rt.load_regions()
+    scopes = rt.torch_cuda_scopes(regions) + rt.global_scope()
     out = {}
-    for kind, symbol in _SYMBOLS.items():
-        for scope, handle in handles:
-            try:
-                fn = getattr(handle, symbol)
-            except AttributeError:
-                continue
-            info = _DlInfo()
-            if not dladdr(ctypes.cast(fn, ctypes.c_void_p), ctypes.byref(info)) or not info.dli_fname:
-                continue
-            out[kind] = {"path": os.path.realpath(info.dli_fname.decode(errors="replace")), "scope": scope}
-            break
+    for kind in ("nccl", "cudnn", "cudart"):
+        found = rt.bound_symbol(rt.VERSION_CALLS[kind][0], scopes)
+        if found is not None:
+            out[kind] = {"path": found[1], "scope": found[2]}
     return out, None
 
 
 def libraries_report():
     maps, why = mapped_libraries()
-    out = {"stage": "libraries", "maps": maps, "maps_error": why, "libs": []}
+    out = {"maps": maps, "maps_error": why, "libs": []}
     for path in maps or []:
-        if lib_kind(path) in ("nccl", "cudnn", "cudart", "cuda"):
-            out["libs"].append(lib_version(path))
+        if rt.lib_kind(path) in ("nccl", "cudnn", "cudart", "cuda"):
+            out["libs"].append(rt.lib_version(path))
     out["effective"], out["effective_error"] = effective_libraries(maps)
-    if not any(lib_kind(p) == "cuda" for p in maps or []):
+    if not any(rt.lib_kind(p) == "cuda" for p in maps or []):
         # The driver's CUDA ceiling (cuDriverGetVersion: 1000*major + 10*minor, e.g.
         # 11040 = 11.4) needs no GPU and no cuInit; libcuda comes with the driver.
         drv = lib_version_by_name("libcuda.so.1")
@@ -304,7 +234,7 @@ def libraries_report():
 
 
 def lib_version_by_name(name):
-    out = lib_version(name)
+    out = rt.lib_version(name)
     maps, _ = mapped_libraries()
     for path in maps or []:
         if os.path.basename(path).startswith("libcuda.so"):
@@ -313,27 +243,28 @@ def lib_version_by_name(name):
     return out
 
 
-def main(argv):
+def main(argv, rep):
     # Python put this script's directory first on sys.path; it is torchfit's
     # package directory, which must not shadow anything the env would import.
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
     mode = argv[1] if len(argv) > 1 else "report"
     if mode == "libversions":
-        emit({"stage": "libversions", "libs": [lib_version(p) for p in argv[2:]]})
+        rep.line("libversions", libs=[rt.lib_version(p) for p in argv[2:]])
         return
-    emit(metadata_report())
-    emit({"stage": "importing torch"})
-    emit(torch_report())
-    emit(libraries_report())
-    emit({"stage": "done"})
+    rep.line("metadata", **metadata_report())
+    rep.stage("importing torch")
+    rep.line("torch", **torch_report())
+    rep.line("libraries", **libraries_report())
+    rep.line("done")
 
 
 if __name__ == "__main__":
+    reporter = rt.Reporter(None)
     try:
-        main(sys.argv)
+        main(sys.argv, reporter)
     except BaseException as exc:  # report, then leave without running teardown
-        emit({"stage": "worker-error", "error": f"{type(exc).__name__}: {exc}", "traceback": tail(traceback.format_exc())})
+        reporter.error(exc)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
