@@ -1,8 +1,11 @@
 """How a long install reports its steps: a small observer, so the steps stay testable.
 
 `Observer` does nothing (tests, library use); `StderrProgress` prints one line per
-step to stderr, and on a terminal a ticking elapsed time while a step runs (a
-CPython build or a 3 GB CUDA install takes minutes). stdout stays free for `--json`.
+step to stderr. While a step waits on a command, `waiting(name, what)` gives the
+runner's `on_wait(elapsed_s, io_bytes)` callback: on a terminal a ticking line with
+the elapsed time and the bytes moved so far, off a terminal a line every
+`HEARTBEAT_S` seconds naming what is awaited and since when, so a hung mirror is
+never a silent wait. stdout stays free for `--json`.
 """
 
 from __future__ import annotations
@@ -11,10 +14,21 @@ import contextlib
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TextIO
 
 from torchfit.redact import redact
+
+FIRST_HEARTBEAT_S = 10.0
+HEARTBEAT_S = 30.0
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"  # pragma: no cover
 
 
 class Observer:
@@ -37,13 +51,40 @@ class Observer:
         """Wraps a step's blocking call (a ticking display may run meanwhile)."""
         yield
 
+    def waiting(self, name: str, what: str) -> Callable[[float, int], None] | None:
+        """A callback for the runner's `on_wait(elapsed_s, io_bytes)` while `what` runs."""
+        return None
+
 
 class StderrProgress(Observer):
     """`torchfit: [step] detail` lines on stderr; an elapsed-time ticker on a terminal."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, prefix: str = "torchfit:") -> None:
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.prefix = prefix
+        self._io: int | None = None  # bytes moved by the awaited command, for the ticker
+
+    def waiting(self, name: str, what: str) -> Callable[[float, int], None] | None:
+        since = time.strftime("%H:%M:%S")
+        state = {"next": FIRST_HEARTBEAT_S, "base": None, "io": 0, "moved_at": 0.0}
+
+        def on_wait(elapsed: float, io: int) -> None:
+            if state["base"] is None:
+                state["base"] = io
+            if io != state["io"]:
+                state["io"], state["moved_at"] = io, elapsed
+            moved = io - int(state["base"] or 0)
+            self._io = moved
+            if self.tty or elapsed < float(state["next"] or 0):
+                return
+            state["next"] = elapsed + HEARTBEAT_S
+            quiet = elapsed - float(state["moved_at"] or 0)
+            self._line(f"{self.prefix} [{name}] still waiting for {what} since {since} "
+                       f"({elapsed:.0f} s; {format_bytes(moved)} transferred"
+                       + (f"; nothing for {quiet:.0f} s)" if quiet >= 5 else ")"))
+
+        return on_wait
 
     def _line(self, text: str) -> None:
         self.stream.write(redact(text) + "\n")
@@ -69,10 +110,13 @@ class StderrProgress(Observer):
         stop = threading.Event()
         start = time.monotonic()
 
+        self._io = None
+
         def tick() -> None:
             while not stop.wait(1.0):
                 elapsed = int(time.monotonic() - start)
-                self.stream.write(f"\r  {name}: {elapsed // 60}m {elapsed % 60:02d}s ")
+                moved = f", {format_bytes(self._io)}" if self._io else ""
+                self.stream.write(f"\r  {name}: {elapsed // 60}m {elapsed % 60:02d}s{moved} \033[K")
                 self.stream.flush()
 
         thread = threading.Thread(target=tick, daemon=True)

@@ -1,21 +1,44 @@
-"""The one place torchfit starts a subprocess.
+"""The one place torchfit starts a subprocess, and the guarantee that none outlives it.
 
 Every external command (nvidia-smi, pyenv, pip, uv, torchrun, the verify
-workers) goes through `Runner.run`: an argv list (never `shell=True`), always a
-timeout, the child in its own process group so that a timeout kills everything
-it started, and every message passed through `redact`. A probe that needs a
-different PATH (a test's fake nvidia-smi) gets a `Runner(env_overrides=...)`.
+workers) goes through `Runner.run` (run to completion) or `spawn` (a watched
+child the caller polls): an argv list (never `shell=True`), the child in its own
+process group so that a timeout kills everything it started, and every message
+passed through `redact`. A probe that needs a different PATH (a test's fake
+nvidia-smi) gets a `Runner(env_overrides=...)`. `exec_replace` is for `torchfit
+run`, which becomes its command.
+
+Every child dies with torchfit:
+
+- on Linux each child is started with `PR_SET_PDEATHSIG(SIGKILL)` (prctl in the
+  forked child, before exec), so a SIGKILLed torchfit takes its children with it;
+  a child whose parent died before the prctl exits at once;
+- every live child is registered; `kill_all()` kills their process groups, and
+  `torchfit.cli.main` calls it after any command (and on SIGINT/SIGTERM/SIGHUP,
+  which `interrupts_raise` turns into a KeyboardInterrupt: exit 130);
+- `kill_stray_children()` catches a child that exec'd in the instant between
+  fork and Popen returning (found through /proc).
+
+Waits are bounded and visible: `run` takes a timeout (always), an optional
+`stall` (no I/O from the child's process group for that long: killed, `ToolStalled`)
+and an `on_wait(elapsed_s, io_bytes)` callback called about every second, which
+the progress display turns into a line naming what is awaited and since when.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import shutil
 import signal
 import subprocess
+import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from types import FrameType
 
 from torchfit._backports import FROZEN
 from torchfit.errors import ProbeFailed
@@ -54,6 +77,277 @@ class ToolTimeout(ProbeFailed):
         self.stdout = redact(stdout)
         self.message = f"{_argv_text(argv)} timed out after {_fmt_seconds(timeout)}"
         self.args = (self.message,)
+
+
+class ToolStalled(ToolTimeout):
+    """The command's process group did no I/O for `stall` seconds (a hung index); it was killed."""
+
+    reference = "tool-stalled"
+
+    def __init__(self, argv: Sequence[str], stall: float, elapsed: float, stdout: str = "",
+                 stderr: str = "") -> None:
+        super().__init__(argv, elapsed, stdout, stderr)
+        self.stall = stall
+        self.message = (f"{_argv_text(argv)} made no progress for {_fmt_seconds(stall)} "
+                        f"(no bytes read or written; killed after {elapsed:.0f} s)")
+        self.args = (self.message,)
+
+
+# --- every child dies with torchfit ------------------------------------------------------
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    # Resolved once, here, never in a forked child (no dlopen after fork).
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # pragma: no cover - not glibc/musl
+        return None
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    return fn  # type: ignore[no-any-return]
+
+
+_prctl = _load_prctl()
+
+
+def _child_setup(parent: int) -> Callable[[], None]:
+    """The preexec_fn of every child: die with `parent` (Linux), or now if it is gone.
+
+    PR_SET_PDEATHSIG fires when the *thread* that forked the child ends; torchfit's
+    runner waits for its child in the thread that started it, so the two coincide.
+    """
+
+    def setup() -> None:
+        if _prctl is not None:
+            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # torchfit died between fork and prctl
+            os._exit(137)
+
+    return setup
+
+
+_live: dict[int, subprocess.Popen[str]] = {}
+_live_lock = threading.Lock()
+
+
+def spawn(argv: Sequence[str], **popen: object) -> subprocess.Popen[str]:
+    """Start a watched child: its own session/process group, PDEATHSIG, registered.
+
+    Keyword arguments go to `subprocess.Popen` (stdout, env, cwd, ...). The caller
+    waits for it (or `kill_tree`s it) and then calls `release`; whatever is still
+    registered when torchfit ends is killed by `kill_all`.
+    """
+    if "preexec_fn" in popen or "start_new_session" in popen or "process_group" in popen:
+        raise ValueError("spawn() sets the child's session and death signal itself")
+    proc: subprocess.Popen[str] = subprocess.Popen(  # type: ignore[call-overload]
+        list(argv), start_new_session=True, preexec_fn=_child_setup(os.getpid()), **popen)
+    with _live_lock:
+        _live[proc.pid] = proc
+    return proc
+
+
+def release(proc: subprocess.Popen[str]) -> None:
+    """Forget a child that has been waited for."""
+    with _live_lock:
+        _live.pop(proc.pid, None)
+
+
+def live_children() -> list[subprocess.Popen[str]]:
+    """The registered children not yet released (running or not yet waited for)."""
+    with _live_lock:
+        return list(_live.values())
+
+
+def _killpg(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def kill_tree(proc: subprocess.Popen[str], grace: float = 2.0) -> None:
+    """SIGTERM the child's process group, SIGKILL it after `grace` s; reap; release."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        _killpg(proc.pid, sig)
+        if proc.poll() is None and sig == signal.SIGTERM and grace > 0:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=grace)
+    # The group may hold members after the leader exits: SIGKILL it once more.
+    _killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=max(grace, 1.0))
+    release(proc)
+
+
+def kill_all(grace: float = 0.5) -> list[int]:
+    """Kill every registered child's process group (torchfit is ending); return their pids."""
+    procs = live_children()
+    for proc in procs:
+        _killpg(proc.pid, signal.SIGTERM)
+    end = time.monotonic() + grace
+    for proc in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=max(0.0, end - time.monotonic()))
+    for proc in procs:
+        _killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=1.0)
+        release(proc)
+    return [p.pid for p in procs] + kill_stray_children()
+
+
+def kill_stray_children() -> list[int]:
+    """SIGKILL the process groups of this process's children that lead their own session.
+
+    A signal landing between fork and Popen returning leaves a child (already
+    exec'd) that nobody registered; it is found through /proc (Linux).
+    """
+    me = os.getpid()
+    killed: list[int] = []
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:  # pragma: no cover - no /proc
+        return killed
+    for entry in entries:
+        pid = int(entry)
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as fh:
+                fields = fh.read().rpartition(")")[2].split()
+            state, ppid, pgid = fields[0], int(fields[1]), int(fields[2])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid != me or pgid != pid:
+            continue
+        if state != "Z":
+            _killpg(pid, signal.SIGKILL)
+            killed.append(pid)
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, 0)
+    return killed
+
+
+def group_io_bytes(pgid: int) -> int:
+    """Bytes read and written so far by the live members of process group `pgid` (Linux /proc).
+
+    Network reads count (rchar covers sockets): a download that moves shows it, a
+    hung index shows a number that stops growing.
+    """
+    total = 0
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:  # pragma: no cover
+        return 0
+    for entry in entries:
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as fh:
+                if int(fh.read().rpartition(")")[2].split()[2]) != pgid:
+                    continue
+            with open(f"/proc/{entry}/io", encoding="ascii") as fh:
+                for line in fh:
+                    key, _, val = line.partition(":")
+                    if key in ("rchar", "wchar"):
+                        total += int(val)
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+# --- signals: SIGTERM and SIGHUP are Ctrl-C ------------------------------------------------
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP, raised like Ctrl-C so the same cleanup runs (exit 130)."""
+
+    def __init__(self, text: str = "interrupted", signum: int | None = None) -> None:
+        super().__init__(text)
+        self.signum = signum
+
+
+# Signals that arrived while the first interruption unwinds: cleanup is not cut short.
+pending_signals: list[int] = []
+
+
+@contextlib.contextmanager
+def interrupts_raise() -> Iterator[None]:
+    """SIGINT/SIGTERM/SIGHUP raise `Interrupted` (a KeyboardInterrupt) in the main thread, once.
+
+    The default action of SIGTERM/SIGHUP kills torchfit on the spot, leaving temp
+    dirs and children that run on in their own session. As an exception they unwind
+    through the runner (which kills the child's group), temp dirs' context managers
+    and `kill_all`. A second signal during that cleanup is recorded, not raised.
+    """
+    fired: list[int] = []
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        if fired:
+            pending_signals.append(signum)
+            return
+        fired.append(signum)
+        raise Interrupted(f"interrupted by {signal.Signals(signum).name}", signum)
+
+    previous = {}
+    for sig in _SIGNALS:
+        try:
+            previous[sig] = signal.signal(sig, handler)
+        except (ValueError, OSError):  # not the main thread: leave signals alone
+            pass
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[list[int]]:
+    """Hold SIGINT/SIGTERM/SIGHUP back while the filesystem is between two states.
+
+    Yields a list; `take_pending(held)` moves a signal that arrived meanwhile into
+    it (consumed, not delivered), so the caller can say exactly when it came.
+    Signals still pending at the end are delivered then.
+    """
+    held: list[int] = []
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - non-POSIX
+        yield held
+        return
+    try:
+        yield held
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def take_pending(held: list[int]) -> list[int]:
+    """Consume the blocked signals pending now (inside `signals_deferred`), appending to `held`."""
+    try:
+        pending = signal.sigpending() & set(_SIGNALS)
+    except (AttributeError, OSError):  # pragma: no cover
+        return held
+    for sig in sorted(pending):
+        with contextlib.suppress(AttributeError, OSError):
+            if signal.sigtimedwait([sig], 0) is not None:
+                held.append(int(sig))
+    return held
+
+
+def exec_replace(path: str, argv: Sequence[str], env: Mapping[str, str]) -> None:
+    """Become `argv` (torchfit run): flush, restore default signal actions, execve.
+
+    No child is left: this process *is* the command from here on, with its own exit
+    status and signals.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    kill_all(grace=0.2)
+    for sig in _SIGNALS:
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(sig, signal.SIG_DFL)
+    os.execve(path, list(argv), dict(env))
 
 
 @dataclass(**FROZEN)
@@ -114,12 +408,16 @@ class Runner:
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
         input: str | None = None,
+        stall: float | None = None,
+        on_wait: Callable[[float, int], None] | None = None,
     ) -> RunResult:
         """Run `argv` to completion or until `timeout` seconds pass.
 
         A non-zero exit is a result, not an error. Raises ToolMissing when argv[0]
         cannot be found or executed, ToolTimeout when the timeout passes (after
-        killing the child's whole process group).
+        killing the child's whole process group), ToolStalled when `stall` is given
+        and the group did no I/O for that many seconds. `on_wait(elapsed_s, io_bytes)`
+        is called about once a second while the command runs.
         """
         if timeout is None or not timeout > 0:
             # A programming error, not a host fact: every command needs a bound.
@@ -138,17 +436,14 @@ class Runner:
             exe = found
         start = time.monotonic()
         try:
-            proc = subprocess.Popen(
-                list(argv),
+            proc = spawn(
+                argv,
                 executable=exe,  # the child still sees argv[0] as given
                 stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=child_env,
                 cwd=cwd,
-                # Own session = own process group: on timeout we can kill the tool
-                # and everything it spawned (nvidia-smi helpers, pip's builds).
-                start_new_session=True,
                 encoding="utf-8",
                 errors="replace",
             )
@@ -166,38 +461,136 @@ class Runner:
         except OSError as exc:
             raise ToolMissing(argv, f"could not be started: {redact(str(exc))}") from None
         try:
-            stdout, stderr = proc.communicate(input=input, timeout=timeout)
+            if stall is None and on_wait is None:
+                stdout, stderr = proc.communicate(input=input, timeout=timeout)
+            else:
+                stdout, stderr = self._watch(proc, argv, input, timeout, stall, on_wait, start)
         except subprocess.TimeoutExpired:
             out, err = self._kill_group(proc)
             raise ToolTimeout(argv, timeout, out, err) from None
+        except ToolStalled:
+            raise
         except BaseException:
             # KeyboardInterrupt (exit 130) must not leave a wedged tool behind.
             self._kill_group(proc)
             raise
+        finally:
+            if proc.returncode is not None:
+                release(proc)
         return RunResult(argv, proc.returncode, stdout, stderr, time.monotonic() - start)
+
+    def _watch(self, proc: subprocess.Popen[str], argv: tuple[str, ...], input: str | None,
+               timeout: float, stall: float | None, on_wait: Callable[[float, int], None] | None,
+               start: float) -> tuple[str, str]:
+        """communicate() in one-second slices: report progress, detect a stall."""
+        last_io, last_change = -1, time.monotonic()
+        first = True
+        while True:
+            now = time.monotonic()
+            remaining = start + timeout - now
+            if remaining <= 0:
+                raise subprocess.TimeoutExpired(list(argv), timeout)
+            try:
+                # Retrying communicate() after TimeoutExpired loses no output (Python docs).
+                return proc.communicate(input=input if first else None, timeout=min(1.0, remaining))
+            except subprocess.TimeoutExpired:
+                first = False
+            io = group_io_bytes(proc.pid)
+            now = time.monotonic()
+            if io != last_io:
+                last_io, last_change = io, now
+            if on_wait is not None:
+                on_wait(now - start, max(io, 0))
+            if stall is not None and now - last_change >= stall:
+                out, err = self._kill_group(proc)
+                raise ToolStalled(argv, stall, now - start, out, err)
 
     def _kill_group(self, proc: subprocess.Popen[str]) -> tuple[str, str]:
         """SIGTERM the child's process group, then SIGKILL it; return what it printed."""
-        for sig, wait in ((signal.SIGTERM, self.kill_grace), (signal.SIGKILL, self.kill_grace)):
-            try:
-                os.killpg(proc.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                out, err = proc.communicate(timeout=wait)
-                return out or "", err or ""
-            except subprocess.TimeoutExpired:
-                continue
-        # A grandchild that left our group (setsid) may still hold the pipes open;
-        # stop waiting for it rather than hang torchfit.
-        for stream in (proc.stdout, proc.stderr, proc.stdin):
-            if stream is not None:
-                try:
-                    stream.close()
-                except OSError:
-                    pass
         try:
-            proc.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
-            pass
-        return "", ""
+            for sig, wait in ((signal.SIGTERM, self.kill_grace), (signal.SIGKILL, self.kill_grace)):
+                _killpg(proc.pid, sig)
+                try:
+                    out, err = proc.communicate(timeout=wait)
+                    return out or "", err or ""
+                except subprocess.TimeoutExpired:
+                    continue
+            # A grandchild that left our group (setsid) may still hold the pipes open;
+            # stop waiting for it rather than hang torchfit.
+            for stream in (proc.stdout, proc.stderr, proc.stdin):
+                if stream is not None:
+                    with contextlib.suppress(OSError):
+                        stream.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=self.kill_grace)
+            return "", ""
+        finally:
+            if proc.returncode is not None:
+                release(proc)
+
+
+# --- temporary directories that say who made them ----------------------------------------
+
+
+def owned_temp_dir(kind: str) -> str:
+    """A new private directory `$TMPDIR/torchfit-KIND-XXXX` carrying torchfit's owner marker.
+
+    Directories of the same kind left by a run that was SIGKILLed (marker proves
+    torchfit made them; that run is gone) are removed first; nothing without a
+    valid marker is ever touched.
+    """
+    import tempfile
+
+    from torchfit.installer import prefix as owned
+
+    base = tempfile.gettempdir()
+    sweep_temp_dirs(kind, base)
+    for _ in range(5):
+        path = os.path.join(base, f"torchfit-{kind}-{os.urandom(4).hex()}")
+        try:
+            owned.make_marked_dir(path, path)
+        except FileExistsError:
+            continue
+        os.chmod(path, 0o700)
+        return path
+    raise OSError(f"cannot create a temporary directory in {base}")  # pragma: no cover
+
+
+def sweep_temp_dirs(kind: str, base: str | None = None) -> list[str]:
+    """Remove `torchfit-KIND-*` directories whose marker names a run that has ended."""
+    import tempfile
+
+    from torchfit.installer import prefix as owned
+
+    base = base or tempfile.gettempdir()
+    removed = []
+    try:
+        entries = os.listdir(base)
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.startswith(f"torchfit-{kind}-"):
+            continue
+        path = os.path.join(base, entry)
+        marker = owned.read_marker(path)
+        if marker is not None and not owned.owner_alive(marker):
+            owned.remove_tree(path)
+            removed.append(path)
+    return removed
+
+
+def remove_owned_dir(path: str) -> bool:
+    """Remove a directory made by `owned_temp_dir` (only when its marker is valid)."""
+    from torchfit.installer import prefix as owned
+
+    return owned.remove_marked(path)
+
+
+@contextlib.contextmanager
+def temp_dir(kind: str) -> Iterator[str]:
+    """`owned_temp_dir` removed on exit, also on Ctrl-C, SIGTERM and SIGHUP (exit 130)."""
+    path = owned_temp_dir(kind)
+    try:
+        yield path
+    finally:
+        remove_owned_dir(path)

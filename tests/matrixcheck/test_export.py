@@ -128,7 +128,7 @@ def facts_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _export(capsys, facts: Path, idx: LocalIndex, fmt: str, out: Path, *extra: str) -> str:  # type: ignore[no-untyped-def]
     code, _, err = run_main(capsys, "export", "--format", fmt, "--facts", str(facts), "--variant", "cpu",
                             "torch==2.13.0", "--torch-index-url", idx.variant, "--pypi-url", idx.pypi,
-                            "-o", str(out), *extra)
+                            "--allow-insecure-index", "-o", str(out), *extra)
     assert code == 0, err
     return out.read_text()
 
@@ -251,7 +251,8 @@ def test_from_a_lock_every_file_is_hash_pinned(capsys, tmp_path: Path, facts_fil
     lock_path = tmp_path / "pylock.toml"
     _export(capsys, facts_file, local_index, "pylock", lock_path)
     req = tmp_path / "requirements.txt"
-    code, _, err = run_main(capsys, "export", "--format", "requirements", "--lock", str(lock_path), "-o", str(req))
+    code, _, err = run_main(capsys, "export", "--format", "requirements", "--lock", str(lock_path),
+                             "--allow-insecure-index", "-o", str(req))
     assert code == 0, err
     text = req.read_text()
     assert text.count("--hash=sha256:") == len(tomllib.loads(lock_path.read_text())["packages"])
@@ -260,7 +261,8 @@ def test_from_a_lock_every_file_is_hash_pinned(capsys, tmp_path: Path, facts_fil
     assert run.returncode == 0, run.stdout + run.stderr
     assert "torch-2.13.0+cpu" in run.stdout
     # the same lock as uv configuration: the family pinned, the rest as constraints
-    code, out, err = run_main(capsys, "export", "--format", "uv", "--lock", str(lock_path))
+    code, out, err = run_main(capsys, "export", "--format", "uv", "--lock", str(lock_path),
+                               "--allow-insecure-index")
     assert code == 0, err
     doc = tomllib.loads(out)
     assert doc["project"]["dependencies"] == ["torch==2.13.0+cpu"]

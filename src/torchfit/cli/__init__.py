@@ -167,7 +167,26 @@ COMMANDS = {"detect": cmd_detect, "resolve": cmd_resolve}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run torchfit; the single place where exceptions become messages and exit codes."""
+    """Run torchfit; the single place where exceptions become messages and exit codes.
+
+    Every command runs with SIGINT, SIGTERM and SIGHUP turned into the same clean
+    interruption (exit 130), and whatever child is still registered with the runner
+    when the command ends, by any path, is killed (runner.kill_all).
+    """
+    from torchfit.runner import interrupts_raise, kill_all
+
+    try:
+        with interrupts_raise():
+            return _main(argv)
+    except KeyboardInterrupt as err:  # a signal landing outside _main's own handler
+        kill_all()
+        sys.stderr.write(f"torchfit: {err or 'interrupted'}\n")
+        return 130
+    finally:
+        kill_all()
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in argv or "--verbose" in argv
     try:
@@ -189,8 +208,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         render_error(err, verbose)
         return err.exit_code
-    except KeyboardInterrupt:
-        sys.stderr.write("torchfit: interrupted\n")
+    except KeyboardInterrupt as err:
+        from torchfit.runner import kill_all
+
+        kill_all()
+        if not getattr(err, "reported", False):
+            sys.stderr.write(f"torchfit: {err or 'interrupted'}\n")
         return 130
     except BrokenPipeError:
         return 0

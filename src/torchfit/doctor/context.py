@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from typing import Any, NamedTuple
 from torchfit.compat.facts import Gpu
 from torchfit.doctor import parse
 from torchfit.errors import ProbeFailed
-from torchfit.runner import Runner, ToolMissing, ToolTimeout
+from torchfit.runner import Runner, ToolMissing, ToolTimeout, temp_dir
 from torchfit.workers import last_record, read_records, worker_argv
 
 
@@ -322,7 +321,7 @@ class Context:
             facts.cause = "no Python to inspect (no --python/--env, no active venv or conda env, no python3 on PATH)"
             return facts
         try:
-            with tempfile.TemporaryDirectory(prefix="torchfit-doctor-") as cwd:
+            with temp_dir("doctor") as cwd:
                 # An empty working directory: a `torch/` in the user's cwd (a PyTorch
                 # checkout) must not be what the report describes.
                 res = self.runner.run(worker_argv(self.python, "doctor", "report"), timeout=self.worker_timeout, cwd=cwd)

@@ -27,7 +27,6 @@ import datetime as _dt
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -416,7 +415,7 @@ def uv_platform(arch: str, glibc: str | None) -> str:
     return f"{arch}-manylinux_{floor}"
 
 
-def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str = PYPI_SIMPLE) -> Stack:
+def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str = PYPI_SIMPLE, on_wait: Any = None) -> Stack:
     """Resolve the stack's full closure with `uv pip compile --format pylock.toml`.
 
     uv compiles the `--format uv` project: the variant index is explicit and
@@ -434,7 +433,9 @@ def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str = PYPI_SIMPLE) -> S
     if uv is None:
         raise ExportFailed("exporting a pylock.toml without --lock needs uv to lock the dependencies",
                            hint="pip install uv, or export from an existing lock with --lock FILE")
-    with tempfile.TemporaryDirectory(prefix="torchfit-export-") as tmp:
+    from torchfit.runner import temp_dir
+
+    with temp_dir("export") as tmp:
         project = os.path.join(tmp, "pyproject.toml")
         out = os.path.join(tmp, "pylock.toml")  # uv insists on this file name
         # The index URL keeps its credentials here (uv needs them); the file is private and temporary.
@@ -448,7 +449,13 @@ def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str = PYPI_SIMPLE) -> S
             "--python-platform", uv_platform(stack.arches[0], stack.glibc),
             "--default-index", pypi_url,
         ]
-        result = runner.run(argv, timeout=UV_TIMEOUT, cwd=tmp, env={"UV_PREVIEW_FEATURES": "pylock"})
+        # Bounded and visible: uv's per-request timeout, a stall limit (no bytes moved), and
+        # `on_wait` for a progress line naming what is awaited.
+        from torchfit.installer.flow import stall_timeout
+
+        uv_env = {"UV_PREVIEW_FEATURES": "pylock", "UV_HTTP_TIMEOUT": os.environ.get("UV_HTTP_TIMEOUT", "30")}
+        result = runner.run(argv, timeout=UV_TIMEOUT, cwd=tmp, env=uv_env, stall=stall_timeout(),
+                            on_wait=on_wait)
         if not result.ok:
             tail = redact((result.stderr or result.stdout).strip())
             raise ExportFailed(f"uv pip compile could not lock {stack.variant} torch {stack.torch} "

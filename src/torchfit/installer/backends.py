@@ -48,7 +48,7 @@ from torchfit.lock.pylock import (
     dumps_toml,
     requirements_text,
 )
-from torchfit.runner import Runner, RunResult, ToolMissing, ToolTimeout
+from torchfit.runner import Runner, RunResult, ToolMissing, ToolStalled, ToolTimeout
 from torchfit.redact import redact
 
 UV_MIN = Version("0.8.0")  # `uv pip compile --format pylock.toml`, explicit indexes
@@ -91,6 +91,8 @@ class StepContext:
     sources: Sources
     timeout: float
     timings: dict[str, float]
+    # No I/O from the step's processes for this long: a hung index; killed (runner.ToolStalled).
+    stall: float | None = None
 
     def run(self, step: str, argv: Sequence[str], env: Mapping[str, str], detail: str,
             check: bool = True) -> RunResult:
@@ -100,7 +102,14 @@ class StepContext:
         start = time.monotonic()
         try:
             with self.observer.running(step):
-                res = self.runner.run(argv, timeout=self.timeout, env=env_delta(env, base))
+                res = self.runner.run(argv, timeout=self.timeout, env=env_delta(env, base), stall=self.stall,
+                                      on_wait=self.observer.waiting(step, detail))
+        except ToolStalled as exc:
+            self.log.step(step, list(argv), None, exc.timeout, exc.stdout, exc.stderr)
+            raise InstallFailed(step, _clean_argv(argv), None,
+                                _tail(exc.stdout + "\n" + exc.stderr)
+                                + f"\n(no progress for {exc.stall:g} s: nothing was received or written, "
+                                  "so an index or mirror is not answering; killed)") from None
         except ToolTimeout as exc:
             self.log.step(step, list(argv), None, self.timeout, exc.stdout, exc.stderr)
             raise InstallFailed(step, _clean_argv(argv), None,

@@ -63,6 +63,20 @@ from torchfit.installer.pyenv import ensure_python, interpreter_in
 from torchfit.redact import redact
 
 WORK_DIR = ".torchfit-work"
+# A step whose processes read and write nothing for this long is waiting on an index that
+# does not answer (uv and pip retry a silent mirror for 12-18 minutes): it is killed.
+STALL_S = 120.0
+STALL_ENV = "TORCHFIT_STALL_TIMEOUT"
+
+
+def stall_timeout() -> float:
+    """STALL_S, or $TORCHFIT_STALL_TIMEOUT when it is a finite number of seconds > 0."""
+    raw = os.environ.get(STALL_ENV, "")
+    try:
+        value = float(raw)
+    except ValueError:
+        return STALL_S
+    return value if 0 < value < 1e7 else STALL_S
 
 
 @dataclass
@@ -220,21 +234,25 @@ class InstallJob:
     nccl_override: str | None = None  # "nvidia-nccl-cu13==2.28.3"
     timings: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # The swap: True from the instant PREFIX holds the new env; `late_signals` arrived after it.
+    swapped: bool = False
+    late_signals: list[str] = field(default_factory=list)
 
     def run(self) -> InstallResult:
         runner = EnvRunner()
         label = os.path.basename(self.prefix.rstrip(os.sep)) or "env"
-        log = envbuild.InstallLog(label)
+        log = envbuild.InstallLog(label, on_error=self._log_trouble)
         log.write(f"torchfit {__version__} install into {self.prefix}")
         for line in self.sources.describe():
             log.write(line)
             if line.startswith("--offline"):
                 self.observer.warn(line)
-        ctx = StepContext(runner, log, self.observer, self.sources, self.timeout, self.timings)
+        ctx = StepContext(runner, log, self.observer, self.sources, self.timeout, self.timings,
+                          stall=stall_timeout())
         try:
             return self._run(runner, ctx, log)
         except BaseException as exc:
-            if isinstance(exc, KeyboardInterrupt):
+            if isinstance(exc, KeyboardInterrupt) and not self.swapped:
                 for pid in envbuild.kill_child_groups():
                     log.write(f"== killed child process group {pid}")
             if log.path:
@@ -271,14 +289,21 @@ class InstallJob:
                 envbuild.remove_tree(work)
                 envbuild.relocate(tmp.path, self.prefix)
             with self._python_step("swap", f"{'replace' if replaced else 'create'} {self.prefix}"):
-                envbuild.swap_into_place(tmp.path, self.prefix)
-                tmp.committed = True
+                def exchanged() -> None:
+                    tmp.committed = self.swapped = True
+
+                outcome = envbuild.swap_into_place(tmp.path, self.prefix, on_exchanged=exchanged)
+                self.late_signals = outcome.late
         log_path = log.move_into(self.prefix)
         return InstallResult(
             prefix=self.prefix, plan=self.plan, installer=backend.label, packages=sorted_dists(dists), pin=pin,
             report=report, lock_path=os.path.join(self.prefix, LOCK_NAME), log_path=log_path, replaced=replaced,
             timings=self.timings, warnings=self.warnings,
         )
+
+    def _log_trouble(self, text: str) -> None:
+        self.warnings.append(text)
+        self.observer.warn(text)
 
     @contextmanager
     def _python_step(self, name: str, detail: str) -> Iterator[None]:
@@ -380,6 +405,11 @@ def check_prefix(prefix: str, force: bool) -> None:
                        "(the old env keeps working until the new one is complete)")
     if os.path.islink(prefix) or not os.path.isdir(prefix):
         raise BadInput(f"--prefix {prefix} is not a directory; torchfit replaces only an env it can recognise")
+    if os.path.ismount(prefix):
+        # The new env is built beside PREFIX and swapped in with one rename; a mount
+        # point cannot be renamed (EBUSY), which would fail only after the whole install.
+        raise BadInput(f"--prefix {prefix} is a mount point, which cannot be replaced by a rename; "
+                       f"install into a directory inside it (e.g. --prefix {os.path.join(prefix, 'env')})")
     if not os.path.isfile(os.path.join(prefix, "pyvenv.cfg")) and os.listdir(prefix):
         raise BadInput(f"--prefix {prefix} is not a virtual environment (no pyvenv.cfg); "
                        "refusing to replace it, even with --force")

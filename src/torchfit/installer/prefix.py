@@ -1,16 +1,25 @@
-"""Building an env without ever breaking what exists at PREFIX.
+"""Building an env without ever breaking what exists at PREFIX, on hostile ground.
 
-- `PrefixLock`: `fcntl.flock` on `PREFIX.lock` beside PREFIX, so a second install
-  into the same PREFIX waits (`--wait`) or fails clearly (`PrefixBusy`).
-- `TempEnv`: the env is built beside PREFIX under a temporary name
-  (`.NAME.torchfit-PID-XXXX`, same filesystem, so the final rename is atomic) and
-  removed on any failure, Ctrl-C, SIGTERM or SIGHUP (`interrupts_raise`).
-- `relocate`: a venv records its own path (activate scripts, script shebangs,
-  pyvenv.cfg); those are rewritten from the temporary path to PREFIX before the swap.
-- `swap_into_place`: `renameat2(RENAME_EXCHANGE)` swaps the finished env with the old
-  one atomically (two renames where the filesystem lacks it); the old env keeps
-  working until that instant, then is removed.
-- `InstallLog`: every step's command and output, redacted, appended as it happens.
+The directory beside PREFIX may be writable by others (a group-writable
+/shared/envs): nothing there is trusted by name.
+
+- `PrefixLock`: `fcntl.flock` on `PREFIX.lock`, opened relative to the parent
+  directory's fd with `O_NOFOLLOW`: a planted symlink, FIFO, hard link or another
+  user's file is refused, never truncated. A second install into the same PREFIX
+  waits (`--wait`) or fails clearly (`PrefixBusy`).
+- `TempEnv`: the env is built beside PREFIX (same filesystem, so the swap is
+  atomic) in `.NAME.torchfit-PID-HEX/env`; the directory is made with `mkdir`
+  (exclusive) and carries a marker file `.torchfit-owner` (pid, process start
+  time, boot id, a random token) that proves torchfit made it and which run.
+  Only a marked directory whose run is dead is ever removed as stale.
+- `relocate`: a venv records its own path (activate scripts, shebangs, pyvenv.cfg,
+  in shell-quoted forms too); every form is rewritten to PREFIX, and any reference
+  to the temporary path that survives fails the install.
+- `swap_into_place`: `renameat2(RENAME_EXCHANGE)`; signals are held over it and the
+  outcome is reported exactly: a signal pending *before* the exchange cancels it
+  (PREFIX unchanged), one that arrives after it is reported as late (PREFIX replaced).
+- `InstallLog`: every step's command and output, redacted; a write failure is
+  reported once, never silently dropped.
 """
 
 from __future__ import annotations
@@ -19,20 +28,31 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import json
 import os
 import platform
 import secrets
 import shutil
 import signal
+import stat
 import time
-from collections.abc import Callable, Iterator
-from types import FrameType
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from torchfit.errors import BadInput, TorchfitError
 from torchfit.redact import redact
+from torchfit.runner import (  # re-exported: the signal machinery lives with the runner
+    Interrupted,
+    interrupts_raise,
+    kill_stray_children,
+    signals_deferred,
+    take_pending,
+)
 
 TEMP_MARK = ".torchfit-"
-_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+MARKER = ".torchfit-owner"
+ENV_SUBDIR = "env"
+__all__ = ["Interrupted", "interrupts_raise", "signals_deferred"]
 
 
 class PrefixBusy(TorchfitError):
@@ -41,85 +61,108 @@ class PrefixBusy(TorchfitError):
     reference = "prefix-locked"
 
 
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, delivered like Ctrl-C so the same cleanup runs (exit 130)."""
-
-
-# --- signals ------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def interrupts_raise() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise `Interrupted` (a KeyboardInterrupt) in the main thread.
-
-    Their default action kills torchfit on the spot, leaving a half-built env and a
-    pip or uv that runs on in its own session. As exceptions they unwind through the
-    runner (which kills the child's process group) and `TempEnv` (which removes the
-    temporary env).
-    """
-
-    def handler(signum: int, _frame: FrameType | None) -> None:
-        raise Interrupted(f"interrupted by {signal.Signals(signum).name}")
-
-    previous = {}
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        try:
-            previous[sig] = signal.signal(sig, handler)
-        except (ValueError, OSError):  # not the main thread: leave signals alone
-            pass
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
-@contextlib.contextmanager
-def signals_deferred() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM/SIGHUP back while the filesystem is between two states."""
-    try:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
-    except (AttributeError, ValueError, OSError):  # pragma: no cover - non-POSIX
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 def kill_child_groups() -> list[int]:
-    """SIGKILL the process groups of this process's children that lead their own session.
+    """Kept for callers: the runner's `kill_stray_children`."""
+    return kill_stray_children()
 
-    The runner starts pip, uv and pyenv in their own session and kills that group when
-    interrupted while it waits; a Ctrl-C landing in the instant between fork and
-    Popen returning escapes it (the child has exec'd, the runner never got its pid).
-    After an interruption the install calls this so that no child outlives it
-    (Linux: children found through /proc).
-    """
-    me = os.getpid()
-    killed: list[int] = []
+
+# --- who made it: the marker -------------------------------------------------------------------
+
+
+def _proc_start(pid: int) -> str | None:
+    """The kernel's start time of `pid` (clock ticks since boot), None when it is gone."""
     try:
-        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
+            fields = fh.read().rpartition(")")[2].split()
+        return fields[19] if fields[0] != "Z" else None
+    except (OSError, IndexError):
+        return None
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            return fh.read().strip()
     except OSError:  # pragma: no cover - no /proc
-        return killed
-    for entry in entries:
-        pid = int(entry)
+        return ""
+
+
+def owner_record(prefix: str, name: str) -> dict[str, object]:
+    """What the marker of a temporary directory made by this run holds."""
+    pid = os.getpid()
+    return {"tool": "torchfit", "pid": pid, "start": _proc_start(pid), "boot": _boot_id(),
+            "token": secrets.token_hex(16), "name": name, "prefix": prefix, "created": time.time()}
+
+
+def read_marker(path: str) -> dict[str, object] | None:
+    """The marker of directory `path` when it is a real directory of ours with a valid marker."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        return None
+    try:
+        dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fd = os.open(MARKER, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
         try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as fh:
-                fields = fh.read().rpartition(")")[2].split()
-            state, ppid, pgid = fields[0], int(fields[1]), int(fields[2])
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid != me or pgid != pid:
-            continue
-        if state != "Z":
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-            killed.append(pid)
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(pid, 0)
-    return killed
+            mst = os.fstat(fd)
+            if not stat.S_ISREG(mst.st_mode) or mst.st_uid != os.geteuid() or mst.st_size > 4096:
+                return None
+            data = json.loads(os.read(fd, 4096).decode("utf-8"))
+        finally:
+            os.close(fd)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    finally:
+        os.close(dfd)
+    if not isinstance(data, dict) or data.get("tool") != "torchfit":
+        return None
+    if data.get("name") != os.path.basename(path.rstrip(os.sep)):
+        return None  # a marker copied from elsewhere proves nothing about this directory
+    return data
+
+
+def owner_alive(marker: dict[str, object]) -> bool:
+    """Is the run that wrote `marker` still running (same pid, same start time, same boot)?"""
+    if marker.get("boot") and marker.get("boot") != _boot_id():
+        return False
+    pid = marker.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    return _proc_start(pid) == marker.get("start")
+
+
+def _write_marker(dfd: int, record: dict[str, object], exclusive: bool) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_EXCL if exclusive else os.O_TRUNC)
+    fd = os.open(MARKER, flags, 0o644, dir_fd=dfd)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(record, fh)
+
+
+def make_marked_dir(path: str, prefix: str) -> dict[str, object]:
+    """mkdir `path` (exclusive: never an existing directory or a symlink) and mark it ours."""
+    os.mkdir(path, 0o755)
+    record = owner_record(prefix, os.path.basename(path))
+    dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        _write_marker(dfd, record, exclusive=True)
+    finally:
+        os.close(dfd)
+    return record
+
+
+def mark_existing(path: str, prefix: str) -> None:
+    """Mark a directory this run has just moved to `path` (the old env after the exchange)."""
+    with contextlib.suppress(OSError):
+        dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            _write_marker(dfd, owner_record(prefix, os.path.basename(path)), exclusive=False)
+        finally:
+            os.close(dfd)
 
 
 # --- the PREFIX lock -----------------------------------------------------------------------
@@ -132,10 +175,12 @@ def lock_path_for(prefix: str) -> str:
 class PrefixLock:
     """An exclusive `flock` on PREFIX.lock, held for the whole install.
 
-    The file holds the owner's pid for the message a waiting install prints. It is
-    unlinked on release while still locked; an acquirer that locked a file someone
-    has since unlinked (inode changed) starts again, so two installs never both
-    believe they own PREFIX.
+    The file is opened relative to the parent directory's fd with O_NOFOLLOW, and
+    must be a regular file of ours with one link: a symlink (to /etc/passwd), a FIFO,
+    a hard link or another user's file is refused with exit 2, never written. It
+    holds the owner's pid for the message a waiting install prints, and is unlinked
+    on release while still locked (only if it is still the same inode); an acquirer
+    that locked a file someone has since unlinked starts again.
     """
 
     def __init__(self, prefix: str, wait: float = 0.0, on_wait: Callable[[str], None] | None = None) -> None:
@@ -144,59 +189,105 @@ class PrefixLock:
         self.wait = wait
         self.on_wait = on_wait
         self.fd: int | None = None
+        self.dfd: int | None = None
+        self.ino: int | None = None
+
+    def _refuse(self, why: str) -> BadInput:
+        return BadInput(f"{self.path} {why}; torchfit never writes through it (anyone who can write "
+                        f"beside {self.prefix} could have planted it): remove it and retry")
+
+    def _open(self, dfd: int, name: str) -> int:
+        try:
+            fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                         0o600, dir_fd=dfd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise self._refuse("is a symbolic link") from None
+            if exc.errno in (errno.EISDIR, errno.ENXIO):
+                raise self._refuse("is not a regular file") from None
+            raise BadInput(f"cannot create {self.path} ({exc.strerror}): is the directory writable?") from None
+        st = os.fstat(fd)
+        why = None
+        if not stat.S_ISREG(st.st_mode):
+            why = "is not a regular file"
+        elif st.st_nlink != 1:
+            why = f"has {st.st_nlink} hard links"
+        elif st.st_uid != os.geteuid():
+            why = f"belongs to uid {st.st_uid}, not to you"
+        if why:
+            os.close(fd)
+            raise self._refuse(why)
+        return fd
 
     def __enter__(self) -> PrefixLock:
         deadline = time.monotonic() + max(self.wait, 0.0)
         announced = False
-        while True:
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            except OSError as exc:
-                raise BadInput(f"cannot create {self.path} ({exc.strerror}): is the directory writable?") from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                os.close(fd)
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                holder = self._holder()
-                if time.monotonic() >= deadline:
-                    raise PrefixBusy(
-                        f"another torchfit install{holder} is building {self.prefix} (it holds {self.path})",
-                        hint="wait for it to finish, or pass --wait SECONDS to queue behind it",
-                    ) from None
-                if not announced and self.on_wait:
-                    self.on_wait(f"waiting for another torchfit install{holder} into {self.prefix}")
-                    announced = True
-                time.sleep(0.2)
-                continue
-            try:
-                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
-            except FileNotFoundError:
-                same = False
-            if not same:  # unlinked by its previous owner after we opened it: retry
-                os.close(fd)
-                continue
-            os.ftruncate(fd, 0)
-            os.write(fd, f"{os.getpid()}\n".encode())
-            self.fd = fd
-            return self
-
-    def _holder(self) -> str:
+        parent, name = os.path.split(self.path)
         try:
-            with open(self.path, encoding="utf-8") as fh:
-                pid = fh.read().strip()
+            dfd = os.open(parent or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise BadInput(f"cannot open {parent} ({exc.strerror})") from None
+        try:
+            while True:
+                fd = self._open(dfd, name)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError as exc:
+                    os.close(fd)
+                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                        raise
+                    holder = self._holder(dfd, name)
+                    if time.monotonic() >= deadline:
+                        raise PrefixBusy(
+                            f"another torchfit install{holder} is building {self.prefix} (it holds {self.path})",
+                            hint="wait for it to finish, or pass --wait SECONDS to queue behind it",
+                        ) from None
+                    if not announced and self.on_wait:
+                        self.on_wait(f"waiting for another torchfit install{holder} into {self.prefix}")
+                        announced = True
+                    time.sleep(0.2)
+                    continue
+                ino = os.fstat(fd).st_ino
+                try:
+                    same = os.stat(name, dir_fd=dfd, follow_symlinks=False).st_ino == ino
+                except FileNotFoundError:
+                    same = False
+                if not same:  # unlinked (or replaced) by someone after we opened it: retry
+                    os.close(fd)
+                    continue
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode())
+                self.fd, self.dfd, self.ino = fd, dfd, ino
+                return self
+        except BaseException:
+            if self.dfd is None:
+                os.close(dfd)
+            raise
+
+    @staticmethod
+    def _holder(dfd: int, name: str) -> str:
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
         except OSError:
             return ""
+        try:
+            pid = os.read(fd, 32).decode("ascii", "replace").strip()
+        except OSError:
+            return ""
+        finally:
+            os.close(fd)
         return f" (pid {pid})" if pid.isdigit() else ""
 
     def __exit__(self, *exc: object) -> None:
-        if self.fd is None:
+        if self.fd is None or self.dfd is None:
             return
+        name = os.path.basename(self.path)
         with contextlib.suppress(OSError):
-            os.unlink(self.path)
+            if os.stat(name, dir_fd=self.dfd, follow_symlinks=False).st_ino == self.ino:
+                os.unlink(name, dir_fd=self.dfd)
         os.close(self.fd)
-        self.fd = None
+        os.close(self.dfd)
+        self.fd = self.dfd = None
 
 
 # --- the temporary env ---------------------------------------------------------------------
@@ -207,59 +298,143 @@ def temp_name(prefix: str) -> str:
     return os.path.join(parent, f".{name}{TEMP_MARK}{os.getpid()}-{secrets.token_hex(3)}")
 
 
-def find_stale_temps(prefix: str) -> list[str]:
-    """Temporary envs of earlier installs into PREFIX that died (only call under the lock)."""
+@dataclass
+class TempScan:
+    """The `.NAME.torchfit-*` entries beside PREFIX, sorted by what may be done with them."""
+
+    stale: list[str] = field(default_factory=list)  # marked, ours, their run is dead: removable
+    running: list[str] = field(default_factory=list)  # marked, their run is alive: left alone
+    unproven: list[str] = field(default_factory=list)  # no valid marker: never touched
+
+
+def scan_temps(prefix: str) -> TempScan:
+    """Classify the temporary directories of installs into PREFIX (call under the lock)."""
     parent, name = os.path.split(prefix.rstrip(os.sep))
     start = f".{name}{TEMP_MARK}"
+    out = TempScan()
     try:
-        entries = os.listdir(parent or ".")
+        entries = sorted(os.listdir(parent or "."))
     except OSError:
-        return []
-    return sorted(os.path.join(parent, e) for e in entries if e.startswith(start))
+        return out
+    for entry in entries:
+        if not entry.startswith(start):
+            continue
+        path = os.path.join(parent, entry)
+        marker = read_marker(path)
+        if marker is None:
+            out.unproven.append(path)
+        elif owner_alive(marker):
+            out.running.append(path)
+        else:
+            out.stale.append(path)
+    return out
+
+
+def find_stale_temps(prefix: str) -> list[str]:
+    """Temporary envs that a dead torchfit run provably made beside PREFIX."""
+    return scan_temps(prefix).stale
 
 
 def remove_tree(path: str) -> None:
-    """rm -rf, with signals held back so that a second Ctrl-C cannot leave half of it."""
+    """rm -rf of a directory (never through a symlink), signals held so a second Ctrl-C
+    cannot leave half of it. shutil.rmtree walks with fds and does not follow links."""
     with signals_deferred():
-        shutil.rmtree(path, ignore_errors=True)
-        if os.path.lexists(path) and not os.path.isdir(path):
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return
+        if stat.S_ISDIR(st.st_mode):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
             with contextlib.suppress(OSError):
                 os.unlink(path)
 
 
+def remove_marked(path: str, token: str | None = None) -> bool:
+    """Remove `path` only when its marker proves torchfit made it (and, given, the same token)."""
+    marker = read_marker(path)
+    if marker is None or (token is not None and marker.get("token") != token):
+        return False
+    remove_tree(path)
+    return True
+
+
 class TempEnv:
-    """The directory an env is built in; removed unless `commit` moved it to PREFIX."""
+    """The directory an env is built in; removed unless the swap moved it to PREFIX.
+
+    `root` (`.NAME.torchfit-PID-HEX`) holds the marker and `path` (root/env) the
+    env itself, so the marker never travels into PREFIX.
+    """
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
-        self.path = temp_name(prefix)
+        self.root = temp_name(prefix)
+        self.path = os.path.join(self.root, ENV_SUBDIR)
         self.committed = False
+        self.token: str | None = None
 
     def __enter__(self) -> TempEnv:
+        for _ in range(5):
+            try:
+                self.token = str(make_marked_dir(self.root, self.prefix)["token"])
+                break
+            except FileExistsError:
+                self.root = temp_name(self.prefix)
+                self.path = os.path.join(self.root, ENV_SUBDIR)
+        else:  # pragma: no cover - five random names taken
+            raise OSError(errno.EEXIST, "cannot create a temporary directory", self.root)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
-        if self.committed:
-            return
         if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
             kill_child_groups()  # first: a stray pip would keep writing into the tree
-        remove_tree(self.path)
+        # Committed: root/env is PREFIX now (or holds the old env, already removed).
+        remove_marked(self.root, self.token)
 
 
 # --- relocation and the swap ----------------------------------------------------------------
+
+
+def _forms(old: str, new: str) -> list[tuple[bytes, bytes]]:
+    """How a path may appear in a script: as is, and as shells quote it.
+
+    uv writes an apostrophe as `'"'"'` inside single quotes, POSIX style gives
+    `'\''`; a double-quoted form escapes backslash, `"`, `$` and backquote.
+    """
+    pairs = [(old, new)]
+    if "'" in old or "'" in new:
+        for q in ("'\"'\"'", "'\\''"):
+            pairs.append((old.replace("'", q), new.replace("'", q)))
+    dq = str.maketrans({"\\": "\\\\", '"': '\\"', "$": "\\$", "`": "\\`"})
+    if old.translate(dq) != old or new.translate(dq) != new:
+        pairs.append((old.translate(dq), new.translate(dq)))
+    return [(a.encode(), b.encode()) for a, b in pairs]
+
+
+class RelocationFailed(TorchfitError):
+    """A script of the env still names the temporary path after relocation."""
+
+    reference = "relocate-failed"
 
 
 def relocate(env_dir: str, final: str) -> list[str]:
     """Rewrite the temporary path to PREFIX in the env's bin/ scripts and pyvenv.cfg.
 
     venv and uv write the env's absolute path into activate scripts, console-script
-    shebangs (`#!/path/bin/python`, or pip's `exec` form for long paths) and
-    pyvenv.cfg. The temporary name is longer than PREFIX (a leading "." and a
-    suffix), so a shebang that fitted the kernel's limit still fits. Symlinks
-    (bin/python) are left alone: they point at the base interpreter.
+    shebangs (`#!/path/bin/python`, or the `exec` form for long paths or spaces) and
+    pyvenv.cfg, in shell-quoted forms when the path holds an apostrophe. Every form
+    is rewritten; then a file that still names the temporary directory (its unique
+    `.NAME.torchfit-PID-HEX` component) fails the install rather than leave an env
+    whose `activate` points at a deleted directory. Symlinks (bin/python) are left
+    alone: they point at the base interpreter.
     """
-    old, new = env_dir.encode(), final.encode()
+    forms = _forms(env_dir, final)
+    unique = os.path.basename(os.path.dirname(env_dir.rstrip(os.sep)))
+    if TEMP_MARK not in unique:  # not built in a TempEnv (a plain directory)
+        unique = os.path.basename(env_dir.rstrip(os.sep))
+    needle = unique.encode() if TEMP_MARK in unique else b""
     changed = []
+    leftover = []
     candidates = [os.path.join(env_dir, "pyvenv.cfg")]
     bindir = os.path.join(env_dir, "bin")
     with contextlib.suppress(FileNotFoundError):
@@ -272,15 +447,26 @@ def relocate(env_dir: str, final: str) -> list[str]:
                 data = fh.read()
         except OSError:
             continue
-        if old not in data:
+        new = data
+        for a, b in forms:
+            new = new.replace(a, b)
+        if needle and needle in new:
+            leftover.append(path)
+        if new == data:
             continue
         mode = os.stat(path).st_mode
         tmp = path + ".torchfit-new"
         with open(tmp, "wb") as fh:
-            fh.write(data.replace(old, new))
+            fh.write(new)
         os.chmod(tmp, mode & 0o7777)
         os.replace(tmp, path)
         changed.append(path)
+    if leftover:
+        raise RelocationFailed(
+            f"{len(leftover)} file(s) of the env still name the temporary directory after relocation: "
+            + ", ".join(os.path.basename(p) for p in leftover[:5]),
+            hint="please report this with the prefix path; a path without quotes or backslashes avoids it",
+        )
     return changed
 
 
@@ -312,18 +498,35 @@ def _exchange(a: str, b: str) -> bool:
     raise OSError(err, os.strerror(err), b)
 
 
-def swap_into_place(built: str, prefix: str) -> None:
+@dataclass
+class SwapOutcome:
+    """What the swap did: `exchanged` once PREFIX holds the new env; `late` names the
+    signals that arrived after that instant (while the old env was being removed)."""
+
+    exchanged: bool = False
+    late: list[str] = field(default_factory=list)
+
+
+def swap_into_place(built: str, prefix: str, on_exchanged: Callable[[], None] | None = None) -> SwapOutcome:
     """Make `built` the env at PREFIX; an old env there works until this instant.
 
-    PREFIX absent: one rename. PREFIX present: an atomic exchange, then the old env
-    (now at the temporary name) is removed; without RENAME_EXCHANGE, two renames,
-    undone if the second fails.
+    Signals are held from start to end. One already pending before the exchange
+    cancels it: `Interrupted` is raised and PREFIX is unchanged. After the exchange
+    (`on_exchanged` is called at once, signals still held) the old env, now at
+    `built`, is marked as ours and removed; signals that arrived meanwhile are
+    consumed and returned in `late`, never delivered as the interruption of an
+    install that has already happened. PREFIX absent: one rename. Without
+    RENAME_EXCHANGE: two renames, undone if the second fails.
     """
-    with signals_deferred():
+    outcome = SwapOutcome()
+    old: str | None = None
+    with signals_deferred() as held:
+        if take_pending(held):
+            name = signal.Signals(held[0]).name
+            raise Interrupted(f"interrupted by {name} before the swap", held[0])
         if not os.path.lexists(prefix):
             os.rename(built, prefix)
-            return
-        if _exchange(built, prefix):
+        elif _exchange(built, prefix):
             old = built
         else:
             old = temp_name(prefix)
@@ -333,7 +536,15 @@ def swap_into_place(built: str, prefix: str) -> None:
             except OSError:
                 os.rename(old, prefix)
                 raise
-    remove_tree(old)
+        outcome.exchanged = True
+        if on_exchanged is not None:
+            on_exchanged()
+        if old is not None:
+            if old != built:
+                mark_existing(old, prefix)
+            shutil.rmtree(old, ignore_errors=True)
+        outcome.late = [signal.Signals(s).name for s in take_pending([])]
+    return outcome
 
 
 # --- the log -----------------------------------------------------------------------------------
@@ -351,22 +562,38 @@ class InstallLog:
     it survives a failure; on success it is moved into PREFIX.
     """
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, on_error: Callable[[str], None] | None = None) -> None:
         directory = state_dir()
         stamp = time.strftime("%Y%m%d-%H%M%S")
         self.path: str | None = os.path.join(directory, f"install-{label}-{stamp}-{os.getpid()}.log")
+        self.on_error = on_error
+        self.error: str | None = None  # why the log is incomplete (disk full, ...), once known
         try:
             os.makedirs(directory, exist_ok=True)
             with open(self.path, "w", encoding="utf-8"):
                 pass
-        except OSError:
-            self.path = None  # no writable home: log to nowhere rather than fail the install
+        except OSError as exc:
+            self._failed(exc)
+
+    def _failed(self, exc: OSError) -> None:
+        """Say once, through `on_error`, that the log cannot be written, and stop writing it."""
+        if self.error is None:
+            self.error = f"cannot write the install log {self.path} ({exc.strerror or exc})"
+            if self.on_error is not None:
+                self.on_error(self.error + "; continuing without it")
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)  # an empty or truncated log would mislead
+        self.path = None
 
     def write(self, text: str) -> None:
         if self.path is None:
             return
-        with contextlib.suppress(OSError), open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(redact(text.rstrip("\n")) + "\n")
+        try:
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write(redact(text.rstrip("\n")) + "\n")
+        except OSError as exc:
+            self._failed(exc)
 
     def step(self, name: str, argv: list[str] | tuple[str, ...], code: int | None, seconds: float,
              stdout: str, stderr: str) -> None:
@@ -382,7 +609,13 @@ class InstallLog:
         dest = os.path.join(directory, name)
         try:
             shutil.move(self.path, dest)
-        except OSError:
-            return None
+        except OSError as exc:
+            if self.on_error is not None:
+                self.on_error(f"cannot move the install log into {directory} ({exc.strerror or exc}); "
+                              f"it stays at {self.path}")
+            with contextlib.suppress(OSError):
+                if os.path.exists(self.path):
+                    os.unlink(dest)  # a partial copy
+            return self.path if self.path and os.path.exists(self.path) else None
         self.path = dest
         return dest

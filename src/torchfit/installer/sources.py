@@ -391,7 +391,13 @@ def check_url(url: str, what: str, allow_insecure: bool) -> None:
         raise BadInput(f"{what} {redact(url)}: unsupported scheme {scheme}:// (use https://, http:// or file://)")
     if scheme in ("http", "https") and not urlsplit(url).hostname:
         raise BadInput(f"{what} {redact(url)}: no host in the URL")
-    if scheme == "http" and not allow_insecure:
+    refuse_insecure(url, what, allow_insecure)
+
+
+def refuse_insecure(url: str, what: str, allow_insecure: bool) -> None:
+    """The one rule for plain http:// in every command (install, export, matrix check/update):
+    refused unless --allow-insecure-index, since packages and credentials would travel in clear."""
+    if urlsplit(url).scheme.lower() == "http" and not allow_insecure:
         raise BadInput(
             f"{what} {redact(url)}: plain http:// sends packages and credentials unencrypted; "
             "use https://, or pass --allow-insecure-index"

@@ -21,16 +21,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
+import sys
 import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from torchfit.errors import BadInput
 from torchfit.host.links import probe_links
 from torchfit.lock.pylock import load_expected
 from torchfit.redact import redact
+from torchfit.runner import owned_temp_dir, remove_owned_dir
 from torchfit.verify.bandwidth import bandwidth_report, smi_indices
 from torchfit.verify.ddp import judge_ddp, plan_ddp, rank_to_json
 from torchfit.verify.inspection import judge_inspection
@@ -63,7 +63,7 @@ def verify(opts: Options, observer: Observer | None = None) -> Report:
     """
     obs = observer or Observer()
     t0 = time.monotonic()
-    work = tempfile.mkdtemp(prefix="torchfit-verify-")
+    work = owned_temp_dir("verify")  # marked: a SIGKILLed run's is swept by the next one
     report = Report(python=opts.python, env_prefix=opts.env_prefix, work_dir=work)
     env = child_env()
     links_box: dict[str, Any] = {}
@@ -80,12 +80,23 @@ def verify(opts: Options, observer: Observer | None = None) -> Report:
     obs.phase("inspect", f"inspecting {opts.python}")
     try:
         insp = Inspection(opts.python, work, env, opts.timeout)
-    except BadInput:
-        shutil.rmtree(work, ignore_errors=True)
+    except BaseException:
+        remove_owned_dir(work)
         raise
     run = _Run()
     try:
         _watch(opts, obs, insp, run, work, env)
+    except KeyboardInterrupt:
+        # Ctrl-C, SIGTERM, SIGHUP: stop everything, then the work dir goes too, unless
+        # --keep asked for it, and then the user is told where it is.
+        insp.child.stop()
+        if run.ddp is not None and not run.ddp.finished:
+            run.ddp._finish()
+        if opts.keep:
+            sys.stderr.write(f"torchfit: verify interrupted; its work directory is kept at {work}\n")
+        else:
+            remove_owned_dir(work)
+        raise
     finally:
         # Interrupted (Ctrl-C) or not: nothing we started may outlive us.
         insp.child.stop()
@@ -106,7 +117,7 @@ def verify(opts: Options, observer: Observer | None = None) -> Report:
     report.timings["total"] = round(time.monotonic() - t0, 2)
     worth_reading = {"ddp", "inspect"} & set(report.failed)
     if not worth_reading and not opts.keep:
-        shutil.rmtree(work, ignore_errors=True)
+        remove_owned_dir(work)
         report.work_dir = None
     return report
 

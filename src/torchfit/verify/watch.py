@@ -144,14 +144,16 @@ class Child:
         self.started = time.monotonic()
         self._out = open(out_path, "wb")
         try:
-            self.proc = subprocess.Popen(
+            from torchfit.runner import spawn
+
+            # Own session, PDEATHSIG, registered: dies with torchfit whatever kills it.
+            self.proc = spawn(
                 self.argv,
                 stdin=subprocess.DEVNULL,
                 stdout=self._out,
                 stderr=subprocess.STDOUT,
                 env=dict(env),
                 cwd=cwd,
-                start_new_session=True,
             )
         except OSError as exc:  # not an executable (a text file, a wrong architecture)
             raise BadInput(f"{self.argv[0]}: cannot be run ({exc.strerror or exc})") from None
@@ -187,6 +189,10 @@ class Child:
             self.proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             pass
+        if self.proc.returncode is not None:
+            from torchfit.runner import release
+
+            release(self.proc)
 
 
 # --- the inspection ---------------------------------------------------------------------

@@ -32,6 +32,8 @@ def add_parser(subparsers: Any, epilog: str) -> None:
     p.add_argument("--torch-index-url", metavar="URL",
                    help="serve the torch family from this index instead of the plan's "
                         "('{variant}' is substituted), e.g. a mirror; default $TORCHFIT_TORCH_INDEX_URL")
+    p.add_argument("--allow-insecure-index", action="store_true",
+                   help="accept plain http:// indexes (packages and credentials travel unencrypted)")
     p.add_argument("--pypi-url", metavar="URL", default=None,
                    help="the index for everything but the torch family: uv's default index, pylock's "
                         "dependencies, a --lock's packages that name none (default https://pypi.org/simple)")
@@ -45,6 +47,13 @@ def run(args: argparse.Namespace) -> int:
     for opt, url in (("--torch-index-url", args.torch_index_url), ("--pypi-url", args.pypi_url)):
         if url and not url.split("://", 1)[0] in ("http", "https", "file"):
             raise BadInput(f"{opt} {url}: not an http(s):// or file:// URL")
+    from torchfit.cli.commands.install import TORCH_INDEX_ENV
+    from torchfit.installer.sources import refuse_insecure
+
+    for opt, url in (("--torch-index-url", args.torch_index_url), ("--pypi-url", args.pypi_url),
+                     (TORCH_INDEX_ENV, None if args.torch_index_url else os.environ.get(TORCH_INDEX_ENV))):
+        if url:
+            refuse_insecure(url, opt, args.allow_insecure_index)
     if args.lock:
         resolving = [o for o, v in (("REQ", args.requirements), ("--python", args.python), ("--cuda", args.cuda),
                                     ("--variant", args.variant), ("--facts", args.facts),
@@ -58,10 +67,18 @@ def run(args: argparse.Namespace) -> int:
     from torchfit.cli.commands.install import TORCH_INDEX_ENV
 
     stack = export.with_index(stack, args.torch_index_url or os.environ.get(TORCH_INDEX_ENV) or None)
+    if stack.index_url:  # a --lock's own index obeys the same rule
+        refuse_insecure(stack.index_url, "the lock's torch index", args.allow_insecure_index)
     if args.format == "pylock" and not stack.locked:
+        from torchfit.progress import StderrProgress
         from torchfit.runner import Runner
 
-        stack = export.lock_with_uv(stack, Runner(), pypi_url=pypi_url)
+        progress = StderrProgress()
+        what = f"uv pip compile (the torch index {stack.index_url}, dependencies from {pypi_url})"
+        progress.info(f"export: locking with {what}")
+        with progress.running("export"):
+            stack = export.lock_with_uv(stack, Runner(), pypi_url=pypi_url,
+                                        on_wait=progress.waiting("export", what))
     text = export.render(args.format, stack, pypi_url=pypi_url)
     if args.output:
         try:

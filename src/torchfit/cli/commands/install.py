@@ -120,13 +120,24 @@ def _validate(args: argparse.Namespace) -> None:
             check_url(url, flag, args.allow_insecure_index)
 
 
+_JOB: list[Any] = []  # the running InstallJob, so an interruption can say what happened
+
+
 def run(args: argparse.Namespace) -> int:
+    _JOB.clear()
     try:
         return _run(args)
     except KeyboardInterrupt as err:
         why = str(err) or "interrupted"
-        sys.stderr.write(f"torchfit: {why}: the temporary env was removed; {args.prefix} was not changed\n")
+        job = _JOB[0] if _JOB else None
+        if job is not None and job.swapped:
+            # Reported as it happened: the exchange was done before the signal was seen.
+            sys.stderr.write(f"torchfit: {why} after the swap: {args.prefix} holds the new env (complete); "
+                             "the old env was removed\n")
+        else:
+            sys.stderr.write(f"torchfit: {why}: the temporary env was removed; {args.prefix} was not changed\n")
         _fail_json(args, err)
+        err.reported = True  # type: ignore[attr-defined]
         raise
     except BaseException as err:
         _fail_json(args, err)
@@ -193,16 +204,28 @@ def _run(args: argparse.Namespace) -> int:
         os.makedirs(parent, exist_ok=True)
     except OSError as exc:
         raise BadInput(f"--prefix {args.prefix}: cannot create {parent} ({exc.strerror})") from None
+    _JOB.append(job)
     with envbuild.interrupts_raise(), envbuild.PrefixLock(prefix, args.wait, observer.info):
         check_prefix(prefix, args.force)  # again, now that no other install can race us
-        for stale in envbuild.find_stale_temps(prefix):
-            observer.info(f"removing {stale}, left by an install that was killed")
-            envbuild.remove_tree(stale)
+        scan = envbuild.scan_temps(prefix)
+        for stale in scan.stale:
+            # Its marker proves a torchfit run made it, and that run is gone.
+            observer.info(f"removing {stale}, left by a torchfit install that was killed")
+            envbuild.remove_marked(stale)
+        for other in scan.unproven:
+            observer.warn(f"leaving {other} alone: its name looks like a torchfit temporary env, "
+                          "but nothing proves torchfit made it")
         result = job.run()
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        out = result.to_json()
+        if job.late_signals:
+            out["late_signals"] = job.late_signals
+        print(json.dumps(out, indent=2))
     else:
         _summary(result)
+    if job.late_signals:
+        sys.stderr.write(f"torchfit: {', '.join(job.late_signals)} arrived after {prefix} had been replaced: "
+                         "the install was already complete and is kept\n")
     return 0
 
 

@@ -57,6 +57,8 @@ def _index_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variant", metavar="NAME", help="only this variant: cu128, rocm6.4, cpu")
     p.add_argument("--timeout", type=float, default=30.0, metavar="S",
                    help="seconds per HTTP request attempt (default 30; failed attempts are retried 3 times)")
+    p.add_argument("--allow-insecure-index", action="store_true",
+                   help="accept plain http:// indexes (requests and credentials travel unencrypted)")
     p.add_argument("--no-cache", action="store_true",
                    help="do not use the HTTP cache in $XDG_CACHE_HOME/torchfit/http")
     p.add_argument("--matrix", metavar="FILE", help=argparse.SUPPRESS)
@@ -99,8 +101,13 @@ def _check(args: argparse.Namespace, *, update: bool) -> int:
     from torchfit.matrixcheck import check as mc
     from torchfit.index.client import PYPI_SIMPLE
 
+    from torchfit.installer.sources import refuse_insecure
+
     base = mc.check_base_url(args.index_url, "--index-url") if args.index_url else None
     pypi_url = mc.check_base_url(args.pypi_url, "--pypi-url") if args.pypi_url else PYPI_SIMPLE
+    for opt, url in (("--index-url", args.index_url), ("--pypi-url", args.pypi_url)):
+        if url:  # before any request: a token must never go out over plain http
+            refuse_insecure(url, opt, args.allow_insecure_index)
     if args.pypi_url and not args.pypi:
         raise BadInput("--pypi-url is for --pypi (the PyPI-default builds)")
     if args.pypi and args.index_url:

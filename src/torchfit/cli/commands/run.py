@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 from typing import Any
 
 # "$1" is the env script; after shift, "$@" is the command and its arguments
@@ -54,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
     exe = shutil.which(cmd[0], path=env["PATH"]) if os.sep not in cmd[0] else cmd[0]
     if exe is None or not os.access(exe, os.X_OK):
         raise BadInput(f"torchfit run: {cmd[0]}: command not found (PATH starts with {prefix}/bin)")
+    from torchfit.runner import exec_replace
+
     sh = shutil.which("sh") or "/bin/sh"
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(sh, ["sh", "-c", _SCRIPT, "torchfit-run", script, exe, *cmd[1:]], env)
+    exec_replace(sh, ["sh", "-c", _SCRIPT, "torchfit-run", script, exe, *cmd[1:]], env)
     return 127  # pragma: no cover - execve does not return
