@@ -269,6 +269,8 @@ class Interrupted(KeyboardInterrupt):
 
 # Signals that arrived while the first interruption unwinds: cleanup is not cut short.
 pending_signals: list[int] = []
+_fired: list[int] = []
+_depth: list[int] = []
 
 
 @contextlib.contextmanager
@@ -280,13 +282,11 @@ def interrupts_raise() -> Iterator[None]:
     through the runner (which kills the child's group), temp dirs' context managers
     and `kill_all`. A second signal during that cleanup is recorded, not raised.
     """
-    fired: list[int] = []
-
     def handler(signum: int, _frame: FrameType | None) -> None:
-        if fired:
+        if _fired:  # nested contexts share it: one interruption per outermost context
             pending_signals.append(signum)
             return
-        fired.append(signum)
+        _fired.append(signum)
         raise Interrupted(f"interrupted by {signal.Signals(signum).name}", signum)
 
     previous = {}
@@ -295,11 +295,15 @@ def interrupts_raise() -> Iterator[None]:
             previous[sig] = signal.signal(sig, handler)
         except (ValueError, OSError):  # not the main thread: leave signals alone
             pass
+    _depth.append(1)
     try:
         yield
     finally:
+        _depth.pop()
         for sig, old in previous.items():
             signal.signal(sig, old)
+        if not _depth:
+            _fired.clear()
 
 
 @contextlib.contextmanager
