@@ -14,6 +14,8 @@
 #   verify-bad-cvd.json        CUDA_VISIBLE_DEVICES=0,7
 #   verify-hang.json           TORCHFIT_VERIFY_FAULT=hang:1 --timeout 20 (NCCL stall, kill)
 #   verify-crash.json          TORCHFIT_VERIFY_FAULT=crash:1
+#                              (faults come from tests/support/faults, a sitecustomize that
+#                              these two runs put on PYTHONPATH; torchfit itself has no hook)
 #   NAME.stderr, summary.txt   progress lines; exit code, wall time and key lines of each run
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +27,8 @@ mkdir -p "$OUT"
 # every worker; each report's ddp.ranks[].env shows what the workers really saw.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+# The fault runs only: the test hook that injects TORCHFIT_VERIFY_FAULT into the workers.
+FAULTS="PYTHONPATH=$PWD/tests/support/faults:$PYTHONPATH"
 PY="$(command -v python3)"
 SYS_NCCL="$(ldconfig -p | awk '/libnccl\.so\.2 / {print $NF; exit}')"
 
@@ -87,8 +91,8 @@ run verify-preload  1 "LD_PRELOAD=$SYS_NCCL" --
 run verify-p2p-off  0 NCCL_P2P_DISABLE=1 --
 run verify-8g       0 -- --sizes 1G,8G
 run verify-bad-cvd  1 CUDA_VISIBLE_DEVICES=0,7 --
-run verify-hang     1 TORCHFIT_VERIFY_FAULT=hang:1 -- --timeout 20
-run verify-crash    1 TORCHFIT_VERIFY_FAULT=crash:1 -- --timeout 60
+run verify-hang     1 "$FAULTS" TORCHFIT_VERIFY_FAULT=hang:1 -- --timeout 20
+run verify-crash    1 "$FAULTS" TORCHFIT_VERIFY_FAULT=crash:1 -- --timeout 60
 
 # The human report of the default run (rich bars, or plain text without rich).
 { time COLUMNS=120 "$PY" -m torchfit verify --python "$PY" > "$OUT/verify.txt" 2>&1; } 2>> "$OUT/summary.txt"

@@ -188,6 +188,15 @@ def assert_no_orphans(tag: str, grace: float = 3.0) -> None:
     assert not left, f"processes left running: {left}"
 
 
+FAULTS = ROOT / "tests" / "support" / "faults"
+
+
+def faults(spec: str) -> dict[str, str]:
+    """Environment that injects TORCHFIT_VERIFY_FAULT=spec into the verify workers
+    (tests/support/faults: a sitecustomize on PYTHONPATH; the product never reads it)."""
+    return {"TORCHFIT_VERIFY_FAULT": spec, "PYTHONPATH": str(FAULTS)}
+
+
 class Verify:
     """Runs `python -m torchfit verify ...` as a real process, tagged for the orphan scan."""
 
@@ -199,11 +208,14 @@ class Verify:
         env = dict(os.environ)
         env["TORCHFIT_TEST_TAG"] = tag
         env["TMPDIR"] = str(self.tmp)  # kept work dirs land in the test's tmp
+        extra = dict(extra or {})
+        # faults(): the test hook's directory goes first on PYTHONPATH, then src.
+        first = [extra.pop("PYTHONPATH")] if "PYTHONPATH" in extra else []
         src = str(ROOT / "src")
-        env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env["PYTHONPATH"] = os.pathsep.join([*first, src, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
         env.pop("TORCHFIT_VERIFY_FAULT", None)
         env.pop("CUDA_VISIBLE_DEVICES", None)
-        env.update(extra or {})
+        env.update(extra)
         return env, tag
 
     def start(

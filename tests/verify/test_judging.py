@@ -161,7 +161,6 @@ def test_link_parsers_never_raise(text: str) -> None:
     hlinks.parse_pcie_query(text)
     vddp.parse_torchrun_exitcodes(text)
     rt.parse_maps(text)
-    rt.parse_faults(text)
 
 
 ROWS_P2P_OFF = [{"bytes": 1 << 30, "busbw": 27.0}, {"bytes": 1 << 20, "busbw": 9.0}]  # DESIGN.md
@@ -507,14 +506,6 @@ def test_mapped_libnccl_from_real_maps() -> None:
     assert rt.mapped("nccl", regions) == ["/tmp/tfx/nccl/nvidia/nccl/lib/libnccl.so.2"]
     assert rt.mapped("cudnn", regions) == []
     assert rt.owner_of(0x7F2AF8400010, regions) == "/tmp/tfx/nccl/nvidia/nccl/lib/libnccl.so.2"
-
-
-def test_fault_spec() -> None:
-    assert rt.parse_faults("crash:1, hang:inspect:kernels,bogus:2,teardown:0") == [
-        ("crash", "1", None),
-        ("hang", "inspect", "kernels"),
-        ("teardown", "0", None),
-    ]
 
 
 def test_slurm_script_is_valid_bash() -> None:

@@ -2,7 +2,8 @@
 
 Each test runs `python -m torchfit verify` as its own process and then asserts
 that nothing it started is still alive (every child inherits TORCHFIT_TEST_TAG).
-Faults come from the workers' test hook TORCHFIT_VERIFY_FAULT (docs/verify.md).
+Faults come from tests/support/faults (conftest.faults(spec)): a sitecustomize on
+PYTHONPATH that wraps the workers' stage heartbeat; the product knows nothing of it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.verify.conftest import Result, Verify, assert_no_orphans, finish
+from tests.verify.conftest import Result, Verify, assert_no_orphans, faults, finish
 
 pytestmark = pytest.mark.slow
 
@@ -139,7 +140,7 @@ def test_crashing_rank_is_named_with_its_traceback(verify: Verify, torch_env: Pa
         "--json",
         "--timeout",
         "60",
-        env={"TORCHFIT_VERIFY_FAULT": "crash:1"},
+        env=faults("crash:1"),
     )
     assert res.code == 1, res
     ddp = res.check("ddp")
@@ -164,7 +165,7 @@ def test_rank_killed_by_a_signal_is_named(verify: Verify, torch_env: Path) -> No
         "--json",
         "--timeout",
         "60",
-        env={"TORCHFIT_VERIFY_FAULT": "abort:1"},
+        env=faults("abort:1"),
     )
     assert res.code == 1, res
     summary = res.check("ddp")["summary"]
@@ -176,7 +177,7 @@ def test_rank_killed_by_a_signal_is_named(verify: Verify, torch_env: Path) -> No
 
 def test_rank_that_never_joins_is_killed_and_named(verify: Verify, torch_env: Path) -> None:
     res = verify.run(
-        "--env", str(torch_env), "--json", "--timeout", "8", env={"TORCHFIT_VERIFY_FAULT": "hang:1"}
+        "--env", str(torch_env), "--json", "--timeout", "8", env=faults("hang:1")
     )
     assert res.code == 1, res
     ddp = res.check("ddp")
@@ -189,11 +190,11 @@ def test_rank_that_never_joins_is_killed_and_named(verify: Verify, torch_env: Pa
 
 
 def test_teardown_crash_neither_fails_nor_hides_a_failure(verify: Verify, torch_env: Path) -> None:
-    res = verify.run("--env", str(torch_env), "--json", env={"TORCHFIT_VERIFY_FAULT": "teardown:1"})
+    res = verify.run("--env", str(torch_env), "--json", env=faults("teardown:1"))
     assert res.code == 0, res
     assert any("teardown crash" in n for n in res.json["ddp"]["notes"]), res
     bad = verify.run(
-        "--env", str(torch_env), "--json", env={"TORCHFIT_VERIFY_FAULT": "teardown:1,wrong:0"}
+        "--env", str(torch_env), "--json", env=faults("teardown:1,wrong:0")
     )
     assert bad.code == 1, bad
     assert bad.json["failed"] == ["allreduce"], bad
@@ -208,7 +209,7 @@ def test_stalled_inspection_is_killed(verify: Verify, torch_env: Path) -> None:
         "--json",
         "--timeout",
         "3",
-        env={"TORCHFIT_VERIFY_FAULT": "hang:inspect:import-torch"},
+        env=faults("hang:inspect:import-torch"),
     )
     assert res.code == 1, res
     assert (
@@ -297,7 +298,7 @@ def test_torchfit_killed_with_sigkill_leaves_nothing_behind(
         "--json",
         "--timeout",
         "120",
-        env={"TORCHFIT_VERIFY_FAULT": "hang:1"},
+        env=faults("hang:1"),
     )
     from tests.verify.conftest import scan_tagged
 

@@ -99,13 +99,12 @@ def sweep(
     return rows
 
 
-def run(cfg: dict, rep: rt.Reporter, faults: rt.Faults, ids: dict) -> None:
+def run(cfg: dict, rep: rt.Reporter, ids: dict) -> None:
     rank, local, world = ids["rank"], ids["local_rank"], ids["world_size"]
     backend = cfg["backend"]
     timeout_s = float(cfg["pg_timeout"])
 
     rep.stage("import")
-    faults.at("import")
     start = time.perf_counter()
     import torch
     import torch.distributed as dist
@@ -113,7 +112,6 @@ def run(cfg: dict, rep: rt.Reporter, faults: rt.Faults, ids: dict) -> None:
     rep.line("timing", what="import", seconds=round(time.perf_counter() - start, 3))
 
     rep.stage("device")
-    faults.at("device")
     if backend == "nccl":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if local >= count:
@@ -129,7 +127,6 @@ def run(cfg: dict, rep: rt.Reporter, faults: rt.Faults, ids: dict) -> None:
         device = torch.device("cpu")
 
     rep.stage("libraries")
-    faults.at("libraries")
     libs = rt.runtime_libs(torch)
     info = rt.summary(torch, libs)
     # torchrun's c10d rendezvous numbers nodes in join order (group_rank); the
@@ -140,7 +137,6 @@ def run(cfg: dict, rep: rt.Reporter, faults: rt.Faults, ids: dict) -> None:
     rep.line("runtime", info=info, torch=rt.torch_info(torch))
 
     rep.stage("init")
-    faults.at("init")
     from datetime import timedelta
 
     rep.stage("init", step="collective")
@@ -149,16 +145,14 @@ def run(cfg: dict, rep: rt.Reporter, faults: rt.Faults, ids: dict) -> None:
     rep.line("timing", what="init", seconds=round(time.perf_counter() - start, 3))
 
     rep.stage("peers")
-    faults.at("peers")
     rep.stage("peers", step="collective")
     peers = exchange(dist, rank, world, info, timeout_s)
     if local == 0:
         rep.line("peers", peers=peers)
 
     rep.stage("allreduce")
-    faults.at("allreduce")
     rep.stage("allreduce", step="collective")
-    small = torch.full((1024,), float(rank + 1 + (1000 if faults.wrong() else 0)), device=device)
+    small = torch.full((1024,), float(rank + 1), device=device)
     dist.all_reduce(small)
     want_small = world * (world + 1) / 2
     n = 1 << 20  # 4 MiB: a size large enough for a different algorithm than 4 KiB
@@ -181,7 +175,6 @@ def run(cfg: dict, rep: rt.Reporter, faults: rt.Faults, ids: dict) -> None:
         rep.line("runtime-late", nccl=after)
 
     rep.stage("ddp")
-    faults.at("ddp")
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     torch.manual_seed(0)
@@ -205,7 +198,6 @@ def run(cfg: dict, rep: rt.Reporter, faults: rt.Faults, ids: dict) -> None:
     rep.line("timing", what="ddp", seconds=round(time.perf_counter() - start, 3))
 
     rep.stage("params")
-    faults.at("params")
     flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     hi, lo = flat.clone(), flat.clone()
     rep.stage("params", step="collective")
@@ -225,7 +217,6 @@ def run(cfg: dict, rep: rt.Reporter, faults: rt.Faults, ids: dict) -> None:
 
     if cfg.get("sizes"):
         rep.stage("bandwidth")
-        faults.at("bandwidth")
         start = time.perf_counter()
         rows = sweep(torch, dist, rep, device, cfg, world)
         if local == 0:
@@ -248,10 +239,9 @@ def main(argv: list) -> int:
     rep = rt.Reporter(base + ".jsonl", rank=ids["rank"])
     rep.line("start", pid=os.getpid(), ppid=os.getppid(), host=rt.host_info()["hostname"], **ids)
     rt.start_watchdog(float(cfg["deadline"]), rep, owner=cfg.get("owner_pid"))
-    faults = rt.Faults(str(ids["rank"]), "allreduce")
     code = 0
     try:
-        run(cfg, rep, faults, ids)
+        run(cfg, rep, ids)
         rep.line("done")
     except BaseException as exc:
         rep.error(exc)
@@ -259,8 +249,6 @@ def main(argv: list) -> int:
     rep.close()
     sys.stdout.flush()
     sys.stderr.flush()
-    if code == 0 and faults.teardown():
-        os.abort()  # test hook: the teardown crash, after a complete report
     # No interpreter teardown: see the module docstring.
     os._exit(code)
 

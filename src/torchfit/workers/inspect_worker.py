@@ -83,12 +83,11 @@ def run_conv(torch: object) -> dict:
     }
 
 
-def inspect(rep: rt.Reporter, faults: rt.Faults) -> None:
+def inspect(rep: rt.Reporter) -> None:
     rep.line("fact", key="python", value=rt.python_info())
     rep.line("fact", key="host", value=rt.host_info())
     rep.line("fact", key="env", value=rt.env_snapshot())
     rep.stage("import-torch")
-    faults.at("import-torch")
     start = time.perf_counter()
     try:
         import torch
@@ -105,7 +104,6 @@ def inspect(rep: rt.Reporter, faults: rt.Faults) -> None:
     rep.line("fact", key="arch_list", value=list(torch.cuda.get_arch_list()))
 
     rep.stage("cuda-init")
-    faults.at("cuda-init")
     count, cuda_error = 0, None
     built_for_gpu = bool(torch.version.cuda or getattr(torch.version, "hip", None))
     try:
@@ -124,7 +122,6 @@ def inspect(rep: rt.Reporter, faults: rt.Faults) -> None:
     rep.line("fact", key="devices", value={"count": count, "gpus": gpus, "error": cuda_error})
 
     rep.stage("libraries")
-    faults.at("libraries")
     libs = rt.runtime_libs(torch)
     if count and libs["nccl"]["path"] is None and torch.version.cuda:
         # No libnccl mapped after import and CUDA init: a build that loads it lazily.
@@ -139,7 +136,6 @@ def inspect(rep: rt.Reporter, faults: rt.Faults) -> None:
     rep.line("fact", key="summary", value=rt.summary(torch, libs))
 
     rep.stage("kernels")
-    faults.at("kernels")
     kernels = []
     for i in range(count):
         rep.stage("kernels", step=f"gpu {i}")
@@ -162,11 +158,10 @@ def main(argv: list) -> int:
         sys.stderr.write("usage: inspect_worker.py OUT.jsonl\n")
         return 2
     rep = rt.Reporter(argv[1], who="inspect")
-    faults = rt.Faults("inspect", "kernels")
     rep.line("start", pid=os.getpid())
     rt.start_watchdog(float("inf"), rep)  # its parent is torchfit: gone, so is this
     try:
-        inspect(rep, faults)
+        inspect(rep)
     except BaseException as exc:
         rep.error(exc)
         rep.close()

@@ -50,7 +50,7 @@ MARKER = "TORCHFIT-RECORD "
 
 # Environment variables that change what verify measures or which library loads.
 # The report shows them per rank so a reader sees they really reached the workers.
-ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM", "GLOO_", "TORCHFIT_VERIFY_")
+ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM", "GLOO_")
 ENV_NAMES = (
     "CUDA_VISIBLE_DEVICES",
     "HIP_VISIBLE_DEVICES",
@@ -91,7 +91,8 @@ class Reporter:
 
     Every record carries the wall time `t` and the `fixed` fields; `stage()`
     records are the heartbeat the host uses to name the stage (and step) where
-    a process stalled or died.
+    a process stalled or died. (The tests' fault injector, tests/support/faults,
+    wraps `stage`: keep every stage announced through it.)
     """
 
     def __init__(self, path=None, **fixed):
@@ -142,57 +143,6 @@ class Reporter:
                     sys.stdout.flush()
             except OSError:
                 pass
-
-
-# --- faults (a test hook) -------------------------------------------------------------
-
-
-def parse_faults(text):
-    """TORCHFIT_VERIFY_FAULT="KIND:WHO[:STAGE],..." -> [(kind, who, stage or None)].
-
-    KIND is crash (raise), abort (SIGABRT, no traceback), hang (never return),
-    teardown (abort after reporting: the gloo exit crash of DESIGN.md), exit (exit 3
-    without reporting), wrong (feed a wrong value into the all-reduce: a failed
-    check, not a crash); WHO is a global rank or "inspect". A test hook: documented
-    in docs/verify.md, harmless when unset.
-    """
-    faults = []
-    for part in (text or "").split(","):
-        bits = part.strip().split(":")
-        if len(bits) >= 2 and bits[0] in ("crash", "abort", "hang", "teardown", "exit", "wrong"):
-            faults.append((bits[0], bits[1], bits[2] if len(bits) > 2 and bits[2] else None))
-    return faults
-
-
-class Faults:
-    def __init__(self, who, default_stage):
-        self.who = who
-        self.default_stage = default_stage
-        self.spec = os.environ.get("TORCHFIT_VERIFY_FAULT", "")
-        self.faults = [f for f in parse_faults(self.spec) if f[1] == who]
-
-    def at(self, stage):
-        for kind, _who, where in self.faults:
-            if kind in ("teardown", "wrong") or (where or self.default_stage) != stage:
-                continue
-            what = f"injected fault TORCHFIT_VERIFY_FAULT={self.spec} ({kind} at {stage})"
-            if kind == "crash":
-                raise RuntimeError(what)
-            if kind == "abort":
-                sys.stderr.write(what + "\n")
-                sys.stderr.flush()
-                os.abort()
-            if kind == "exit":
-                os._exit(3)
-            if kind == "hang":
-                while True:
-                    time.sleep(3600)
-
-    def wrong(self):
-        return any(kind == "wrong" for kind, _w, _s in self.faults)
-
-    def teardown(self):
-        return any(kind == "teardown" for kind, _w, _s in self.faults)
 
 
 # --- never an orphan --------------------------------------------------------------------
