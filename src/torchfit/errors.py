@@ -54,6 +54,22 @@ class NoCompatibleSet(TorchfitError):
         self.hints = list(hints)
 
 
+class GpuFactsUnknown(TorchfitError):
+    """A host has an NVIDIA driver but its GPUs could not be read (exit 1): torchfit
+    will not guess, and never plans a CPU build for it unasked."""
+
+    reference = "gpu-facts-unknown"
+
+    def __init__(self, host: str, cause: str, fix: str) -> None:
+        super().__init__(
+            f"{host} has an NVIDIA driver, but its GPUs could not be read ({cause}); "
+            "torchfit will not guess them, nor plan a CPU build unasked",
+            hint=fix,
+        )
+        self.host = host
+        self.cause = cause
+
+
 class ProbeFailed(TorchfitError):
     """A host tool exists but misbehaved in a way that is not just 'fact unknown'."""
 
@@ -62,7 +78,8 @@ class ProbeFailed(TorchfitError):
     def __init__(self, argv: Sequence[str], code: int | None, stderr: str) -> None:
         from torchfit.redact import redact
 
-        super().__init__(redact(f"{' '.join(argv)} failed (exit {code}): {stderr.strip()[:200]}"))
+        how = f"exit {code}" if code is not None else "did not finish"
+        super().__init__(redact(f"{' '.join(argv)} failed ({how}): {stderr.strip()[:200]}"))
         self.argv = list(argv)
         self.code = code
         self.stderr = stderr
@@ -74,7 +91,9 @@ class InstallFailed(TorchfitError):
     reference = "install-failed"
 
     def __init__(self, step: str, argv: Sequence[str], code: int | None, tail: str) -> None:
-        super().__init__(f"install step '{step}' failed (exit {code})")
+        # code None: the step did not finish (timed out, could not start, an OSError).
+        how = f"exit {code}" if code is not None else "it did not finish"
+        super().__init__(f"install step '{step}' failed ({how})")
         self.step = step
         self.argv = list(argv)
         self.code = code

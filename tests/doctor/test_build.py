@@ -25,7 +25,7 @@ def test_real_cpu_torch_on_a_gpu_host_is_a_cpu_build_failure(h200: Host, cpu_tor
     assert imp["status"] == "ok" and "2.13.0+cpu" in imp["evidence"] and "CPU-only build" in imp["evidence"]
     cpu = r.check("torch-cpu-build")
     assert cpu["status"] == "fail"
-    assert "Torch not compiled with CUDA enabled" in cpu["evidence"] and "2 NVIDIA GPU(s)" in cpu["evidence"]
+    assert "Torch not compiled with CUDA enabled" in cpu["evidence"] and "2\u00d7 NVIDIA H200" in cpu["evidence"]
     assert "torchfit resolve" in cpu["fix"]
     # The real wheel's WHEEL file says manylinux_2_28; the H200's ldd says 2.39.
     g = r.check("glibc-too-old")

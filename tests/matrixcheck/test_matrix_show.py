@@ -11,21 +11,32 @@ from tests.matrixcheck.conftest import SMALL_MATRIX, run_main
 def test_show_table_has_every_column(capsys) -> None:
     code, out, _ = run_main(capsys, "matrix", "show", "--matrix", str(SMALL_MATRIX))
     assert code == 0
-    for col in ("torch", "variant", "CUDA/ROCm", "cuDNN", "NCCL", "Pythons", "glibc", "arch list",
-                "torchvision / torchaudio"):
+    for col in ("torch", "variant", "CUDA/ROCm", "cuDNN", "NCCL", "Python", "glibc", "platforms"):
         assert col in out
-    row = next(line for line in out.splitlines() if "cu128*" in line)  # * = the PyPI default
-    for cell in ("2.8.0", "12.8", "9.10.2.21", "2.27.3", "3.9-3.13", "2.28", "7.0;7.5;8.0;8.6;9.0;10.0;12.0",
-                 "0.23.0 / 2.8.0"):
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if "cu128*" in line)  # * = the PyPI default
+    row, details = lines[at], " ".join(lines[at + 1:at + 3])
+    for cell in ("2.8.0", "12.8", "9.10.2.21", "2.27.3", "3.9-3.13", "2.28"):
         assert cell in row, row
+    for cell in ("arch 7.0 7.5 8.0 8.6 9.0 10.0 12.0", "torchvision 0.23.0", "torchaudio 2.8.0"):
+        assert cell in details, details
 
 
 def test_show_filters_the_real_matrix() -> None:
     out = run_cli("matrix", "show", "--torch", "2.1", "--variant", "cu121")
     assert out.returncode == 0, out.stderr
     rows = [line for line in out.stdout.splitlines() if "cu121" in line]
-    assert [r.split()[1] for r in rows] == ["2.1.2", "2.1.1", "2.1.0"]
+    assert [r.split()[0] for r in rows] == ["2.1.2", "2.1.1", "2.1.0"]
     assert all("2.17" in r for r in rows)  # the real floor of 2.1 (built on CentOS 7)
+
+
+def test_show_fits_80_columns() -> None:
+    """Issue 13 point 7: every line of the whole matrix fits an 80-column terminal."""
+    out = run_cli("matrix", "show", env={"COLUMNS": "80"})
+    assert out.returncode == 0, out.stderr
+    long = [line for line in out.stdout.splitlines() if len(line) > 80]
+    assert long == [], long[:3]
+    assert "…" not in out.stdout  # nothing truncated
 
 
 def test_show_json(capsys) -> None:

@@ -7,7 +7,9 @@ input or usage (one line, `-v` adds the traceback); 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -15,6 +17,7 @@ from typing import Any, NoReturn
 
 from torchfit import __version__
 from torchfit.errors import BadInput, TorchfitError
+from torchfit.inputs import seconds
 
 EPILOG = "Exit codes: 0 ok, 1 the answer is no, 2 bad input, 130 interrupted."
 
@@ -53,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     det = sub.add_parser("detect", help="read this host: driver, GPUs, links, glibc, OS, Pythons, pyenv",
                          epilog=EPILOG)
     det.add_argument("--json", action="store_true", help="print one JSON object (the --facts format)")
-    det.add_argument("--timeout", type=float, default=10.0, metavar="S",
+    det.add_argument("--timeout", type=seconds(), default=10.0, metavar="S",
                      help="timeout for each probe command (default 10 s)")
 
     res = sub.add_parser("resolve", help="pick one consistent set of versions and explain every choice",
@@ -84,20 +87,17 @@ def _command_modules() -> list[Any]:
 
 def load_hosts(args: argparse.Namespace) -> list[Any]:
     """Host facts: from --facts files, else probed here; then --assume applied to each."""
-    from torchfit.compat.facts import apply_assumptions, parse_facts_file
+    from torchfit.compat.facts import apply_assumptions, facts_from_json
     from torchfit.compat.gpunames import load_gpu_names
+    from torchfit.inputs import MAX_FACTS_BYTES, loads_json, read_text_file
 
     hosts = []
     if args.facts:
         for path in args.facts:
-            try:
-                with open(path, encoding="utf-8") as fh:
-                    text = fh.read()
-            except OSError as exc:
-                raise BadInput(f"--facts {path}: cannot read ({exc.strerror})") from None
-            except UnicodeDecodeError:
-                raise BadInput(f"--facts {path}: not a JSON text file") from None
-            hosts.append(parse_facts_file(text, path))
+            # The one reader of facts files: bounded in size and depth (inputs.py).
+            text = read_text_file(path, "--facts", limit=MAX_FACTS_BYTES)
+            name = "stdin" if path == "-" else path
+            hosts.append(facts_from_json(loads_json(text, name), name))
     else:
         from torchfit.host import probe_host
         from torchfit.runner import Runner
@@ -197,10 +197,15 @@ def _main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return 2
         if args.command in COMMANDS:
-            return COMMANDS[args.command](args)
-        import importlib
+            code = COMMANDS[args.command](args)
+        else:
+            import importlib
 
-        return int(importlib.import_module(f"torchfit.cli.commands.{args.command}").run(args))
+            code = int(importlib.import_module(f"torchfit.cli.commands.{args.command}").run(args))
+        # Flush here, inside the boundary: at interpreter exit a failed flush
+        # (stdout on a full disk) would be a traceback and exit 120.
+        sys.stdout.flush()
+        return code
     except TorchfitError as err:
         if verbose:
             traceback.print_exc()
@@ -216,9 +221,38 @@ def _main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(f"torchfit: {err or 'interrupted'}\n")
         return 130
     except BrokenPipeError:
+        # The reader went away (`| head -1`): what it wanted, it has. Point stdout at
+        # /dev/null so the exit-time flush cannot complain.
+        _drop_stdout()
         return 0
+    except OSError as exc:
+        if exc.errno not in _OUTPUT_ERRNOS:
+            return _internal_error(exc, verbose)
+        _drop_stdout()
+        sys.stderr.write(
+            f"torchfit: error: cannot write the output: {exc.strerror or exc}"
+            " (a full disk or a broken device behind stdout?)  [output-error]\n"
+        )
+        return 2
     except Exception as exc:  # a bug: say so in one line, the traceback with -v
-        if verbose:
-            traceback.print_exc()
-        sys.stderr.write(f"torchfit: internal error: {type(exc).__name__}: {exc} (run with -v, please report)\n")
-        return 1
+        return _internal_error(exc, verbose)
+
+
+# Writing stdout failed for a reason outside torchfit: no space, quota, I/O error.
+_OUTPUT_ERRNOS = frozenset((errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EPIPE))
+
+
+def _drop_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def _internal_error(exc: BaseException, verbose: bool) -> int:
+    if verbose:
+        traceback.print_exc()
+    sys.stderr.write(f"torchfit: internal error: {type(exc).__name__}: {exc} (run with -v, please report)\n")
+    return 1

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from torchfit.compat.facts import HostFacts
 from torchfit.compat.request import Plan
 from torchfit.errors import NoCompatibleSet, TorchfitError
+from torchfit.inputs import terminal_text
 from torchfit.redact import redact
 
 if TYPE_CHECKING:
@@ -23,35 +24,82 @@ if TYPE_CHECKING:
 def console(stderr: bool = False) -> Console:
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich exits 1 on a closed pipe (`torchfit resolve | head -1`); torchfit's
+            # one boundary (cli.main) treats it as every other write to a closed pipe.
+            raise BrokenPipeError
+
+    return _Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def _clean(text: str) -> str:
+    """Redacted, and without control sequences: what may reach a terminal."""
+    return terminal_text(redact(text))
 
 
 def render_error(err: TorchfitError, verbose: bool = False) -> None:
     """One line for what failed (plus conflicts and a hint where there are some), on stderr."""
     out = sys.stderr
-    out.write(redact(f"torchfit: error: {err.message}") + f"  [{err.reference}]\n")
-    if isinstance(err, NoCompatibleSet):
-        for line in err.conflicts[1:]:
-            out.write(redact(f"  - {line}") + "\n")
+    width = _error_width()
+    if isinstance(err, NoCompatibleSet) and width:
+        # A terminal (or COLUMNS): the facts and each conflict wrapped to its width.
+        out.write(f"torchfit: error: no compatible set  [{err.reference}]\n")
+        for i, line in enumerate(err.conflicts):
+            out.write(_wrap(_clean(line), width, "  " if i == 0 else "  - ", "    ") + "\n")
         for hint in err.hints:
-            out.write(redact(f"  hint: {hint}") + "\n")
-    elif err.hint:
-        out.write(redact(f"  hint: {err.hint}") + "\n")
+            out.write(_wrap(_clean(hint), width, "  hint: ", "    ") + "\n")
+    elif isinstance(err, NoCompatibleSet):
+        out.write(_clean(f"torchfit: error: {err.message}") + f"  [{err.reference}]\n")
+        for line in err.conflicts[1:]:
+            out.write(_clean(f"  - {line}") + "\n")
+        for hint in err.hints:
+            out.write(_clean(f"  hint: {hint}") + "\n")
+    elif width and err.exit_code != 2:
+        # Bad input stays one line (exit 2 contract); a refusal reads at the terminal's width.
+        out.write(_wrap(_clean(f"torchfit: error: {err.message}  [{err.reference}]"), width, "", "  ") + "\n")
+        if err.hint:
+            out.write(_wrap(_clean(err.hint), width, "  hint: ", "    ") + "\n")
+    else:
+        out.write(_clean(f"torchfit: error: {err.message}") + f"  [{err.reference}]\n")
+        if err.hint:
+            out.write(_clean(f"  hint: {err.hint}") + "\n")
     tail = getattr(err, "tail", None)
     if tail:
         out.write("  last lines of the log:\n")
         for line in str(tail).splitlines()[-20:]:
-            out.write(redact(f"    {line}") + "\n")
+            out.write(_clean(f"    {line}") + "\n")
+
+
+def _error_width() -> int | None:
+    """Columns to wrap multi-line errors to: $COLUMNS, else stderr's terminal; None when
+    stderr is a pipe or a file (then each item stays one line, for grep and tests)."""
+    import os
+
+    cols = os.environ.get("COLUMNS", "")
+    if cols.isdigit() and int(cols) >= 40:
+        return int(cols)
+    try:
+        if sys.stderr.isatty():
+            return max(40, os.get_terminal_size(sys.stderr.fileno()).columns)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _wrap(text: str, width: int, first: str, rest: str) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width=width - 1, initial_indent=first, subsequent_indent=rest,
+                                    break_long_words=False, break_on_hyphens=False)) or first.rstrip()
 
 
 def render_plan(plan: Plan, explain: bool = False) -> None:
-    from rich.table import Table
-
+    """The plan as aligned lines: component, version, why (wrapped under itself on a
+    terminal or with $COLUMNS; one line per component when piped)."""
     con = console()
-    table = Table(title="torchfit resolve: the stack for " + ", ".join(plan.hosts), title_justify="left")
-    table.add_column("component", style="bold", no_wrap=True)
-    table.add_column("version", overflow="fold")
-    table.add_column("why", overflow="fold")
+    width = _error_width()
+    con.print(f"[bold]torchfit resolve: the stack for {_esc(', '.join(plan.hosts))}[/]", soft_wrap=True)
     py = f"{plan.python_version}" + (" (pyenv will install)" if plan.python_source == "pyenv" else "")
     rows: Sequence[tuple[str, str | None, str]] = [
         ("Python", py, plan.why.get("python", "")),
@@ -65,28 +113,68 @@ def render_plan(plan: Plan, explain: bool = False) -> None:
         ("torchaudio", plan.torchaudio or "-", plan.why.get("torchaudio", "")),
         ("index URL", redact(plan.index_url), plan.why.get("index_url", "")),
     ]
+    col = 2 + 12 + 20
     for name, ver, why in rows:
-        table.add_row(name, ver or "-", why)
-    con.print(table)
+        value = terminal_text(ver or "-")
+        head = f"  {name:<12}{value:<20}"
+        why = terminal_text(redact(why))
+        if not why:
+            con.print(_esc_plain(head.rstrip()), soft_wrap=True)
+        elif width is None:
+            con.print(_esc_plain(f"{head}{why}" if len(value) < 20 else f"{head} {why}"), soft_wrap=True)
+        else:
+            first = head if len(value) < 20 else f"  {name:<12}{value}"
+            lines = [first.rstrip()] if len(value) >= 20 else []
+            wrapped = _wrap(why, width, " " * col, " " * col).splitlines()
+            if len(value) < 20 and wrapped:
+                wrapped[0] = head + wrapped[0][col:]
+            for line in lines + wrapped:
+                con.print(_esc_plain(line), soft_wrap=True)
     for r in plan.reasons:
-        con.print(f"[green]•[/] {_esc(r)}", soft_wrap=True)
+        _print_item(con, "[green]•[/] ", "• ", r, width)
     for w in plan.warnings:
-        con.print(f"[yellow]warning:[/] {_esc(w)}", soft_wrap=True)
-    if explain and not plan.ruled_out:
-        con.print("\nRuled out: nothing; this is the build torchfit prefers most for these hosts.")
+        _print_item(con, "[yellow]warning:[/] ", "warning: ", w, width)
+    relevant = plan.ruled_out[: plan.ruled_out_relevant]
+    others = len(plan.ruled_out) - len(relevant)
+    if explain and not relevant:
+        _print_item(con, "\n", "", "Ruled out: nothing for this hardware; this is the build torchfit prefers "
+                    "most for these hosts." + (f" ({others} builds for other hardware are not listed.)"
+                                               if others else ""), width)
     elif explain:
-        con.print(f"\n[bold]Ruled out ({len(plan.ruled_out)} builds preferred over this one):[/]")
-        for line in plan.ruled_out:
-            con.print(f"  [red]✗[/] {_esc(line)}", soft_wrap=True)
-    elif plan.ruled_out:
-        con.print(f"[dim]{len(plan.ruled_out)} preferred builds were ruled out: --explain lists them[/]")
+        con.print(f"\n[bold]Ruled out: {len(relevant)} builds for this hardware, preferred over this one:[/]")
+        for line in relevant:
+            _print_item(con, "  [red]✗[/] ", "  x ", line, width)
+        if others:
+            _print_item(con, "  ", "  ", f"and {others} builds for other hardware (CPU, ROCm, or CUDA where "
+                        "this host has no NVIDIA GPU): `torchfit resolve --json` lists them all", width)
+    elif relevant:
+        _print_item(con, "", "", f"{len(relevant)} builds for this hardware were preferred and ruled out: "
+                    "--explain lists them", width)
+
+
+def _esc_plain(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def _print_item(con: Any, markup: str, plain: str, text: str, width: int | None) -> None:
+    """One reason or warning: wrapped under its own start on a terminal."""
+    text = terminal_text(redact(text))
+    if width is None:
+        con.print(markup + _esc_plain(text), soft_wrap=True)
+        return
+    lines = _wrap(text, width, " " * len(plain), " " * len(plain)).splitlines()
+    con.print(markup + _esc_plain(lines[0].lstrip()), soft_wrap=True)
+    for line in lines[1:]:
+        con.print(_esc_plain(line), soft_wrap=True)
 
 
 def render_facts(facts: HostFacts, data: dict[str, Any]) -> None:
     from rich.table import Table
 
     con = console()
-    table = Table(title=f"torchfit detect: {facts.name}", title_justify="left")
+    table = Table(title=f"torchfit detect: {_esc(facts.name)}", title_justify="left")
     table.add_column("fact", style="bold")
     table.add_column("value")
     reasons = facts.reasons
@@ -123,4 +211,4 @@ def render_facts(facts: HostFacts, data: dict[str, Any]) -> None:
 def _esc(text: str) -> str:
     from rich.markup import escape
 
-    return escape(redact(text))
+    return escape(terminal_text(redact(text)))

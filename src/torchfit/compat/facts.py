@@ -9,12 +9,13 @@ that could not be read is `None`, and `reasons[fact]` says why.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from torchfit._backports import FROZEN
-from torchfit.compat.gpunames import find_capability
+from torchfit.compat.gpunames import find_capability, load_gpu_names
 from torchfit.compat.versions import Arch, Dotted, driver_version, glibc_version, python_version
 from torchfit.errors import BadInput
 
@@ -85,6 +86,10 @@ class HostFacts:
     rocm_version: str | None = None
     reasons: Mapping[str, str] = field(default_factory=dict)
     source: str = "host"
+    # Set when an NVIDIA driver is there (nvidia-smi runs) but could not list the
+    # GPUs: the cause. Such a host is a GPU host with unknown GPUs, never "no GPU"
+    # (compat.judgements.judge_gpu_host).
+    nvidia_failure: str | None = None
     name: str = "this host"
 
     @property
@@ -139,8 +144,46 @@ def facts_to_json(facts: HostFacts) -> dict[str, Any]:
             }
         ),
         "rocm_version": facts.rocm_version,
+        "nvidia_failure": facts.nvidia_failure,
         "reasons": dict(facts.reasons),
     }
+
+
+# The keys `facts_to_json` writes, per object: anything else in a facts file is a
+# typo or a file from something else, and a silently ignored key is a fact lost.
+FACTS_KEYS = frozenset(
+    ("driver_version", "gpus", "topology", "glibc", "os", "wsl", "arch", "pythons", "pyenv",
+     "rocm_version", "nvidia_failure", "reasons")
+)
+GPU_KEYS = frozenset(("index", "name", "compute_capability", "memory_mib", "uuid", "pci_bus_id", "vendor", "gfx"))
+PYTHON_KEYS = frozenset(("version", "path", "source"))
+PYENV_KEYS = frozenset(("path", "version", "installable"))
+# No single host has more GPUs (an NVL72 rack is 18 hosts of 4); beyond this a file
+# is not a host's facts and only costs time (each GPU is judged against each build).
+MAX_GPUS = 1024
+# A GPU name from nvidia-smi is short ("NVIDIA GH200 480GB"); anything longer is not one.
+MAX_TEXT = 256
+
+
+def _check_keys(obj: Mapping[str, Any], known: frozenset[str], where: str) -> None:
+    import difflib
+
+    for key in obj:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), sorted(known), n=1)
+            also = f" (did you mean {close[0]!r}?)" if close else ""
+            raise BadInput(
+                f"{where}: unknown key {str(key)[:40]!r}{also}; keys are {', '.join(sorted(known))}"
+            )
+
+
+def _clean_name(value: str, where: str) -> str:
+    """A name without control characters (they would reach a terminal) and bounded."""
+    if len(value) > MAX_TEXT:
+        raise BadInput(f"{where}: 'name' is longer than {MAX_TEXT} characters")
+    from torchfit.inputs import terminal_text
+
+    return "".join(ch for ch in terminal_text(value) if ch.isprintable())
 
 
 def _opt_str(obj: Mapping[str, Any], key: str, where: str) -> str | None:
@@ -162,28 +205,42 @@ def facts_from_json(data: Any, source: str) -> HostFacts:
     where = source
     if not isinstance(data, dict):
         raise BadInput(f"{where}: expected a JSON object from `torchfit detect --json`")
+    _check_keys(data, FACTS_KEYS, where)
     gpus_raw = data.get("gpus") or []
     if not isinstance(gpus_raw, list):
         raise BadInput(f"{where}: 'gpus' must be a list")
+    if len(gpus_raw) > MAX_GPUS:
+        raise BadInput(f"{where}: {len(gpus_raw)} GPUs; one host has at most {MAX_GPUS}")
     gpus = []
+    names: Mapping[str, str] | None = None
     for i, g in enumerate(gpus_raw):
         if not isinstance(g, dict) or not isinstance(g.get("name", ""), str):
             raise BadInput(f"{where}: gpus[{i}] must be an object with a 'name'")
         gw = f"{where}: gpus[{i}]"
+        _check_keys(g, GPU_KEYS, gw)
         cc = _opt_str(g, "compute_capability", gw)
         if cc is not None:
             Arch.parse(cc)
+        name = _clean_name(g.get("name") or "", gw) or "unknown GPU"
+        gfx = _opt_str(g, "gfx", gw)
+        if gfx is not None:
+            parse_gfx(gfx, gw)
+        is_amd = g.get("vendor") == "amd" or bool(gfx)
+        if cc is None and not is_amd and g.get("name"):
+            # A GPU given by name alone: the name table knows as much as --assume gpu=NAME.
+            names = load_gpu_names() if names is None else names
+            cc = find_capability(name, names)
         idx = _opt_int(g, "index", gw)
         gpus.append(
             Gpu(
                 index=i if idx is None else idx,
-                name=g.get("name") or "unknown GPU",
+                name=name,
                 compute_capability=cc,
                 memory_mib=_opt_int(g, "memory_mib", gw),
                 uuid=_opt_str(g, "uuid", gw),
                 pci_bus_id=_opt_str(g, "pci_bus_id", gw),
-                vendor="amd" if g.get("vendor") == "amd" or g.get("gfx") else "nvidia",
-                gfx=_opt_str(g, "gfx", gw),
+                vendor="amd" if is_amd else "nvidia",
+                gfx=gfx,
             )
         )
     topo = data.get("topology") or {}
@@ -196,6 +253,7 @@ def facts_from_json(data: Any, source: str) -> HostFacts:
     for i, p in enumerate(pythons_raw):
         if not isinstance(p, dict) or not isinstance(p.get("version"), str):
             raise BadInput(f"{where}: pythons[{i}] must be an object with a 'version' string")
+        _check_keys(p, PYTHON_KEYS, f"{where}: pythons[{i}]")
         python_version(p["version"])
         pythons.append(
             PythonInstall(p["version"], _opt_str(p, "path", where), p.get("source") or "path")
@@ -203,9 +261,14 @@ def facts_from_json(data: Any, source: str) -> HostFacts:
     pyenv_raw = data.get("pyenv")
     pyenv = None
     if isinstance(pyenv_raw, dict) and isinstance(pyenv_raw.get("path"), str):
+        _check_keys(pyenv_raw, PYENV_KEYS, f"{where}: pyenv")
         inst = pyenv_raw.get("installable") or []
         if not isinstance(inst, list) or not all(isinstance(v, str) for v in inst):
             raise BadInput(f"{where}: 'pyenv.installable' must be a list of versions")
+        for v in inst:
+            # pyenv's CPython builds are X.Y.Z: the plan would print `pyenv install <v>`.
+            if not _PYENV_VERSION.match(v):
+                raise BadInput(f"{where}: pyenv.installable {v[:40]!r} is not a CPython version like 3.12.7")
         pyenv = Pyenv(pyenv_raw["path"], _opt_str(pyenv_raw, "version", where), tuple(inst))
     elif pyenv_raw is not None and not isinstance(pyenv_raw, dict):
         raise BadInput(f"{where}: 'pyenv' must be an object or null")
@@ -221,6 +284,9 @@ def facts_from_json(data: Any, source: str) -> HostFacts:
     reasons = data.get("reasons") or {}
     if not isinstance(reasons, dict):
         raise BadInput(f"{where}: 'reasons' must be an object")
+    if not all(isinstance(v, str) for v in reasons.values()):
+        raise BadInput(f"{where}: 'reasons' must map a fact to a text")
+    nvidia_failure = _opt_str(data, "nvidia_failure", where)
     return HostFacts(
         driver_version=driver,
         gpus=tuple(gpus),
@@ -233,6 +299,7 @@ def facts_from_json(data: Any, source: str) -> HostFacts:
         pyenv=pyenv,
         rocm_version=_opt_str(data, "rocm_version", where),
         reasons={str(k): str(v) for k, v in reasons.items()},
+        nvidia_failure=None if gpus else nvidia_failure,
         source=f"file: {source}",
         name=source.replace("\\", "/").rsplit("/", 1)[-1],
     )
@@ -242,9 +309,23 @@ def parse_facts_file(text: str, source: str) -> HostFacts:
     """JSON text of a facts file -> HostFacts; BadInput with the position on bad JSON."""
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise BadInput(f"{source}: nested too deeply to be a facts file") from None
     except ValueError as exc:
         raise BadInput(f"{source}: not valid JSON ({exc})") from exc
     return facts_from_json(data, source)
+
+
+_PYENV_VERSION = re.compile(r"^[0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,4}$")
+_GFX_TARGET = re.compile(r"^gfx[0-9a-f]{3,4}$")
+
+
+def parse_gfx(value: str, what: str) -> str:
+    """An AMD gfx target ("gfx942", "gfx90a", "gfx1100"); BadInput otherwise."""
+    low = value.strip().lower()
+    if not _GFX_TARGET.match(low):
+        raise BadInput(f"{what}: {value[:40]!r} is not an AMD gfx target like gfx942 or gfx90a")
+    return low
 
 
 # --- --assume -----------------------------------------------------------------------
@@ -258,7 +339,8 @@ def _assumed_gpu(value: str, index: int, gpu_names: Mapping[str, str]) -> Gpu | 
     if low == "none":
         return None
     if low.startswith("gfx"):
-        return Gpu(index=index, name=f"AMD {low}", vendor="amd", gfx=low)
+        gfx = parse_gfx(low, "--assume gpu")
+        return Gpu(index=index, name=f"AMD {gfx}", vendor="amd", gfx=gfx)
     try:
         arch = Arch.parse(v)
     except BadInput:
@@ -329,6 +411,8 @@ def apply_assumptions(
     if saw_gpu:
         changes["gpus"] = tuple(gpus)
         changes["topology"] = {}
+        # The user stated the GPUs: a failed nvidia-smi no longer leaves them unknown.
+        changes["nvidia_failure"] = None
     if pythons:
         changes["pythons"] = tuple(pythons)
     return replace(facts, reasons=reasons, **changes)

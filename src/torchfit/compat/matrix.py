@@ -306,6 +306,8 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
     """Parse and validate matrix TOML text; `MatrixError` on the first problem found."""
     try:
         doc = tomllib.loads(text)
+    except RecursionError:
+        raise _err(path, 0, "nested too deeply to be a matrix") from None
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"line (\d+)", str(exc))
         raise _err(path, int(m.group(1)) if m else 0, f"not valid TOML: {exc}") from None
@@ -486,13 +488,14 @@ def load_matrix(path: str | None = None) -> Matrix:
     if path is None:
         text = resources.files("torchfit").joinpath("data/matrix.toml").read_text("utf-8")
         return parse_matrix(text, "matrix.toml")
+    from torchfit.inputs import MAX_MATRIX_BYTES, read_text_file
+
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise MatrixError(path, None, f"cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise MatrixError(path, None, "not UTF-8 text") from None
+        text = read_text_file(path, "--matrix", limit=MAX_MATRIX_BYTES)
+    except MatrixError:
+        raise
+    except BadInput as exc:
+        raise MatrixError(path, None, exc.message.split(": ", 1)[-1]) from None
     return parse_matrix(text, path)
 
 

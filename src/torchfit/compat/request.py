@@ -46,6 +46,23 @@ def parse_requirements(items: Iterable[str]) -> tuple[Requirement, ...]:
                 f"requirement {item!r}: torchfit resolves {', '.join(PACKAGES)}; "
                 "install other packages into the env afterwards"
             )
+        # torchfit picks the build, the index and the Python itself: a URL, extras or a
+        # marker would be dropped without a word, so they are refused instead.
+        if req.url:
+            raise BadInput(
+                f"requirement {item!r}: a direct URL is not resolved by torchfit; give a version "
+                "(torch==2.8.0) and, for a mirror, --torch-index-url"
+            )
+        if req.extras:
+            raise BadInput(
+                f"requirement {item!r}: extras ({', '.join(sorted(req.extras))}) are not installed by "
+                f"torchfit; give {req.name}{req.specifier} and install the extras into the env afterwards"
+            )
+        if req.marker is not None:
+            raise BadInput(
+                f"requirement {item!r}: environment markers are not evaluated by torchfit; "
+                "use --python/--assume to describe the target instead"
+            )
         reqs.append(req)
     return tuple(reqs)
 
@@ -104,6 +121,9 @@ class Plan:
     reasons: tuple[str, ...]
     warnings: tuple[str, ...]
     ruled_out: tuple[str, ...] = ()
+    # The first `ruled_out_relevant` entries are builds for this host's kind of
+    # hardware; the rest (CPU and ROCm builds on an NVIDIA host...) are only counted.
+    ruled_out_relevant: int = 0
     why: dict[str, str] = field(default_factory=dict)
     hosts: tuple[str, ...] = ()
 
@@ -129,6 +149,7 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
         "reasons": list(plan.reasons),
         "warnings": list(plan.warnings),
         "ruled_out": list(plan.ruled_out),
+        "ruled_out_relevant": plan.ruled_out_relevant,
         "why": dict(plan.why),
         "hosts": list(plan.hosts),
     }

@@ -29,6 +29,7 @@ from resolvelib.resolvers import ResolutionTooDeep
 
 from torchfit._backports import FROZEN
 from torchfit.compat.facts import HostFacts
+from torchfit.compat.judgements import group_gpus, refuse_unknown_gpus
 from torchfit.compat.matrix import EVIDENCE_WORDS, WEAK_EVIDENCE, Build, Matrix
 from torchfit.compat.request import Plan, Request
 from torchfit.compat.rules import (
@@ -344,6 +345,8 @@ def resolve(hosts: Sequence[HostFacts], request: Request, matrix: Matrix) -> Pla
     """Pick one stack that fits every host and the request; `NoCompatibleSet` if none does."""
     if not hosts:
         raise BadInput("no host facts to resolve for")
+    if request.variant != "cpu":
+        refuse_unknown_gpus(hosts)
     ctx = _Context(hosts, request, matrix)
     provider = TorchProvider(ctx)
     try:
@@ -429,10 +432,26 @@ def _make_plan(ctx: _Context, build: Build, py: PythonChoice) -> Plan:
     if gap:
         reasons.append(gap)
     packages = ["torch"] + [n for n in ("torchvision", "torchaudio") if req.wants(n)]
+    preferred = ctx.ordered[: ctx.ordered.index(build)]
+    # Builds for this kind of hardware first (what --explain lists); the rest is counted.
+    relevant = [b for b in preferred if _fits_hardware(b, hosts)]
+    others = [b for b in preferred if not _fits_hardware(b, hosts)]
     ruled = [
         f"{b.label}: " + "; ".join(_strip(c.text, b) for c in ctx.refusals(b))
-        for b in ctx.ordered[: ctx.ordered.index(build)]
+        for b in relevant + others
     ]
+    # Newer builds for this hardware refused only because the matrix lacks a fact
+    # (a gfx or arch list "unknown"): say so, or an old pick looks like incompatibility.
+    missing = [b for b in relevant if all("unknown in the matrix" in c.text for c in ctx.refusals(b))]
+    if missing:
+        what = "gfx target lists" if build.kind == "rocm" else "arch lists"
+        newest = missing[0]
+        warnings.append(
+            f"{build.label} is the newest build whose {what[:-1]} the matrix knows covers these GPUs; "
+            f"{len(missing)} newer builds ({newest.label} first) are ruled out only because their "
+            f"{what} are unknown in the matrix, not because they were found incompatible "
+            "(`torchfit resolve --explain` lists them)"
+        )
     return Plan(
         python=py.label,
         python_version=py.version,
@@ -451,6 +470,7 @@ def _make_plan(ctx: _Context, build: Build, py: PythonChoice) -> Plan:
         reasons=tuple(reasons),
         warnings=tuple(dict.fromkeys(warnings)),
         ruled_out=tuple(ruled),
+        ruled_out_relevant=len(relevant),
         why=why,
         hosts=tuple(h.name for h in hosts),
     )
@@ -499,6 +519,16 @@ def _weak_evidence_warnings(ctx: _Context, build: Build) -> list[str]:
                 "verify proves it on this host"
             )
     return out
+
+
+def _fits_hardware(build: Build, hosts: Sequence[HostFacts]) -> bool:
+    """Is `build` for the kind of hardware every host has (CUDA for NVIDIA GPUs,
+    ROCm for AMD ones, CPU for none)? Only such builds are worth listing one by one."""
+    for host in hosts:
+        kinds = ({"cuda"} if host.nvidia_gpus else set()) | ({"rocm"} if host.amd_gpus else set())
+        if build.kind not in (kinds or {"cpu"}):
+            return False
+    return True
 
 
 def _strip(text: str, build: Build) -> str:
@@ -626,7 +656,7 @@ def _hint(ctx: _Context, cat: str, b: Build) -> str:
 
 def describe_host(host: HostFacts) -> str:
     """One line of the facts that matter for resolution, unknowns with their reason."""
-    gpus = ", ".join(g.label() for g in host.gpus) or "no GPU"
+    gpus = group_gpus([g.label() for g in host.gpus]) or "no GPU"
     py = ", ".join(sorted({p.version for p in host.pythons})) or "no Python found"
     pyenv = "pyenv" if host.pyenv else "no pyenv"
     return (

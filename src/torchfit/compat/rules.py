@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from torchfit._backports import FROZEN
 from torchfit.compat.facts import HostFacts
+from torchfit.compat.judgements import group_gpus
 from torchfit.compat.matrix import CONSERVATIVE_GLIBC, Build, Matrix
 from torchfit.compat.versions import BuildArch, Dotted, coverage
 
@@ -72,7 +73,7 @@ def check_gpus(build: Build, host: HostFacts, matrix: Matrix, want_cpu: bool) ->
     """Every visible GPU must be covered by the build; a GPU host gets CPU only on request."""
     if build.kind == "cpu":
         if host.gpus and not want_cpu:
-            gpus = ", ".join(g.label() for g in host.gpus)
+            gpus = group_gpus([g.label() for g in host.gpus])
             return Check(False, f"cpu: {host.name} has GPUs ({gpus}); a CPU build only with --variant cpu", "gpu")
         return Check(True, "no GPU to cover" if not host.gpus else "CPU build requested", "gpu")
     if build.kind == "rocm":
@@ -84,7 +85,7 @@ def check_gpus(build: Build, host: HostFacts, matrix: Matrix, want_cpu: bool) ->
                          "have an unknown gfx target list in the matrix (it covers no GPU)")
         missing = [g for g in amd if g.gfx not in build.gfx]
         if missing:
-            names = ", ".join(g.label() for g in missing)
+            names = group_gpus([g.label() for g in missing])
             gfx = ", ".join(sorted({g.gfx or "gfx unknown" for g in missing}))
             return Check(False, f"{build.variant}: {names} not in its targets ({';'.join(build.gfx)})", "gpu",
                          f"have no {gfx} code: targets {';'.join(build.gfx)}")
@@ -177,7 +178,7 @@ def check_cudnn(build: Build, host: HostFacts, matrix: Matrix) -> Check:
     floor = row.min_compute
     low = [g for g in nv if g.arch is not None and g.arch[:2] < floor[:2]]
     if low:
-        names = ", ".join(g.label() for g in low)
+        names = group_gpus([g.label() for g in low])
         sms = ", ".join(sorted({g.arch.sm for g in low if g.arch is not None}))
         cudnn = f"cuDNN {build.cudnn}" if build.cudnn else "an unknown cuDNN"
         return Check(

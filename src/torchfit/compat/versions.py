@@ -12,7 +12,9 @@ from typing import NamedTuple
 
 from torchfit.errors import BadInput
 
-_DOTTED = re.compile(r"^\d+(\.\d+)*$")
+# ASCII digits only (Python's \d also takes full-width and other scripts' digits),
+# at most 8 parts of at most 9 digits: no driver or glibc version is longer.
+_DOTTED = re.compile(r"^[0-9]{1,9}(\.[0-9]{1,9}){0,7}$")
 
 
 class Dotted(NamedTuple):
@@ -49,7 +51,7 @@ def glibc_version(text: str) -> Dotted:
     return Dotted.parse(text, "glibc version")
 
 
-_CC = re.compile(r"^(?:sm_|compute_)?(\d{1,3}?)(\d)([a-z]?)$|^(\d+)\.(\d+)([a-z]?)$")
+_CC = re.compile(r"^(?:sm_|compute_)?([0-9]{1,3}?)([0-9])([a-z]?)$|^([0-9]{1,3})\.([0-9]{1,3})([a-z]?)$")
 
 
 class Arch(NamedTuple):
@@ -132,7 +134,7 @@ def coverage(gpu: Arch, build: tuple[BuildArch, ...]) -> Coverage:
 
 def python_version(text: str) -> tuple[int, int]:
     """"3.12" or "3.12.1" -> (3, 12); BadInput otherwise."""
-    m = re.match(r"^(\d+)\.(\d+)(\.\d+)?$", str(text).strip())
+    m = re.match(r"^([0-9]{1,2})\.([0-9]{1,3})(\.[0-9]{1,4})?$", str(text).strip())
     if not m:
         raise BadInput(f"Python version {text!r} is not like 3.12")
     return (int(m.group(1)), int(m.group(2)))

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import re
+from shlex import quote as _quote
 from typing import Any
 
+from torchfit.compat.judgements import judge_torch_build
 from torchfit.compat.versions import Dotted, coverage
 from torchfit.doctor import parse
 from torchfit.doctor.context import Context, decode_lib
@@ -40,10 +42,6 @@ def build_label(t: dict[str, Any]) -> str:
     return "CPU-only build"
 
 
-def host_has_nvidia_gpu(ctx: Context) -> bool:
-    return bool(ctx.gpus) or bool(ctx.pci.found)
-
-
 @check("torch-import", "build", "import torch works in the target environment")
 def check_torch_import(ctx: Context) -> Verdict:
     w = ctx.worker
@@ -57,7 +55,13 @@ def check_torch_import(ctx: Context) -> Verdict:
                 "a library loaded ahead of torch's own is the usual cause: see the shadowing checks "
                 "(LD_PRELOAD, LD_LIBRARY_PATH)",
             )
-        return unknown(f"cannot inspect {w.python}: {w.cause}")
+        # The interpreter was given (or found) and could not be inspected: a failure,
+        # not an unknown, so "Nothing failed" (exit 0) is never said about it.
+        return fail(
+            f"cannot inspect {w.python}: {w.cause}",
+            "check that it is a Python interpreter whose `import torch` returns "
+            f"(try: {_quote(w.python)} -c 'import torch')",
+        )
     if not t.get("imported"):
         err = t.get("error") or {}
         kind, message = str(err.get("type")), str(err.get("message", ""))
@@ -77,16 +81,14 @@ def check_cpu_build(ctx: Context) -> Verdict:
         return unknown(why)
     if t.get("cuda") or t.get("hip"):
         return ok(f"torch {t.get('version')} is a {build_label(t)}")
-    if host_has_nvidia_gpu(ctx):
-        n = len(ctx.gpus) or ctx.pci.found
+    # The judgement verify makes too (compat.judgements), so the two cannot disagree.
+    verdict = judge_torch_build(ctx.gpu_host, False, str(t.get("version")))
+    if verdict.status == "fail":
         said = t.get("init_error") or "Torch not compiled with CUDA enabled"
-        return fail(
-            f"torch {t.get('version')} is a CPU-only build on a host with {n} NVIDIA GPU(s): "
-            f"torch.cuda says \"{said}\"",
-            f"install a CUDA build of torch in this env: {RESOLVE}; a '+cpu' version came from "
-            "download.pytorch.org/whl/cpu or a CPU-only pin",
-        )
-    return ok(f"torch {t.get('version')} is a CPU-only build, and this host has no NVIDIA GPU")
+        return fail(f"{verdict.summary}: torch.cuda says \"{said}\"", verdict.fix)
+    if verdict.status == "unknown":
+        return fail(verdict.summary, verdict.fix)
+    return ok(verdict.summary)
 
 
 def driver_cuda_ceiling(ctx: Context, t: dict[str, Any]) -> tuple[tuple[int, int] | None, str]:

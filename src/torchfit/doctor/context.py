@@ -245,6 +245,17 @@ class Context:
         return PciFacts((), None, "", f"{res.cause}, and /sys/bus/pci/devices is absent")
 
     @cached_property
+    def gpu_host(self) -> Any:
+        """compat.judgements.judge_gpu_host for this host: the judgement resolve,
+        install and verify make too ("gpu", "none" or "unknown")."""
+        from torchfit.compat.facts import HostFacts
+        from torchfit.compat.judgements import judge_gpu_host
+        from torchfit.host import nvidia_failure
+
+        failure = nvidia_failure(self.nvidia, self.pci.found)
+        return judge_gpu_host(HostFacts(gpus=self.gpus, nvidia_failure=failure))
+
+    @cached_property
     def nvrm_text(self) -> str | None:
         return self.read("/proc/driver/nvidia/version")
 

@@ -45,6 +45,14 @@ def driver_installed(ctx: Context) -> bool:
 
 @check("nvidia-smi", "driver", "nvidia-smi can talk to the driver")
 def check_nvidia_smi(ctx: Context) -> Verdict:
+    verdict = _nvidia_smi(ctx)
+    judged = ctx.gpu_host  # the judgement resolve and install refuse on
+    if judged.kind == "unknown" and verdict.status != "fail":
+        return fail(f"{verdict.evidence}; so {judged.summary}", verdict.fix or judged.fix)
+    return verdict
+
+
+def _nvidia_smi(ctx: Context) -> Verdict:
     nv = ctx.nvidia
     if nv.gpus:
         names = ", ".join(sorted({g.name for g in nv.gpus}))

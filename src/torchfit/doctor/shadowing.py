@@ -19,6 +19,7 @@ import os
 import re
 from typing import Any, NamedTuple
 
+from torchfit.compat.judgements import judge_runtime_library
 from torchfit.doctor import parse
 from torchfit.doctor.build import loaded_lib, mapped_libs, torch_info
 from torchfit.doctor.context import Context, decode_lib
@@ -184,14 +185,16 @@ def judge(ctx: Context, kind: Kind) -> Verdict:
             parts.append(f"torch was built against {kind.name} {parse.fmt_version(compiled)}")
         if pkg_lib and via != "the env's package":
             parts.append(f"{pkg_text} is not the one that runs")
-            status = "fail" if older(version, expected, 2) else "warn"
+            # The verdict verify's nccl check gives the same library (compat.judgements).
+            judged, _ = judge_runtime_library(kind.name, version, expected)
+            status = "warn" if judged == "ok" else judged
             fix = (
                 f"make torch load {pkg_lib or 'its own library'}: remove {path} from {via}"
                 + (" (unset LD_PRELOAD or drop that entry)" if via == "LD_PRELOAD" else "")
                 + (" (drop that directory from LD_LIBRARY_PATH)" if via == "LD_LIBRARY_PATH" else "")
                 + "; to pin a different one on purpose, install the matching package version instead"
             )
-        elif compiled and older(version, compiled, 2):
+        elif compiled and judge_runtime_library(kind.name, version, compiled)[0] == "fail":
             status = "fail"
             fix = f"install the {kind.name} torch was built against: {want or 'the version in torch metadata'}"
     if err and ("incompatib" in err or "mismatch" in err):

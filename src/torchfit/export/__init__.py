@@ -26,7 +26,6 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -40,11 +39,6 @@ from torchfit.errors import BadInput, TorchfitError
 from torchfit.index.client import PYPI_SIMPLE, strip_credentials
 from torchfit.lock.pylock import toml_value
 from torchfit.redact import redact
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 FORMATS = ("requirements", "uv", "pylock")
 UV_TIMEOUT = 600.0
@@ -133,10 +127,9 @@ def _lock_error(path: str, what: str) -> BadInput:
 
 def parse_lock(text: str, path: str = "pylock.toml") -> tuple[dict[str, Any], tuple[LockedPackage, ...]]:
     """The top-level table and the packages of a PEP 751 lock; BadInput (one line) when it is not one."""
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise _lock_error(path, f"not TOML ({exc})") from None
+    from torchfit.inputs import loads_toml
+
+    doc = loads_toml(text, f"--lock {path}")
     version = doc.get("lock-version")
     if not isinstance(version, str) or not version.startswith("1."):
         raise _lock_error(path, "not a PEP 751 lock (needs lock-version = \"1.x\")")
@@ -213,14 +206,9 @@ def stack_from_lock(text: str, path: str) -> Stack:
 
 
 def load_lock(path: str) -> Stack:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise _lock_error(path, f"cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise _lock_error(path, "not a UTF-8 text file") from None
-    return stack_from_lock(text, path)
+    from torchfit.inputs import MAX_LOCK_BYTES, read_text_file
+
+    return stack_from_lock(read_text_file(path, "--lock", limit=MAX_LOCK_BYTES), path)
 
 
 # ---------------------------------------------------------------------------
@@ -429,10 +417,14 @@ def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str = PYPI_SIMPLE, on_w
                        f"{' and '.join(stack.arches)} (export for one --facts file at a time)")
     if not stack.python:
         raise BadInput("the stack names no Python version to lock for")
-    uv = runner.which("uv")
+    # The uv `install` uses: on PATH, else beside torchfit's own Python.
+    from torchfit.installer.backends import find_uv
+
+    uv = find_uv(runner)
     if uv is None:
         raise ExportFailed("exporting a pylock.toml without --lock needs uv to lock the dependencies",
-                           hint="pip install uv, or export from an existing lock with --lock FILE")
+                           hint="pip install uv (on PATH or into torchfit's own venv), or export from an "
+                                "existing lock with --lock FILE")
     from torchfit.runner import temp_dir
 
     with temp_dir("export") as tmp:

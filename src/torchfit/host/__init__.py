@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from torchfit.compat.facts import Gpu, HostFacts, Pyenv, PythonInstall
 from torchfit.compat.gpunames import find_capability, load_gpu_names
+from torchfit.compat.judgements import GpuHost, judge_gpu_host
 from torchfit.compat.versions import Arch
 from torchfit.errors import BadInput, ProbeFailed
 from torchfit.runner import Runner, RunResult, ToolMissing, ToolTimeout
@@ -64,10 +65,14 @@ def _under(root: str, path: str) -> str:
     return os.path.join(root, path.lstrip("/"))
 
 
+# /proc and /sys files are a few KB; a link to /dev/zero must not fill the memory.
+READ_LIMIT = 1 << 20
+
+
 def _read(path: str) -> str | None:
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read()
+            return fh.read(READ_LIMIT)
     except (OSError, ValueError):
         return None
 
@@ -886,6 +891,35 @@ def _probe_all_pythons(
 # --- the assembler ----------------------------------------------------------------------
 
 
+def nvidia_failure(nvidia: NvidiaProbe, pci_nvidia: int | None = 0) -> str | None:
+    """The cause when this is an NVIDIA GPU host whose GPUs could not be listed.
+
+    nvidia-smi failing ("Failed to initialize NVML: Driver/library version
+    mismatch", exit 18) or hanging, or NVIDIA GPUs on the PCI bus with no driver
+    answering: the GPUs are unknown, not absent. probe_host and doctor both call
+    this, and compat.judgements.judge_gpu_host judges what it returns.
+    """
+    if nvidia.gpus:
+        return None
+    if not nvidia.missing and nvidia.cause:
+        return nvidia.cause
+    if pci_nvidia:
+        return (
+            f"the PCI bus shows {pci_nvidia} NVIDIA GPU(s), but no NVIDIA driver answers"
+            f" ({nvidia.cause or 'nvidia-smi not found'})"
+        )
+    return None
+
+
+def probe_gpu_host(runner: Runner, root: str = "/", *, timeout: float = DEFAULT_TIMEOUT) -> GpuHost:
+    """Only the GPU part of probe_host, judged: for verify, which needs nothing else."""
+    nvidia = probe_nvidia_gpus(runner, timeout=timeout)
+    amd, _ = probe_amd_gpus(runner, root, timeout=timeout) if not nvidia.gpus else ((), None)
+    gpus = nvidia.gpus + tuple(Gpu(len(nvidia.gpus) + g.index, g.name, vendor="amd", gfx=g.gfx) for g in amd)
+    failure = None if gpus else nvidia_failure(nvidia, find_pci_gpus(root).get("NVIDIA", 0))
+    return judge_gpu_host(HostFacts(gpus=gpus, nvidia_failure=failure))
+
+
 def _gpus_reason(nvidia: NvidiaProbe, amd_cause: str | None, found: bool, root: str) -> str | None:
     if found:
         if nvidia.note:
@@ -970,4 +1004,5 @@ def probe_host(runner: Runner, root: str = "/", *, timeout: float = DEFAULT_TIME
         rocm_version=probe_rocm_version(root),
         reasons=reasons,
         source="host: probes",
+        nvidia_failure=None if gpus else nvidia_failure(nvidia, find_pci_gpus(root).get("NVIDIA", 0)),
     )

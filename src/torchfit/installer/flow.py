@@ -274,6 +274,7 @@ class InstallJob:
             if self.lock is not None:
                 dists = list(self.lock.packages)
                 backend.install_locked(tmp.path, dists, work)
+                self._check_closure(ctx, tmp.path)
             else:
                 dists = backend.install_plan(tmp.path, family_specs(self.plan), self.nccl_override, work)
             report = self._check(ctx, tmp.path)
@@ -317,6 +318,33 @@ class InstallJob:
         seconds = time.monotonic() - start
         self.timings[name] = self.timings.get(name, 0.0) + seconds
         self.observer.done(name, seconds)
+
+    def _check_closure(self, ctx: StepContext, env_dir: str) -> None:
+        """A lock is whole or refused: every dependency of what it installed must be
+        there (lock.closure: the check `verify --lock` makes too)."""
+        from torchfit.lock.closure import PROBE as CLOSURE
+        from torchfit.lock.closure import find_closure_problems, parse_closure_output
+
+        argv = [env_python(env_dir), "-c", CLOSURE]
+        res = ctx.run("check-deps", argv, dict(os.environ),
+                      "every dependency of the locked packages is installed (like pip check)", check=False)
+        data = parse_closure_output(res.stdout)
+        if data is None:
+            raise InstallFailed("check-deps", [env_python(env_dir), "-c", "<closure probe>"], res.returncode,
+                                redact((res.stderr or res.stdout)[-3000:]))
+        # An NCCL wheel pinned over torch's own (--nccl) differs from torch's pin on purpose.
+        ignore = [d.name for d in self.lock.packages if d.name.startswith("nvidia-nccl")] \
+            if self.lock is not None and self.pin.mechanism == "wheel-override" else []
+        problems = find_closure_problems(data.get("dists") or [], data.get("env") or {}, ignore)
+        if problems:
+            where = self.lock.path if self.lock is not None and self.lock.path else "the lock"
+            err = InstallFailed("check-deps", [env_python(env_dir), "-c", "<closure probe>"], 1, "\n".join(problems))
+            err.message = (f"{where} is not whole: {problems[0]}"
+                           + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+            err.args = (err.message,)
+            err.hint = ("the lock lost an entry (edited by hand?): re-create it with `torchfit install` "
+                        "from a plan, or restore the original file")
+            raise err
 
     def _check(self, ctx: StepContext, env_dir: str) -> BuildReport:
         lib = self.pin.library if self.pin.mechanism == "ld-preload" else ""

@@ -19,7 +19,6 @@ import datetime as _dt
 import math
 import os
 import re
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,11 +28,6 @@ from packaging.utils import canonicalize_name
 from torchfit._backports import FROZEN
 from torchfit.errors import BadInput, TorchfitError
 from torchfit.redact import redact
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.9/3.10 only
-    import tomli as tomllib
 
 LOCK_NAME = "pylock.toml"
 LOCK_VERSION = "1.0"
@@ -261,10 +255,9 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 def parse_lock(text: str, source: str) -> Lock:
     """A lock from pylock.toml text; BadInput naming what is wrong (and where)."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise BadInput(f"{source}: not a TOML file ({exc})") from None
+    from torchfit.inputs import loads_toml
+
+    data = loads_toml(text, source)
     version = data.get("lock-version")
     if not isinstance(version, str) or version.split(".")[0] != "1":
         raise BadInput(f"{source}: lock-version {version!r} is not a PEP 751 lock-version 1.x")
@@ -294,6 +287,7 @@ def parse_lock(text: str, source: str) -> Lock:
         dists.append(LockedDist(canonicalize_name(p["name"]), p["version"], tuple(arts),
                                 marker if isinstance(marker, str) else None,
                                 index if isinstance(index, str) else None))
+    _check_consistent(dists, data, tool, source)
     envs = data.get("environments") or []
     return Lock(
         packages=tuple(dists),
@@ -302,6 +296,28 @@ def parse_lock(text: str, source: str) -> Lock:
         environments=tuple(e for e in envs if isinstance(e, str)),
         path=source,
     )
+
+
+def _check_consistent(dists: Sequence[LockedDist], data: Mapping[str, Any], tool: Mapping[str, Any],
+                      source: str) -> None:
+    """A lock says one thing: each package once, and a Python its plan agrees with."""
+    seen: dict[str, str] = {}
+    for d in dists:
+        if d.name in seen:
+            raise BadInput(f"{source}: {d.name} is locked twice ({seen[d.name]} and {d.version}); "
+                           "a lock names each package once")
+        seen[d.name] = d.version
+    rp = data.get("requires-python")
+    python = (tool.get("plan") or {}).get("python")
+    if isinstance(rp, str) and isinstance(python, str):
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            spec = SpecifierSet(rp)
+        except InvalidSpecifier:
+            raise BadInput(f"{source}: requires-python {rp!r} is not a version specifier") from None
+        if not spec.contains(f"{python}.0" if python.count(".") == 1 else python, prereleases=True):
+            raise BadInput(f"{source}: requires-python {rp!r} contradicts its own plan (Python {python})")
 
 
 def _read_artifact(raw: Any, kind: str, where: str) -> Artifact:
@@ -320,14 +336,9 @@ def _read_artifact(raw: Any, kind: str, where: str) -> Artifact:
 
 
 def load_lock(path: str) -> Lock:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        raise BadInput(f"--lock {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"--lock {path}: cannot read ({exc})") from None
-    return parse_lock(text, path)
+    from torchfit.inputs import MAX_LOCK_BYTES, read_text_file
+
+    return parse_lock(read_text_file(path, "--lock", limit=MAX_LOCK_BYTES), path)
 
 
 def requirements_text(dists: Sequence[LockedDist]) -> str:
@@ -349,11 +360,12 @@ def load_expected(path: str) -> tuple[dict[str, str] | None, str | None]:
     """
     if not os.path.isfile(path):
         return None, None
+    from torchfit.inputs import MAX_LOCK_BYTES, loads_toml, read_text_file
+
     try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
-    except (OSError, ValueError) as exc:
-        return None, f"{path}: cannot read ({exc})"
+        data = loads_toml(read_text_file(path, "--lock", limit=MAX_LOCK_BYTES), path)
+    except BadInput as exc:
+        return None, exc.message
     tool = data.get("tool", {}).get("torchfit", {}) if isinstance(data.get("tool"), dict) else {}
     expected = tool.get("expected", {}) if isinstance(tool, dict) else {}
     if not isinstance(expected, dict):

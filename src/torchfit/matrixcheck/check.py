@@ -282,6 +282,9 @@ def select_builds(matrix: Matrix, torch: str | None, variant: str | None) -> lis
 
 def check_base_url(url: str, option: str) -> str:
     """An index URL torchfit can read over HTTP; BadInput otherwise."""
+    from torchfit.inputs import check_index_url
+
+    check_index_url(url, option)
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise BadInput(f"{option} {redact(url)}: not an http(s) URL")

@@ -175,12 +175,68 @@ def _judge_inspection(opts: Options, insp: Inspection, report: Report) -> None:
         expected, lock_error = load_expected(lock_path)
         report.lock = lock_path
         if lock_error:
-            report.checks.append(Check("lock", "warn", lock_error))
+            # Asked for (--lock) and unreadable: the comparison the user wanted did
+            # not happen, so verify cannot pass. Found in the env: a warning.
+            report.checks.append(
+                Check(
+                    "lock",
+                    "fail" if opts.lock else "warn",
+                    lock_error,
+                    hint="give --lock a pylock.toml written by `torchfit install`" if opts.lock else None,
+                )
+            )
+    if lock_path and expected is not None:
+        report.checks.append(check_closure(opts.python, lock_path, min(opts.timeout, 60.0)))
+    gpu_host = None
+    torch_facts = facts.get("torch") or {}
+    if torch_facts and not (torch_facts.get("cuda") or torch_facts.get("hip")) and opts.nnodes == 1:
+        # A CPU build: is this a GPU host? (the judgement doctor and resolve make too)
+        from torchfit.host import probe_gpu_host
+        from torchfit.runner import Runner
+
+        gpu_host = probe_gpu_host(Runner(), timeout=min(opts.timeout, 10.0))
     if insp.tail.records and (insp.done or facts.get("python")):
         report.checks.extend(
-            judge_inspection(facts, opts.backend, expected, lock_path, complete=insp.done)
+            judge_inspection(
+                facts, opts.backend, expected, lock_path, complete=insp.done, gpu_host=gpu_host
+            )
         )
     report.checks.extend(insp.checks())
+
+
+def check_closure(python: str, lock_path: str, timeout: float) -> Check:
+    """Is every dependency of every installed distribution there (lock.closure, the
+    check `install --lock` makes too)? A lock that lost an entry fails here."""
+    import shlex
+
+    from torchfit.errors import ProbeFailed
+    from torchfit.lock.closure import PROBE as CLOSURE
+    from torchfit.lock.closure import find_closure_problems, parse_closure_output
+    from torchfit.runner import Runner
+    from torchfit.verify.watch import lines_tail
+
+    try:
+        res = Runner().run([python, "-c", CLOSURE], timeout=timeout, env=child_env())
+    except ProbeFailed as exc:
+        return Check("lock-deps", "fail", f"could not list the env's distributions: {exc.message}")
+    data = parse_closure_output(res.stdout)
+    if data is None:
+        return Check("lock-deps", "fail", "could not list the env's distributions",
+                     lines_tail(res.stderr or res.stdout, 5))
+    dists = data.get("dists") or []
+    # An NCCL wheel pinned over torch's own (install --nccl) differs from torch's pin on purpose.
+    nccl = [str(d[0]) for d in dists if str(d[0]).lower().replace("_", "-").startswith("nvidia-nccl")]
+    problems = find_closure_problems(dists, data.get("env") or {}, nccl)
+    if problems:
+        return Check(
+            "lock-deps",
+            "fail",
+            f"the env is not whole: {problems[0]}",
+            tuple(problems[1:8]),
+            hint=f"reinstall from a whole lock: `torchfit install --force --lock {shlex.quote(lock_path)} "
+            "--prefix ENV`, or re-create the lock from a plan",
+        )
+    return Check("lock-deps", "pass", f"every dependency of the {len(dists)} installed distributions is installed")
 
 
 def _judge_ddp(

@@ -120,6 +120,7 @@ def judge_inspection(
     expected: Mapping[str, str] | None,
     lock_path: str | None,
     complete: bool = True,
+    gpu_host: Any = None,
 ) -> list[Check]:
     """Checks from the inspection worker's facts (merged `fact` lines).
 
@@ -138,7 +139,7 @@ def judge_inspection(
     env = insp.get("env") or {}
     gpu_build = bool(torch.get("cuda") or torch.get("hip"))
     checks.append(judge_torch(torch, libs))
-    checks.append(judge_gpus(torch, devices, env, backend))
+    checks.append(judge_gpus(torch, devices, env, backend, gpu_host))
     arch = judge_arch_coverage(torch, devices, insp.get("arch_list") or [])
     if arch is not None:
         checks.append(arch)
@@ -204,8 +205,10 @@ def judge_gpus(
     devices: Mapping[str, Any],
     env: Mapping[str, str],
     backend: str | None,
+    gpu_host: Any = None,
 ) -> Check:
-    """The GPUs torch sees, and what CUDA_VISIBLE_DEVICES did to them."""
+    """The GPUs torch sees, and what CUDA_VISIBLE_DEVICES did to them; for a CPU build,
+    whether the host has GPUs (`gpu_host`: compat.judgements.judge_gpu_host)."""
     count = int(devices.get("count") or 0)
     gpus = devices.get("gpus") or []
     gpu_build = bool(torch.get("cuda") or torch.get("hip"))
@@ -221,6 +224,14 @@ def judge_gpus(
                 + (f" ({cvd_text} does not matter to it)" if cvd_text else ""),
                 hint="install a CUDA or ROCm build, or use --backend gloo",
             )
+        # The judgement doctor's torch-cpu-build makes too (compat.judgements).
+        from torchfit.compat.judgements import judge_torch_build
+
+        if gpu_host is not None:
+            verdict = judge_torch_build(gpu_host, False, str(torch.get("version")))
+            if verdict.status != "ok":
+                detail = (f"the host: {gpu_host.cause}",) if gpu_host.cause else ()
+                return Check("gpus", "fail", verdict.summary, detail, hint=verdict.fix)
         return Check("gpus", "skip", "CPU build of torch: GPU checks skipped")
     if count == 0:
         why = devices.get("error") or "torch.cuda.is_available() is False"
@@ -390,6 +401,11 @@ def judge_nccl(torch: Mapping[str, Any], libs: Mapping[str, Any], env: Mapping[s
         return Check(
             "nccl", "pass", f"runtime NCCL {runtime} from {path} = compiled {compiled}", detail
         )
+    # The verdict doctor's nccl-shadowed check gives the same library (compat.judgements):
+    # an older NCCL line fails, another patch release of the same line warns.
+    from torchfit.compat.judgements import judge_runtime_library
+
+    status, _ = judge_runtime_library("NCCL", _parts(runtime) or None, _parts(compiled) or None)
     preload = env.get("LD_PRELOAD", "")
     # The maps name the file itself (/usr/lib/.../libnccl.so.2.28.3); say which
     # LD_PRELOAD entry (/lib/.../libnccl.so.2) it is, when one resolves to it.
@@ -411,7 +427,7 @@ def judge_nccl(torch: Mapping[str, Any], libs: Mapping[str, Any], env: Mapping[s
         hint = "another libnccl is loaded before the one torch ships; see `torchfit doctor`"
     return Check(
         "nccl",
-        "fail",
+        "warn" if status == "ok" else status,
         f"runtime NCCL {runtime} from {path}, torch compiled against {compiled}",
         detail,
         hint=hint,

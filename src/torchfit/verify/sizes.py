@@ -13,6 +13,8 @@ MIB = 1 << 20
 GIB = 1 << 30
 # 1 MiB .. 1 GiB in powers of two: the default sweep (11 sizes).
 DEFAULT_SIZES = tuple(MIB << k for k in range(11))
+# One all-reduce buffer must fit in one GPU's memory (an H200 has 141 GB).
+MAX_SIZE = 64 << 30
 # gloo on CPU processes moves ~0.3-1 GB/s here: a 1 GiB sweep would take minutes.
 GLOO_SIZES = tuple(MIB << k for k in range(5))
 
@@ -28,6 +30,8 @@ def parse_size(text: str) -> int:
     value = int(float(m.group(1)) * unit)
     if value < 4 or value % 4:
         raise BadInput(f"--sizes: {text!r} must be a positive multiple of 4 bytes (float32)")
+    if value > MAX_SIZE:
+        raise BadInput(f"--sizes: {text!r} is more than {format_bytes(MAX_SIZE)} (one buffer on one GPU)")
     return value
 
 

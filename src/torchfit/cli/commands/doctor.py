@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from torchfit.errors import BadInput
+from torchfit.inputs import seconds
 
 if TYPE_CHECKING:
     from torchfit.doctor import Check, Context
@@ -47,13 +48,23 @@ def add_parser(subparsers: Any, epilog: str) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object (for CI)")
     p.add_argument("--root", metavar="DIR", default="/",
                    help="read /proc, /sys, /dev, /etc, /lib/modules under DIR instead of / (tests, images)")
-    p.add_argument("--timeout", type=float, default=10.0, metavar="S",
+    p.add_argument("--timeout", type=seconds(), default=10.0, metavar="S",
                    help="timeout for each tool it runs (default 10 s; importing torch gets at least 300 s)")
     return p
 
 
 def pick_python(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[str | None, str]:
-    """The interpreter whose environment is inspected, and why that one."""
+    """The interpreter whose environment is inspected (an absolute path), and why that one.
+
+    Absolute because the worker runs in an empty temporary directory: `--env env`
+    or `VIRTUAL_ENV=.` would name nothing there. Symlinks are kept (a venv's
+    bin/python links to the base interpreter; resolving it would leave the venv).
+    """
+    python, why = _pick_python(args, environ)
+    return (os.path.abspath(python) if python else None), why
+
+
+def _pick_python(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[str | None, str]:
     if args.python:
         path = os.path.expanduser(args.python)
         if os.sep not in path:
@@ -152,31 +163,58 @@ _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "unknown": "magen
 
 
 def render_report(checks: Sequence[Check], ctx: Context) -> None:
-    """The table, grouped by area: status, check id, what it saw, the fix."""
+    """Grouped by area: one line per ok check; evidence and fix, wrapped, only for
+    the checks that did not pass. Readable at 80 columns."""
     from rich.console import Console
     from rich.markup import escape
-    from rich.table import Table
 
+    con = Console(highlight=False, soft_wrap=True)
+    width = max(60, min(con.width, 120))
+    for line in format_report(checks, ctx, width):
+        status = next((k for k in _STYLE if line.startswith(f"  {k} ")), None)
+        text = escape(line)
+        if status:
+            text = f"  [{_STYLE[status]}]{status}[/]" + text[2 + len(status):]
+        con.print(text)
+
+
+def format_report(checks: Sequence[Check], ctx: Context, width: int = 80) -> list[str]:
+    """The doctor report as plain lines (render_report colours them)."""
+    import textwrap
+
+    from torchfit.inputs import terminal_text
     from torchfit.redact import redact
 
-    con = Console(highlight=False)
-    table = Table(title=f"torchfit doctor: {ctx.python or 'no Python'} ({ctx.python_source})",
-                  title_justify="left", show_lines=False)
-    table.add_column("area", style="bold")
-    table.add_column("status")
-    table.add_column("check")
-    table.add_column("evidence / fix", overflow="fold")
+    def clean(text: str) -> str:
+        return terminal_text(redact(text)).replace("\n", " ")
+
+    lines = textwrap.wrap(clean(f"torchfit doctor ({ctx.python_source}): {ctx.python or 'no Python'}"), width,
+                          subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+    pad = " " * 12
     area = None
     for c in checks:
-        if area is not None and c.area != area:
-            table.add_section()
-        text = escape(redact(c.evidence))
-        if c.fix and c.status != "ok":
-            text += f"\n[bold]fix:[/] {escape(redact(c.fix))}"
-        table.add_row(c.area if c.area != area else "", f"[{_STYLE[c.status]}]{c.status}[/]", c.id, text)
-        area = c.area
-    con.print(table)
+        if c.area != area:
+            lines.append(c.area)
+            area = c.area
+        head = f"  {c.status:<8} {c.id}"
+        if c.status == "ok":
+            text = f"{head}  {clean(c.evidence)}"
+            lines.append(text if len(text) <= width else text[: width - 1] + "\u2026")
+            continue
+        lines.append(head)
+        lines += textwrap.wrap(clean(c.evidence), width, initial_indent=pad, subsequent_indent=pad,
+                               break_long_words=False, break_on_hyphens=False)
+        if c.fix and c.status in ("warn", "fail", "unknown"):
+            lines += textwrap.wrap(clean(c.fix), width, initial_indent=pad + "fix: ",
+                                   subsequent_indent=pad + "     ", break_long_words=False,
+                                   break_on_hyphens=False)
     counts = summary(checks)
-    line = ", ".join(f"[{_STYLE[k]}]{v} {k}[/]" for k, v in counts.items() if v)
-    con.print(f"{line}. " + ("Nothing failed." if not counts["fail"] else "Fix the failures from the top: "
-                                                                            "later checks often follow from earlier ones."))
+    tally = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
+    if counts["fail"]:
+        end = "Fix the failures from the top: later checks often follow from earlier ones."
+    elif counts["unknown"]:
+        end = "Nothing failed, but the checks marked unknown could not look."
+    else:
+        end = "Nothing failed."
+    lines += ["", *textwrap.wrap(f"{tally}. {end}", width)]
+    return lines

@@ -47,6 +47,10 @@ def run(args: argparse.Namespace) -> int:
     for opt, url in (("--torch-index-url", args.torch_index_url), ("--pypi-url", args.pypi_url)):
         if url and not url.split("://", 1)[0] in ("http", "https", "file"):
             raise BadInput(f"{opt} {url}: not an http(s):// or file:// URL")
+        if url:
+            from torchfit.inputs import check_index_url
+
+            check_index_url(url, opt, placeholders=opt == "--torch-index-url")
     from torchfit.cli.commands.install import TORCH_INDEX_ENV
     from torchfit.installer.sources import refuse_insecure
 

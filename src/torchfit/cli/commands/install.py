@@ -11,8 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from typing import Any
+
+from torchfit.inputs import seconds
 
 DEFAULT_TORCH_INDEX = "https://download.pytorch.org/whl/{variant}"
 TORCH_INDEX_ENV = "TORCHFIT_TORCH_INDEX_URL"
@@ -61,9 +64,9 @@ def add_parser(subparsers: Any, epilog: str) -> None:
                    help="accept plain http:// indexes (packages and credentials travel unencrypted)")
     p.add_argument("--installer", choices=("auto", "uv", "pip"), default="auto",
                    help="auto (default): uv when it is on PATH, else pip")
-    p.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+    p.add_argument("--wait", type=seconds(allow_zero=True), default=0.0, metavar="SECONDS",
                    help="wait this long for another install into PREFIX to finish (default: fail at once)")
-    p.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=seconds(), default=3600.0, metavar="SECONDS",
                    help="the longest one step (a pyenv build, a CUDA download) may take (default 3600)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout (progress stays on stderr)")
 
@@ -108,15 +111,17 @@ def _validate(args: argparse.Namespace) -> None:
         args.nccl = parse_nccl_version(args.nccl)
     if args.nccl_lib:
         args.nccl_lib = check_nccl_lib(args.nccl_lib)
-    if args.wait < 0 or args.timeout <= 0:
-        raise BadInput("--wait must be >= 0 and --timeout > 0 seconds")
+    from torchfit.inputs import check_index_url
+
     template = args.torch_index_url or os.environ.get(TORCH_INDEX_ENV)
     if template:
         flag = "--torch-index-url" if args.torch_index_url else TORCH_INDEX_ENV
+        check_index_url(template, flag)
         check_url(template.replace("{variant}", "cpu"), flag, args.allow_insecure_index)
     for flag, urls in (("--index-url", [args.index_url] if args.index_url else []),
                        ("--extra-index-url", args.extra_index_url), ("--find-links", args.find_links)):
         for url in urls:
+            check_index_url(url, flag, allow_path=flag == "--find-links", placeholders=False)
             check_url(url, flag, args.allow_insecure_index)
 
 
@@ -239,7 +244,8 @@ def _summary(result: Any) -> None:
         f"torch {rt.get('torch')} ({accel}), Python {rt.get('python')}, {len(result.packages)} packages",
         f"  lock:  {result.lock_path}",
         f"  NCCL:  {result.pin.describe()}" + (f", runtime {rt['nccl']}" if rt.get("nccl") else ""),
-        f"  use:   source {result.prefix}/bin/activate   or   torchfit run --env {result.prefix} -- python ...",
+        f"  use:   source {shlex.quote(result.prefix + '/bin/activate')}   or   "
+        f"torchfit run --env {shlex.quote(result.prefix)} -- python ...",
     ]
     if result.log_path:
         lines.append(f"  log:   {result.log_path}")

@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from torchfit.errors import BadInput
+from torchfit.inputs import seconds
 
 
 def add_parser(subparsers: Any, epilog: str) -> None:
@@ -55,14 +56,14 @@ def _index_options(p: argparse.ArgumentParser) -> None:
                    help="the PyPI simple index for --pypi (default https://pypi.org/simple)")
     p.add_argument("--torch", metavar="VERSION", help="only this release or line: 2.8.0, 2.8, '>=2.6'")
     p.add_argument("--variant", metavar="NAME", help="only this variant: cu128, rocm6.4, cpu")
-    p.add_argument("--timeout", type=float, default=30.0, metavar="S",
+    p.add_argument("--timeout", type=seconds(), default=30.0, metavar="S",
                    help="seconds per HTTP request attempt (default 30; failed attempts are retried 3 times)")
     p.add_argument("--allow-insecure-index", action="store_true",
                    help="accept plain http:// indexes (requests and credentials travel unencrypted)")
     p.add_argument("--no-cache", action="store_true",
                    help="do not use the HTTP cache in $XDG_CACHE_HOME/torchfit/http")
     p.add_argument("--matrix", metavar="FILE", help=argparse.SUPPRESS)
-    p.add_argument("--backoff", type=float, default=0.5, help=argparse.SUPPRESS)
+    p.add_argument("--backoff", type=seconds(allow_zero=True, maximum=60), default=0.5, help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -245,56 +246,85 @@ def _show_unknown(matrix: Any, builds: list[Any], *, as_json: bool) -> int:
 
 
 def _render_table(builds: list[Any], matrix: Any) -> None:
-    # Rendering belongs with the presenter (installer/present.py); it lives here until
-    # that module grows a matrix view, and imports rich only when it runs.
-    from rich.console import Console
-    from rich.table import Table
+    import shutil
 
-    con = Console(highlight=False)
-    if not con.is_terminal:
-        # Piped or redirected: one line per build rather than folding to 80 columns.
-        con = Console(highlight=False, width=200)
-    table = Table(title=f"torchfit matrix: {len(builds)} builds ({matrix.path}); * = what PyPI serves",
-                  title_justify="left")
-    for name, kw in (("torch", {"no_wrap": True}), ("variant", {"no_wrap": True}),
-                     ("CUDA/ROCm", {"no_wrap": True}), ("cuDNN", {"no_wrap": True}),
-                     ("NCCL", {"no_wrap": True}), ("Pythons", {"no_wrap": True}),
-                     ("glibc", {"no_wrap": True}), ("platforms", {"no_wrap": True}),
-                     ("arch list", {"overflow": "fold"}), ("torchvision / torchaudio", {"overflow": "fold"})):
-        table.add_column(name, **kw)
+    width = shutil.get_terminal_size((80, 24)).columns
+    sys.stdout.write(format_matrix(builds, matrix.path, width))
+
+
+# Columns of `matrix show`: (title, width). 79 characters in all, so a build's first
+# line fits an 80-column terminal; the rest of a build (arch list, companions,
+# aarch64 differences) goes on indented lines wrapped to the terminal's width.
+_COLUMNS = (("torch", 8), ("variant", 10), ("CUDA/ROCm", 10), ("cuDNN", 11), ("NCCL", 8),
+            ("Python", 11), ("glibc", 7), ("platforms", 0))
+
+
+def format_matrix(builds: list[Any], path: str, width: int = 80) -> str:
+    """The text of `matrix show`: one line per build plus its details, readable at 80 columns."""
+    width = max(60, width)
+    out = [f"torchfit matrix: {len(builds)} builds ({path}); * = the build PyPI serves", ""]
+    out.append("".join(t.ljust(w) for t, w in _COLUMNS).rstrip())
     last = None
     for b in builds:
         if last is not None and (b.torch.major, b.torch.minor) != (last.torch.major, last.torch.minor):
-            table.add_section()
+            out.append("")
         last = b
-        arm = "aarch64" in b.platforms
-        pys = _py_range(b.pythons)
-        if arm and b.pythons_aarch64 != b.pythons:
-            pys += f"\naarch64: {_py_range(b.pythons_aarch64)}"
-        glibc = str(b.glibc) if b.glibc else "unknown"
-        if arm and b.glibc_aarch64 != b.glibc:
-            glibc += f"\naarch64: {b.glibc_aarch64 or 'unknown'}"
-        if b.kind == "cuda":
-            arch = ";".join(str(a) for a in b.arch) if b.arch is not None else "unknown"
-            if arm:
-                arm_list = ";".join(str(a) for a in b.arch_aarch64) if b.arch_aarch64 is not None else "unknown"
-                if arm_list != arch:
-                    arch += f"\naarch64: {arm_list}"
-        elif b.kind == "rocm":
-            arch = ";".join(b.gfx) if b.gfx is not None else "unknown"
-        else:
-            arch = "-"
-        table.add_row(
+        cells = (
             str(b.torch),
             b.variant + ("*" if b.pypi_default else ""),
             b.cuda or b.rocm or "-",
             b.cudnn or ("unknown" if b.kind == "cuda" else "-"),
             b.nccl or ("unknown" if b.kind == "cuda" else "-"),
-            pys,
-            glibc,
+            _py_range(b.pythons),
+            str(b.glibc) if b.glibc else "unknown",
             " ".join(b.platforms),
-            arch,
-            f"{b.torchvision or '-'} / {b.torchaudio or '-'}",
-            end_section=False,
         )
-    con.print(table)
+        line = ""
+        for (_, w), cell in zip(_COLUMNS, cells):
+            line += cell.ljust(w) if w and len(cell) < w else (cell + " " if w else cell)
+        out.append(line.rstrip())
+        details = []
+        arm = "aarch64" in b.platforms
+        if b.kind == "cuda":
+            arch = " ".join(str(a) for a in b.arch) if b.arch is not None else "unknown"
+            details.append(f"arch {arch}")
+            if arm:
+                arm_list = " ".join(str(a) for a in b.arch_aarch64) if b.arch_aarch64 is not None else "unknown"
+                if arm_list != arch:
+                    details.append(f"aarch64 arch {arm_list}")
+        elif b.kind == "rocm":
+            details.append("gfx " + (" ".join(b.gfx) if b.gfx is not None else "unknown"))
+        if arm and b.pythons_aarch64 != b.pythons:
+            details.append(f"aarch64 Python {_py_range(b.pythons_aarch64)}")
+        if arm and b.glibc_aarch64 != b.glibc:
+            details.append(f"aarch64 glibc {b.glibc_aarch64 or 'unknown'}")
+        comp = [f"torchvision {b.torchvision}" if b.torchvision else "", f"torchaudio {b.torchaudio}" if b.torchaudio else ""]
+        if any(comp):
+            details.append(", ".join(c for c in comp if c))
+        out.extend(_pack(details, width - 1, indent=8))
+    return "\n".join(out) + "\n"
+
+
+def _pack(items: list[str], width: int, indent: int) -> list[str]:
+    """Items joined by "; " on lines of at most `width`, an item split only when it
+    alone is wider than a line (then at spaces)."""
+    import textwrap
+
+    lines: list[str] = []
+    cur = ""
+    pad = " " * indent
+    for item in items:
+        if cur and len(pad) + len(cur) + 2 + len(item) <= width:
+            cur += "; " + item
+            continue
+        if cur:
+            lines.append(pad + cur + ";")
+        if len(pad) + len(item) > width:
+            wrapped = textwrap.wrap(item, width=width - indent, break_on_hyphens=False)
+            lines.extend(pad + w for w in wrapped[:-1])
+            cur = wrapped[-1]
+        else:
+            cur = item
+    if cur:
+        lines.append(pad + cur)
+    return lines

@@ -12,11 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 from typing import Any
 
 from torchfit.errors import BadInput
+from torchfit.inputs import check_port_text, count, port, seconds
 
 HELP = "prove a torch environment on this host: runtime versions, DDP smoke test, bandwidth"
 
@@ -39,7 +41,7 @@ def add_parser(subparsers: Any, epilog: str) -> None:
     )
     p.add_argument(
         "--nproc",
-        type=int,
+        type=count(minimum=1, maximum=1024),
         metavar="N",
         help="processes per node (default: one per visible GPU; 2 with gloo)",
     )
@@ -49,7 +51,7 @@ def add_parser(subparsers: Any, epilog: str) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
         "--timeout",
-        type=float,
+        type=seconds(),
         default=120.0,
         metavar="S",
         help="a stage that makes no progress for S seconds is stalled: killed and reported (default 120)",
@@ -75,10 +77,10 @@ def add_parser(subparsers: Any, epilog: str) -> None:
         help="sweep sizes, e.g. 1M 64M 1G or 1M,8G (default 1 MiB..1 GiB in powers of two)",
     )
     p.add_argument(
-        "--iters", type=int, metavar="N", help="timed all-reduces per size (default 50..10 by size)"
+        "--iters", type=count(minimum=1, maximum=1_000_000), metavar="N", help="timed all-reduces per size (default 50..10 by size)"
     )
     p.add_argument(
-        "--warmup", type=int, metavar="N", help="warmup all-reduces per size (default 5)"
+        "--warmup", type=count(minimum=0, maximum=1_000_000), metavar="N", help="warmup all-reduces per size (default 5)"
     )
     p.add_argument(
         "--lock",
@@ -89,8 +91,8 @@ def add_parser(subparsers: Any, epilog: str) -> None:
         "--keep", action="store_true", help="keep the work directory (worker logs) even on success"
     )
     multi = p.add_argument_group("several nodes (run the same command on every node)")
-    multi.add_argument("--nnodes", type=int, default=1, metavar="N")
-    multi.add_argument("--node-rank", type=int, default=0, metavar="R")
+    multi.add_argument("--nnodes", type=count(minimum=1, maximum=65536), default=1, metavar="N")
+    multi.add_argument("--node-rank", type=count(minimum=0, maximum=65535), default=0, metavar="R")
     multi.add_argument(
         "--rdzv-endpoint",
         metavar="HOST:PORT",
@@ -99,7 +101,7 @@ def add_parser(subparsers: Any, epilog: str) -> None:
     multi.add_argument("--rdzv-id", default="torchfit-verify", metavar="ID")
     multi.add_argument(
         "--rdzv-timeout",
-        type=float,
+        type=seconds(),
         default=300.0,
         metavar="S",
         help="how long to wait for every node to join (default 300)",
@@ -109,14 +111,37 @@ def add_parser(subparsers: Any, epilog: str) -> None:
         metavar="HOST",
         help="static rendezvous instead of c10d (with --master-port)",
     )
-    multi.add_argument("--master-port", type=int, metavar="PORT")
+    multi.add_argument("--master-port", type=port, metavar="PORT")
     slurm = p.add_argument_group("Slurm: print an sbatch script instead of running")
     slurm.add_argument("--slurm", action="store_true")
-    slurm.add_argument("--nodes", type=int, metavar="N")
-    slurm.add_argument("--gpus-per-node", type=int, metavar="G")
-    slurm.add_argument("--partition", metavar="NAME")
-    slurm.add_argument("--account", metavar="NAME")
-    slurm.add_argument("--time", default="00:15:00", metavar="HH:MM:SS")
+    slurm.add_argument("--nodes", type=count(minimum=1, maximum=65536), metavar="N")
+    slurm.add_argument("--gpus-per-node", type=count(minimum=1, maximum=1024), metavar="G")
+    slurm.add_argument("--partition", type=slurm_name, metavar="NAME")
+    slurm.add_argument("--account", type=slurm_name, metavar="NAME")
+    slurm.add_argument("--time", type=slurm_time, default="00:15:00", metavar="HH:MM:SS")
+
+
+# A host name, IPv4 or [IPv6] address: nothing a shell or torchrun would read differently.
+_HOST = re.compile(r"^(?:[A-Za-z0-9_.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])$")
+# Slurm partition and account names (slurm.conf PartitionName): letters, digits, _ . - + ,
+_SLURM_NAME = re.compile(r"^[A-Za-z0-9_.+,-]{1,128}$")
+# sbatch --time: "minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours",
+# "days-hours:minutes" and "days-hours:minutes:seconds" (sbatch(1)).
+_SLURM_TIME = re.compile(r"^(?:[0-9]{1,6}(?::[0-9]{1,2}){0,2}|[0-9]{1,4}-[0-9]{1,2}(?::[0-9]{1,2}){0,2})$")
+
+
+def slurm_name(text: str) -> str:
+    """argparse type: a Slurm partition/account name; never a newline into the script."""
+    if not _SLURM_NAME.match(text):
+        raise argparse.ArgumentTypeError(f"{text[:60]!r} is not a Slurm name (letters, digits, _ . - + ,)")
+    return text
+
+
+def slurm_time(text: str) -> str:
+    """argparse type: an sbatch --time value."""
+    if not _SLURM_TIME.match(text):
+        raise argparse.ArgumentTypeError(f"{text[:60]!r} is not a Slurm time like 00:15:00, 90 or 1-12:00:00")
+    return text
 
 
 def find_python(args: argparse.Namespace) -> tuple[str, str | None]:
@@ -168,8 +193,13 @@ def _options(args: argparse.Namespace, python: str, prefix: str | None) -> Any:
         raise BadInput(
             "--nnodes > 1 needs --rdzv-endpoint HOST:PORT (or --master-addr and --master-port)"
         )
-    if args.rdzv_endpoint and ":" not in args.rdzv_endpoint:
-        raise BadInput(f"--rdzv-endpoint {args.rdzv_endpoint}: expected HOST:PORT")
+    if args.rdzv_endpoint:
+        host, sep, rdzv_port = args.rdzv_endpoint.rpartition(":")
+        if not sep or not host or not _HOST.match(host):
+            raise BadInput(f"--rdzv-endpoint {args.rdzv_endpoint}: expected HOST:PORT")
+        check_port_text(rdzv_port, f"--rdzv-endpoint {args.rdzv_endpoint}")
+    if args.master_addr and not _HOST.match(args.master_addr):
+        raise BadInput(f"--master-addr {args.master_addr!r}: not a host name or address")
     if args.lock and not os.path.isfile(args.lock):
         raise BadInput(f"--lock {args.lock}: no such file")
     for flag in ("iters", "warmup"):

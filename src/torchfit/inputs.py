@@ -1,0 +1,232 @@
+"""Input at the edge: one helper per kind of untrusted input, so each class of bad
+input is closed in one place.
+
+- numbers from flags: finite, in a documented range (`seconds`, `count`, `port`), as
+  argparse `type=` callables, so NaN, inf, 1e309, 0 and negatives are usage errors
+  (exit 2, one line) before anything runs;
+- files (`--facts`, `--lock`, `--log`, a matrix file): `read_text_file` reads at most
+  a bounded number of bytes and refuses the rest; `check_depth` bounds nesting, and
+  `loads_json` / `loads_toml` turn a parser's RecursionError into one line;
+- text on its way to a terminal: `terminal_text` drops control sequences (ANSI
+  escapes, C0/C1 controls but tab and newline), so a facts file or a tool's output
+  cannot move the cursor, retitle the window or hide a line.
+
+Every failure is `BadInput` (exit 2). Nothing here imports rich.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from torchfit.errors import BadInput
+
+# A facts file of a 1 024-GPU host is about 300 KB; a lock of a CUDA torch ~20 KB.
+MAX_FACTS_BYTES = 4 << 20
+MAX_LOCK_BYTES = 8 << 20
+MAX_MATRIX_BYTES = 16 << 20
+# doctor reads a training log to explain its errors; it needs the end of a big one.
+MAX_LOG_BYTES = 256 << 20
+MAX_DEPTH = 32
+# No single host has more: an NVL72 rack is 72 GPUs over 18 hosts (4 each).
+MAX_GPUS = 1024
+# The longest torchfit wait worth asking for: a week.
+MAX_SECONDS = 7 * 24 * 3600.0
+
+
+# --- numbers --------------------------------------------------------------------------
+
+
+def _number(text: str, kind: type[int] | type[float]) -> float:
+    try:
+        value: float = kind(text)
+    except (TypeError, ValueError):
+        word = "an integer" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"{text!r} is not {word}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def seconds(*, minimum: float = 0.0, allow_zero: bool = False,
+            maximum: float = MAX_SECONDS) -> Callable[[str], float]:
+    """argparse type: a finite number of seconds, > minimum (>= with allow_zero), <= maximum."""
+
+    def parse(text: str) -> float:
+        value = float(_number(text, float))
+        low_ok = value >= minimum if allow_zero else value > minimum
+        if not low_ok or value > maximum:
+            low = f">= {minimum:g}" if allow_zero else f"> {minimum:g}"
+            raise argparse.ArgumentTypeError(f"{text!r}: give seconds {low} and <= {maximum:g}")
+        return value
+
+    parse.__name__ = "seconds"
+    return parse
+
+
+def count(*, minimum: int = 1, maximum: int = 1 << 20) -> Callable[[str], int]:
+    """argparse type: an integer in [minimum, maximum]."""
+
+    def parse(text: str) -> int:
+        value = int(_number(text.strip(), int))
+        if not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"{text!r}: give an integer from {minimum} to {maximum}")
+        return value
+
+    parse.__name__ = "count"
+    return parse
+
+
+def port(text: str) -> int:
+    """argparse type: a TCP port 1-65535."""
+    return count(minimum=1, maximum=65535)(text)
+
+
+def check_port_text(value: str, what: str) -> int:
+    """'29500' from HOST:PORT -> 29500; BadInput outside 1-65535."""
+    try:
+        return port(value)
+    except argparse.ArgumentTypeError as exc:
+        raise BadInput(f"{what}: port {exc}") from None
+
+
+# --- files ----------------------------------------------------------------------------
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):g} MiB"
+
+
+def read_text_file(path: str, what: str, *, limit: int) -> str:
+    """The UTF-8 text of `path`, at most `limit` bytes; BadInput (`what PATH: ...`) otherwise.
+
+    Reads limit+1 bytes at most, so /dev/zero or a 10 GB file costs no memory.
+    "-" is standard input.
+    """
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(limit + 1)
+        else:
+            with open(path, "rb") as fh:
+                data = fh.read(limit + 1)
+    except FileNotFoundError:
+        raise BadInput(f"{what} {path}: cannot read (no such file)") from None
+    except IsADirectoryError:
+        raise BadInput(f"{what} {path}: is a directory") from None
+    except OSError as exc:
+        raise BadInput(f"{what} {path}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise BadInput(f"{what} {path}: larger than {_mib(limit)}; not a file torchfit writes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"{what} {path}: not a UTF-8 text file") from None
+
+
+def check_depth(obj: Any, where: str, max_depth: int = MAX_DEPTH) -> None:
+    """BadInput when lists/objects nest deeper than `max_depth` (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = list(item.values())
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > max_depth:
+            raise BadInput(f"{where}: nested deeper than {max_depth} levels")
+        stack.extend((c, depth + 1) for c in children)
+
+
+def loads_json(text: str, where: str, max_depth: int = MAX_DEPTH) -> Any:
+    """json.loads with one-line errors, NaN/Infinity refused and nesting bounded."""
+
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    try:
+        data = json.loads(text, parse_constant=no_constant)
+    except RecursionError:
+        raise BadInput(f"{where}: nested deeper than {max_depth} levels") from None
+    except ValueError as exc:
+        raise BadInput(f"{where}: not valid JSON ({exc})") from None
+    check_depth(data, where, max_depth)
+    return data
+
+
+def loads_toml(text: str, where: str, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
+    """tomllib.loads with one-line errors and nesting bounded."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        data = tomllib.loads(text)
+    except RecursionError:
+        raise BadInput(f"{where}: nested deeper than {max_depth} levels") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"{where}: not a TOML file ({exc})") from None
+    check_depth(data, where, max_depth)
+    return dict(data)
+
+
+# --- text for a terminal --------------------------------------------------------------
+
+# CSI (ESC [ ... final), OSC (ESC ] ... BEL or ESC \), other two-byte escapes, then any
+# remaining C0/C1 control but tab and newline. DEL too.
+_CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    r"|\x1b[@-_]?"
+    r"|\x9b[0-?]*[ -/]*[@-~]"
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+)
+
+
+def terminal_text(text: str) -> str:
+    """`text` without control sequences: safe to print to a terminal."""
+    return _CONTROL.sub("", text)
+
+
+def has_control(text: str) -> bool:
+    return _CONTROL.search(text) is not None
+
+
+# --- URLs -----------------------------------------------------------------------------
+
+_PLACEHOLDER = re.compile(r"\{[^{}]*\}")
+
+
+def check_index_url(url: str, what: str, *, allow_path: bool = False, placeholders: bool = True) -> str:
+    """An index URL with a scheme, a parsable host and port, and no placeholder but
+    `{variant}`; BadInput (one line) otherwise. `allow_path`: a bare local path is
+    fine too (--find-links). Returns `url` unchanged."""
+    from urllib.parse import urlsplit
+
+    from torchfit.redact import redact
+
+    shown = redact(url)[:200]
+    if not url or any(ch.isspace() for ch in url) or has_control(url):
+        raise BadInput(f"{what} {shown!r}: not a URL")
+    bad = [p for p in _PLACEHOLDER.findall(url) if p != "{variant}" or not placeholders]
+    if bad:
+        raise BadInput(f"{what} {shown}: unknown placeholder {bad[0]} (the one torchfit fills is {{variant}})")
+    try:
+        parts = urlsplit(url.replace("{variant}", "cpu"))
+        parts.port  # noqa: B018 - raises ValueError on a bad port or IPv6 literal
+    except ValueError as exc:
+        raise BadInput(f"{what} {shown}: not a valid URL ({exc})") from None
+    scheme = parts.scheme.lower()
+    if "://" not in url or len(scheme) < 2:
+        if allow_path:
+            return url
+        raise BadInput(f"{what} {shown}: not a URL (give https://HOST/PATH or file:///PATH)")
+    if scheme in ("http", "https") and not parts.hostname:
+        raise BadInput(f"{what} {shown}: no host in the URL")
+    return url

@@ -1,0 +1,119 @@
+"""Regression tests for doctor's defects of the 2026-11 attack (issue 13): #4, #8, #9,
+the shared NCCL verdict, and the 80-column report. Real `torchfit doctor` subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.doctor.conftest import SRC, Host, fake_lib, h200_env, system_libs
+
+
+def _raising_env(parent: Path) -> Path:
+    """A venv whose `import torch` raises (defects file, #4)."""
+    py311 = "/root/.pyenv/versions/3.11.7/bin/python3.11"
+    base = py311 if os.path.exists(py311) else sys.executable
+    env = parent / "raise"
+    subprocess.run([base, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
+    site = next((env / "lib").glob("python3.*")) / "site-packages" / "torch"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text('raise RuntimeError("broken")\n')
+    return env
+
+
+@pytest.mark.parametrize("how", [["--env", "raise"], ["--env", "./raise"], ["--python", "raise/bin/python"],
+                                 ["VIRTUAL_ENV=."]])
+def test_d04_relative_env_is_inspected(host: Host, tmp_path: Path, how: list[str]) -> None:
+    _raising_env(tmp_path)
+    env = dict(host.env)
+    cwd = tmp_path
+    args = how
+    if how == ["VIRTUAL_ENV=."]:
+        env["VIRTUAL_ENV"] = "."
+        cwd = tmp_path / "raise"
+        args = []
+    proc = subprocess.run([sys.executable, "-m", "torchfit", "doctor", "--json", "--root", str(host.root), *args],
+                          env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+    data = json.loads(proc.stdout)
+    imp = next(c for c in data["checks"] if c["id"] == "torch-import")
+    assert imp["status"] == "fail" and "broken" in imp["evidence"], imp
+    assert proc.returncode == 1
+    assert os.path.isabs(data["python"])
+
+
+@pytest.mark.parametrize("python", ["/bin/false", "/bin/sleep", "script", "exit0"])
+def test_d09_uninspectable_python_is_not_a_clean_bill(host: Host, tmp_path: Path, python: str) -> None:
+    if python == "script":
+        p = tmp_path / "notpython.sh"
+        p.write_text("#!/bin/sh\necho hello\n")
+        p.chmod(0o755)
+        python = str(p)
+    elif python == "exit0":
+        env = _raising_env(tmp_path)
+        init = next((env / "lib").glob("python3.*")) / "site-packages" / "torch" / "__init__.py"
+        init.write_text("import sys; sys.exit(0)\n")
+        python = str(env / "bin" / "python")
+    r = host.doctor("--python", python)
+    assert r.rc == 1, r
+    assert r.status("torch-import") == "fail"
+    text = subprocess.run([sys.executable, "-m", "torchfit", "doctor", "--root", str(host.root), "--python", python],
+                          env=host.env, capture_output=True, text=True, timeout=300).stdout
+    assert "Nothing failed" not in text
+
+
+def test_d08_cpu_torch_on_a_gpu_host_same_verdict_in_verify_and_doctor(h200: Host, cpu_torch_python: str) -> None:
+    """The one judgement (compat.judgements.judge_torch_build), from both commands."""
+    doc = h200.doctor("--python", cpu_torch_python)
+    assert doc.status("torch-cpu-build") == "fail"
+    env = dict(h200.env)
+    env["PYTHONPATH"] = str(SRC)
+    ver = subprocess.run([sys.executable, "-m", "torchfit", "verify", "--json", "--python", cpu_torch_python,
+                          "--no-bandwidth", "--nproc", "1"], env=env, capture_output=True, text=True, timeout=300)
+    assert ver.returncode == 1, ver.stderr[-2000:]
+    gpus = next(c for c in json.loads(ver.stdout)["checks"] if c["name"] == "gpus")
+    assert gpus["status"] == "fail" and "CPU-only build on a host with GPUs" in gpus["summary"]
+    assert "CPU-only build on a host with GPUs" in doc.check("torch-cpu-build")["evidence"]
+
+
+@pytest.mark.parametrize(("code", "status"), [(22803, "warn"), (22602, "fail")])
+def test_ux_shadowed_nccl_same_verdict_in_doctor_and_verify(h200: Host, tmp_path: Path, code: int,
+                                                            status: str) -> None:
+    """A preloaded libnccl other than torch's 2.28.9: doctor's nccl-shadowed and verify's
+    nccl check give the same verdict (the H200 record had warn against fail)."""
+    import torchfit.verify.inspection as v
+
+    env = h200_env(tmp_path)
+    system_libs(h200)
+    version = f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+    lib = tmp_path / "pre" / f"libnccl.so.{version}"
+    lib.parent.mkdir()
+    lib.write_bytes(fake_lib("nccl", code).read_bytes())
+    r = h200.doctor("--python", env.python, env={"LD_PRELOAD": str(lib)})
+    assert r.check("nccl-shadowed")["status"] == status
+    torch = {"version": "2.11.0+cu130", "cuda": "13.0", "nccl_compiled": [2, 28, 9]}
+    check = v.judge_nccl(torch, {"nccl": {"code": code, "path": str(lib), "paths": []}}, {"LD_PRELOAD": str(lib)})
+    assert check.status == status
+
+
+def test_ux_doctor_report_reads_at_80_columns(host: Host, cpu_torch_python: str) -> None:
+    env = dict(host.env, COLUMNS="80")
+    proc = subprocess.run([sys.executable, "-m", "torchfit", "doctor", "--root", str(host.root), "--python",
+                           cpu_torch_python, "--log", os.devnull], env=env, capture_output=True, text=True,
+                          timeout=300)
+    lines = proc.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
+    ok = [ln for ln in lines if ln.startswith("  ok ")]
+    assert ok and all("fix:" not in ln for ln in ok)
+    data = json.loads(subprocess.run([sys.executable, "-m", "torchfit", "doctor", "--json", "--root", str(host.root),
+                                      "--python", cpu_torch_python, "--log", os.devnull], env=env,
+                                     capture_output=True, text=True,
+                                     timeout=300).stdout)
+    assert len(ok) == sum(1 for c in data["checks"] if c["status"] == "ok")
+    bad = [c for c in data["checks"] if c["status"] in ("warn", "fail") and c["fix"]]
+    for c in bad:
+        assert any(ln.strip().startswith("fix:") for ln in lines)

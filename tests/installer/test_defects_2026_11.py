@@ -1,0 +1,79 @@
+"""Regression tests for install's lock and hint defects of the 2026-11 attack (issue 13):
+#6 (a lock missing a dependency), #28 (inconsistent locks), the shell-quoted hint.
+Real installs with uv from the local CPU torch wheel."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from tests.installer.conftest import CPU_ARGS, needs_uv, one_line_error, run_tf
+
+
+def _without(lock_text: str, name: str) -> str:
+    """The lock text with the [[packages]] entry of `name` removed (the defect file's repro)."""
+    blocks = lock_text.split("[[packages]]")
+    keep = [b for b in blocks if f'name = "{name}"' not in b.split("[[packages.wheels]]")[0]]
+    assert len(keep) == len(blocks) - 1
+    return "[[packages]]".join(keep)
+
+
+@needs_uv
+def test_d06_install_lock_missing_a_dependency_fails_naming_it(cpu_env: dict[str, Any], tmp_path: Path,
+                                                               state_home: Path) -> None:
+    lock = tmp_path / "l.toml"
+    lock.write_text(_without((cpu_env["prefix"] / "pylock.toml").read_text(), "sympy"))
+    prefix = tmp_path / "env"
+    proc = run_tf("install", "--lock", str(lock), "--prefix", str(prefix), state=state_home)
+    assert proc.returncode == 1, proc.stderr
+    assert "is not whole" in proc.stderr and "sympy" in proc.stderr, proc.stderr
+    assert "[check-deps]" in proc.stderr
+    assert not prefix.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".env")] == []
+
+
+@needs_uv
+def test_d06_a_whole_lock_still_installs(cpu_env_relocked: dict[str, Any]) -> None:
+    assert "[check-deps]" in cpu_env_relocked["stderr"]
+
+
+@needs_uv
+def test_d28_duplicate_package_in_a_lock_is_refused(cpu_env: dict[str, Any], tmp_path: Path,
+                                                     state_home: Path) -> None:
+    text = (cpu_env["prefix"] / "pylock.toml").read_text()
+    blocks = text.split("[[packages]]")
+    torch = next(b for b in blocks if 'name = "torch"' in b.split("[[packages.wheels]]")[0])
+    lock = tmp_path / "dup.toml"
+    lock.write_text(text.rstrip("\n") + "\n\n[[packages]]" + torch)
+    line = one_line_error(run_tf("install", "--lock", str(lock), "--prefix", str(tmp_path / "env"),
+                                 state=state_home))
+    assert "torch is locked twice" in line
+
+
+@needs_uv
+def test_d28_requires_python_contradicting_the_plan_is_refused(cpu_env: dict[str, Any], tmp_path: Path,
+                                                               state_home: Path) -> None:
+    text = (cpu_env["prefix"] / "pylock.toml").read_text()
+    lock = tmp_path / "py39.toml"
+    lock.write_text(re.sub(r'^requires-python = ".*"$', 'requires-python = "==3.9.*"', text, flags=re.M))
+    line = one_line_error(run_tf("install", "--lock", str(lock), "--prefix", str(tmp_path / "env"),
+                                 state=state_home))
+    assert "requires-python" in line and "3.11" in line
+
+
+@needs_uv
+def test_ux_use_hint_works_when_pasted(torch_index: str, tmp_path: Path, state_home: Path) -> None:
+    prefix = tmp_path / "my env $(touch pwned)"
+    proc = run_tf("install", *CPU_ARGS, "--torch-index-url", torch_index, "--prefix", str(prefix),
+                  state=state_home)
+    assert proc.returncode == 0, proc.stderr
+    use = next(ln for ln in proc.stderr.splitlines() if ln.strip().startswith("use:"))
+    source_cmd = use.split("use:", 1)[1].split("   or   ")[0].strip()
+    assert shlex.split(source_cmd) == ["source", f"{prefix}/bin/activate"]
+    out = subprocess.run(["bash", "-c", f"{source_cmd} && echo \"$VIRTUAL_ENV\""], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert not (tmp_path / "pwned").exists()

@@ -1,0 +1,55 @@
+"""Regression tests for verify's lock defects of the 2026-11 attack (issue 13): #16, #6."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.verify.conftest import Verify
+
+GOOD_LOCK_TOOL = """
+lock-version = "1.0"
+created-by = "torchfit"
+
+[tool.torchfit]
+schema = 1
+
+[tool.torchfit.expected]
+torch = "2.13.0+cpu"
+"""
+
+
+def test_d16_verify_lock_corrupt_fails(verify: Verify, torch_env: Path, tmp_path: Path) -> None:
+    for name, content in (("corrupt.toml", b"bad = [\n"), ("binary.bin", b"\xff\xfe\x00garbage")):
+        lock = tmp_path / name
+        lock.write_bytes(content)
+        r = verify.run("--env", str(torch_env), "--lock", str(lock), "--json", "--no-bandwidth", "--nproc", "1")
+        assert r.code == 1, r
+        c = r.check("lock")
+        assert c["status"] == "fail" and str(lock) in c["summary"], c
+
+
+def test_d06_verify_lock_names_a_missing_dependency(verify: Verify, tmp_path: Path) -> None:
+    """An env whose torch requires sympy, and no sympy: the closure check fails naming it."""
+    prefix = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True, timeout=120)
+    site = next((prefix / "lib").glob("python3.*")) / "site-packages"
+    info = site / "torch-2.13.0+cpu.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0+cpu\nRequires-Dist: sympy>=1.13.3\n"
+        "Requires-Dist: filelock\nRequires-Dist: numpy; extra == \"opt\"\n"
+        "Requires-Dist: nothing-on-old; python_version < \"3\"\n"
+    )
+    (info / "RECORD").write_text("")
+    fl = site / "filelock-3.0.dist-info"
+    fl.mkdir()
+    (fl / "METADATA").write_text("Metadata-Version: 2.1\nName: filelock\nVersion: 3.0\n")
+    lock = tmp_path / "pylock.toml"
+    lock.write_text(GOOD_LOCK_TOOL)
+    r = verify.run("--env", str(prefix), "--lock", str(lock), "--json", "--no-bandwidth")
+    assert r.code == 1, r
+    c = r.check("lock-deps")
+    assert c["status"] == "fail" and "sympy" in c["summary"], c
+    assert "numpy" not in c["summary"] and "nothing-on-old" not in c["summary"]
