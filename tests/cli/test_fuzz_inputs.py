@@ -109,8 +109,8 @@ toml_like = st.one_of(
 @given(content=toml_like)
 def test_lock_garbage(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes) -> None:
     """--lock for export (its reader), install's reader and verify's reader."""
-    from torchfit.lock.pylock import load_lock
     from torchfit.lock.pylock import load_expected as load_lock_expected
+    from torchfit.lock.pylock import load_lock
 
     path = tmp_path / "pylock.toml"
     path.write_bytes(content)

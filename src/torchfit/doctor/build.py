@@ -87,7 +87,8 @@ def check_cpu_build(ctx: Context) -> Verdict:
         said = t.get("init_error") or "Torch not compiled with CUDA enabled"
         return fail(f"{verdict.summary}: torch.cuda says \"{said}\"", verdict.fix)
     if verdict.status == "unknown":
-        return fail(verdict.summary, verdict.fix)
+        return fail(verdict.summary, "the driver checks above name the broken layer; once nvidia-smi lists "
+                                     "the GPUs, `torchfit resolve` picks the GPU build for them")
     return ok(verdict.summary)
 
 
