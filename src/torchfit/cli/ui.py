@@ -138,18 +138,22 @@ def render_plan(plan: Plan, explain: bool = False) -> None:
     others = len(plan.ruled_out) - len(relevant)
     if explain and not relevant:
         _print_item(con, "\n", "", "Ruled out: nothing for this hardware; this is the build torchfit prefers "
-                    "most for these hosts." + (f" ({others} builds for other hardware are not listed.)"
+                    "most for these hosts." + (f" ({_n(others, 'build')} for other hardware not listed.)"
                                                if others else ""), width)
     elif explain:
-        con.print(f"\n[bold]Ruled out: {len(relevant)} builds for this hardware, preferred over this one:[/]")
+        con.print(f"\n[bold]Ruled out: {_n(len(relevant), 'build')} for this hardware, preferred over this one:[/]")
         for line in relevant:
             _print_item(con, "  [red]✗[/] ", "  x ", line, width)
         if others:
-            _print_item(con, "  ", "  ", f"and {others} builds for other hardware (CPU, ROCm, or CUDA where "
+            _print_item(con, "  ", "  ", f"and {_n(others, 'build')} for other hardware (CPU, ROCm, or CUDA where "
                         "this host has no NVIDIA GPU): `torchfit resolve --json` lists them all", width)
     elif relevant:
-        _print_item(con, "", "", f"{len(relevant)} builds for this hardware were preferred and ruled out: "
+        _print_item(con, "", "", f"{_n(len(relevant), 'build')} for this hardware preferred and ruled out: "
                     "--explain lists them", width)
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def _esc_plain(text: str) -> str:
