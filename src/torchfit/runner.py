@@ -181,8 +181,13 @@ def kill_tree(proc: subprocess.Popen[str], grace: float = 2.0) -> None:
     release(proc)
 
 
-def kill_all(grace: float = 0.5) -> list[int]:
-    """Kill every registered child's process group (torchfit is ending); return their pids."""
+def kill_all(grace: float = 0.5, strays: bool = True) -> list[int]:
+    """Kill every registered child's process group (torchfit is ending); return their pids.
+
+    `strays`: also children that lead their own session but were never registered
+    (a signal between fork and registration); only right for a process that owns all
+    its children (the CLI), so `main` passes it after an interruption only.
+    """
     procs = live_children()
     for proc in procs:
         _killpg(proc.pid, signal.SIGTERM)
@@ -195,7 +200,7 @@ def kill_all(grace: float = 0.5) -> list[int]:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=1.0)
         release(proc)
-    return [p.pid for p in procs] + kill_stray_children()
+    return [p.pid for p in procs] + (kill_stray_children() if strays else [])
 
 
 def kill_stray_children() -> list[int]:

@@ -183,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"torchfit: {err or 'interrupted'}\n")
         return 130
     finally:
-        kill_all()
+        kill_all(strays=False)  # registered children only: main may run inside another program
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
