@@ -32,6 +32,41 @@ def add_parser(subparsers: Any, epilog: str) -> None:
                          "(never rewrites the file)", epilog=epilog)
     _index_options(upd)
     upd.add_argument("--output", "-o", metavar="FILE", help="write the diff to FILE (default: stdout)")
+    upd.add_argument("--from-probe", metavar="JSON", nargs="+", default=None,
+                     help="propose the facts measured by `torchfit matrix probe --json` (files it wrote) "
+                          "instead of reading the indexes")
+
+    probe = sub.add_parser("probe", help="measure a torch build's facts from its wheel (METADATA, tags, "
+                           "compiled arch list, glibc floor) without installing it", epilog=epilog)
+    probe.add_argument("wheels", nargs="*", metavar="WHEEL",
+                       help="a wheel file or an http(s) URL of one (read with range requests)")
+    probe.add_argument("--torch", metavar="VERSION",
+                       help="probe this release on the index (2.14.1; 2.14 = every 2.14.x)")
+    probe.add_argument("--variant", metavar="NAME", help="the variant index to read (cu130, rocm6.4, cpu)")
+    probe.add_argument("--pypi", action="store_true", help="read PyPI (its default builds) instead")
+    probe.add_argument("--unknown", action="store_true",
+                       help="probe every matrix build (of --torch/--variant) with an unknown arch list, "
+                            "cuDNN or NCCL, on its own index")
+    probe.add_argument("--new", action="store_true",
+                       help="probe the releases the variant indexes have beyond the matrix's newest")
+    probe.add_argument("--platform", choices=["x86_64", "aarch64", "all"], default="all",
+                       help="index wheels of this platform (default: all)")
+    probe.add_argument("--python", metavar="TAG", help="prefer this CPython tag (default cp311)")
+    probe.add_argument("--glibc", action="store_true",
+                       help="measure the real glibc floor: reads every ELF file of the wheel (big)")
+    probe.add_argument("--embedded", action="store_true",
+                       help="cross-check the arch list against the GPU code embedded in "
+                            "libtorch_cuda.so / libtorch_hip.so (big)")
+    probe.add_argument("--json", action="store_true", help="print a JSON list, one object per wheel")
+    probe.add_argument("--output", "-o", metavar="FILE", help="also write the JSON list to FILE")
+    probe.add_argument("--index-url", metavar="URL",
+                       help="replaces https://download.pytorch.org/whl ('{variant}' is substituted)")
+    probe.add_argument("--pypi-url", metavar="URL", default=None, help="the PyPI simple index for --pypi")
+    probe.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                       help="seconds per HTTP request attempt (default 30)")
+    probe.add_argument("--no-cache", action="store_true", help="do not use the HTTP cache")
+    probe.add_argument("--matrix", metavar="FILE", help=argparse.SUPPRESS)
+    probe.add_argument("--backoff", type=float, default=0.5, help=argparse.SUPPRESS)
 
     show = sub.add_parser("show", help="print the matrix as a table", epilog=epilog)
     show.add_argument("--torch", metavar="VERSION", help="a release or line: 2.8.0, 2.8, '>=2.6'")
@@ -40,7 +75,7 @@ def add_parser(subparsers: Any, epilog: str) -> None:
     show.add_argument("--unknown", action="store_true",
                       help="list every fact still unknown, why, and which builds it blocks")
     show.add_argument("--matrix", metavar="FILE", help=argparse.SUPPRESS)
-    for q in (check, upd, show):
+    for q in (check, upd, show, probe):
         q.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                        help="show tracebacks and each page read")
 
@@ -70,9 +105,17 @@ def run(args: argparse.Namespace) -> int:
     action = getattr(args, "matrix_command", None)
     if action == "show":
         return _show(args)
+    if action == "probe":
+        from torchfit.cli.commands._matrix_probe import run_probe
+
+        return run_probe(args, _client, _stderr_line)
+    if action == "update" and args.from_probe:
+        from torchfit.cli.commands._matrix_probe import run_update_from_probe
+
+        return run_update_from_probe(args, _matrix_text)
     if action in ("check", "update"):
         return _check(args, update=action == "update")
-    raise BadInput("torchfit matrix needs an action: check, update or show (see torchfit matrix --help)")
+    raise BadInput("torchfit matrix needs an action: check, update, show or probe (see torchfit matrix --help)")
 
 
 def _client(args: argparse.Namespace) -> Any:
@@ -99,8 +142,8 @@ def _silent(line: str) -> None:
 
 def _check(args: argparse.Namespace, *, update: bool) -> int:
     from torchfit.compat.matrix import load_matrix
-    from torchfit.matrixcheck import check as mc
     from torchfit.index.client import PYPI_SIMPLE
+    from torchfit.matrixcheck import check as mc
 
     from torchfit.installer.sources import refuse_insecure
 

@@ -1,0 +1,266 @@
+"""`torchfit matrix probe` and `matrix update --from-probe`: the CLI side of measuring wheels.
+
+Which wheels to read (files, URLs, an index release, the matrix's unknowns, new
+releases), one line per wheel on stderr while reading, then a table or `--json`.
+The measuring is matrixcheck.probe; the proposal is matrixcheck.probeupdate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from torchfit.errors import BadInput
+
+
+def run_probe(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], Any],
+              say: Callable[[str], None]) -> int:
+    from torchfit.index.client import IndexUnavailable
+    from torchfit.index.wheelmeta import WheelFormatError
+    from torchfit.matrixcheck import probe as pr
+
+    targets = _targets(args)
+    verbose = getattr(args, "verbose", False) or sys.stderr.isatty()
+    note = say if verbose else (lambda _line: None)
+    results: list[Any] = []
+    failed = bad = 0
+    client = None
+    for kind, target, pythons in targets:
+        label = target if kind != "index" else target.file.filename
+        say(f"probing {label}")
+        try:
+            if kind == "file":
+                facts = pr.probe_file(target, glibc=args.glibc, embedded=args.embedded, say=note)
+            else:
+                client = client or make_client(args)
+                if kind == "url":
+                    from torchfit.index.client import IndexFile
+
+                    wheel = _url_wheel(IndexFile(target.rsplit("/", 1)[-1].split("#")[0], target))
+                else:
+                    wheel = target
+                facts = pr.probe_index_wheel(client, wheel, pythons, glibc=args.glibc,
+                                             embedded=args.embedded, say=note)
+        except (WheelFormatError, IndexUnavailable) as exc:
+            # A local file that is no wheel is bad input (2); an index that failed, a no (1).
+            if kind == "file":
+                bad += 1
+            else:
+                failed += 1
+            say(str(exc) if kind == "file" else f"{label}: {exc}")
+            continue
+        results.append(facts)
+        say(f"{facts.file}: {facts.arch_flags or 'no arch list'}; read {_mb(facts.bytes_read)} of "
+            f"{_mb(facts.size)} in {facts.seconds:g} s")
+    data = [f.to_json() for f in results]
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                json.dump(data, fh, indent=2)
+                fh.write("\n")
+        except OSError as exc:
+            raise BadInput(f"--output {args.output}: cannot write ({exc.strerror})") from None
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        _table(results)
+    if not targets:
+        say("nothing to probe")
+    return 2 if bad else 1 if failed else 0
+
+
+def _url_wheel(file: Any) -> Any:
+    from torchfit.matrixcheck.check import parse_wheel
+
+    w = parse_wheel(file)
+    if w is None:
+        raise BadInput(f"{file.filename}: not a Linux wheel file name")
+    return w
+
+
+def _targets(args: argparse.Namespace) -> list[tuple[str, Any, list[str]]]:
+    """(kind, target, CPython minors on the index) for every wheel to read."""
+    out: list[tuple[str, Any, list[str]]] = []
+    modes = sum(bool(x) for x in (args.wheels, args.unknown, args.new)) + bool(
+        args.torch and not (args.unknown or args.new))
+    if modes == 0:
+        raise BadInput("torchfit matrix probe needs a wheel (file or URL), --torch VERSION with "
+                       "--variant NAME or --pypi, --unknown or --new")
+    if args.wheels and (args.torch or args.variant or args.pypi or args.unknown or args.new):
+        raise BadInput("give wheels or an index selection (--torch/--variant/--pypi/--unknown/--new), not both")
+    for w in args.wheels:
+        if w.startswith(("http://", "https://")):
+            out.append(("url", w, []))
+        elif os.path.isfile(w):
+            if not w.endswith(".whl"):
+                raise BadInput(f"{w}: not a .whl file")
+            out.append(("file", w, []))
+        else:
+            raise BadInput(f"{w}: no such file (and not an http(s) URL)")
+    if args.wheels:
+        return out
+    if args.pypi_url and not args.pypi:
+        raise BadInput("--pypi-url is for --pypi")
+    if args.torch and not (args.variant or args.pypi or args.unknown or args.new):
+        raise BadInput("--torch needs --variant NAME (its index) or --pypi")
+    return _index_targets(args)
+
+
+def _index_targets(args: argparse.Namespace) -> list[tuple[str, Any, list[str]]]:
+    from torchfit.compat.matrix import load_matrix
+    from torchfit.index.client import PYPI_SIMPLE
+    from torchfit.matrixcheck import check as mc
+    from torchfit.matrixcheck.probe import find_index_wheels
+
+    base = mc.check_base_url(args.index_url, "--index-url") if args.index_url else None
+    pypi_url = mc.check_base_url(args.pypi_url, "--pypi-url") if args.pypi_url else PYPI_SIMPLE
+    plats = ("x86_64", "aarch64") if args.platform == "all" else (args.platform,)
+    client = None
+    pages: dict[str, Any] = {}
+    # (index URL, pypi?, torch, variant, newer_than)
+    wanted: list[tuple[str, bool, str | None, str | None, Any]] = []
+    matrix = load_matrix(args.matrix)
+    if args.unknown or args.new:
+        builds = mc.select_builds(matrix, args.torch, args.variant)
+        if args.unknown:
+            for b in builds:
+                if b.kind == "cpu":
+                    continue
+                arm = "aarch64" in b.platforms and b.kind == "cuda" and b.arch_aarch64 is None
+                unknown = (b.arch is None and b.gfx is None) or arm or (
+                    b.kind == "cuda" and (b.cudnn is None or b.nccl is None))
+                if unknown:
+                    wanted.append((mc.variant_index(b, base), False, str(b.torch), b.variant, None))
+        if args.new:
+            newest = matrix.releases[0]
+            for name in sorted({b.variant for b in matrix.builds if b.torch == newest}):
+                if args.variant and name != args.variant:
+                    continue
+                idx = base.replace("{variant}", name) if base and "{variant}" in base else \
+                    f"{(base or mc.DEFAULT_BASE).rstrip('/')}/{name}"
+                wanted.append((idx, False, None, name, newest))
+            wanted.append((pypi_url, True, None, None, newest))
+    elif args.pypi:
+        wanted.append((pypi_url, True, args.torch, None, None))
+    else:
+        if not args.variant:
+            raise BadInput("--torch needs --variant NAME or --pypi")
+        idx = base.replace("{variant}", args.variant) if base and "{variant}" in base else \
+            f"{(base or mc.DEFAULT_BASE).rstrip('/')}/{args.variant}"
+        wanted.append((idx, False, args.torch, args.variant, None))
+    out: list[tuple[str, Any, list[str]]] = []
+    seen: set[str] = set()
+    for idx, pypi, torch, variant, newer in wanted:
+        if idx not in pages:
+            from torchfit.cli.commands.matrix import _client
+
+            client = client or _client(args)
+            from torchfit.index.client import IndexMalformed, IndexUnavailable
+
+            try:
+                pages[idx] = client.project_page(idx, "torch")
+            except (IndexUnavailable, IndexMalformed) as exc:
+                sys.stderr.write(f"torchfit: {exc}\n")
+                pages[idx] = None
+        page = pages[idx]
+        if page is None:
+            continue
+        for wheel, pys in find_index_wheels(page.files, torch=torch, variant=variant, pypi=pypi,
+                                            platforms=plats, python=args.python, newer_than=newer):
+            if wheel.file.url not in seen:
+                seen.add(wheel.file.url)
+                out.append(("index", wheel, pys))
+    return out
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+def _table(results: list[Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console(highlight=False)
+    if not con.is_terminal:
+        con = Console(highlight=False, width=200)
+    for f in results:
+        t = Table(title=f.file, title_justify="left", show_header=False)
+        t.add_column("fact", no_wrap=True)
+        t.add_column("value", overflow="fold")
+        t.add_column("read from", overflow="fold")
+        meta = f.metadata_from or "METADATA"
+        t.add_row("build", f"{f.project} {f.build_version or f.version} ({f.variant or '?'})",
+                  f"torch/version.py ({f.variant_from})")
+        t.add_row("sha256", f.sha256 or "-", f.sha256_from or "-")
+        t.add_row("arch list", f.arch_flags or "-", f.arch_member or "-")
+        if f.arch_matrix:
+            t.add_row("  matrix spelling", f.arch_matrix, "")
+        if f.embedded is not None:
+            code = f.embedded.get("targets") or (
+                "SASS " + " ".join(f.embedded.get("sass", {})) + "; PTX " + (" ".join(f.embedded.get("ptx", {})) or
+                                                                           "none"))
+            agree = {True: "agrees", False: "DIFFERS", None: "-"}[f.embedded_agrees]
+            t.add_row("embedded code", f"{code} ({agree})", f.embedded.get("member", "-"))
+        t.add_row("cuDNN", f.pins.get("cudnn", "-"), meta)
+        t.add_row("NCCL", f.pins.get("nccl", "-"), meta)
+        for k in ("cuda-toolkit", "cuda-runtime"):
+            if k in f.pins:
+                t.add_row(k, f.pins[k], meta)
+        for k, v in f.requires.items():
+            t.add_row(f"requires {k}", v, meta)
+        pyc = f.python_classifiers
+        t.add_row("Python", (f"{pyc[0]}-{pyc[-1]}" if len(pyc) > 1 else pyc[0] if pyc else "-")
+                  + f" (Requires-Python {f.requires_python or '-'})", f"{meta} classifiers")
+        t.add_row("  this wheel", " ".join(f.python_tags) or "-", "wheel tags")
+        if f.index_pythons is not None:
+            t.add_row("  on the index", " ".join(f.index_pythons) or "-", "index page")
+        t.add_row("platform", f"{f.platform} (manylinux tag: glibc {f.manylinux_glibc or '-'})", "wheel tags")
+        if f.glibc_floor is not None or f.elf_files is not None:
+            t.add_row("glibc floor", f"{f.glibc_floor or 'none'} (highest GLIBC_ version of {f.elf_files} ELF files)",
+                      f.glibc_member or "-")
+        whole = " (WHOLE FILE: no range support)" if f.whole_file else ""
+        t.add_row("read", f"{_mb(f.bytes_read)} of {_mb(f.size)}{whole} in {f.seconds:g} s", f.url or "local file")
+        for n in f.notes:
+            t.add_row("note", n, "")
+        con.print(t)
+
+
+def run_update_from_probe(args: argparse.Namespace, matrix_text: Callable[[str | None], tuple[str, str]]) -> int:
+    from torchfit.compat.matrix import load_matrix
+    from torchfit.matrixcheck.probe import WheelFacts
+    from torchfit.matrixcheck.probeupdate import propose_from_probe
+
+    facts: list[WheelFacts] = []
+    for path in args.from_probe:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = json.load(fh)
+            if isinstance(data, dict):
+                data = [data]
+            if not isinstance(data, list):
+                raise ValueError("expected a JSON list of probe records")
+            facts.extend(WheelFacts.from_json(d) for d in data)
+        except (OSError, ValueError, TypeError) as exc:
+            raise BadInput(f"--from-probe {path}: {exc}") from None
+    matrix = load_matrix(args.matrix)
+    text, path = matrix_text(args.matrix)
+    diff, summary = propose_from_probe(text, matrix, facts, path=path)
+    for line in summary:
+        sys.stderr.write(f"torchfit: {line}\n")
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(diff)
+        except OSError as exc:
+            raise BadInput(f"--output {args.output}: cannot write ({exc.strerror})") from None
+        sys.stderr.write(f"proposed changes written to {args.output} ({len(diff.splitlines())} lines); "
+                         "review, then apply with `git apply`\n" if diff else
+                         f"no changes proposed; {args.output} is empty\n")
+    else:
+        sys.stdout.write(diff)
+    return 1 if diff else 0

@@ -1,0 +1,663 @@
+"""Measure a torch wheel's facts from the artifact itself, without installing it or a GPU.
+
+`probe_wheel(archive)` reads, member by member (index.wheelmeta):
+
+- `*.dist-info/METADATA`: Requires-Python, the CPython classifiers, and the pins
+  that decide what the build needs at run time (nvidia-cudnn-*, nvidia-nccl-*,
+  cuda-toolkit, nvidia-cuda-runtime-*), plus torch/torchvision/torchaudio
+  requirements (a companion wheel names its torch);
+- `*.dist-info/WHEEL` and the file name: the tags (Python, manylinux floor, platform),
+  with `packaging.utils.parse_wheel_filename`;
+- `torch/version.py`: the build's own `__version__`, `cuda` and `hip` strings;
+- the compiled GPU arch list: the `CUDA_ARCH_FLAGS` string that
+  `torch._C._cuda_getArchFlags()` returns and `torch.cuda.get_arch_list()` splits
+  (torch/csrc/cuda/Module.cpp, compiled into `libtorch_python.so`; a ROCm build's
+  hipified Module.cpp holds its gfx list the same way), found as a whole
+  NUL-terminated string in the library's read-only data;
+- opt-in (`embedded=True`), the GPU code actually embedded, as a cross-check: the
+  SASS/PTX entries of the `.nv_fatbin` section of `libtorch_cuda.so`, or the
+  `__CLANG_OFFLOAD_BUNDLE__` target ids of `libtorch_hip.so`;
+- opt-in (`glibc=True`), the real glibc floor: the highest `GLIBC_x.y` symbol
+  version any ELF file of the wheel needs (`.gnu.version_r`, read with pyelftools).
+
+The byte-level parsers (`find_arch_strings`, `parse_fatbin`, `parse_offload_bundles`)
+are pure and raise only `WheelFormatError`; ELF files that pyelftools cannot read
+raise it too.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import io
+import re
+import struct
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import IO, Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+from torchfit.index.wheelmeta import (
+    ByteSource,
+    FileSource,
+    WheelArchive,
+    WheelFormatError,
+    ZipMember,
+    copy_to_temp,
+)
+
+# get_arch_list()'s tokens: sm_90, sm_90a, sm_100f, compute_120 (CUDA); gfx942,
+# gfx90a:xnack+ (ROCm). The string is one C string, space separated.
+_CUDA_TOKEN = rb"(?:sm|compute)_\d{2,3}[af]?"
+_GFX_TOKEN = rb"gfx[0-9a-f]{3,4}(?::[a-z]+[+-])*"
+_CUDA_LIST = re.compile(rb"(?<=\x00)(" + _CUDA_TOKEN + rb"(?: " + _CUDA_TOKEN + rb")*)\x00")
+_GFX_LIST = re.compile(rb"(?<=\x00)(" + _GFX_TOKEN + rb"(?:[ ;]" + _GFX_TOKEN + rb")*)\x00")
+# Where the arch string lives, in the order tried: Module.cpp is in libtorch_python.
+ARCH_MEMBERS = (r"^torch/lib/libtorch_python\.so$", r"^torch/lib/libtorch_hip\.so$",
+                r"^torch/lib/libtorch_cuda\.so$", r"^torch/lib/libtorch_cpu\.so$")
+_FATBIN_MAGIC = 0xBA55ED50
+_BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
+_ELF_NAME = re.compile(r"(\.so(\.[0-9.]+)?$|^torch/bin/[^/]+$|^[^/]+\.libs/[^/]+$)")
+_LINUX = {
+    "platform_system": "Linux", "sys_platform": "linux", "os_name": "posix",
+    "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": "",
+}
+
+
+# ---------------------------------------------------------------------------
+# What a probe found
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class WheelFacts:
+    """Everything one probe read, with where it read it. JSON: `to_json()`."""
+
+    file: str
+    size: int
+    url: str | None = None
+    sha256: str | None = None
+    sha256_from: str | None = None  # "file" (hashed here) | "index" (the index's hash)
+    project: str | None = None
+    version: str | None = None  # from METADATA
+    build_version: str | None = None  # torch/version.py __version__ (2.14.1+cu130)
+    variant: str | None = None  # cu130 | rocm6.4 | cpu, from the build's own strings
+    variant_from: str | None = None
+    cuda: str | None = None  # version.py `cuda`
+    hip: str | None = None  # version.py `hip`
+    tags: list[str] = field(default_factory=list)
+    python_tags: list[str] = field(default_factory=list)  # cp311 ...
+    platform: str | None = None  # x86_64 | aarch64 | any
+    manylinux_glibc: str | None = None  # the floor the platform tag promises
+    requires_python: str | None = None
+    python_classifiers: list[str] = field(default_factory=list)  # "3.10" ... from METADATA
+    index_pythons: list[str] | None = None  # CPython minors the index has wheels of (index probes)
+    pins: dict[str, str] = field(default_factory=dict)  # cudnn, nccl, cuda-toolkit, cuda-runtime
+    requires: dict[str, str] = field(default_factory=dict)  # torch / torchvision / torchaudio specs
+    metadata_from: str | None = None  # "PEP 658" | member name
+    arch_flags: str | None = None  # the raw string, as get_arch_list() would split it
+    arch: list[str] | None = None  # CUDA: sm_75 ...; ROCm: gfx942 ...
+    arch_matrix: str | None = None  # matrix spelling: 7.5;8.0;...;12.0+PTX | gfx900;gfx942
+    arch_member: str | None = None
+    embedded: dict[str, Any] | None = None  # {"member", "sass", "ptx", "containers"} | {"member", "targets"}
+    embedded_agrees: bool | None = None
+    glibc_floor: str | None = None
+    glibc_member: str | None = None  # one ELF file that needs the floor
+    elf_files: int | None = None
+    bytes_read: int = 0
+    requests: int | None = None
+    whole_file: bool = False
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> WheelFacts:
+        known = {k: v for k, v in obj.items() if k in cls.__dataclass_fields__}
+        if "file" not in known or "size" not in known:
+            raise ValueError("a probe record needs 'file' and 'size'")
+        return cls(**known)
+
+
+# ---------------------------------------------------------------------------
+# Pure parsers
+# ---------------------------------------------------------------------------
+
+
+def find_arch_strings(data: bytes) -> list[str]:
+    """Every whole C string in `data` that is a CUDA or ROCm arch list, longest first, deduplicated."""
+    found: dict[str, None] = {}
+    for rx in (_CUDA_LIST, _GFX_LIST):
+        for m in rx.finditer(data):
+            found[m.group(1).decode("ascii")] = None
+    return sorted(found, key=lambda s: (-len(s.split()), -len(s)))
+
+
+def cuda_arch_to_matrix(tokens: Iterable[str]) -> str:
+    """['sm_75', 'sm_120', 'compute_120'] -> '7.5;12.0+PTX' (TORCH_CUDA_ARCH_LIST spelling)."""
+    sass: dict[str, None] = {}
+    ptx: set[str] = set()
+    for t in tokens:
+        m = re.fullmatch(r"(sm|compute)_(\d+)(\d)([af]?)", t)
+        if not m:
+            continue
+        name = f"{m.group(2)}.{m.group(3)}{m.group(4)}"
+        if m.group(1) == "sm":
+            sass[name] = None
+        else:
+            ptx.add(name)
+    for p in ptx:
+        sass.setdefault(p, None)
+    order = sorted(sass, key=lambda a: (int(a.split(".")[0]), int(re.sub(r"\D", "", a.split(".")[1])), a))
+    return ";".join(f"{a}+PTX" if a in ptx else a for a in order)
+
+
+def parse_fatbin(fh: IO[bytes], start: int, size: int) -> dict[str, Any]:
+    """SASS and PTX entries of an `.nv_fatbin` section at `start` (`size` bytes) of `fh`.
+
+    Layout (as cuobjdump reads it): containers of header `<IHHQ>` (magic
+    0xBA55ED50, version, header size, payload size), each a run of entries with
+    kind `u16` at +0 (1 = PTX, 2 = ELF/SASS), header size `u32` at +4, padded
+    payload size `u64` at +8 and the SM number `u32` at +28. Only headers are
+    read (seeks), so a 400 MB section costs a few MB of reads.
+    """
+    sass: dict[int, int] = {}
+    ptx: dict[int, int] = {}
+    containers = 0
+    pos = start
+    end = start + size
+    while pos + 16 <= end:
+        fh.seek(pos)
+        head = fh.read(16)
+        if len(head) < 16:
+            break
+        magic, _ver, hsize, payload = struct.unpack("<IHHQ", head)
+        if magic != _FATBIN_MAGIC:
+            # Containers are 8-byte aligned; padding between them is zeros.
+            if head[:8].strip(b"\x00") == b"":
+                pos += 8
+                continue
+            raise WheelFormatError(".nv_fatbin", f"no fatbin container at offset {pos - start}")
+        if hsize < 16 or pos + hsize + payload > end:
+            raise WheelFormatError(".nv_fatbin", f"container at offset {pos - start} runs past the section")
+        containers += 1
+        epos = pos + hsize
+        cend = epos + payload
+        while epos + 32 <= cend:
+            fh.seek(epos)
+            e = fh.read(32)
+            if len(e) < 32:
+                raise WheelFormatError(".nv_fatbin", "truncated entry header")
+            kind, = struct.unpack("<H", e[0:2])
+            ehsize, = struct.unpack("<I", e[4:8])
+            padded, = struct.unpack("<Q", e[8:16])
+            sm, = struct.unpack("<I", e[28:32])
+            if ehsize < 32 or epos + ehsize + padded > cend:
+                raise WheelFormatError(".nv_fatbin", f"entry at offset {epos - start} runs past its container")
+            if kind == 1:
+                ptx[sm] = ptx.get(sm, 0) + 1
+            elif kind == 2:
+                sass[sm] = sass.get(sm, 0) + 1
+            epos += ehsize + padded
+        pos = cend
+    return {"containers": containers, "sass": {f"sm_{k}": v for k, v in sorted(sass.items())},
+            "ptx": {f"compute_{k}": v for k, v in sorted(ptx.items())}}
+
+
+def parse_offload_bundles(data: bytes) -> dict[str, int]:
+    """Target ids of every uncompressed clang offload bundle in `data`, with how often each occurs.
+
+    A bundle is the magic `__CLANG_OFFLOAD_BUNDLE__`, a `u64` entry count, then per
+    entry `u64` offset, `u64` size, `u64` id length and the id
+    (`hipv4-amdgcn-amd-amdhsa--gfx942`). Compressed bundles (`CCOB`) hold their ids
+    inside the compressed payload and are counted under the key "compressed".
+    """
+    out: dict[str, int] = {}
+    pos = data.find(_BUNDLE_MAGIC)
+    while pos >= 0:
+        p = pos + len(_BUNDLE_MAGIC)
+        if p + 8 > len(data):
+            raise WheelFormatError("offload bundle", "truncated header")
+        n, = struct.unpack("<Q", data[p:p + 8])
+        p += 8
+        if n > 4096:
+            raise WheelFormatError("offload bundle", f"implausible entry count {n}")
+        for _ in range(n):
+            if p + 24 > len(data):
+                raise WheelFormatError("offload bundle", "truncated entry")
+            _off, _size, idlen = struct.unpack("<QQQ", data[p:p + 24])
+            p += 24
+            if idlen > 1024 or p + idlen > len(data):
+                raise WheelFormatError("offload bundle", "entry id runs past the data")
+            tid = data[p:p + idlen].decode("ascii", errors="replace")
+            p += idlen
+            out[tid] = out.get(tid, 0) + 1
+        pos = data.find(_BUNDLE_MAGIC, p)
+    ccob = data.count(b"CCOB")
+    if ccob:
+        out["compressed"] = ccob
+    return out
+
+
+def gfx_of_bundle_ids(ids: Iterable[str]) -> list[str]:
+    """The gfx targets of offload-bundle ids (host entries and features dropped), sorted."""
+    gfx = {m.group(1) for i in ids if (m := re.search(r"--(gfx[0-9a-f]+)", i))}
+    return sorted(gfx, key=_gfx_key)
+
+
+def _gfx_key(g: str) -> tuple[int, str]:
+    return (len(g), g)
+
+
+def parse_metadata(text: str, platform: str) -> dict[str, Any]:
+    """The facts a wheel's METADATA states, for Linux on `platform` (markers evaluated)."""
+    msg = email.parser.HeaderParser().parsestr(text)
+    env = {**_LINUX, "platform_machine": platform, "python_version": "3.11", "python_full_version": "3.11.0"}
+    pins: dict[str, str] = {}
+    requires: dict[str, str] = {}
+    for raw in msg.get_all("Requires-Dist") or []:
+        try:
+            req = Requirement(str(raw))
+        except InvalidRequirement:
+            continue
+        try:
+            if req.marker is not None and not req.marker.evaluate(env):
+                continue
+        except Exception:  # an undefined marker variable: not for this platform
+            continue
+        name = req.name.lower().replace("_", "-")
+        exact = [s.version for s in req.specifier if s.operator in ("==", "===")]
+        fact = ("cudnn" if re.match(r"^nvidia-cudnn-cu\d+$", name) else
+                "nccl" if re.match(r"^nvidia-nccl-cu\d+$", name) else
+                "cuda-runtime" if re.match(r"^nvidia-cuda-runtime(-cu\d+)?$", name) else
+                "cuda-toolkit" if name == "cuda-toolkit" else None)
+        if fact and exact:
+            pins[fact] = exact[0]
+        if name in ("torch", "torchvision", "torchaudio"):
+            requires[name] = str(req.specifier) or "*"
+    classifiers = [m.group(1) for c in msg.get_all("Classifier") or []
+                   if (m := re.fullmatch(r"Programming Language :: Python :: (3\.\d+)", str(c).strip()))]
+    return {
+        "name": msg.get("Name"), "version": msg.get("Version"),
+        "requires_python": msg.get("Requires-Python"), "classifiers": classifiers,
+        "pins": pins, "requires": requires,
+    }
+
+
+def parse_version_py(text: str) -> dict[str, str | None]:
+    """`__version__`, `cuda` and `hip` of torch/version.py (assignments of string literals)."""
+    out: dict[str, str | None] = {}
+    for key in ("__version__", "cuda", "hip"):
+        m = re.search(rf"^{key}\s*(?::[^=]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", text, re.M)
+        out[key] = (m.group(1) or m.group(2)) if m and (m.group(1) or m.group(2)) else None
+    return out
+
+
+def parse_tags(filename: str) -> dict[str, Any]:
+    """Tags of a wheel file name: CPython tags, platform, the manylinux glibc floor."""
+    try:
+        _name, _ver, _build, tags = parse_wheel_filename(filename)
+    except (InvalidWheelFilename, ValueError) as exc:
+        raise WheelFormatError(filename, f"not a wheel file name ({exc})") from None
+    pys = sorted({t.interpreter for t in tags}, key=lambda s: (len(s), s))
+    floors: list[tuple[int, int]] = []
+    arches: set[str] = set()
+    legacy = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+    for t in tags:
+        m = re.match(r"^(?:manylinux_(\d+)_(\d+)|(manylinux1|manylinux2010|manylinux2014)|linux)_(\w+)$", t.platform)
+        if t.platform == "any":
+            arches.add("any")
+        elif m:
+            arches.add(m.group(4))
+            if m.group(1):
+                floors.append((int(m.group(1)), int(m.group(2))))
+            elif m.group(3):
+                floors.append(legacy[m.group(3)])
+        else:
+            arches.add(t.platform)
+    floor = min(floors) if floors else None
+    return {
+        "tags": sorted(str(t) for t in tags),
+        "python_tags": pys,
+        "platform": sorted(arches)[0] if len(arches) == 1 else ",".join(sorted(arches)) or None,
+        "manylinux_glibc": f"{floor[0]}.{floor[1]}" if floor else None,
+    }
+
+
+def variant_of(build_version: str | None, cuda: str | None, hip: str | None) -> tuple[str | None, str]:
+    """The build's variant name from its own strings: the local label, else version.py's cuda/hip."""
+    if build_version and "+" in build_version:
+        label = build_version.split("+", 1)[1]
+        if re.fullmatch(r"cu\d{3}|rocm\d+\.\d+(\.\d+)?|cpu", label):
+            return label, "version.py local label"
+    if cuda:
+        m = re.fullmatch(r"(\d+)\.(\d)", cuda)
+        if m:
+            return f"cu{m.group(1)}{m.group(2)}", "version.py cuda"
+    if hip:
+        return None, "version.py hip (no rocm label)"
+    if build_version is not None:
+        return "cpu", "version.py (no cuda, no hip)"
+    return None, "no torch/version.py"
+
+
+# ---------------------------------------------------------------------------
+# ELF, through pyelftools
+# ---------------------------------------------------------------------------
+
+
+def _elf(fh: IO[bytes], name: str) -> Any:
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        return ELFFile(fh)
+    except (ELFError, struct.error, ValueError, KeyError, IndexError) as exc:
+        raise WheelFormatError(name, f"not a readable ELF file ({exc})") from None
+
+
+def elf_rodata_strings(data: bytes, name: str) -> list[str]:
+    """Arch-list strings in an ELF image's read-only data sections (all of it when it has no sections)."""
+    from elftools.common.exceptions import ELFError
+
+    elf = _elf(io.BytesIO(data), name)
+    found: dict[str, None] = {}
+    try:
+        secs = [s for s in elf.iter_sections() if s.name in (".rodata", ".data.rel.ro", ".data", ".hip_fatbin")]
+        for s in secs:
+            off, size = s["sh_offset"], s["sh_size"]
+            for a in find_arch_strings(b"\x00" + data[off:off + size]):
+                found[a] = None
+    except (ELFError, struct.error, ValueError, KeyError, IndexError) as exc:
+        raise WheelFormatError(name, f"unreadable ELF sections ({exc})") from None
+    if not secs:
+        for a in find_arch_strings(data):
+            found[a] = None
+    return sorted(found, key=lambda s: (-len(s.split()), -len(s)))
+
+
+def elf_glibc_needs(fh: IO[bytes], name: str) -> list[str]:
+    """The GLIBC_x.y versions an ELF file needs (its `.gnu.version_r` entries for libc & co)."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.gnuversions import GNUVerNeedSection
+
+    elf = _elf(fh, name)
+    out: set[str] = set()
+    try:
+        for sec in elf.iter_sections():
+            if isinstance(sec, GNUVerNeedSection):
+                for _vn, auxs in sec.iter_versions():
+                    out.update(a.name for a in auxs if str(a.name).startswith("GLIBC_"))
+    except (ELFError, struct.error, ValueError, KeyError, IndexError, UnicodeDecodeError) as exc:
+        raise WheelFormatError(name, f"unreadable version section ({exc})") from None
+    return sorted(out, key=_glibc_key)
+
+
+def _glibc_key(v: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", v))
+
+
+def elf_section(fh: IO[bytes], name: str, section: str) -> tuple[int, int] | None:
+    """(offset, size) of a section in an ELF file, or None."""
+    elf = _elf(fh, name)
+    sec = elf.get_section_by_name(section)
+    if sec is None:
+        return None
+    return int(sec["sh_offset"]), int(sec["sh_size"])
+
+
+# ---------------------------------------------------------------------------
+# The probe
+# ---------------------------------------------------------------------------
+
+
+def probe_wheel(
+    archive: WheelArchive,
+    facts: WheelFacts,
+    *,
+    metadata: str | None = None,
+    glibc: bool = False,
+    embedded: bool = False,
+    say: Any = None,
+) -> WheelFacts:
+    """Fill `facts` from `archive` (METADATA from `metadata` when the index served it: PEP 658)."""
+    t0 = time.monotonic()
+    tags = parse_tags(facts.file)
+    facts.tags, facts.python_tags = tags["tags"], tags["python_tags"]
+    facts.platform, facts.manylinux_glibc = tags["platform"], tags["manylinux_glibc"]
+    plat = facts.platform if facts.platform in ("x86_64", "aarch64") else "x86_64"
+    if metadata is None:
+        found = archive.find(r"^[^/]+\.dist-info/METADATA$")
+        if not found:
+            raise WheelFormatError(facts.file, "no *.dist-info/METADATA")
+        metadata = archive.read(found[0]).decode("utf-8", errors="replace")
+        facts.metadata_from = found[0].name
+    md = parse_metadata(metadata, plat)
+    facts.project, facts.version = md["name"], md["version"]
+    facts.requires_python, facts.python_classifiers = md["requires_python"], md["classifiers"]
+    facts.pins, facts.requires = md["pins"], md["requires"]
+    vpy = archive.find(r"^torch/version\.py$")
+    if vpy:
+        v = parse_version_py(archive.read(vpy[0]).decode("utf-8", errors="replace"))
+        facts.build_version, facts.cuda, facts.hip = v["__version__"], v["cuda"], v["hip"]
+    facts.variant, facts.variant_from = variant_of(facts.build_version, facts.cuda, facts.hip)
+    keep: dict[str, IO[bytes]] = {}  # big members already extracted, reused by the glibc pass
+    try:
+        if facts.project and facts.project.lower() == "torch" and facts.variant != "cpu":
+            _probe_arch(archive, facts)
+            if embedded:
+                _probe_embedded(archive, facts, keep)
+        if glibc:
+            _probe_glibc(archive, facts, say, keep)
+    finally:
+        for fh in keep.values():
+            fh.close()
+    facts.seconds = round(time.monotonic() - t0, 2)
+    return facts
+
+
+def _probe_arch(archive: WheelArchive, facts: WheelFacts) -> None:
+    rocm = bool(facts.hip) or (facts.variant or "").startswith("rocm")
+    for pattern in ARCH_MEMBERS:
+        for m in archive.find(pattern):
+            strings = elf_rodata_strings(archive.read(m), m.name)
+            wanted = [s for s in strings if s.startswith("gfx") == rocm]
+            if not wanted:
+                continue
+            facts.arch_flags, facts.arch_member = wanted[0], m.name
+            if len(wanted) > 1:
+                facts.notes.append(f"{m.name}: {len(wanted)} arch-list strings; took the longest "
+                                   f"({', '.join(repr(w) for w in wanted[:4])})")
+            tokens = re.split(r"[ ;]", wanted[0])
+            facts.arch = tokens
+            facts.arch_matrix = (";".join(sorted(dict.fromkeys(t.split(":")[0] for t in tokens), key=_gfx_key))
+                                 if rocm else cuda_arch_to_matrix(tokens))
+            return
+    facts.notes.append("no arch-list string found in " + ", ".join(p.strip("^$").replace("\\", "")
+                                                                     for p in ARCH_MEMBERS))
+
+
+def _probe_embedded(archive: WheelArchive, facts: WheelFacts, keep: dict[str, IO[bytes]]) -> None:
+    name = r"^torch/lib/libtorch_hip\.so$" if (facts.hip or (facts.variant or "").startswith("rocm")) \
+        else r"^torch/lib/libtorch_cuda\.so$"
+    members = archive.find(name)
+    if not members:
+        facts.notes.append(f"embedded code not checked: no {name.strip('^$').replace(chr(92), '')}")
+        return
+    m = members[0]
+    fh = keep[m.name] = copy_to_temp(archive, m)
+    if "hip" in m.name:
+        ids = parse_offload_bundles(fh.read())
+        gfx = gfx_of_bundle_ids(ids)
+        facts.embedded = {"member": m.name, "targets": gfx, "bundle_ids": sum(ids.values())}
+        if facts.arch is not None:
+            facts.embedded_agrees = set(gfx) == {t.split(":")[0] for t in facts.arch}
+        return
+    where = elf_section(fh, m.name, ".nv_fatbin")
+    if where is None:
+        facts.notes.append(f"{m.name} has no .nv_fatbin section")
+        return
+    fat = parse_fatbin(fh, *where)
+    facts.embedded = {"member": m.name, **fat}
+    if facts.arch is None:
+        return
+    # An arch of the build list has code in (nearly) every container; a few kernels
+    # of vendored libraries are also built for other SMs (sm_89, sm_103): "extra".
+    half = fat["containers"] / 2
+    broad = {k for k, n in fat["sass"].items() if n >= half}
+    broad_ptx = {k for k, n in fat["ptx"].items() if n >= half}
+    claimed = {t for t in facts.arch if t.startswith("sm_")}
+    claimed_ptx = {t for t in facts.arch if t.startswith("compute_")}
+    facts.embedded_agrees = broad == claimed and broad_ptx == claimed_ptx
+    extra = {k: n for k, n in {**fat["sass"], **fat["ptx"]}.items() if k not in broad | broad_ptx}
+    if extra:
+        facts.notes.append(f"{m.name}: also code for " + ", ".join(
+            f"{k} ({n} of {fat['containers']} containers)" for k, n in extra.items()))
+    if not facts.embedded_agrees:
+        facts.notes.append(f"embedded code differs from the arch string: SASS in most containers "
+                           f"{sorted(broad)}, PTX {sorted(broad_ptx)}")
+
+
+def iter_elf_members(archive: WheelArchive) -> Iterator[ZipMember]:
+    """Members that are ELF files by name: shared objects, torch/bin/*, vendored *.libs/*."""
+    for m in archive.members.values():
+        if not m.name.endswith("/") and _ELF_NAME.search(m.name) and m.size >= 64:
+            yield m
+
+
+def _probe_glibc(archive: WheelArchive, facts: WheelFacts, say: Any, keep: dict[str, IO[bytes]]) -> None:
+    best: tuple[tuple[int, ...], str, str] | None = None
+    n = 0
+    for m in sorted(iter_elf_members(archive), key=lambda m: m.header_offset):
+        if say and m.compressed_size > 50_000_000 and m.name not in keep:
+            say(f"{facts.file}: reading {m.name} ({m.compressed_size / 1e6:.0f} MB) for its GLIBC versions")
+        fh = keep.get(m.name) or copy_to_temp(archive, m)
+        try:
+            fh.seek(0)
+            if fh.read(4) != b"\x7fELF":
+                continue
+            fh.seek(0)
+            needs = elf_glibc_needs(fh, m.name)
+        finally:
+            if m.name not in keep:
+                fh.close()
+        n += 1
+        if needs and (best is None or _glibc_key(needs[-1]) > best[0]):
+            best = (_glibc_key(needs[-1]), needs[-1], m.name)
+    facts.elf_files = n
+    if best:
+        facts.glibc_floor = best[1].removeprefix("GLIBC_")
+        facts.glibc_member = best[2]
+
+
+def probe_file(path: str, *, glibc: bool = False, embedded: bool = False, hash_file: bool = True,
+               say: Any = None) -> WheelFacts:
+    """Probe a local wheel file."""
+    src = FileSource(path)
+    try:
+        facts = WheelFacts(file=src.name, size=src.size)
+        probe_wheel(WheelArchive(src), facts, glibc=glibc, embedded=embedded, say=say)
+        facts.bytes_read = src.bytes_read
+        if hash_file:
+            facts.sha256, facts.sha256_from = src.sha256(), "file"
+    finally:
+        src.close()
+    return facts
+
+
+def probe_source(source: ByteSource, facts: WheelFacts, archive: WheelArchive, **kw: Any) -> WheelFacts:
+    """Probe through any byte source; `bytes_read` counts what it transferred."""
+    probe_wheel(archive, facts, **kw)
+    facts.bytes_read = source.bytes_read
+    return facts
+
+
+# ---------------------------------------------------------------------------
+# Wheels on an index
+# ---------------------------------------------------------------------------
+
+
+def _pick(wheels: list[Any], python: str | None) -> Any:
+    """One wheel per (release, platform): the asked CPython tag, else cp311, else the newest."""
+    def key(w: Any) -> tuple[bool, bool, list[int]]:
+        tags = {f"cp{a}{b}" for a, b in w.pythons}
+        return (python is not None and python not in tags, "cp311" not in tags,
+                [-m for _, m in sorted(w.pythons)])
+    return min(wheels, key=key)
+
+
+def find_index_wheels(
+    page_files: Iterable[Any], *, torch: str | None, variant: str | None, pypi: bool,
+    platforms: Iterable[str], python: str | None = None, newer_than: Any = None,
+) -> list[tuple[Any, list[str]]]:
+    """(wheel, CPython minors of its release/platform/variant) to probe, one per release and platform.
+
+    `torch`: "2.14.1", "2.14" (every 2.14.x) or None (every release). On a variant
+    index a wheel belongs to `variant` by its local label or its directory; on PyPI
+    (`pypi`) wheels are unlabelled. Pre-releases are skipped.
+    """
+    from torchfit.matrixcheck.check import parse_wheel
+
+    groups: dict[tuple[str, str], list[Any]] = {}
+    plats = set(platforms)
+    for f in page_files:
+        w = parse_wheel(f)
+        if w is None or w.arch not in plats or w.public.is_prerelease or not w.pythons:
+            continue
+        if pypi:
+            if w.version.local:
+                continue
+        elif variant and w.variant != variant:
+            continue
+        pub = str(w.public)
+        if torch and not (pub == torch or pub.startswith(torch + ".")):
+            continue
+        if newer_than is not None and not w.public > newer_than:
+            continue
+        groups.setdefault((pub, w.arch), []).append(w)
+    out = []
+    for (_pub, _arch), ws in sorted(groups.items(), key=lambda kv: (_vkey(kv[0][0]), kv[0][1])):
+        pys = sorted({p for w in ws for p in w.pythons})
+        out.append((_pick(ws, python), [f"{a}.{b}" for a, b in pys]))
+    return out
+
+
+def _vkey(v: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", v))
+
+
+def probe_index_wheel(client: Any, wheel: Any, pythons: list[str], *, glibc: bool = False,
+                      embedded: bool = False, say: Any = None) -> WheelFacts:
+    """Probe one index file with range requests; METADATA through PEP 658 when the index serves it."""
+    from torchfit.index.wheelmeta import HttpRangeSource
+    from torchfit.redact import redact
+
+    file = wheel.file
+    facts = WheelFacts(file=file.filename, size=0, url=redact(file.url.split("#", 1)[0]))
+    digest = file.hashes.get("sha256")
+    if digest:
+        facts.sha256, facts.sha256_from = digest.lower(), "index"
+    facts.index_pythons = pythons
+    # PEP 658: FILE.metadata, tried once even when the page does not advertise it.
+    metadata = client.core_metadata(file, probe=True)
+    src = HttpRangeSource(client, file.url)
+    try:
+        tail = src.open()
+        facts.size = src.size
+        archive = WheelArchive(src, tail)
+        probe_wheel(archive, facts, metadata=metadata, glibc=glibc, embedded=embedded, say=say)
+    finally:
+        src.close()
+    if metadata is not None:
+        facts.metadata_from = "PEP 658"
+        facts.bytes_read += len(metadata.encode())
+    facts.bytes_read += src.bytes_read
+    facts.requests = src.requests
+    facts.whole_file = src.whole_file
+    if src.warning:
+        facts.notes.append(src.warning)
+    return facts
