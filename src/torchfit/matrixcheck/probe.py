@@ -52,11 +52,14 @@ from torchfit.index.wheelmeta import (
 # gfx90a:xnack+ (ROCm). The string is one C string, space separated.
 _CUDA_TOKEN = rb"(?:sm|compute)_\d{2,3}[af]?"
 _GFX_TOKEN = rb"gfx[0-9a-f]{3,4}(?::[a-z]+[+-])*"
-_CUDA_LIST = re.compile(rb"(?<=\x00)(" + _CUDA_TOKEN + rb"(?: " + _CUDA_TOKEN + rb")*)\x00")
-_GFX_LIST = re.compile(rb"(?<=\x00)(" + _GFX_TOKEN + rb"(?:[ ;]" + _GFX_TOKEN + rb")*)\x00")
+# No anchor at the start: the string may follow a char array without a NUL of its
+# own (2.8.0 and 2.9.1: "...ipc_hsm_70 sm_75 ..."); the longest list wins.
+_CUDA_LIST = re.compile(rb"(" + _CUDA_TOKEN + rb"(?: " + _CUDA_TOKEN + rb")*)\x00")
+_GFX_LIST = re.compile(rb"(" + _GFX_TOKEN + rb"(?:[ ;]" + _GFX_TOKEN + rb")*)\x00")
 # Where the arch string lives, in the order tried: Module.cpp is in libtorch_python.
 ARCH_MEMBERS = (r"^torch/lib/libtorch_python\.so$", r"^torch/lib/libtorch_hip\.so$",
                 r"^torch/lib/libtorch_cuda\.so$", r"^torch/lib/libtorch_cpu\.so$")
+BIG_MEMBER = 64_000_000  # compressed bytes: members above this are read only when asked
 _FATBIN_MAGIC = 0xBA55ED50
 _BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
 _ELF_NAME = re.compile(r"(\.so(\.[0-9.]+)?$|^torch/bin/[^/]+$|^[^/]+\.libs/[^/]+$)")
@@ -448,7 +451,7 @@ def probe_wheel(
     keep: dict[str, IO[bytes]] = {}  # big members already extracted, reused by the glibc pass
     try:
         if facts.project and facts.project.lower() == "torch" and facts.variant != "cpu":
-            _probe_arch(archive, facts)
+            _probe_arch(archive, facts, big=embedded)
             if embedded:
                 _probe_embedded(archive, facts, keep)
         if glibc:
@@ -460,10 +463,14 @@ def probe_wheel(
     return facts
 
 
-def _probe_arch(archive: WheelArchive, facts: WheelFacts) -> None:
+def _probe_arch(archive: WheelArchive, facts: WheelFacts, big: bool = False) -> None:
     rocm = bool(facts.hip) or (facts.variant or "").startswith("rocm")
     for pattern in ARCH_MEMBERS:
         for m in archive.find(pattern):
+            if m.compressed_size > BIG_MEMBER and not big:
+                facts.notes.append(f"{m.name} ({m.compressed_size / 1e6:.0f} MB) not searched for the arch "
+                                   "list (--embedded reads big members)")
+                continue
             strings = elf_rodata_strings(archive.read(m), m.name)
             wanted = [s for s in strings if s.startswith("gfx") == rocm]
             if not wanted:
