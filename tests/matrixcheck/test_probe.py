@@ -250,9 +250,7 @@ def _c_bytes(data: bytes) -> str:
     return ", ".join(str(b) for b in data)
 
 
-@pytest.fixture(scope="module")
-def rocm_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("rocm")
+def _make_rocm_wheel(tmp: Path, version: str = "2.14.1") -> Path:
     # Module.cpp's CUDA_ARCH_FLAGS: one C string, as hipified torch builds it.
     python_so = _compile_so(tmp, "libtorch_python", f"""
         #include <stdio.h>
@@ -268,17 +266,23 @@ def rocm_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         static const unsigned char fatbin[] = {{ {_c_bytes(blob)} }};
         const unsigned char *bundle(void) {{ return fatbin; }}
     """)
-    wheel = tmp / "torch-2.14.1+rocm7.2-cp311-cp311-manylinux_2_28_x86_64.whl"
+    v = f"{version}+rocm7.2"
+    wheel = tmp / f"torch-{v}-cp311-cp311-manylinux_2_28_x86_64.whl"
     with zipfile.ZipFile(wheel, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("torch-2.14.1+rocm7.2.dist-info/METADATA",
-                    "Metadata-Version: 2.4\nName: torch\nVersion: 2.14.1+rocm7.2\nRequires-Python: >=3.10\n"
+        zf.writestr(f"torch-{v}.dist-info/METADATA",
+                    f"Metadata-Version: 2.4\nName: torch\nVersion: {v}\nRequires-Python: >=3.10\n"
                     "Requires-Dist: filelock\nRequires-Dist: triton-rocm==3.8.0; platform_system == \"Linux\"\n")
-        zf.writestr("torch-2.14.1+rocm7.2.dist-info/WHEEL",
+        zf.writestr(f"torch-{v}.dist-info/WHEEL",
                     "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp311-cp311-manylinux_2_28_x86_64\n")
-        zf.writestr("torch/version.py", "__version__ = '2.14.1+rocm7.2'\ncuda = None\nhip = '7.2.26015'\n")
+        zf.writestr("torch/version.py", f"__version__ = '{v}'\ncuda = None\nhip = '7.2.26015'\n")
         zf.write(python_so, "torch/lib/libtorch_python.so")
         zf.write(hip_so, "torch/lib/libtorch_hip.so")
     return wheel
+
+
+@pytest.fixture(scope="module")
+def rocm_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _make_rocm_wheel(tmp_path_factory.mktemp("rocm"))
 
 
 def test_rocm_fixture_gives_its_gfx_list(rocm_wheel: Path) -> None:
@@ -299,6 +303,45 @@ def test_rocm_fixture_gives_its_gfx_list(rocm_wheel: Path) -> None:
         out = subprocess.run([readelf, "-V", str(rocm_wheel.parent / "p.so")], capture_output=True, text=True).stdout
         versions = sorted({tuple(int(x) for x in v.split(".")) for v in re.findall(r"GLIBC_([\d.]+)", out)})
         assert rec["glibc_floor"] == ".".join(map(str, versions[-1]))
+
+
+def test_update_from_probe_fills_the_entry(tmp_path: Path) -> None:
+    """Probe records of both 2.14 patch releases become a diff that applies and loads."""
+    from torchfit.compat.matrix import load_matrix
+
+    recs = []
+    for v in ("2.14.0", "2.14.1"):
+        d = tmp_path / v
+        d.mkdir()
+        res = run_cli("matrix", "probe", str(_make_rocm_wheel(d, v)), "--json")
+        assert res.returncode == 0, res.stderr
+        recs += json.loads(res.stdout)
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps(recs[1:]))
+    both = tmp_path / "both.json"
+    both.write_text(json.dumps(recs))
+    # One release of two: a review comment, no value edit.
+    res = run_cli("matrix", "update", "--from-probe", str(one))
+    assert res.returncode == 1 and "not measured for 2.14.0" in res.stdout
+    assert not [ln for ln in res.stdout.splitlines() if ln.startswith("+arch")]
+    # Both: the arch list, its source and its evidence label.
+    res = run_cli("matrix", "update", "--from-probe", str(both))
+    assert res.returncode == 1, res.stderr
+    assert '+arch = "gfx900;gfx906;gfx90a;gfx942;gfx1100"' in res.stdout
+    shutil.copytree(Path(__file__).resolve().parents[2] / "src", tmp_path / "src")
+    subprocess.run(["patch", "-p1", "-s"], input=res.stdout, text=True, cwd=tmp_path, check=True)
+    m = load_matrix(str(tmp_path / "src/torchfit/data/matrix.toml"))
+    b = next(b for b in m.builds if str(b.torch) == "2.14.0" and b.variant == "rocm7.2")
+    assert b.gfx == tuple(GFX.split())
+    keys = b.sources["arch"].split("; ")
+    assert len(keys) == 2 and all(k.startswith("WHEEL torch-2.14.") and k in m.sources for k in keys)
+    assert "sha256" in m.sources[keys[0]]
+    text = (tmp_path / "src/torchfit/data/matrix.toml").read_text()
+    assert 'arch = "measured"' in text
+    # Applied, nothing more to propose.
+    res = run_cli("matrix", "update", "--from-probe", str(both), "--matrix",
+                  str(tmp_path / "src/torchfit/data/matrix.toml"))
+    assert res.returncode == 0 and res.stdout == ""
 
 
 def test_probe_bad_input_is_one_line(tmp_path: Path) -> None:

@@ -197,6 +197,10 @@ def propose_from_probe(
             else:
                 summary.append(f"{b0.variant} of torch {', '.join(str(b.torch) for b in by_line[line])}: "
                                f"{fact} {value} re-sourced from {src_now or 'none'} to the wheel")
+            if fact == "arch" and b0.arch_aarch64 is not None and "arch_aarch64" not in b0.sources \
+                    and not any(f == "arch_aarch64" for f, _v, _r in edits.get(line, [])) and src_now:
+                # `source.arch` also stood for arch_aarch64: keep that fact's sources.
+                _set_inline(out, idx, "source", "arch_aarch64", src_now)
             _set_inline(out, idx, "source", fact, key)
             _set_inline(out, idx, "evidence", fact, "measured")
             for r in recs:
