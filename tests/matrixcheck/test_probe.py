@@ -353,6 +353,11 @@ def test_probe_bad_input_is_one_line(tmp_path: Path) -> None:
     assert res.returncode == 2 and "no such file" in res.stderr and "Traceback" not in res.stderr
     res = run_cli("matrix", "probe")
     assert res.returncode == 2 and "needs a wheel" in res.stderr
+    bad = tmp_path / "bad.json"
+    for doc in ("[1]", '[{"file": "x.whl", "size": 1, "pins": []}]', "{", '"x"'):
+        bad.write_text(doc)
+        res = run_cli("matrix", "update", "--from-probe", str(bad))
+        assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, doc
 
 
 # ---------------------------------------------------------------------------

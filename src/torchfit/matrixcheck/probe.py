@@ -120,9 +120,20 @@ class WheelFacts:
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> WheelFacts:
+        if not isinstance(obj, dict):
+            raise ValueError("a probe record must be a JSON object")
         known = {k: v for k, v in obj.items() if k in cls.__dataclass_fields__}
-        if "file" not in known or "size" not in known:
-            raise ValueError("a probe record needs 'file' and 'size'")
+        if not isinstance(known.get("file"), str) or not isinstance(known.get("size"), int):
+            raise ValueError("a probe record needs 'file' (a string) and 'size' (an integer)")
+        shapes = {"pins": dict, "requires": dict, "tags": list, "python_tags": list, "python_classifiers": list,
+                  "notes": list, "arch": (list, type(None)), "index_pythons": (list, type(None)),
+                  "embedded": (dict, type(None))}
+        for key, shape in shapes.items():
+            if key in known and not isinstance(known[key], shape):
+                raise ValueError(f"probe record of {known['file']}: '{key}' has the wrong type")
+        for key in ("version", "variant", "platform", "arch_matrix", "sha256", "glibc_floor"):
+            if known.get(key) is not None and not isinstance(known[key], str):
+                raise ValueError(f"probe record of {known['file']}: '{key}' must be a string")
         return cls(**known)
 
 
