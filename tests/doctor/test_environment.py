@@ -62,6 +62,10 @@ def test_device_order_with_mixed_gpus(h200: Host) -> None:
 def test_nccl_transports_switched_off(h200: Host) -> None:
     r = h200.doctor(env={"NCCL_P2P_DISABLE": "0"})
     assert r.status("nccl-env-disables") == "ok"
+    # NCCL reads the integer (strtol) and acts at 1 only: "y" switches nothing off,
+    # the same answer verify gives (compat.ncclenv).
+    r = h200.doctor(env={"NCCL_P2P_DISABLE": "y"})
+    assert r.status("nccl-env-disables") == "ok"
     r = h200.doctor(env={"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"})
     c = r.check("nccl-env-disables")
     assert c["status"] == "warn"

@@ -27,7 +27,7 @@ STR_PARSERS = [
     parse.parse_nvml_mismatch, parse.parse_libnvidia_ml_version, parse.parse_ldconfig, parse.lib_kind,
     parse.version_from_filename, parse.parse_found_version, parse.parse_wheel_tags, parse.glibc_of_tag,
     parse.parse_arch_flags, parse.parse_cuda_visible_devices, parse.parse_nccl_ifname, parse.parse_mount_size,
-    parse.parse_env_file, parse.is_truthy, parse.parse_osrelease, parse.dotted, parse.first_line, parse.head,
+    parse.parse_env_file, parse.parse_osrelease, parse.dotted, parse.first_line, parse.head,
     parse.strip_ansi, parse.looks_like_lspci, parse_log,
 ]
 
@@ -109,4 +109,3 @@ def test_nccl_ifname_rules() -> None:
     assert parse.match_interfaces(parse.parse_nccl_ifname("=eth"), ifaces) == ()
     assert parse.match_interfaces(parse.parse_nccl_ifname("eth,ib"), ifaces) == ("eth0", "ib0")
     assert parse.parse_mount_size("shm /dev/shm tmpfs rw,nosuid,nodev,noexec,relatime,size=65536k 0 0\n") == 64 << 20
-    assert parse.is_truthy("1") and not parse.is_truthy("0") and not parse.is_truthy(None)

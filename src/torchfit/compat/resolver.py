@@ -33,7 +33,7 @@ from torchfit.compat.judgements import group_gpus, refuse_unknown_gpus
 from torchfit.compat.matrix import EVIDENCE_WORDS, WEAK_EVIDENCE, Build, Matrix
 from torchfit.compat.request import Plan, Request
 from torchfit.compat.rules import (
-    Check,
+    RuleResult,
     check_cudnn,
     check_driver,
     check_glibc,
@@ -94,13 +94,13 @@ class Req:
     identifier: str
     text: str
     source: str
-    test: Callable[[Any], Check | bool]
+    test: Callable[[Any], RuleResult | bool]
 
-    def check(self, candidate: Any) -> Check:
+    def check(self, candidate: Any) -> RuleResult:
         out = self.test(candidate)
-        if isinstance(out, Check):
+        if isinstance(out, RuleResult):
             return out
-        return Check(bool(out), self.text, "user" if self.source.startswith("user") else "python")
+        return RuleResult(bool(out), self.text, "user" if self.source.startswith("user") else "python")
 
     def format_for_error(self) -> str:
         return f"{self.text} ({self.source})"
@@ -114,7 +114,7 @@ def _in_spec(spec: SpecifierSet) -> Callable[[Any], bool]:
     return lambda c: spec.contains(c.version, prereleases=True)
 
 
-def _always(check: Check) -> Callable[[Any], Check]:
+def _always(check: RuleResult) -> Callable[[Any], RuleResult]:
     """A host requirement's verdict is fixed when the build is: the host has one candidate."""
     return lambda _c: check
 
@@ -132,7 +132,7 @@ class _Context:
         self.ordered = sorted(matrix.builds, key=self.build_order)
 
     # -- per-build requirement sets ------------------------------------------------
-    def host_checks(self, build: Build, k: int) -> list[tuple[str, Check]]:
+    def host_checks(self, build: Build, k: int) -> list[tuple[str, RuleResult]]:
         host = self.hosts[k]
         out = [("platform", check_platform(build, host)), ("glibc", check_glibc(build, host))]
         if build.kind == "cuda":
@@ -168,34 +168,34 @@ class _Context:
             )
         return out
 
-    def user_checks(self, build: Build) -> list[Check]:
+    def user_checks(self, build: Build) -> list[RuleResult]:
         """The user's own constraints on a build (positional torch spec, --cuda, --variant)."""
         req = self.request
         out = []
         spec = req.spec("torch")
         if str(spec):
             ok = spec.contains(build.torch, prereleases=True)
-            out.append(Check(ok, f"{build.label}: outside torch{spec} (user)", "user"))
+            out.append(RuleResult(ok, f"{build.label}: outside torch{spec} (user)", "user"))
         if req.variant:
-            out.append(Check(build.variant == req.variant, f"{build.label}: not --variant {req.variant}", "user"))
+            out.append(RuleResult(build.variant == req.variant, f"{build.label}: not --variant {req.variant}", "user"))
         if req.cuda:
             ok = build.cuda is not None and req.cuda.contains(build.cuda, prereleases=True)
-            out.append(Check(ok, f"{build.label}: CUDA {build.cuda or 'none'} outside --cuda {req.cuda}", "user"))
+            out.append(RuleResult(ok, f"{build.label}: CUDA {build.cuda or 'none'} outside --cuda {req.cuda}", "user"))
         return out
 
     # -- explanation ----------------------------------------------------------------
-    def refusals(self, build: Build) -> list[Check]:
+    def refusals(self, build: Build) -> list[RuleResult]:
         """Every unmet requirement of `build`, host facts first, then Python, then the user's."""
-        fails: list[Check] = []
+        fails: list[RuleResult] = []
         for k in range(len(self.hosts)):
             fails += [c for _, c in self.host_checks(build, k) if not c.ok]
         py = self.python_req(build)
         choices = [p for p in self.pythons if self._python_ok(p)]
         if not any(py.check(p).ok for p in choices):
-            fails.append(Check(False, self._python_refusal(build, choices), "python"))
+            fails.append(RuleResult(False, self._python_refusal(build, choices), "python"))
         for comp in self.companion_reqs(build):
             if not any(comp.check(c).ok for c in self._companions(comp.identifier)):
-                fails.append(Check(False, f"{build.label}: {comp.text}", "companion"))
+                fails.append(RuleResult(False, f"{build.label}: {comp.text}", "companion"))
         fails += [c for c in self.user_checks(build) if not c.ok]
         return fails
 
@@ -552,7 +552,7 @@ def explain_conflict(ctx: _Context) -> tuple[list[str], list[str]]:
         conflicts.append(f"{host.name}: {describe_host(host)}")
     grouped = _grouped_gpu_refusals(ctx) if ctx.request.describe() else []
     conflicts += grouped
-    by_category: dict[str, list[tuple[Build, Check]]] = {}
+    by_category: dict[str, list[tuple[Build, RuleResult]]] = {}
     singles: dict[str, Build] = {}
     pairs: list[tuple[Build, list[str]]] = []
     for b in ctx.ordered:

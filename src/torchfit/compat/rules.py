@@ -1,6 +1,6 @@
 """The host rules of DESIGN.md as checks: does one build fit one host, and why not.
 
-Each rule returns a `Check` (ok, and a sentence that states the fact from the
+Each rule returns a `RuleResult` (ok, and a sentence that states the fact from the
 host first, then what the matrix demands). The resolver turns these into
 virtual-package requirements; `--explain` and conflict reports print them.
 """
@@ -17,7 +17,7 @@ from torchfit.compat.versions import BuildArch, Dotted, coverage
 
 
 @dataclass(**FROZEN)
-class Check:
+class RuleResult:
     """The verdict of one rule for one (build, host) pair."""
 
     ok: bool
@@ -57,47 +57,47 @@ def _unknown(host: HostFacts, fact: str) -> str:
     return f"{fact} unknown on {host.name}" + (f" ({why})" if why else "")
 
 
-def check_driver(build: Build, host: HostFacts, matrix: Matrix, strict: bool) -> Check:
+def check_driver(build: Build, host: HostFacts, matrix: Matrix, strict: bool) -> RuleResult:
     floor, what = driver_floor(build, matrix, strict)
     if floor is None:
-        return Check(False, f"{build.variant}: {what} is unknown in the matrix", "driver")
+        return RuleResult(False, f"{build.variant}: {what} is unknown in the matrix", "driver")
     drv = host.driver
     if drv is None:
-        return Check(False, f"{build.variant}: needs driver >= {floor}; {_unknown(host, 'driver_version')}", "driver")
+        return RuleResult(False, f"{build.variant}: needs driver >= {floor}; {_unknown(host, 'driver_version')}", "driver")
     if drv < floor:
-        return Check(False, f"{build.variant}: needs driver >= {floor} ({what}), {host.name} has {drv}", "driver")
-    return Check(True, f"driver {drv} >= {floor} ({what})", "driver")
+        return RuleResult(False, f"{build.variant}: needs driver >= {floor} ({what}), {host.name} has {drv}", "driver")
+    return RuleResult(True, f"driver {drv} >= {floor} ({what})", "driver")
 
 
-def check_gpus(build: Build, host: HostFacts, matrix: Matrix, want_cpu: bool) -> Check:
+def check_gpus(build: Build, host: HostFacts, matrix: Matrix, want_cpu: bool) -> RuleResult:
     """Every visible GPU must be covered by the build; a GPU host gets CPU only on request."""
     if build.kind == "cpu":
         if host.gpus and not want_cpu:
             gpus = group_gpus([g.label() for g in host.gpus])
-            return Check(False, f"cpu: {host.name} has GPUs ({gpus}); a CPU build only with --variant cpu", "gpu")
-        return Check(True, "no GPU to cover" if not host.gpus else "CPU build requested", "gpu")
+            return RuleResult(False, f"cpu: {host.name} has GPUs ({gpus}); a CPU build only with --variant cpu", "gpu")
+        return RuleResult(True, "no GPU to cover" if not host.gpus else "CPU build requested", "gpu")
     if build.kind == "rocm":
         amd = host.amd_gpus
         if not amd:
-            return Check(False, f"{build.variant}: {host.name} has no AMD GPU", "gpu", "need an AMD GPU")
+            return RuleResult(False, f"{build.variant}: {host.name} has no AMD GPU", "gpu", "need an AMD GPU")
         if build.gfx is None:
-            return Check(False, f"{build.variant}: its gfx target list is unknown in the matrix", "gpu",
+            return RuleResult(False, f"{build.variant}: its gfx target list is unknown in the matrix", "gpu",
                          "have an unknown gfx target list in the matrix (it covers no GPU)")
         missing = [g for g in amd if g.gfx not in build.gfx]
         if missing:
             names = group_gpus([g.label() for g in missing])
             gfx = ", ".join(sorted({g.gfx or "gfx unknown" for g in missing}))
-            return Check(False, f"{build.variant}: {names} not in its targets ({';'.join(build.gfx)})", "gpu",
+            return RuleResult(False, f"{build.variant}: {names} not in its targets ({';'.join(build.gfx)})", "gpu",
                          f"have no {gfx} code: targets {';'.join(build.gfx)}")
-        return Check(True, f"{', '.join(sorted({g.gfx or '' for g in amd}))} in the ROCm target list", "gpu")
+        return RuleResult(True, f"{', '.join(sorted({g.gfx or '' for g in amd}))} in the ROCm target list", "gpu")
     nv = host.nvidia_gpus
     if not nv:
         extra = " (only AMD GPUs)" if host.amd_gpus else ""
-        return Check(False, f"{build.variant}: {host.name} has no NVIDIA GPU{extra}", "gpu", "need an NVIDIA GPU")
+        return RuleResult(False, f"{build.variant}: {host.name} has no NVIDIA GPU{extra}", "gpu", "need an NVIDIA GPU")
     platform = host_platform(host) or "x86_64"
     archs = build.arch_for(platform)
     if archs is None:
-        return Check(False, f"{build.variant}: its {platform} arch list is unknown in the matrix", "gpu",
+        return RuleResult(False, f"{build.variant}: its {platform} arch list is unknown in the matrix", "gpu",
                      f"have an unknown {platform} arch list in the matrix (it covers no GPU)")
     full = has_full_driver(build, host, matrix)
     notes = []
@@ -105,14 +105,14 @@ def check_gpus(build: Build, host: HostFacts, matrix: Matrix, want_cpu: bool) ->
         arch = gpu.arch
         listed = ";".join(str(a) for a in archs)
         if arch is None:
-            return Check(False, f"{build.variant}: compute capability of {gpu.name} unknown", "gpu")
+            return RuleResult(False, f"{build.variant}: compute capability of {gpu.name} unknown", "gpu")
         cov = coverage(arch, archs)
         if cov.kind == "none":
-            return Check(False, f"{build.variant}: {gpu.label()} is not in its arch list ({listed})", "gpu",
+            return RuleResult(False, f"{build.variant}: {gpu.label()} is not in its arch list ({listed})", "gpu",
                          f"have no {arch.sm} code: arch list {format_arch_span(archs)}")
         if cov.kind == "ptx" and not full:
             floor = matrix.cuda[build.cuda or ""].toolkit_driver
-            return Check(
+            return RuleResult(
                 False,
                 f"{build.variant}: {gpu.label()} only runs through PTX JIT, which needs driver >= "
                 f"{floor or 'unknown'} (minor-version compatibility has no PTX JIT)",
@@ -121,31 +121,31 @@ def check_gpus(build: Build, host: HostFacts, matrix: Matrix, want_cpu: bool) ->
                 f"driver >= {floor or 'unknown'}; minor-version compatibility has none",
             )
         notes.append(f"{arch.sm} {'native' if cov.kind == 'native' else 'PTX'} via {cov.via}")
-    return Check(True, ", ".join(sorted(set(notes))), "gpu")
+    return RuleResult(True, ", ".join(sorted(set(notes))), "gpu")
 
 
-def check_platform(build: Build, host: HostFacts) -> Check:
+def check_platform(build: Build, host: HostFacts) -> RuleResult:
     platform = host_platform(host)
     if platform is None:
-        return Check(False, f"{build.variant}: {_unknown(host, 'arch')}", "platform")
+        return RuleResult(False, f"{build.variant}: {_unknown(host, 'arch')}", "platform")
     if platform not in build.platforms:
-        return Check(False, f"{build.variant}: no {platform} wheels on its index", "platform")
-    return Check(True, f"{platform} wheels", "platform")
+        return RuleResult(False, f"{build.variant}: no {platform} wheels on its index", "platform")
+    return RuleResult(True, f"{platform} wheels", "platform")
 
 
-def check_glibc(build: Build, host: HostFacts) -> Check:
+def check_glibc(build: Build, host: HostFacts) -> RuleResult:
     platform = host_platform(host) or "x86_64"
     floor = build.glibc_for(platform)
     shown = floor or CONSERVATIVE_GLIBC
     glibc = host.glibc_v
     if glibc is None:
-        return Check(False, f"{build.label}: needs glibc >= {shown}; {_unknown(host, 'glibc')}", "glibc")
+        return RuleResult(False, f"{build.label}: needs glibc >= {shown}; {_unknown(host, 'glibc')}", "glibc")
     if glibc < shown:
         unknown = " (floor unknown in the matrix, taken as 2.28)" if floor is None else ""
-        return Check(
+        return RuleResult(
             False, f"{build.label}: needs glibc >= {shown}{unknown}, {host.name} has {glibc}", "glibc"
         )
-    return Check(True, f"glibc {glibc} >= {shown}", "glibc")
+    return RuleResult(True, f"glibc {glibc} >= {shown}", "glibc")
 
 
 def format_arch_span(archs: tuple[BuildArch, ...]) -> str:
@@ -158,7 +158,7 @@ def format_arch_span(archs: tuple[BuildArch, ...]) -> str:
     return f"{span}, " + (f"PTX for {', '.join(ptx)}" if ptx else "no PTX")
 
 
-def check_cudnn(build: Build, host: HostFacts, matrix: Matrix) -> Check:
+def check_cudnn(build: Build, host: HostFacts, matrix: Matrix) -> RuleResult:
     """cuDNN's own GPU floor: every NVIDIA GPU at or above the compute capability the
     build's cuDNN supports, whatever its arch list says. cuDNN 9 needs 5.0+, so a
     Kepler GPU (K80, sm_37) never gets a cuDNN 9 build; cuDNN 8.5 still runs on 3.5+.
@@ -166,7 +166,7 @@ def check_cudnn(build: Build, host: HostFacts, matrix: Matrix) -> Check:
     unknown cuDNN is held to the strictest floor listed."""
     nv = [g for g in host.nvidia_gpus if g.arch is not None]
     if build.kind != "cuda" or not nv:
-        return Check(True, "no cuDNN GPU floor applies", "gpu")
+        return RuleResult(True, "no cuDNN GPU floor applies", "gpu")
     row = matrix.cudnn_floor(build.cudnn) if build.cudnn else None
     what = f"cuDNN {build.cudnn}"
     if row is None:
@@ -174,14 +174,14 @@ def check_cudnn(build: Build, host: HostFacts, matrix: Matrix) -> Check:
         what = (f"cuDNN {build.cudnn} (no floor listed for it, so the strictest)" if build.cudnn
                 else "its cuDNN (unknown in the matrix, so held to the strictest floor)")
     if row is None:
-        return Check(True, "no cuDNN GPU floor in the matrix", "gpu")
+        return RuleResult(True, "no cuDNN GPU floor in the matrix", "gpu")
     floor = row.min_compute
     low = [g for g in nv if g.arch is not None and g.arch[:2] < floor[:2]]
     if low:
         names = group_gpus([g.label() for g in low])
         sms = ", ".join(sorted({g.arch.sm for g in low if g.arch is not None}))
         cudnn = f"cuDNN {build.cudnn}" if build.cudnn else "an unknown cuDNN"
-        return Check(
+        return RuleResult(
             False,
             f"{build.variant}: {what} needs compute capability >= {floor} (NVIDIA cuDNN support matrix: "
             f"{row.source}); {names} is below it",
@@ -189,4 +189,4 @@ def check_cudnn(build: Build, host: HostFacts, matrix: Matrix) -> Check:
             f"carry {cudnn}, which needs compute capability >= {floor} (NVIDIA cuDNN support matrix): "
             f"{sms} is below it",
         )
-    return Check(True, f"{what} supports compute capability >= {floor}", "gpu")
+    return RuleResult(True, f"{what} supports compute capability >= {floor}", "gpu")

@@ -12,9 +12,9 @@ target environment's Python. docs/doctor.md lists every check.
 from __future__ import annotations
 
 from torchfit.doctor.context import Context
-from torchfit.doctor.model import AREAS, Check, load_all, run_checks
+from torchfit.doctor.model import AREAS, Check, check_to_json, load_all, run_checks, status_word
 
-__all__ = ["AREAS", "Check", "Context", "diagnose"]
+__all__ = ["AREAS", "Check", "Context", "check_to_json", "diagnose", "status_word"]
 
 
 def diagnose(ctx: Context, verbose: bool = False) -> list[Check]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from torchfit.compat.ncclenv import is_nccl_switch_on
 from torchfit.doctor import parse
 from torchfit.doctor.context import Context
 from torchfit.doctor.model import Verdict, check, fail, ok, unknown, warn
@@ -116,7 +117,7 @@ def check_nccl_disables(ctx: Context) -> Verdict:
     found = []
     for key, effect in _DISABLES.items():
         value, where = nccl_setting(ctx, key)
-        if parse.is_truthy(value):
+        if is_nccl_switch_on(key, value):
             found.append(f"{key}={value} ({where}): {effect}")
     if not found:
         return ok("NCCL_P2P_DISABLE, NCCL_SHM_DISABLE and NCCL_IB_DISABLE are not set")

@@ -2,7 +2,8 @@
 
 A check is a function of the `Context` registered with `@check(id, area, title)`;
 it returns a `Verdict` (status, the evidence it saw, the fix). `run_checks` turns
-verdicts into `Check` values in registry order, and turns a check that raised into
+verdicts into `Check` values (torchfit.checks, shared with verify; doctor's
+status words are mapped at its JSON edge, `check_to_json`) in registry order, and turns a check that raised into
 an `unknown` with the reason, so a bug in one check never hides the others (nor
 prints a traceback; `-v` shows it on stderr).
 """
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from torchfit._backports import FROZEN
+from torchfit.checks import Check, Status
 
 if TYPE_CHECKING:
     from torchfit.doctor.context import Context
@@ -48,26 +50,26 @@ def unknown(evidence: str, fix: str | None = None) -> Verdict:
     return Verdict("unknown", evidence, fix)
 
 
-@dataclass(**FROZEN)
-class Check:
-    """One finding: which check, its area, the verdict, what it saw and how to fix it."""
+# doctor's JSON words for the shared Status (DESIGN.md: never renamed).
+_WORDS = {Status.PASS: "ok", Status.WARN: "warn", Status.FAIL: "fail", Status.UNKNOWN: "unknown"}
+_STATUS = {word: status for status, word in _WORDS.items()}
 
-    id: str
-    area: str
-    title: str
-    status: str
-    evidence: str
-    fix: str | None = None
 
-    def to_json(self) -> dict[str, str | None]:
-        return {
-            "id": self.id,
-            "area": self.area,
-            "title": self.title,
-            "status": self.status,
-            "evidence": self.evidence,
-            "fix": self.fix,
-        }
+def status_word(status: Status) -> str:
+    """ok / warn / fail / unknown: how doctor says a Status."""
+    return _WORDS[status]
+
+
+def check_to_json(c: Check) -> dict[str, str | None]:
+    """doctor's JSON for one check: id, area, title, status, evidence, fix."""
+    return {
+        "id": c.name,
+        "area": c.area,
+        "title": c.title,
+        "status": status_word(c.status),
+        "evidence": c.summary,
+        "fix": c.hint,
+    }
 
 
 @dataclass(**FROZEN)
@@ -122,5 +124,6 @@ def run_checks(ctx: Context, specs: Iterable[Spec], verbose: bool = False) -> li
             verdict = unknown(
                 f"the check itself failed ({type(exc).__name__}: {exc}); please report it",
             )
-        out.append(Check(spec.id, spec.area, spec.title, verdict.status, verdict.evidence, verdict.fix))
+        out.append(Check(spec.id, _STATUS[verdict.status], verdict.evidence, hint=verdict.fix,
+                         area=spec.area, title=spec.title))
     return out

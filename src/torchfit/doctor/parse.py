@@ -506,16 +506,6 @@ def parse_env_file(text: str) -> dict[str, str]:
     return out
 
 
-def is_truthy(value: str | None) -> bool:
-    """NCCL's boolean variables: any non-zero integer is set (NCCL_P2P_DISABLE=1)."""
-    if value is None:
-        return False
-    v = value.strip()
-    if re.fullmatch(r"-?[0-9]+", v):
-        return int(v) != 0
-    return v.lower() in ("true", "yes", "on")
-
-
 def parse_osrelease(text: str) -> str | None:
     """/proc/sys/kernel/osrelease ("6.8.0-45-generic\\n") -> "6.8.0-45-generic"."""
     token = text.strip()

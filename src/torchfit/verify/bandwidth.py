@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from torchfit.compat.ncclenv import is_nccl_switch_on
 from torchfit.verify.inspection import cvd_entries
 from torchfit.verify.model import Check
 from torchfit.verify.sizes import MIB, format_bytes
@@ -55,22 +56,18 @@ def link_promise(
     return bw, f"{link}: PCIe gen{gen} x{width}"
 
 
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() not in ("", "0", "false", "no", "off")
-
-
 def bandwidth_causes(
     env: Mapping[str, str], topology: Mapping[str, str], pairs: Sequence[tuple[int, int]]
 ) -> list[str]:
     """Likely reasons for low all-reduce bandwidth, from what the ranks saw."""
     causes = []
-    if _truthy(env.get("NCCL_P2P_DISABLE")):
+    if is_nccl_switch_on("NCCL_P2P_DISABLE", env.get("NCCL_P2P_DISABLE")):
         causes.append(
             "NCCL_P2P_DISABLE={} is set: NCCL copies through host memory instead of NVLink/PCIe P2P".format(
                 env["NCCL_P2P_DISABLE"]
             )
         )
-    if _truthy(env.get("NCCL_SHM_DISABLE")):
+    if is_nccl_switch_on("NCCL_SHM_DISABLE", env.get("NCCL_SHM_DISABLE")):
         causes.append(
             "NCCL_SHM_DISABLE={} is set: with P2P off too, traffic goes through the network stack".format(
                 env["NCCL_SHM_DISABLE"]

@@ -1,4 +1,5 @@
-"""verify's value types: what to verify (`Options`), one verdict line (`Check`),
+"""verify's value types: what to verify (`Options`), one verdict line (`Check`,
+torchfit.checks' type, and `check_to_json`, verify's JSON words for it),
 everything found (`Report`, whose `to_json()` is the `--json` output), and the
 `Observer` the CLI hands in to hear about long phases."""
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchfit._backports import FROZEN
+from torchfit.checks import Check, Status
 
 
 @dataclass(**FROZEN)
@@ -34,23 +36,15 @@ class Options:
     keep: bool = False
 
 
-@dataclass(**FROZEN)
-class Check:
-    """One verdict line: `status` is pass, warn, fail or skip."""
-
-    name: str
-    status: str
-    summary: str
-    detail: tuple[str, ...] = ()
-    hint: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "status": self.status, "summary": self.summary}
-        if self.detail:
-            out["detail"] = list(self.detail)
-        if self.hint:
-            out["hint"] = self.hint
-        return out
+def check_to_json(c: Check) -> dict[str, Any]:
+    """verify's JSON for one check: name, status (pass/warn/fail/skip), summary,
+    and detail/hint when present."""
+    out: dict[str, Any] = {"name": c.name, "status": c.status.value, "summary": c.summary}
+    if c.detail:
+        out["detail"] = list(c.detail)
+    if c.hint:
+        out["hint"] = c.hint
+    return out
 
 
 @dataclass
@@ -75,14 +69,14 @@ class Report:
 
     @property
     def failed(self) -> list[str]:
-        return [c.name for c in self.checks if c.status == "fail"]
+        return [c.name for c in self.checks if c.failed]
 
     def check(self, name: str) -> Check | None:
         return next((c for c in self.checks if c.name == name), None)
 
     def verdict(self) -> str:
         if self.ok:
-            warns = [c.name for c in self.checks if c.status == "warn"]
+            warns = [c.name for c in self.checks if c.status is Status.WARN]
             return "PASS" + (f" (warnings: {', '.join(warns)})" if warns else "")
         first = self.check(self.failed[0])
         why = f": {first.summary}" if first else ""
@@ -96,7 +90,7 @@ class Report:
             "python": self.python,
             "env": self.env_prefix,
             "lock": self.lock,
-            "checks": [c.to_json() for c in self.checks],
+            "checks": [check_to_json(c) for c in self.checks],
             "nodes": self.nodes,
             "node_disagreements": self.node_disagreements,
             "bandwidth": self.bandwidth,

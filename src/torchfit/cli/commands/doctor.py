@@ -141,13 +141,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def summary(checks: Sequence[Check]) -> dict[str, int]:
+    from torchfit.doctor import status_word
+
     counts = {"ok": 0, "warn": 0, "fail": 0, "unknown": 0}
     for c in checks:
-        counts[c.status] = counts.get(c.status, 0) + 1
+        word = status_word(c.status)
+        counts[word] = counts.get(word, 0) + 1
     return counts
 
 
 def report_json(checks: Sequence[Check], ctx: Context) -> dict[str, Any]:
+    from torchfit.doctor import check_to_json
+
     return {
         "ok": not any(c.status == "fail" for c in checks),
         "summary": summary(checks),
@@ -155,7 +160,7 @@ def report_json(checks: Sequence[Check], ctx: Context) -> dict[str, Any]:
         "python_source": ctx.python_source,
         "root": ctx.root,
         "log": ctx.log_path,
-        "checks": [c.to_json() for c in checks],
+        "checks": [check_to_json(c) for c in checks],
     }
 
 
@@ -182,6 +187,7 @@ def format_report(checks: Sequence[Check], ctx: Context, width: int = 80) -> lis
     """The doctor report as plain lines (render_report colours them)."""
     import textwrap
 
+    from torchfit.doctor import status_word
     from torchfit.inputs import terminal_text
     from torchfit.redact import redact
 
@@ -196,16 +202,17 @@ def format_report(checks: Sequence[Check], ctx: Context, width: int = 80) -> lis
         if c.area != area:
             lines.append(c.area)
             area = c.area
-        head = f"  {c.status:<8} {c.id}"
-        if c.status == "ok":
-            text = f"{head}  {clean(c.evidence)}"
+        word = status_word(c.status)
+        head = f"  {word:<8} {c.name}"
+        if word == "ok":
+            text = f"{head}  {clean(c.summary)}"
             lines.append(text if len(text) <= width else text[: width - 1] + "\u2026")
             continue
         lines.append(head)
-        lines += textwrap.wrap(clean(c.evidence), width, initial_indent=pad, subsequent_indent=pad,
+        lines += textwrap.wrap(clean(c.summary), width, initial_indent=pad, subsequent_indent=pad,
                                break_long_words=False, break_on_hyphens=False)
-        if c.fix and c.status in ("warn", "fail", "unknown"):
-            lines += textwrap.wrap(clean(c.fix), width, initial_indent=pad + "fix: ",
+        if c.hint and word in ("warn", "fail", "unknown"):
+            lines += textwrap.wrap(clean(c.hint), width, initial_indent=pad + "fix: ",
                                    subsequent_indent=pad + "     ", break_long_words=False,
                                    break_on_hyphens=False)
     counts = summary(checks)
