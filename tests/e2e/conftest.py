@@ -82,7 +82,8 @@ class Run:
                 self._got.wait(timeout=min(left, 0.5))
 
     def signal(self, sig: int) -> None:
-        os.kill(self.proc.pid, sig)
+        if self.proc.poll() is None:  # never a pid that was reaped (and maybe reused)
+            os.kill(self.proc.pid, sig)
 
     def left(self, grace: float = 5.0) -> list[tuple[int, str]]:
         """Processes of this run still alive after `grace` seconds (tagged environment)."""

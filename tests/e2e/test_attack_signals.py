@@ -33,7 +33,7 @@ SEED = int(os.environ.get("TORCHFIT_ATTACK_SEED", "20261130"))
 COMMANDS = ("install", "doctor", "export", "verify")
 ATTACKS = ("SIGKILL", "SIGTERM", "SIGHUP")
 # Roughly how long each command runs here: the random moment falls inside it.
-DURATION = {"install": 10.0, "doctor": 4.0, "export": 5.0, "verify": 15.0}
+DURATION = {"install": 6.0, "doctor": 4.0, "export": 5.0, "verify": 15.0}
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore")]
 
