@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from torchfit.compat.facts import Gpu, HostFacts, PythonInstall, Pyenv
+from torchfit.compat.facts import Gpu, HostFacts, Pyenv, PythonInstall
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -54,16 +50,6 @@ def make_facts(
         pythons=tuple(PythonInstall(v, f"/usr/bin/python{v[:4]}", "path") for v in (pythons or ["3.12.3"])),
         pyenv=Pyenv("/root/.pyenv", "2.4.0", tuple(pyenv)) if pyenv is not None else None,
         name=name,
-    )
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120, **kw: Any) -> subprocess.CompletedProcess[str]:
-    """Run `python -m torchfit ARGS` as a real subprocess."""
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "torchfit", *args],
-        capture_output=True, text=True, env=full_env, timeout=timeout, **kw,
     )
 
 

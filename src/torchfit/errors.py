@@ -1,13 +1,26 @@
 """The one error hierarchy: every failure torchfit reports is a `TorchfitError`.
 
-Each subclass holds data (not just a message) and a short kebab-case `reference`
-that the presenter prints and docs/troubleshooting.md indexes. `exit_code` follows
-the contract in DESIGN.md: 1 = the job ran and the answer is no, 2 = bad input.
+Every subclass is defined here. Each is built from data (not from a finished
+sentence where the data can say it), formats its own message in its constructor,
+and has a short kebab-case `reference` that the presenter prints and
+docs/troubleshooting.md indexes. Nothing changes an error after it is raised: to
+add something (the install log's path), make a new one (`InstallFailed.with_log`).
+
+`to_json()` is the one `--json` error object every command prints at the CLI
+boundary: `ok`, `error`, `reference`, `hint`, plus the keys of `details()` (a
+subclass's data: `conflicts` and `hints` of a failed resolve, `step` and `tail` of
+a failed install). DESIGN.md: keys may be added, never renamed.
+
+`exit_code` follows the contract in DESIGN.md: 1 = the job ran and the answer is
+no, 2 = bad input. Every message passes through `redact`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+from torchfit.redact import redact
 
 
 class TorchfitError(Exception):
@@ -17,9 +30,28 @@ class TorchfitError(Exception):
     exit_code = 1
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
+        self.message = redact(message)
+        self.hint = redact(hint) if hint else None
+        super().__init__(self.message)
+
+    def details(self) -> dict[str, Any]:
+        """The subclass's own keys for the `--json` error object ({} here)."""
+        return {}
+
+    def to_json(self) -> dict[str, Any]:
+        """The `--json` error object: one shape for every command."""
+        out: dict[str, Any] = {"ok": False, "error": self.message, "reference": self.reference,
+                               "hint": self.hint}
+        out.update(self.details())
+        return out
+
+
+def interrupted_json() -> dict[str, Any]:
+    """The `--json` error object of Ctrl-C / SIGTERM (exit 130): the same shape."""
+    return {"ok": False, "error": "interrupted", "reference": "interrupted", "hint": None}
+
+
+# --- the user's input --------------------------------------------------------------------
 
 
 class BadInput(TorchfitError):
@@ -42,6 +74,9 @@ class MatrixError(BadInput):
         self.what = what
 
 
+# --- resolving ---------------------------------------------------------------------------
+
+
 class NoCompatibleSet(TorchfitError):
     """The resolver found no stack that satisfies the hosts and the request."""
 
@@ -50,8 +85,14 @@ class NoCompatibleSet(TorchfitError):
     def __init__(self, conflicts: Sequence[str], hints: Sequence[str]) -> None:
         first = conflicts[0] if conflicts else "no candidate fits"
         super().__init__(f"no compatible set: {first}", hint=hints[0] if hints else None)
-        self.conflicts = list(conflicts)
-        self.hints = list(hints)
+        self.conflicts = [redact(c) for c in conflicts]
+        self.hints = [redact(h) for h in hints]
+
+    def details(self) -> dict[str, Any]:
+        return {"conflicts": self.conflicts, "hints": self.hints}
+
+
+# --- host tools and processes --------------------------------------------------------------
 
 
 class GpuFactsUnknown(TorchfitError):
@@ -75,29 +116,137 @@ class ProbeFailed(TorchfitError):
 
     reference = "probe-failed"
 
-    def __init__(self, argv: Sequence[str], code: int | None, stderr: str) -> None:
-        from torchfit.redact import redact
-
+    def __init__(self, argv: Sequence[str], code: int | None, stderr: str, *, message: str | None = None) -> None:
         how = f"exit {code}" if code is not None else "did not finish"
-        super().__init__(redact(f"{' '.join(argv)} failed ({how}): {stderr.strip()[:200]}"))
+        super().__init__(message or f"{' '.join(argv)} failed ({how}): {stderr.strip()[:200]}")
         self.argv = list(argv)
         self.code = code
         self.stderr = stderr
 
 
+class ToolMissing(ProbeFailed):
+    """The executable named by argv[0] is not on PATH (or not executable)."""
+
+    reference = "tool-missing"
+
+    def __init__(self, argv: Sequence[str], why: str = "not found on PATH") -> None:
+        super().__init__(argv, None, why, message=f"{argv[0] if argv else '(empty argv)'} {why}")
+
+
+class ToolTimeout(ProbeFailed):
+    """The command ran past its timeout; its whole process group was killed."""
+
+    reference = "tool-timeout"
+
+    def __init__(self, argv: Sequence[str], timeout: float, stdout: str = "", stderr: str = "", *,
+                 message: str | None = None) -> None:
+        super().__init__(argv, None, redact(stderr),
+                         message=message or f"{' '.join(argv)} timed out after {timeout:g} s")
+        self.timeout = timeout
+        self.stdout = redact(stdout)
+
+
+class ToolStalled(ToolTimeout):
+    """The command's process group did no I/O for `stall` seconds (a hung index); it was killed."""
+
+    reference = "tool-stalled"
+
+    def __init__(self, argv: Sequence[str], stall: float, elapsed: float, stdout: str = "",
+                 stderr: str = "") -> None:
+        super().__init__(argv, elapsed, stdout, stderr,
+                         message=f"{' '.join(argv)} made no progress for {stall:g} s "
+                                 f"(no bytes read or written; killed after {elapsed:.0f} s)")
+        self.stall = stall
+
+
+# --- installing ----------------------------------------------------------------------------
+
+
 class InstallFailed(TorchfitError):
-    """One install step failed; `tail` is the end of its log."""
+    """One install step failed; `tail` is the end of its log.
+
+    `what` replaces the generic first line ("install step 'x' failed") when the
+    step knows better; `log_path` (set through `with_log`) is named in the hint.
+    """
 
     reference = "install-failed"
 
-    def __init__(self, step: str, argv: Sequence[str], code: int | None, tail: str) -> None:
-        # code None: the step did not finish (timed out, could not start, an OSError).
-        how = f"exit {code}" if code is not None else "it did not finish"
-        super().__init__(f"install step '{step}' failed ({how})")
+    def __init__(self, step: str, argv: Sequence[str], code: int | None, tail: str, *,
+                 what: str | None = None, hint: str | None = None, log_path: str | None = None) -> None:
         self.step = step
         self.argv = list(argv)
         self.code = code
-        self.tail = tail
+        self.tail = redact(tail)
+        self.what = what
+        self.base_hint = hint
+        self.log_path = log_path
+        # code None: the step did not finish (timed out, could not start, an OSError).
+        how = f"exit {code}" if code is not None else "it did not finish"
+        super().__init__(what or f"install step '{step}' failed ({how})", hint=self._hint())
+
+    def _hint(self) -> str | None:
+        log = f"the full log: {self.log_path}" if self.log_path else None
+        return "; ".join(h for h in (self.base_hint, log) if h) or None
+
+    def with_log(self, path: str) -> InstallFailed:
+        """The same failure, its hint naming the install log (a new error; this one is unchanged)."""
+        cls = type(self)
+        new = cls.__new__(cls)
+        Exception.__init__(new, *self.args)
+        new.__dict__.update(self.__dict__)
+        new.log_path = path
+        new.hint = new._hint()
+        return new
+
+    def details(self) -> dict[str, Any]:
+        return {"step": self.step, "tail": self.tail}
+
+
+class PythonBuildFailed(InstallFailed):
+    """`pyenv install` could not build the plan's Python; `diagnosis` names the causes."""
+
+    reference = "install-failed"
+
+    def __init__(self, version: str, argv: Sequence[str], code: int | None, tail: str, diagnosis: Any) -> None:
+        self.version = version
+        self.diagnosis = diagnosis
+        super().__init__("python", argv, code, tail,
+                         what=f"pyenv could not build Python {version} (exit {code})",
+                         hint=diagnosis.hint(version))
+
+
+class PythonUnavailable(TorchfitError):
+    """The plan's interpreter is neither present nor installable here (exit 1)."""
+
+    reference = "python-unavailable"
+
+
+class PrefixBusy(TorchfitError):
+    """Another torchfit install holds PREFIX.lock (exit 1)."""
+
+    reference = "prefix-locked"
+
+
+class RelocationFailed(TorchfitError):
+    """A script of the env still names the temporary path after relocation."""
+
+    reference = "relocate-failed"
+
+
+class LockMismatch(TorchfitError):
+    """This host contradicts the lock being rebuilt (exit 1; `--force` overrides)."""
+
+    reference = "lock-host-mismatch"
+
+    def __init__(self, message: str, conflicts: Sequence[str] = (), hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.conflicts = [redact(c) for c in conflicts]
+
+    def details(self) -> dict[str, Any]:
+        return {"conflicts": self.conflicts}
+
+
+# --- verify, export, the indexes ---------------------------------------------------------------
 
 
 class VerifyFailed(TorchfitError):
@@ -110,4 +259,56 @@ class VerifyFailed(TorchfitError):
         super().__init__(f"{who} failed at stage '{stage}'")
         self.rank = rank
         self.stage = stage
-        self.tail = tail
+        self.tail = redact(tail)
+
+    def details(self) -> dict[str, Any]:
+        return {"rank": self.rank, "stage": self.stage, "tail": self.tail}
+
+
+class ExportFailed(TorchfitError):
+    """A step of the export could not be done (uv missing or failing, a lock the stack contradicts)."""
+
+    reference = "export-failed"
+
+
+class IndexUnavailable(TorchfitError):
+    """A page could not be read: timeout, connection error, HTTP error after retries."""
+
+    reference = "index-unavailable"
+
+    def __init__(self, url: str, why: str, *, hint: str | None = None, kind: str = "http") -> None:
+        self.url = redact(url)
+        self.why = redact(why)
+        # "connect": the host could not be reached at all (DNS, refused, connect
+        # timeout): later requests to it will fail the same way. "timeout": it was
+        # reached but answered too slowly. "http": it answered with an error.
+        self.kind = kind
+        super().__init__(f"{self.url}: {self.why}", hint=hint)
+
+    def details(self) -> dict[str, Any]:
+        return {"url": self.url}
+
+
+class IndexMalformed(TorchfitError):
+    """A page was read but is not a simple-repository page torchfit can parse."""
+
+    reference = "index-malformed"
+
+    def __init__(self, url: str, why: str) -> None:
+        self.url = redact(url)
+        self.why = redact(why)
+        super().__init__(f"malformed index page {self.url}: {self.why}")
+
+    def details(self) -> dict[str, Any]:
+        return {"url": self.url}
+
+
+class WheelFormatError(TorchfitError):
+    """The bytes are not a zip torchfit can read (truncated, garbage, an unsupported method)."""
+
+    reference = "wheel-format"
+
+    def __init__(self, where: str, why: str) -> None:
+        self.where = redact(where)
+        self.why = why
+        super().__init__(f"{self.where}: not a readable wheel: {why}")

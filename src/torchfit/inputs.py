@@ -162,10 +162,8 @@ def loads_json(text: str, where: str, max_depth: int = MAX_DEPTH) -> Any:
 
 def loads_toml(text: str, where: str, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
     """tomllib.loads with one-line errors and nesting bounded."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
+    from torchfit._backports import tomllib
+
     try:
         data = tomllib.loads(text)
     except RecursionError:

@@ -1,11 +1,16 @@
-"""How a long install reports its steps: a small observer, so the steps stay testable.
+"""The one progress protocol: how long work reports, so library code never prints.
 
-`Observer` does nothing (tests, library use); `StderrProgress` prints one line per
-step to stderr. While a step waits on a command, `waiting(name, what)` gives the
-runner's `on_wait(elapsed_s, io_bytes)` callback: on a terminal a ticking line with
-the elapsed time and the bytes moved so far, off a terminal a line every
-`HEARTBEAT_S` seconds naming what is awaited and since when, so a hung mirror is
-never a silent wait. stdout stays free for `--json`.
+Every long-running part of torchfit (install's steps, verify's phases, the index
+client's retries, `matrix check`'s page reads) is handed a `Progress` and reports
+through it; none imports the terminal. `Progress` itself does nothing (tests,
+library use, `--json`); `StderrProgress` prints one line per event to stderr, and
+on a terminal a ticking elapsed time while a step runs (a CPython build or a 3 GB
+CUDA install takes minutes). stdout stays free for `--json`.
+
+While a step waits on a command, `waiting(name, what)` gives the runner's
+`on_wait(elapsed_s, io_bytes)` callback: on a terminal a ticking line with the
+elapsed time and the bytes moved so far, off a terminal a line every `HEARTBEAT_S`
+seconds naming what is awaited and since when, so a hung mirror is never a silent wait.
 """
 
 from __future__ import annotations
@@ -31,11 +36,15 @@ def format_bytes(n: float) -> str:
     return f"{n:.1f} GB"  # pragma: no cover
 
 
-class Observer:
-    """Receives the install's progress; the base class ignores it."""
+class Progress:
+    """Receives progress; this base class ignores it (the null progress)."""
 
     def step(self, name: str, detail: str) -> None:
         """A step starts."""
+
+    def phase(self, name: str, text: str) -> None:
+        """A phase of a long command starts (verify: inspect, ddp, bandwidth); a step by another name."""
+        self.step(name, text)
 
     def done(self, name: str, seconds: float, note: str = "") -> None:
         """A step finished."""
@@ -56,8 +65,15 @@ class Observer:
         return None
 
 
-class StderrProgress(Observer):
-    """`torchfit: [step] detail` lines on stderr; an elapsed-time ticker on a terminal."""
+# The name install's code was written against.
+Observer = Progress
+
+
+class StderrProgress(Progress):
+    """`torchfit: [step] detail` lines on stderr; an elapsed-time ticker on a terminal.
+
+    `prefix` starts each line ("torchfit:", or "torchfit verify:" for verify's phases).
+    """
 
     def __init__(self, stream: TextIO | None = None, prefix: str = "torchfit:") -> None:
         self.stream = stream or sys.stderr
@@ -91,16 +107,19 @@ class StderrProgress(Observer):
         self.stream.flush()
 
     def step(self, name: str, detail: str) -> None:
-        self._line(f"torchfit: [{name}] {detail}")
+        self._line(f"{self.prefix} [{name}] {detail}")
 
     def done(self, name: str, seconds: float, note: str = "") -> None:
-        self._line(f"torchfit: [{name}] done in {seconds:.1f} s" + (f": {note}" if note else ""))
+        self._line(f"{self.prefix} [{name}] done in {seconds:.1f} s" + (f": {note}" if note else ""))
 
     def info(self, text: str) -> None:
-        self._line(f"torchfit: {text}")
+        self._line(f"{self.prefix} {text}")
 
     def warn(self, text: str) -> None:
-        self._line(f"torchfit: warning: {text}")
+        self._line(f"{self.prefix} warning: {text}")
+
+    def phase(self, name: str, text: str) -> None:
+        self._line(f"{self.prefix} {text}")
 
     @contextlib.contextmanager
     def running(self, name: str) -> Iterator[None]:

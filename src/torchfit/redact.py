@@ -9,6 +9,7 @@ secret reaches a terminal, a log or a bug report. Pure: text in, text out.
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit, urlunsplit
 
 # RFC 3986 section 3.2: authority = [ userinfo "@" ] host [ ":" port ]; the
 # authority ends at the first "/", "?" or "#". The userinfo match is greedy, so a
@@ -39,3 +40,16 @@ def redact(text: str) -> str:
     if "@" not in text:
         return text
     return _URL_USERINFO.sub(_mask, text)
+
+
+def strip_credentials(url: str) -> str:
+    """The URL without its userinfo (`https://u:p@host/x` -> `https://host/x`).
+
+    `redact` masks a secret in text meant for people; this drops it from a URL
+    meant to be written down (a lock file, a cache record, an export) so any user
+    can share it.
+    """
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))

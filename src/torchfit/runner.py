@@ -41,57 +41,8 @@ from dataclasses import dataclass
 from types import FrameType
 
 from torchfit._backports import FROZEN
-from torchfit.errors import ProbeFailed
+from torchfit.errors import ProbeFailed, ToolMissing, ToolStalled, ToolTimeout
 from torchfit.redact import redact
-
-
-def _fmt_seconds(seconds: float) -> str:
-    return f"{seconds:g} s"
-
-
-def _argv_text(argv: Sequence[str]) -> str:
-    return redact(" ".join(argv))
-
-
-class ToolMissing(ProbeFailed):
-    """The executable named by argv[0] is not on PATH (or not executable)."""
-
-    reference = "tool-missing"
-
-    def __init__(self, argv: Sequence[str], why: str = "not found on PATH") -> None:
-        super().__init__(argv, None, why)
-        self.message = f"{redact(argv[0]) if argv else '(empty argv)'} {why}"
-        self.args = (self.message,)
-
-
-class ToolTimeout(ProbeFailed):
-    """The command ran past its timeout; its whole process group was killed."""
-
-    reference = "tool-timeout"
-
-    def __init__(
-        self, argv: Sequence[str], timeout: float, stdout: str = "", stderr: str = ""
-    ) -> None:
-        super().__init__(argv, None, redact(stderr))
-        self.timeout = timeout
-        self.stdout = redact(stdout)
-        self.message = f"{_argv_text(argv)} timed out after {_fmt_seconds(timeout)}"
-        self.args = (self.message,)
-
-
-class ToolStalled(ToolTimeout):
-    """The command's process group did no I/O for `stall` seconds (a hung index); it was killed."""
-
-    reference = "tool-stalled"
-
-    def __init__(self, argv: Sequence[str], stall: float, elapsed: float, stdout: str = "",
-                 stderr: str = "") -> None:
-        super().__init__(argv, elapsed, stdout, stderr)
-        self.stall = stall
-        self.message = (f"{_argv_text(argv)} made no progress for {_fmt_seconds(stall)} "
-                        f"(no bytes read or written; killed after {elapsed:.0f} s)")
-        self.args = (self.message,)
-
 
 # --- every child dies with torchfit ------------------------------------------------------
 
@@ -376,10 +327,7 @@ class RunResult:
     def check(self) -> RunResult:
         """Return self when the command succeeded, else raise ProbeFailed (redacted)."""
         if self.returncode != 0:
-            err = ProbeFailed(self.argv, self.returncode, redact(self.stderr or self.stdout))
-            err.message = redact(err.message)
-            err.args = (err.message,)
-            raise err
+            raise ProbeFailed(self.argv, self.returncode, redact(self.stderr or self.stdout))
         return self
 
 
@@ -458,10 +406,7 @@ class Runner:
             )
         except FileNotFoundError:
             if cwd is not None and not os.path.isdir(cwd):
-                bad_cwd = ProbeFailed(argv, None, f"working directory {cwd} does not exist")
-                bad_cwd.message = redact(bad_cwd.message)
-                bad_cwd.args = (bad_cwd.message,)
-                raise bad_cwd from None
+                raise ProbeFailed(argv, None, f"working directory {cwd} does not exist") from None
             raise ToolMissing(
                 argv, "not found" if os.sep in argv[0] else "not found on PATH"
             ) from None

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import make_facts, run_cli
+from tests.conftest import make_facts
+from tests.support.cli import run_cli
 from torchfit.compat.facts import facts_to_json
 
 pytestmark = pytest.mark.filterwarnings("ignore")

@@ -30,6 +30,8 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures"
+# The H200 `nvidia-smi topo -m` capture, stored once (tests/fixtures/h200-x2/PROVENANCE.md).
+H200_TOPO = HERE.parent / "fixtures" / "h200-x2" / "topo-m.txt"
 SRC = HERE.parent.parent / "src"
 CACHE = Path(os.environ.get("TORCHFIT_TEST_CACHE", Path.home() / ".cache" / "torchfit-tests"))
 CPU_TORCH = "2.13.0"
@@ -145,7 +147,7 @@ class Host:
         data.mkdir(exist_ok=True)
         (data / "query.csv").write_text(query if query is not None else fixture("h200-query-gpu.csv"))
         (data / "banner.txt").write_text(banner if banner is not None else fixture("h200-nvidia-smi.txt"))
-        (data / "topo-m.txt").write_text(topo if topo is not None else fixture("h200-topo-m.txt"))
+        (data / "topo-m.txt").write_text(topo if topo is not None else H200_TOPO.read_text(encoding="utf-8"))
         (data / "topo-p2p-r.txt").write_text(p2p if p2p is not None else fixture("h200-topo-p2p-r.txt"))
         if fail_text is not None:
             (data / "fail.txt").write_text(fail_text)

@@ -56,7 +56,10 @@ def test_a_failure_exits_1(h200: Host) -> None:
 def test_bad_input_exits_2_with_one_line(host: Host, args: list[str], words: str) -> None:
     r = host.doctor(*args, root=False)
     assert r.rc == 2, r
-    assert r.stdout == ""
+    # --json: the one error object of every command on stdout (DESIGN.md shape, issue 10).
+    if r.stdout:
+        assert json.loads(r.stdout) == {"ok": False, "error": lines_of(r.stderr)[0].split("error: ", 1)[1]
+                                        .rsplit("  [", 1)[0], "reference": "bad-input", "hint": None}
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("torchfit: error:") and words in lines[0], r.stderr
     assert "Traceback" not in r.stderr
@@ -178,3 +181,7 @@ def test_help_names_the_options(host: Host) -> None:
     for opt in ("--env", "--python", "--log", "--json", "--root", "--timeout"):
         assert opt in r.stdout
     json.dumps(r.stdout)
+
+
+def lines_of(text: str) -> list[str]:
+    return text.strip().splitlines()

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.doctor.conftest import fixture
+from torchfit.compat import tags, versions
 from torchfit.compat.versions import Arch
 from torchfit.doctor import parse
 from torchfit.doctor.logs import parse_log
@@ -25,8 +26,8 @@ def _garbled(text: str) -> st.SearchStrategy[str]:
 STR_PARSERS = [
     parse.parse_lspci, parse.parse_proc_modules, parse.parse_dkms_status, parse.parse_dmesg, parse.parse_smi_banner,
     parse.parse_nvml_mismatch, parse.parse_libnvidia_ml_version, parse.parse_ldconfig, parse.lib_kind,
-    parse.version_from_filename, parse.parse_found_version, parse.parse_wheel_tags, parse.glibc_of_tag,
-    parse.parse_arch_flags, parse.parse_cuda_visible_devices, parse.parse_nccl_ifname, parse.parse_mount_size,
+    parse.version_from_filename, parse.parse_found_version, parse.parse_wheel_tags, tags.glibc_of_tag,
+    tags.parse_arch_flags, parse.parse_cuda_visible_devices, parse.parse_nccl_ifname, parse.parse_mount_size,
     parse.parse_env_file, parse.parse_osrelease, parse.dotted, parse.first_line, parse.head,
     parse.strip_ansi, parse.looks_like_lspci, parse_log,
 ]
@@ -41,7 +42,7 @@ def test_string_parsers_never_raise(fn, text: str) -> None:  # type: ignore[no-u
 @settings(max_examples=150, deadline=None)
 @given(st.integers(min_value=-(2**40), max_value=2**40))
 def test_version_decoders_never_raise(code: int) -> None:
-    for fn in (parse.decode_nccl, parse.decode_cudnn, parse.decode_cuda):
+    for fn in (versions.decode_nccl_code, versions.decode_cudnn_code, versions.decode_cuda_code):
         got = fn(code)
         assert got is None or all(isinstance(p, int) for p in got)
 
@@ -55,7 +56,7 @@ ANY = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=
 def test_torch_version_values_never_raise(value: object) -> None:
     parse.parse_cudnn_tuple(value)
     parse.parse_nccl_tuple(value)
-    parse.parse_arch_flags(value)
+    tags.parse_arch_flags(value)
 
 
 @settings(max_examples=100, deadline=None)
@@ -80,16 +81,16 @@ def test_real_outputs() -> None:
 
 
 def test_versions_and_tags() -> None:
-    assert parse.decode_nccl(22809) == (2, 28, 9) and parse.decode_nccl(2708) == (2, 7, 8)
-    assert parse.decode_cudnn(91900) == (9, 19, 0) and parse.decode_cudnn(8902) == (8, 9, 2)
-    assert parse.decode_cuda(11040) == (11, 4) and parse.decode_cuda(13000) == (13, 0)
+    assert versions.decode_nccl_code(22809) == (2, 28, 9) and versions.decode_nccl_code(2708) == (2, 7, 8)
+    assert versions.decode_cudnn_code(91900) == (9, 19, 0) and versions.decode_cudnn_code(8902) == (8, 9, 2)
+    assert versions.decode_cuda_code(11040) == (11, 4) and versions.decode_cuda_code(13000) == (13, 0)
     assert parse.parse_found_version("is too old (found version 11040). Please") == 11040
     assert parse.version_from_filename("/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3") == (2, 28, 3)
     assert parse.version_from_filename("/lib/x86_64-linux-gnu/libnccl.so.2") is None
     assert parse.parse_wheel_tags("Tag: cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64\n") == (
         "manylinux_2_17_x86_64", "manylinux2014_x86_64")
-    assert parse.glibc_of_tag("manylinux1_x86_64") == (2, 5) and parse.glibc_of_tag("linux_x86_64") is None
-    flags = parse.parse_arch_flags("sm_50 sm_90a compute_90 nonsense")
+    assert tags.glibc_of_tag("manylinux1_x86_64") == (2, 5) and tags.glibc_of_tag("linux_x86_64") is None
+    flags = tags.parse_arch_flags("sm_50 sm_90a compute_90 nonsense")
     assert [(str(b.arch), b.ptx) for b in flags] == [("5.0", False), ("9.0a", False), ("9.0", True)]
     assert flags[1].arch == Arch(9, 0, "a")
 

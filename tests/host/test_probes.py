@@ -23,10 +23,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import torchfit.host.pythons as pythons_mod
 from torchfit.compat.gpunames import find_capability, load_gpu_names, parse_gpu_names
 from torchfit.compat.versions import Arch
 from torchfit.errors import MatrixError, ProbeFailed
-import torchfit.host as probes
 from torchfit.host import (
     GPU_FIELDS,
     parse_confstr_glibc,
@@ -57,8 +57,8 @@ from torchfit.host import (
     probe_pythons,
     probe_wsl,
 )
-from torchfit.runner import Runner, RunResult, ToolMissing, ToolTimeout
 from torchfit.redact import redact
+from torchfit.runner import Runner, RunResult, ToolMissing, ToolTimeout
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 H200 = FIXTURES / "h200-x2"
@@ -479,7 +479,7 @@ def _fake_python(host: FakeHost, path: Path, prints: str, *, sleep: float = 0) -
     body = f"""
     import sys, time
     time.sleep({sleep})
-    assert sys.argv[1:] == ["-c", {probes._PY_VERSION_CODE!r}], sys.argv
+    assert sys.argv[1:] == ["-c", {pythons_mod._PY_VERSION_CODE!r}], sys.argv
     print({prints!r})
     """
     return host.script(path.name, body, where=path.parent)

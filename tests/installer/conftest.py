@@ -22,6 +22,8 @@ from typing import Any, ClassVar
 
 import pytest
 
+from tests.support.cli import run_cli
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"
 CPU_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
@@ -101,11 +103,7 @@ def tf_env(state: Path, **extra: str) -> dict[str, str]:
 def run_tf(*args: str, state: Path, timeout: float = INSTALL_TIMEOUT, env: dict[str, str] | None = None,
            **extra_env: str) -> subprocess.CompletedProcess[str]:
     """`python -m torchfit ARGS` as a real subprocess."""
-    full = tf_env(state, **extra_env)
-    if env:
-        full.update(env)
-    return subprocess.run([sys.executable, "-m", "torchfit", *args], capture_output=True, text=True,
-                          env=full, timeout=timeout, cwd=str(ROOT))
+    return run_cli(*args, base_env=tf_env(state, **extra_env), env=env, timeout=timeout, cwd=str(ROOT))
 
 
 def start_tf(*args: str, state: Path, **extra_env: str) -> subprocess.Popen[str]:

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 
 from tests.installer.conftest import leftovers, run_tf
+from torchfit.compat.versions import decode_nccl_code, version_text
 from torchfit.installer.nccl import (
     NcclPin,
     hook_activate,
-    nccl_version_from_code,
     write_env_script,
 )
 
@@ -93,7 +93,7 @@ def test_torchfit_run_preloads_the_pinned_libnccl(tmp_path: Path, libnccl_2_30_7
     hook_activate(str(env), str(env), pin)
     out = _mapped(run_tf("run", "--env", str(env), "--", "python", "-c", MAPPED_NCCL, state=tmp_path))
     assert out["mapped"] == [str(libnccl_2_30_7)] and out["bound"] == str(libnccl_2_30_7)
-    assert nccl_version_from_code(out["code"]) == "2.30.7"
+    assert nccl_text(out["code"]) == "2.30.7"
     # `torchfit run` adds nothing to the user's own LD_PRELOAD but the pin, in front
     both = run_tf("run", "--env", str(env), "--", "sh", "-c", 'echo "$LD_PRELOAD"', state=tmp_path,
                   LD_PRELOAD="/lib/x86_64-linux-gnu/libm.so.6")
@@ -165,13 +165,13 @@ def test_cuda_build_and_nccl_pins(tmp_path: Path) -> None:
         assert rt["cuda"] == "13.0" and rt["torch"].startswith("2.14.1") and rt["cudnn"] == "9.24.0.43"
         assert rt["nccl"] == "2.30.7" and rt["nccl_library"] == own_lib
         own = _torch_nccl(python)
-        print("== import torch:", own, nccl_version_from_code(own["code"]))
+        print("== import torch:", own, nccl_text(own["code"]))
         assert own["mapped"] == [own_lib] and own["bound"] == own_lib
-        assert nccl_version_from_code(own["code"]) == "2.30.7"
+        assert nccl_text(own["code"]) == "2.30.7"
         # DT_RPATH beats LD_LIBRARY_PATH: the env's own NCCL still loads (DESIGN.md)
         newer = _pypi_libnccl(NEWER_NCCL)
         ldlp = _torch_nccl(python, LD_LIBRARY_PATH=str(newer.parent))
-        print(f"== with LD_LIBRARY_PATH={newer.parent}:", ldlp, nccl_version_from_code(ldlp["code"]))
+        print(f"== with LD_LIBRARY_PATH={newer.parent}:", ldlp, nccl_text(ldlp["code"]))
         assert ldlp["mapped"] == [own_lib] and ldlp["bound"] == own_lib
         # 2. --nccl-lib of an NCCL older than torch's: refused by the build check, the env untouched
         older = _pypi_libnccl(OLDER_NCCL)
@@ -188,11 +188,11 @@ def test_cuda_build_and_nccl_pins(tmp_path: Path) -> None:
                                   "library": str(newer)}
         pinned = _mapped(run_tf("run", "--env", str(prefix), "--", "python", "-c", MAPPED_NCCL, "torch",
                                 state=tmp_path, timeout=600))
-        print("== torchfit run:", pinned, nccl_version_from_code(pinned["code"]))
+        print("== torchfit run:", pinned, nccl_text(pinned["code"]))
         # torch >= 2.14 also dlopens the env's own libnccl by path (torch/__init__.py,
         # _preload_cuda_deps), so both files are mapped; libtorch_cuda binds to the preload.
         assert pinned["bound"] == str(newer) and str(newer) in pinned["mapped"]
-        assert nccl_version_from_code(pinned["code"]) == NEWER_NCCL
+        assert nccl_text(pinned["code"]) == NEWER_NCCL
         lock = (prefix / "pylock.toml").read_text()
         assert 'mechanism = "ld-preload"' in lock and f'version = "{NEWER_NCCL}"' in lock
         # 4. --nccl: another nvidia-nccl-cu13 wheel in the env instead of torch's pin
@@ -202,9 +202,13 @@ def test_cuda_build_and_nccl_pins(tmp_path: Path) -> None:
         print("== --nccl install:", json.dumps({k: result[k] for k in ("nccl", "runtime", "timings")}))
         wheel_pin = _mapped(run_tf("run", "--env", str(prefix), "--", "python", "-c", MAPPED_NCCL, "torch",
                                    state=tmp_path, timeout=600))
-        print("== torchfit run:", wheel_pin, nccl_version_from_code(wheel_pin["code"]))
+        print("== torchfit run:", wheel_pin, nccl_text(wheel_pin["code"]))
         assert wheel_pin["mapped"] == [own_lib] and wheel_pin["bound"] == own_lib
-        assert nccl_version_from_code(wheel_pin["code"]) == PATCH_NCCL
+        assert nccl_text(wheel_pin["code"]) == PATCH_NCCL
         assert leftovers(tmp_path) == []
     finally:
         shutil.rmtree(prefix, ignore_errors=True)
+
+
+def nccl_text(code: int) -> str | None:
+    return version_text(decode_nccl_code(code))

@@ -1,4 +1,4 @@
-"""`torchfit matrix check` against recorded index bodies (tests/matrixcheck/data/, PROVENANCE.md)."""
+"""`torchfit matrix check` against recorded index bodies (tests/data/indexes/, PROVENANCE.md)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import re
 import pytest
 import requests
 
-from tests.matrixcheck.conftest import PT, PYPI, SMALL_MATRIX, run_main, serve_pypi, serve_pytorch
+from tests.support.cli import run_main
+from tests.support.indexes import PT, PYPI, SMALL_MATRIX, serve_pypi, serve_pytorch
 
 CHECK = ("matrix", "check", "--matrix", str(SMALL_MATRIX), "--backoff", "0", "--timeout", "5")
 
@@ -183,7 +184,7 @@ def test_index_url_template_appends_or_substitutes_the_variant(rsps, capsys) -> 
 
 
 def test_index_url_template_without_a_combined_index(rsps, capsys) -> None:
-    from tests.matrixcheck.conftest import CU128_META, HTML, JSON, body
+    from tests.support.indexes import CU128_META, HTML, JSON, body
 
     for variant, ext, ctype in (("cu128", "html", HTML), ("cpu", "json", JSON)):
         for project in ("torch", "torchvision", "torchaudio"):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import run_cli
-from tests.matrixcheck.conftest import SMALL_MATRIX, run_main
+from tests.support.cli import run_cli, run_main
+from tests.support.indexes import SMALL_MATRIX
 
 
 def test_show_table_has_every_column(capsys) -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.matrixcheck.conftest import SMALL_MATRIX, run_main, serve_pypi, serve_pytorch
+from tests.support.cli import run_main
+from tests.support.indexes import SMALL_MATRIX, serve_pypi, serve_pytorch
 
 UPDATE = ("matrix", "update", "--backoff", "0")
 
@@ -82,8 +83,8 @@ def test_update_with_nothing_to_change(rsps, capsys) -> None:
 
 def test_update_of_the_real_matrix_stays_valid() -> None:
     """A proposal against data/matrix.toml parses (propose_update re-validates it)."""
-    from torchfit.compat.matrix import load_matrix
     from torchfit.cli.commands.matrix import _matrix_text
+    from torchfit.compat.matrix import load_matrix
     from torchfit.matrixcheck.check import DRIFT, CheckReport, Finding, propose_update
 
     matrix = load_matrix()

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from packaging.version import Version
 
-from tests.matrixcheck.conftest import run_main
-from torchfit.index.client import PYPI_SIMPLE, IndexClient
+from tests.support.cli import run_main
+from torchfit.compat.matrix import PYPI_SIMPLE
+from torchfit.index.client import IndexClient
 from torchfit.matrixcheck.check import parse_pins, parse_wheel
 
 pytestmark = pytest.mark.online

@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import run_cli
+from tests.support.cli import run_cli
 from torchfit.index.wheelmeta import (
     FileSource,
     WheelArchive,

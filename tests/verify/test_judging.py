@@ -26,6 +26,8 @@ from torchfit.workers import MARKER, WORKERS_DIR, read_records
 from torchfit.workers import torchfit_runtime as rt
 
 DATA = Path(__file__).resolve().parent / "data"
+# The H200 captures live once, in tests/fixtures/h200-x2 (PROVENANCE.md there).
+H200 = Path(__file__).resolve().parents[1] / "fixtures" / "h200-x2"
 H200_ARCHS = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]  # data/torch-info.txt
 
 
@@ -136,15 +138,15 @@ def test_ptx_only_entry_is_not_native() -> None:
 
 
 def test_nvlink_status_of_the_h200_fixture() -> None:
-    links = hlinks.parse_nvlink_status((DATA / "nvlink-s.txt").read_text())
+    links = hlinks.parse_nvlink_status((H200 / "nvlink-s.txt").read_text())
     assert sorted(links) == [0, 1] and links[0] == [26.562] * 18
 
 
 def test_promise_nv18_on_h200() -> None:
     from torchfit.host import parse_topology
 
-    topo = parse_topology((DATA / "topo-m.txt").read_text())
-    nvlink = hlinks.parse_nvlink_status((DATA / "nvlink-s.txt").read_text())
+    topo = parse_topology((H200 / "topo-m.txt").read_text())
+    nvlink = hlinks.parse_nvlink_status((H200 / "nvlink-s.txt").read_text())
     gbps, why = vbw.link_promise((0, 1), topo, nvlink, {})
     assert gbps == pytest.approx(18 * 26.562) and "NV18" in why
 
@@ -542,8 +544,8 @@ def fake_nvidia_smi(tmp_path: Path) -> dict[str, str]:
     script.write_text(
         "#!/bin/sh\n"
         f'case "$*" in\n'
-        f'  "topo -m") cat {DATA / "topo-m.txt"} ;;\n'
-        f'  "nvlink -s") cat {DATA / "nvlink-s.txt"} ;;\n'
+        f'  "topo -m") cat {H200 / "topo-m.txt"} ;;\n'
+        f'  "nvlink -s") cat {H200 / "nvlink-s.txt"} ;;\n'
         '  *pcie.link.gen.max*) printf "0, 5, 16\\n1, 5, 16\\n" ;;\n'
         '  *index,uuid*) printf "0, GPU-f8bc9204-0d7a-9f0a-4df6-141201a3d983\\n'
         '1, GPU-8be0f050-085f-9b7e-21da-1855ef30ef36\\n" ;;\n'

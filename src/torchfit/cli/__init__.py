@@ -127,6 +127,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
     from torchfit.host import probe_host
     from torchfit.runner import Runner
 
+    if not args.timeout > 0:  # also NaN
+        raise BadInput(f"--timeout {args.timeout:g}: must be a positive number of seconds")
     facts = probe_host(Runner(), timeout=args.timeout)
     data = facts_to_json(facts)
     if args.json:
@@ -142,18 +144,11 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     from torchfit.compat.matrix import load_matrix
     from torchfit.compat.request import plan_to_json
     from torchfit.compat.resolver import resolve
-    from torchfit.errors import NoCompatibleSet
 
     matrix = load_matrix(args.matrix)
     request = make_request(args, matrix)
     hosts = load_hosts(args)
-    try:
-        plan = resolve(hosts, request, matrix)
-    except NoCompatibleSet as exc:
-        if args.json:
-            print(json.dumps({"ok": False, "conflicts": exc.conflicts, "hints": exc.hints}, indent=2))
-            return 1
-        raise
+    plan = resolve(hosts, request, matrix)  # NoCompatibleSet: the boundary prints it (exit 1)
     if args.json:
         print(json.dumps(plan_to_json(plan), indent=2))
     else:
@@ -164,6 +159,17 @@ def cmd_resolve(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"detect": cmd_detect, "resolve": cmd_resolve}
+
+
+def print_json_error(args: argparse.Namespace | None, data: dict[str, Any]) -> None:
+    """The `--json` error object on stdout, when the command was asked for JSON.
+
+    One shape for every command (`TorchfitError.to_json`): ok, error, reference,
+    hint, plus the error's own keys. Parse errors come before `args` exists: they
+    stay one line on stderr.
+    """
+    if args is not None and getattr(args, "json", False):
+        print(json.dumps(data, indent=2))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -187,8 +193,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
+    from torchfit.errors import interrupted_json
+
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in argv or "--verbose" in argv
+    args: argparse.Namespace | None = None
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -211,12 +220,14 @@ def _main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         from torchfit.cli.ui import render_error
 
+        print_json_error(args, err.to_json())
         render_error(err, verbose)
         return err.exit_code
     except KeyboardInterrupt as err:
         from torchfit.runner import kill_all
 
         kill_all()
+        print_json_error(args, interrupted_json())
         if not getattr(err, "reported", False):
             sys.stderr.write(f"torchfit: {err or 'interrupted'}\n")
         return 130

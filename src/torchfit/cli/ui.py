@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from torchfit.compat.facts import HostFacts
 from torchfit.compat.request import Plan
-from torchfit.errors import NoCompatibleSet, TorchfitError
+from torchfit.errors import BadInput, NoCompatibleSet, TorchfitError
 from torchfit.inputs import terminal_text
 from torchfit.redact import redact
 
@@ -38,8 +38,17 @@ def _clean(text: str) -> str:
     return terminal_text(redact(text))
 
 
+def write_output(path: str, text: str, option: str = "-o") -> None:
+    """Write a command's output to the file an option names; BadInput (one line) if it cannot."""
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise BadInput(f"{option} {path}: cannot write ({exc.strerror})") from None
+
+
 def render_error(err: TorchfitError, verbose: bool = False) -> None:
-    """One line for what failed (plus conflicts and a hint where there are some), on stderr."""
+    """One line for what failed (plus conflicts and hints where there are some), on stderr."""
     out = sys.stderr
     width = _error_width()
     if isinstance(err, NoCompatibleSet) and width:
@@ -64,7 +73,7 @@ def render_error(err: TorchfitError, verbose: bool = False) -> None:
         out.write(_clean(f"torchfit: error: {err.message}") + f"  [{err.reference}]\n")
         if err.hint:
             out.write(_clean(f"  hint: {err.hint}") + "\n")
-    tail = getattr(err, "tail", None)
+    tail = err.to_json().get("tail")  # ask the error, do not inspect it
     if tail:
         out.write("  last lines of the log:\n")
         for line in str(tail).splitlines()[-20:]:

@@ -10,17 +10,12 @@ is cached: the file is small and tests may want a fresh read.
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Mapping
 from importlib import resources
 
+from torchfit._backports import tomllib
 from torchfit.compat.versions import Arch
 from torchfit.errors import BadInput, MatrixError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.9/3.10 only
-    import tomli as tomllib
 
 GPUS_TOML = "data/gpus.toml"
 

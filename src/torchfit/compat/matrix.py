@@ -12,7 +12,6 @@ The format is documented in docs/matrix-format.md.
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -20,23 +19,22 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from torchfit._backports import FROZEN
+from torchfit._backports import FROZEN, tomllib
 from torchfit.compat.versions import Arch, BuildArch, Dotted, python_version
 from torchfit.errors import BadInput, MatrixError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.9/3.10 only
-    import tomli as tomllib
-
 UNKNOWN = "unknown"
 DEFAULT_INDEX = "https://download.pytorch.org/whl/{variant}"
+# The default index for everything but the torch family (PEP 503 simple API).
+PYPI_SIMPLE = "https://pypi.org/simple"
 # An unknown glibc floor is taken as the highest floor any torch wheel has had
 # (manylinux_2_28 since 2.7, PyTorch PR #143423), so it never admits a wheel the
 # host cannot load.
 CONSERVATIVE_GLIBC = Dotted.parse("2.28")
 PLATFORMS = ("x86_64", "aarch64")
-_VARIANT = re.compile(r"^(cu\d{3}|rocm\d+\.\d+(\.\d+)?|cpu)$")
+# The variants torchfit tracks: cu128, rocm6.4, cpu. Other labels on the index (xpu,
+# cpu.cxx11.abi, cu118.* debug builds) are out of scope; matrixcheck uses the same rule.
+VARIANT_RE = re.compile(r"^(cu\d{3}|rocm\d+\.\d+(\.\d+)?|cpu)$")
 # How a fact was established, strongest first (docs/matrix-format.md, "Evidence"):
 # read from the artifact itself; read from a primary document at a fixed revision
 # (a build script at a commit, an NVIDIA table); reported by a third party; inferred
@@ -156,6 +154,19 @@ class Matrix:
     @property
     def releases(self) -> tuple[Version, ...]:
         return tuple(sorted({b.torch for b in self.builds}, reverse=True))
+
+    def find_build(self, torch: str, variant: str) -> Build | None:
+        """The build of torch `torch` ("2.8.0", local label ignored) for `variant`; None if absent."""
+        public = torch.split("+", 1)[0]
+        return next((b for b in self.builds if b.variant == variant and str(b.torch) == public), None)
+
+    def cuda_info(self, cuda: str) -> CudaInfo | None:
+        """The CUDA table row of `cuda` ("12.8"), else of its family's first listed minor."""
+        info = self.cuda.get(cuda)
+        if info is None:
+            major = cuda.split(".")[0]
+            info = next((i for v, i in self.cuda.items() if v.split(".")[0] == major), None)
+        return info
 
 
 class _Lines:
@@ -380,7 +391,7 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
             variant_no += 1
             name = v.text("name") or ""
             v.what = f"torch {torches[0].major}.{torches[0].minor} {name}"
-            if not _VARIANT.match(name):
+            if not VARIANT_RE.match(name):
                 raise v.fail(f"variant name {name!r} is not cuXYZ, rocmX.Y or cpu")
             kind = "cuda" if name.startswith("cu") else "rocm" if name.startswith("rocm") else "cpu"
             vsrc = v.sources(known)

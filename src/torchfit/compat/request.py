@@ -2,20 +2,21 @@
 
 Both are values: the CLI builds a `Request` from its arguments, the resolver
 returns a `Plan`, and `plan_to_json` is the `torchfit resolve --json` contract
-(DESIGN.md, "Contracts": keys may be added, never renamed).
+(DESIGN.md, "Contracts": keys may be added, never renamed). `Plan` and its JSON
+live in `compat.plan`; they are re-exported here.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from torchfit._backports import FROZEN
+from torchfit.compat.plan import Plan, plan_from_json, plan_to_json
 from torchfit.errors import BadInput
 
 PACKAGES = ("torch", "torchvision", "torchaudio")
@@ -100,56 +101,4 @@ class Request:
         return out
 
 
-@dataclass(**FROZEN)
-class Plan:
-    """One consistent stack, and why each part of it was chosen."""
-
-    python: str
-    python_version: str
-    python_source: str  # "installed" | "pyenv"
-    python_path: str | None
-    torch: str
-    variant: str
-    cuda: str | None
-    rocm: str | None
-    cudnn: str | None
-    nccl: str | None
-    torchvision: str | None
-    torchaudio: str | None
-    index_url: str
-    packages: tuple[str, ...]
-    reasons: tuple[str, ...]
-    warnings: tuple[str, ...]
-    ruled_out: tuple[str, ...] = ()
-    # The first `ruled_out_relevant` entries are builds for this host's kind of
-    # hardware; the rest (CPU and ROCm builds on an NVIDIA host...) are only counted.
-    ruled_out_relevant: int = 0
-    why: dict[str, str] = field(default_factory=dict)
-    hosts: tuple[str, ...] = ()
-
-
-def plan_to_json(plan: Plan) -> dict[str, Any]:
-    """The success object of `torchfit resolve --json`."""
-    return {
-        "ok": True,
-        "python": plan.python,
-        "python_version": plan.python_version,
-        "python_source": plan.python_source,
-        "python_path": plan.python_path,
-        "torch": plan.torch,
-        "variant": plan.variant,
-        "cuda": plan.cuda,
-        "rocm": plan.rocm,
-        "cudnn": plan.cudnn,
-        "nccl": plan.nccl,
-        "torchvision": plan.torchvision,
-        "torchaudio": plan.torchaudio,
-        "index_url": plan.index_url,
-        "packages": list(plan.packages),
-        "reasons": list(plan.reasons),
-        "warnings": list(plan.warnings),
-        "ruled_out": list(plan.ruled_out),
-        "ruled_out_relevant": plan.ruled_out_relevant,
-        "why": dict(plan.why),
-        "hosts": list(plan.hosts),
-    }
+__all__ = ["PACKAGES", "Plan", "Request", "parse_requirements", "parse_spec", "plan_from_json", "plan_to_json"]

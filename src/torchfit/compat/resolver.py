@@ -34,13 +34,9 @@ from torchfit.compat.matrix import EVIDENCE_WORDS, WEAK_EVIDENCE, Build, Matrix
 from torchfit.compat.request import Plan, Request
 from torchfit.compat.rules import (
     RuleResult,
-    check_cudnn,
-    check_driver,
-    check_glibc,
-    check_gpus,
-    check_platform,
     driver_floor,
     has_full_driver,
+    host_checks,
 )
 from torchfit.compat.versions import coverage, python_version
 from torchfit.errors import BadInput, NoCompatibleSet
@@ -133,14 +129,8 @@ class _Context:
 
     # -- per-build requirement sets ------------------------------------------------
     def host_checks(self, build: Build, k: int) -> list[tuple[str, RuleResult]]:
-        host = self.hosts[k]
-        out = [("platform", check_platform(build, host)), ("glibc", check_glibc(build, host))]
-        if build.kind == "cuda":
-            out.append(("driver", check_driver(build, host, self.matrix, self.request.strict_driver)))
-        out.append(("gpu-arch", check_gpus(build, host, self.matrix, self.want_cpu)))
-        if build.kind == "cuda":
-            out.append(("cudnn", check_cudnn(build, host, self.matrix)))
-        return out
+        return host_checks(build, self.hosts[k], self.matrix,
+                           strict_driver=self.request.strict_driver, want_cpu=self.want_cpu)
 
     def python_req(self, build: Build) -> Req:
         allowed = set(build.pythons_for(self.primary_platform))
@@ -473,6 +463,7 @@ def _make_plan(ctx: _Context, build: Build, py: PythonChoice) -> Plan:
         ruled_out_relevant=len(relevant),
         why=why,
         hosts=tuple(h.name for h in hosts),
+        build=build,
     )
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from torchfit._backports import FROZEN
 from torchfit.compat.facts import HostFacts
 from torchfit.compat.judgements import group_gpus
-from torchfit.compat.matrix import CONSERVATIVE_GLIBC, Build, Matrix
+from torchfit.compat.matrix import CONSERVATIVE_GLIBC, Build, CudaInfo, Matrix
 from torchfit.compat.versions import BuildArch, Dotted, coverage
 
 
@@ -43,13 +43,31 @@ def driver_floor(build: Build, matrix: Matrix, strict: bool) -> tuple[Dotted | N
     return info.mvc_driver, f"CUDA {info.version.split('.')[0]}.x minor-version-compatibility floor"
 
 
+def cuda_driver_fit(info: CudaInfo, driver: Dotted | None) -> str:
+    """How a driver runs one CUDA minor version: the rule, on the CUDA version alone.
+
+    "full": at or above the toolkit's own floor (PTX JIT and the newest APIs
+    work); "mvc": at or above the family's minor-version-compatibility floor but
+    below the toolkit's (runs, without PTX JIT); "too-old": below the MVC floor;
+    "unknown": no driver, or the floors it would need are unknown. Sources: NVIDIA
+    CUDA Toolkit release notes Table 3; CUDA Compatibility guide, "Minor Version
+    Compatibility". The resolver (through a Build) and doctor (through the CUDA
+    version torch reports) both ask this function.
+    """
+    if driver is None:
+        return "unknown"
+    if info.toolkit_driver is not None and driver >= info.toolkit_driver:
+        return "full"
+    if info.mvc_driver is None:
+        return "unknown"
+    return "mvc" if driver >= info.mvc_driver else "too-old"
+
+
 def has_full_driver(build: Build, host: HostFacts, matrix: Matrix) -> bool:
     """Driver at or above the toolkit's own floor: PTX JIT and the newest APIs work."""
     if build.kind != "cuda":
         return True
-    floor = matrix.cuda[build.cuda or ""].toolkit_driver
-    drv = host.driver
-    return floor is not None and drv is not None and drv >= floor
+    return cuda_driver_fit(matrix.cuda[build.cuda or ""], host.driver) == "full"
 
 
 def _unknown(host: HostFacts, fact: str) -> str:
@@ -190,3 +208,21 @@ def check_cudnn(build: Build, host: HostFacts, matrix: Matrix) -> RuleResult:
             f"{sms} is below it",
         )
     return RuleResult(True, f"{what} supports compute capability >= {floor}", "gpu")
+
+
+def host_checks(
+    build: Build, host: HostFacts, matrix: Matrix, *, strict_driver: bool, want_cpu: bool
+) -> list[tuple[str, RuleResult]]:
+    """Every host rule for one (build, host) pair, keyed by the virtual package it becomes.
+
+    The resolver turns each into a requirement; `install --lock` applies the same
+    list to the locked build, so a lock is refused for exactly the reasons a
+    resolve would be.
+    """
+    out = [("platform", check_platform(build, host)), ("glibc", check_glibc(build, host))]
+    if build.kind == "cuda":
+        out.append(("driver", check_driver(build, host, matrix, strict_driver)))
+    out.append(("gpu-arch", check_gpus(build, host, matrix, want_cpu)))
+    if build.kind == "cuda":
+        out.append(("cudnn", check_cudnn(build, host, matrix)))
+    return out

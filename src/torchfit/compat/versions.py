@@ -138,3 +138,73 @@ def python_version(text: str) -> tuple[int, int]:
     if not m:
         raise BadInput(f"Python version {text!r} is not like 3.12")
     return (int(m.group(1)), int(m.group(2)))
+
+
+# --- NVIDIA's integer version codes ---------------------------------------------------
+#
+# Libraries report their version as one integer. Every decoder torchfit needs is
+# here; the edge (install's NCCL pin, verify, doctor) imports them.
+
+
+def decode_xyz_code(code: object) -> tuple[int, int, int] | None:
+    """An NCCL or cuDNN version code -> (major, minor, patch); None if not one.
+
+    NCCL >= 2.9 (nccl.h NCCL_VERSION(X,Y,Z)) and cuDNN >= 9 (cudnn_version.h
+    CUDNN_VERSION) encode X*10000 + Y*100 + Z; earlier releases X*1000 + Y*100 + Z:
+    22809 -> (2, 28, 9), 2708 -> (2, 7, 8), 91900 -> (9, 19, 0), 8902 -> (8, 9, 2).
+    """
+    if isinstance(code, bool) or not isinstance(code, int) or code <= 0:
+        return None
+    if code >= 10000:
+        return (code // 10000, (code % 10000) // 100, code % 100)
+    return (code // 1000, (code % 1000) // 100, code % 100)
+
+
+def decode_nccl_code(code: object) -> tuple[int, int, int] | None:
+    """ncclGetVersion() / torch.cuda.nccl.version() as an int: 22809 -> (2, 28, 9)."""
+    return decode_xyz_code(code)
+
+
+def decode_cudnn_code(code: object) -> tuple[int, int, int] | None:
+    """cudnnGetVersion() / torch.backends.cudnn.version(): 91900 -> (9, 19, 0)."""
+    return decode_xyz_code(code)
+
+
+def decode_cuda_code(code: object) -> tuple[int, int] | None:
+    """cudaDriverGetVersion / cudaRuntimeGetVersion: 1000*major + 10*minor (CUDA Runtime
+    API reference), so 11040 is CUDA 11.4 and 13000 is 13.0; None if not one."""
+    if isinstance(code, bool) or not isinstance(code, int) or code <= 0:
+        return None
+    return (code // 1000, (code % 1000) // 10)
+
+
+def version_text(parts: tuple[int, ...] | None) -> str | None:
+    """(2, 28, 9) -> "2.28.9"; None stays None."""
+    return ".".join(str(p) for p in parts) if parts else None
+
+
+# --- comparing releases ---------------------------------------------------------------
+
+
+def release_of(version: str | tuple[int, ...] | None) -> tuple[int, ...]:
+    """The numeric release of a version: "9.10.2.21" -> (9, 10, 2, 21), "12.8" -> (12, 8).
+
+    Reads PEP 440 versions and library versions alike ("2.28.9+cuda13.0" ->
+    (2, 28, 9)); text with no leading number is ().
+    """
+    if version is None:
+        return ()
+    if isinstance(version, tuple):
+        return version
+    m = re.match(r"^\s*v?(\d+(?:\.\d+)*)", version)
+    return tuple(int(p) for p in m.group(1).split(".")) if m else ()
+
+
+def same_release(a: str | tuple[int, ...] | None, b: str | tuple[int, ...] | None, parts: int) -> bool:
+    """The first `parts` release components of `a` and `b` agree (neither empty).
+
+    same_release("9.10.2.21", "9.10.2", 3) (a wheel's cuDNN against the runtime's);
+    same_release("12.8", "12.8.1", 2); not same_release("12.8", "12.8.1", 3).
+    """
+    ra, rb = release_of(a), release_of(b)
+    return bool(ra) and bool(rb) and ra[:parts] == rb[:parts]

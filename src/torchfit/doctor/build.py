@@ -14,11 +14,16 @@ import re
 from shlex import quote as _quote
 from typing import Any
 
+from torchfit.compat import versions
 from torchfit.compat.judgements import judge_torch_build
+from torchfit.compat.matrix import CudaInfo
+from torchfit.compat.rules import cuda_driver_fit
+from torchfit.compat.tags import glibc_of_tag, parse_arch_flags
 from torchfit.compat.versions import Dotted, coverage
 from torchfit.doctor import parse
 from torchfit.doctor.context import Context, decode_lib
 from torchfit.doctor.model import Verdict, check, fail, ok, unknown, warn
+from torchfit.errors import BadInput
 
 RESOLVE = "`torchfit resolve` picks the build that fits this host (then `torchfit install`)"
 
@@ -97,13 +102,13 @@ def driver_cuda_ceiling(ctx: Context, t: dict[str, Any]) -> tuple[tuple[int, int
     libs = (ctx.worker.libs or {}).get("libs") or []
     for lib in libs:
         if isinstance(lib, dict) and lib.get("kind") == "cuda" and isinstance(lib.get("code"), int):
-            got = parse.decode_cuda(lib["code"])
+            got = versions.decode_cuda_code(lib["code"])
             if got:
                 return got, f"cuDriverGetVersion() = {lib['code']} in {lib.get('path')}"
     for text in [str(t.get("init_error") or ""), *[str(x) for x in t.get("warnings") or []]]:
         code = parse.parse_found_version(text)
         if code is not None:
-            got = parse.decode_cuda(code)
+            got = versions.decode_cuda_code(code)
             if got:
                 return got, f"torch: \"driver on your system is too old (found version {code})\""
     banner = parse.parse_smi_banner(ctx.smi.stdout) if not ctx.smi.cause else parse.SmiBanner(None, None)
@@ -114,16 +119,16 @@ def driver_cuda_ceiling(ctx: Context, t: dict[str, Any]) -> tuple[tuple[int, int
     return None, ""
 
 
-def cuda_info(ctx: Context, cuda: str) -> Any:
+def cuda_info(ctx: Context, cuda: str) -> CudaInfo | None:
     matrix, _ = ctx.matrix
-    if matrix is None:
+    return matrix.cuda_info(cuda) if matrix is not None else None
+
+
+def _driver(text: str | None) -> Dotted | None:
+    try:
+        return Dotted.parse(text) if text else None
+    except BadInput:
         return None
-    info = matrix.cuda.get(cuda)
-    if info is None:
-        major = cuda.split(".")[0]
-        family = [i for v, i in matrix.cuda.items() if v.split(".")[0] == major]
-        info = family[0] if family else None
-    return info
 
 
 @check("driver-too-old", "build", "the driver can run this CUDA build")
@@ -155,28 +160,19 @@ def check_driver_too_old(ctx: Context) -> Verdict:
     too_old = parse.parse_found_version(said) is not None or any(
         parse.parse_found_version(str(w)) is not None for w in t.get("warnings") or []
     )
+    # The minor-version-compatibility rule is compat's, the one the resolver applies.
+    fit = cuda_driver_fit(info, _driver(driver)) if info is not None else "unknown"
     if ceiling is None:
-        if driver and mvc:
-            try:
-                drv = Dotted.parse(driver)
-            except Exception:
-                drv = None
-            if drv is not None and drv < mvc:
-                return fail(f"torch {t.get('version')} needs driver {floors[0]}; this host runs {driver}", fix)
-            if drv is not None:
-                return ok(f"driver {driver} >= {mvc}, the CUDA {want[0]}.x floor of torch {t.get('version')}")
+        if fit == "too-old":
+            return fail(f"torch {t.get('version')} needs driver {floors[0]}; this host runs {driver}", fix)
+        if fit in ("full", "mvc"):
+            return ok(f"driver {driver} >= {mvc or full}, the CUDA {want[0]}.x floor of torch {t.get('version')}")
         return unknown("the driver's CUDA version is unknown (no libcuda, no nvidia-smi banner)")
     explain = f"{ceiling[0]}.{ceiling[1]} ({source}; cudaDriverGetVersion encodes 1000*major + 10*minor, so 11040 is 11.4)"
     if ceiling >= want and not too_old:
         return ok(f"the driver runs CUDA up to {ceiling[0]}.{ceiling[1]} ({source}) >= torch's CUDA {t['cuda']}")
     if ceiling[0] == want[0] and not too_old:
-        drv_ok = True
-        if driver and mvc:
-            try:
-                drv_ok = Dotted.parse(driver) >= mvc
-            except Exception:
-                drv_ok = True
-        if drv_ok:
+        if fit != "too-old":
             return warn(
                 f"torch's CUDA {t['cuda']} is newer than the driver's {explain}; it runs under CUDA "
                 "minor-version compatibility, without PTX JIT and the newest CUDA APIs",
@@ -201,7 +197,7 @@ def check_arch(ctx: Context) -> Verdict:
         return ok("no NVIDIA GPU with a known compute capability to cover") if not ctx.gpus else unknown(
             "nvidia-smi did not report the GPUs' compute capability"
         )
-    archs = parse.parse_arch_flags(t.get("arch_flags"))
+    archs = parse_arch_flags(t.get("arch_flags"))
     if not archs:
         return unknown(f"torch reported no arch list ({t.get('arch_error') or t.get('arch_flags')!r})")
     flags = t.get("arch_flags")
@@ -267,7 +263,7 @@ def check_glibc(ctx: Context) -> Verdict:
             return fail(f"import torch: {parse.first_line(err, 300)}", "use a host with a newer glibc, or an older torch")
         return unknown(f"no torch distribution found in the env ({ctx.worker.cause or 'not installed'})")
     tags = parse.parse_wheel_tags(str(dist.get("wheel") or ""))
-    floors = [f for f in (parse.glibc_of_tag(tag) for tag in tags) if f]
+    floors = [f for f in (glibc_of_tag(tag) for tag in tags) if f]
     version = str(dist.get("version") or "")
     arch = "aarch64" if any(tag.endswith("aarch64") for tag in tags) else "x86_64"
     need: tuple[int, ...] | None = min(floors) if floors else None

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NamedTuple
 
+from torchfit.compat import versions
 from torchfit.compat.facts import Gpu
 from torchfit.doctor import parse
 from torchfit.errors import ProbeFailed
@@ -439,8 +440,8 @@ def decode_lib(lib: Mapping[str, Any], path: str) -> tuple[tuple[int, ...] | Non
     kind = lib.get("kind") or parse.lib_kind(path)
     code = lib.get("code")
     if isinstance(code, int) and not isinstance(code, bool):
-        decoder = {"nccl": parse.decode_nccl, "cudnn": parse.decode_cudnn, "cudart": parse.decode_cuda,
-                   "cuda": parse.decode_cuda}.get(str(kind))
+        decoder = {"nccl": versions.decode_nccl_code, "cudnn": versions.decode_cudnn_code,
+                   "cudart": versions.decode_cuda_code, "cuda": versions.decode_cuda_code}.get(str(kind))
         version = decoder(code) if decoder else None
         if version:
             fn = {"nccl": "ncclGetVersion", "cudnn": "cudnnGetVersion", "cudart": "cudaRuntimeGetVersion",

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
+from torchfit.compat import versions
 from torchfit.doctor import parse
 from torchfit.doctor.context import Context
 from torchfit.doctor.model import Verdict, check, fail, ok
@@ -37,7 +38,7 @@ def _version_text(raw: str) -> str:
     if len(nums) >= 2:
         return ".".join(nums[:3])
     if nums:
-        decoded = parse.decode_cudnn(int(nums[0][:9]))
+        decoded = versions.decode_cudnn_code(int(nums[0][:9]))
         return parse.fmt_version(decoded) if decoded else nums[0]
     return raw
 
@@ -76,7 +77,7 @@ def _nccl_symbol(m: re.Match[str]) -> tuple[str, str]:
 
 def _driver_too_old(m: re.Match[str]) -> tuple[str, str]:
     code = int(m.group("code")[:9])
-    got = parse.decode_cuda(code)
+    got = versions.decode_cuda_code(code)
     cuda = f"{got[0]}.{got[1]}" if got else "?"
     return (
         f"found version {code} is CUDA {cuda}: the newest CUDA this driver runs (cudaDriverGetVersion encodes "

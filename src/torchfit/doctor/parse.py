@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from torchfit.compat.versions import Arch, BuildArch
-from torchfit.errors import BadInput
+from torchfit.compat.versions import decode_cudnn_code, decode_nccl_code
 
 # Which library a path is ("nccl", "cudnn", "cudart", "cuda"): one definition,
 # shared with the worker that lists an environment's libraries.
@@ -283,34 +282,6 @@ def version_from_filename(path: str) -> tuple[int, ...] | None:
     return dotted(m.group(1))
 
 
-def decode_nccl(code: int) -> tuple[int, int, int] | None:
-    """ncclGetVersion's int: NCCL_VERSION(X,Y,Z) is X*10000+Y*100+Z from 2.9, X*1000+Y*100+Z
-    before (nccl.h); 22809 -> (2, 28, 9), 2708 -> (2, 7, 8)."""
-    if not isinstance(code, int) or code <= 0:
-        return None
-    if code >= 10000:
-        return (code // 10000, (code % 10000) // 100, code % 100)
-    return (code // 1000, (code % 1000) // 100, code % 100)
-
-
-def decode_cudnn(code: int) -> tuple[int, int, int] | None:
-    """cudnnGetVersion(): MAJOR*10000+MINOR*100+PATCH from cuDNN 9 (91900 = 9.19.0),
-    MAJOR*1000+MINOR*100+PATCH before (8902 = 8.9.2) (cudnn_version.h)."""
-    if not isinstance(code, int) or code <= 0:
-        return None
-    if code >= 10000:
-        return (code // 10000, (code % 10000) // 100, code % 100)
-    return (code // 1000, (code % 1000) // 100, code % 100)
-
-
-def decode_cuda(code: int) -> tuple[int, int] | None:
-    """cudaDriverGetVersion / cudaRuntimeGetVersion: 1000*major + 10*minor (CUDA Runtime
-    API reference), so 11040 is CUDA 11.4 and 13000 is 13.0."""
-    if not isinstance(code, int) or code <= 0:
-        return None
-    return (code // 1000, (code % 1000) // 10)
-
-
 def parse_found_version(text: str) -> int | None:
     """The number in torch's "The NVIDIA driver on your system is too old (found version 11040)"."""
     m = re.search(r"too old \(found version ([0-9]{1,7})\)", text)
@@ -322,7 +293,7 @@ def parse_cudnn_tuple(value: object) -> tuple[int, ...] | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return decode_cudnn(value)
+        return decode_cudnn_code(value)
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         return tuple(value)
     return None
@@ -333,7 +304,7 @@ def parse_nccl_tuple(value: object) -> tuple[int, ...] | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return decode_nccl(value)
+        return decode_nccl_code(value)
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         return tuple(value)
     return None
@@ -355,45 +326,6 @@ def parse_wheel_tags(text: str) -> tuple[str, ...]:
             continue
         tags.extend(p for p in parts[2].split(".") if p)
     return tuple(dict.fromkeys(tags))
-
-
-# PEP 600 / PEP 599 / PEP 571 / PEP 513: the glibc each manylinux tag promises.
-_LEGACY_MANYLINUX = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
-
-
-def glibc_of_tag(tag: str) -> tuple[int, int] | None:
-    """manylinux_2_28_x86_64 -> (2, 28); manylinux2014_aarch64 -> (2, 17); linux_x86_64 -> None."""
-    m = re.match(r"manylinux_([0-9]+)_([0-9]+)_", tag)
-    if m:
-        return (int(m.group(1)), int(m.group(2)))
-    for legacy, floor in _LEGACY_MANYLINUX.items():
-        if tag.startswith(legacy + "_"):
-            return floor
-    return None
-
-
-def parse_arch_flags(flags: object) -> tuple[BuildArch, ...]:
-    """torch's arch flags ("sm_50 sm_60 ... sm_90 compute_90") as BuildArch values.
-
-    `compute_XY` is PTX for X.Y (JIT-compiled forward), `sm_XY` native code.
-    Entries that are not architectures are skipped.
-    """
-    if isinstance(flags, (list, tuple)):
-        items = [str(f) for f in flags]
-    elif isinstance(flags, str):
-        items = flags.replace(",", " ").split()
-    else:
-        return ()
-    out = []
-    for item in items:
-        low = item.strip().lower()
-        ptx = low.startswith("compute_")
-        try:
-            arch = Arch.parse(low)
-        except BadInput:
-            continue
-        out.append(BuildArch(arch, ptx))
-    return tuple(out)
 
 
 # --- environment variables and files ----------------------------------------------------

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from torchfit.host import DEFAULT_TIMEOUT, _query_argv, _run_tool, parse_query_gpu, probe_topology
+from torchfit.host._io import DEFAULT_TIMEOUT, _run_tool
+from torchfit.host.nvidia import _query_argv, parse_query_gpu, probe_topology
 from torchfit.runner import Runner
 
 

@@ -31,7 +31,7 @@ from typing import IO, TYPE_CHECKING, Protocol
 from urllib.parse import urldefrag
 
 from torchfit._backports import FROZEN
-from torchfit.errors import TorchfitError
+from torchfit.errors import WheelFormatError
 from torchfit.redact import redact
 
 if TYPE_CHECKING:
@@ -44,17 +44,6 @@ _EOCD64 = b"PK\x06\x06"
 _CENTRAL = b"PK\x01\x02"
 _LOCAL = b"PK\x03\x04"
 _CHUNK = 1 << 20
-
-
-class WheelFormatError(TorchfitError):
-    """The bytes are not a zip torchfit can read (truncated, garbage, an unsupported method)."""
-
-    reference = "wheel-format"
-
-    def __init__(self, where: str, why: str) -> None:
-        self.where = redact(where)
-        self.why = why
-        super().__init__(f"{self.where}: not a readable wheel: {why}")
 
 
 @dataclass(**FROZEN)
@@ -407,11 +396,12 @@ def wheel_metadata(client: IndexClient, file: IndexFile) -> str | None:
     plain zip. Cached under the wheel's sha256 when the index gives one (the content
     is then fixed).
     """
-    from torchfit.index.client import _DiskCache, strip_credentials
+    from torchfit.index.cache import DiskCache
+    from torchfit.redact import strip_credentials
 
     url = urldefrag(file.url)[0]
     digest = file.hashes.get("sha256")
-    key = _DiskCache.key(url, f"wheel-metadata {digest}") if digest else None
+    key = DiskCache.key(url, f"wheel-metadata {digest}") if digest else None
     if key and client.cache:
         hit = client.cache.load(key)
         if hit:

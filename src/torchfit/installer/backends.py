@@ -39,7 +39,6 @@ from packaging.version import InvalidVersion, Version
 from torchfit.errors import BadInput, InstallFailed
 from torchfit.installer.prefix import InstallLog
 from torchfit.installer.sources import Sources
-from torchfit.progress import Observer
 from torchfit.lock.pylock import (
     FAMILY,
     Artifact,
@@ -48,18 +47,16 @@ from torchfit.lock.pylock import (
     dumps_toml,
     requirements_text,
 )
-from torchfit.runner import Runner, RunResult, ToolMissing, ToolStalled, ToolTimeout
+from torchfit.progress import Observer
 from torchfit.redact import redact
+from torchfit.runner import Runner, RunResult, ToolMissing, ToolStalled, ToolTimeout
 
 UV_MIN = Version("0.8.0")  # `uv pip compile --format pylock.toml`, explicit indexes
 TORCH_INDEX_NAME = "torchfit-torch"
 PIP_MIN = Version("22.2")  # `pip install --report`
 TAIL_LINES = 30
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from torchfit._backports import tomllib
 
 
 class EnvRunner(Runner):

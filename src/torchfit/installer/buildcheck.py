@@ -28,7 +28,8 @@ from packaging.version import InvalidVersion, Version
 
 from torchfit._backports import FROZEN
 from torchfit.compat.request import Plan
-from torchfit.installer.nccl import NcclPin, nccl_version_from_code
+from torchfit.compat.versions import decode_nccl_code, same_release, version_text
+from torchfit.installer.nccl import NcclPin
 from torchfit.workers import last_record, read_records, worker_argv
 
 
@@ -54,13 +55,6 @@ def _public(version: str | None) -> str | None:
         return Version(version).public
     except InvalidVersion:
         return version.split("+")[0]
-
-
-def _same_release(a: str, b: str, parts: int) -> bool:
-    try:
-        return Version(a).release[:parts] == Version(b).release[:parts]
-    except InvalidVersion:
-        return a == b
 
 
 def probe_argv(python: str, library: str | None, import_torch: bool) -> list[str]:
@@ -92,7 +86,7 @@ def compare_build(plan: Plan, probe: Mapping[str, Any], pin: NcclPin) -> BuildRe
         if not cuda:
             fails.append(f"torch {full} is a {'ROCm' if hip else 'CPU'} build; the plan is CUDA {plan.cuda} "
                          f"({plan.variant}): the torch index served the wrong build")
-        elif not _same_release(str(cuda), plan.cuda, 2):
+        elif not same_release(str(cuda), plan.cuda, 2):
             fails.append(f"torch {full} is built for CUDA {cuda}; the plan is CUDA {plan.cuda} ({plan.variant})")
     elif plan.rocm:
         if not hip:
@@ -110,7 +104,7 @@ def compare_build(plan: Plan, probe: Mapping[str, Any], pin: NcclPin) -> BuildRe
     if plan.cuda:
         cudnn = next((v for k, v in dists.items() if k.startswith("nvidia-cudnn-cu")), None)
         runtime["cudnn"] = cudnn
-        if plan.cudnn and cudnn and not _same_release(cudnn, plan.cudnn, 3):
+        if plan.cudnn and cudnn and not same_release(cudnn, plan.cudnn, 3):
             warns.append(f"cuDNN {cudnn} is installed; the matrix says {plan.cudnn} for {plan.variant}")
     _check_nccl(plan, probe, pin, dists, runtime, fails, warns)
     return BuildReport(tuple(fails), tuple(warns), runtime, dists)
@@ -121,7 +115,7 @@ def _check_nccl(plan: Plan, probe: Mapping[str, Any], pin: NcclPin, dists: Mappi
     nccl = probe.get("nccl") or {}
     loaded = None
     if nccl.get("code"):
-        loaded = nccl_version_from_code(int(nccl["code"]))
+        loaded = version_text(decode_nccl_code(int(nccl["code"])))
         runtime["nccl"] = loaded
         runtime["nccl_library"] = nccl.get("library")
     elif nccl.get("error"):
@@ -148,11 +142,11 @@ def _check_nccl(plan: Plan, probe: Mapping[str, Any], pin: NcclPin, dists: Mappi
             (fails if pin.mechanism == "wheel-override" else warns).append(msg)
             return
         runtime.setdefault("nccl", _public(have))
-        if pin.version and not _same_release(have, pin.version, 3):
+        if pin.version and not same_release(have, pin.version, 3):
             msg = f"{pin.package} {have} is installed; expected {pin.version}"
             if pin.mechanism == "wheel-override":
                 fails.append(msg)
             else:
                 warns.append(msg + " (the matrix and torch's own pin disagree)")
-        if loaded and not _same_release(loaded, have, 3):
+        if loaded and not same_release(loaded, have, 3):
             warns.append(f"the env's libnccl reports {loaded}, its wheel says {have}")

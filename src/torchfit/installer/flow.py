@@ -28,8 +28,9 @@ from packaging.specifiers import SpecifierSet
 from torchfit import __version__
 from torchfit.compat.facts import HostFacts, facts_to_json
 from torchfit.compat.matrix import Matrix
-from torchfit.compat.request import Plan, Request, plan_to_json
-from torchfit.compat.rules import check_driver, check_glibc, check_gpus, check_platform
+from torchfit.compat.plan import Plan, plan_from_json, plan_to_json
+from torchfit.compat.request import Request
+from torchfit.compat.rules import host_checks
 from torchfit.errors import BadInput, InstallFailed, NoCompatibleSet
 from torchfit.installer import prefix as envbuild
 from torchfit.installer.backends import (
@@ -41,8 +42,15 @@ from torchfit.installer.backends import (
     pick_backend,
 )
 from torchfit.installer.buildcheck import BuildReport, compare_build, parse_probe, probe_argv
-from torchfit.installer.sources import Sources, strip_credentials
-from torchfit.progress import Observer
+from torchfit.installer.nccl import (
+    NcclPin,
+    check_nccl_lib,
+    hook_activate,
+    nccl_package,
+    write_env_script,
+)
+from torchfit.installer.pyenv import ensure_python, interpreter_in
+from torchfit.installer.sources import Sources
 from torchfit.lock.pylock import (
     LOCK_NAME,
     TOOL_SCHEMA,
@@ -52,15 +60,8 @@ from torchfit.lock.pylock import (
     sorted_dists,
     write_lock,
 )
-from torchfit.installer.nccl import (
-    NcclPin,
-    check_nccl_lib,
-    hook_activate,
-    nccl_package,
-    write_env_script,
-)
-from torchfit.installer.pyenv import ensure_python, interpreter_in
-from torchfit.redact import redact
+from torchfit.progress import Observer
+from torchfit.redact import redact, strip_credentials
 
 WORK_DIR = ".torchfit-work"
 # A step whose processes read and write nothing for this long is waiting on an index that
@@ -146,25 +147,6 @@ def find_interpreter(plan: Plan, runner: EnvRunner, observer: Observer, log: env
 # --- lock mode: does this host agree with the lock? ------------------------------------------
 
 
-def plan_from_json(data: dict[str, Any]) -> Plan:
-    """The Plan of a lock's [tool.torchfit.plan] (None for keys TOML could not hold)."""
-    def tup(key: str) -> tuple[str, ...]:
-        return tuple(str(x) for x in data.get(key) or ())
-
-    try:
-        return Plan(
-            python=str(data["python"]), python_version=str(data["python_version"]),
-            python_source=str(data.get("python_source") or "installed"), python_path=data.get("python_path"),
-            torch=str(data["torch"]), variant=str(data["variant"]), cuda=data.get("cuda"), rocm=data.get("rocm"),
-            cudnn=data.get("cudnn"), nccl=data.get("nccl"), torchvision=data.get("torchvision"),
-            torchaudio=data.get("torchaudio"), index_url=str(data.get("index_url") or ""),
-            packages=tup("packages") or ("torch",), reasons=tup("reasons"), warnings=tup("warnings"),
-            ruled_out=tup("ruled_out"), why=dict(data.get("why") or {}), hosts=tup("hosts"),
-        )
-    except KeyError as exc:
-        raise BadInput(f"the lock's [tool.torchfit.plan] lacks {exc.args[0]!r}") from None
-
-
 def check_lock_host(lock: Lock, hosts: Sequence[HostFacts], matrix: Matrix, force: bool,
                     observer: Observer) -> Plan:
     """Re-run the resolver for the locked build on this host; LockMismatch if it does not fit.
@@ -173,25 +155,23 @@ def check_lock_host(lock: Lock, hosts: Sequence[HostFacts], matrix: Matrix, forc
     Python minor. A conflict (driver too old, glibc, no GPU the build covers, no
     such Python and no pyenv) refuses the rebuild unless `force`.
     """
-    locked = plan_from_json(dict(lock.tool["plan"]))
+    locked = plan_from_json(dict(lock.plan()), matrix)
     reqs = [Requirement(f"torch=={locked.torch}")]
     for name in ("torchvision", "torchaudio"):
         if name in locked.packages and getattr(locked, name):
             reqs.append(Requirement(f"{name}=={getattr(locked, name)}"))
-    strict = bool((lock.tool.get("request") or {}).get("strict-driver", False))
+    strict = bool(lock.request().get("strict-driver", False))
     request = Request(requirements=tuple(reqs), python=SpecifierSet(f"=={locked.python}.*"),
                       variant=locked.variant, strict_driver=strict)
-    build = next((b for b in matrix.builds if b.variant == locked.variant and str(b.torch) == locked.torch), None)
+    build = locked.build
     if build is None:
         conflicts = [f"torch {locked.torch} {locked.variant} is not in this torchfit's matrix"]
     else:
         # The resolver's host rules, applied to the locked build on each host.
         conflicts = []
         for host in hosts:
-            checks = [check_platform(build, host), check_glibc(build, host)]
-            if build.kind == "cuda":
-                checks.append(check_driver(build, host, matrix, strict))
-            checks.append(check_gpus(build, host, matrix, locked.variant == "cpu"))
+            checks = [c for _, c in host_checks(build, host, matrix, strict_driver=strict,
+                                                 want_cpu=locked.variant == "cpu")]
             prefix = f"{host.name}: " if len(hosts) > 1 else ""
             conflicts += [f"{prefix}{build.label}: {c.text}" for c in checks if not c.ok]
         if not conflicts:
@@ -257,10 +237,8 @@ class InstallJob:
                     log.write(f"== killed child process group {pid}")
             if log.path:
                 log.write(f"== failed: {type(exc).__name__}: {exc}")
-                if isinstance(exc, InstallFailed) and exc.hint is None:
-                    exc.hint = f"the full log: {log.path}"
-                elif isinstance(exc, InstallFailed):
-                    exc.hint = f"{exc.hint}; the full log: {log.path}"
+                if isinstance(exc, InstallFailed):
+                    raise exc.with_log(log.path) from exc
             raise
 
     def _run(self, runner: EnvRunner, ctx: StepContext, log: envbuild.InstallLog) -> InstallResult:
@@ -376,10 +354,8 @@ class InstallJob:
             self.warnings.append(w)
             self.observer.warn(w)
         if failures:
-            err = InstallFailed("check", argv, 1, "\n".join(failures))
-            err.message = f"the installed build does not match the plan: {failures[0]}"
-            err.args = (err.message,)
-            raise err
+            raise InstallFailed("check", argv, 1, "\n".join(failures),
+                                what=f"the installed build does not match the plan: {failures[0]}")
         return report
 
     def _make_lock(self, dists: Sequence[LockedDist], pin: NcclPin, report: BuildReport, backend: Backend) -> Lock:
@@ -417,7 +393,7 @@ class InstallJob:
 
 def locked_torch_index(lock: Lock) -> str:
     """The torch index a lock was built from, credentials removed (they were redacted)."""
-    url = str(lock.tool.get("torch-index-url") or "")
+    url = lock.torch_index_url()
     return strip_credentials(url)
 
 

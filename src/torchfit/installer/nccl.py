@@ -118,13 +118,6 @@ def _contains(fh: Any, needle: bytes, head: bytes) -> bool:
         tail = buf[-len(needle):]
 
 
-def nccl_version_from_code(code: int) -> str:
-    """ncclGetVersion's integer: 22809 -> "2.28.9" (>= 2.9: X*10000+Y*100+Z; before: X*1000+Y*100+Z)."""
-    if code >= 10000:
-        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
-    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
-
-
 def _sh_quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 

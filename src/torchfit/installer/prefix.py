@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from torchfit.errors import BadInput, TorchfitError
+from torchfit.errors import BadInput, PrefixBusy, RelocationFailed
 from torchfit.redact import redact
 from torchfit.runner import (  # re-exported: the signal machinery lives with the runner
     Interrupted,
@@ -55,10 +55,6 @@ ENV_SUBDIR = "env"
 __all__ = ["Interrupted", "interrupts_raise", "signals_deferred"]
 
 
-class PrefixBusy(TorchfitError):
-    """Another torchfit install holds PREFIX.lock (exit 1)."""
-
-    reference = "prefix-locked"
 
 
 def kill_child_groups() -> list[int]:
@@ -409,12 +405,6 @@ def _forms(old: str, new: str) -> list[tuple[bytes, bytes]]:
     if old.translate(dq) != old or new.translate(dq) != new:
         pairs.append((old.translate(dq), new.translate(dq)))
     return [(a.encode(), b.encode()) for a, b in pairs]
-
-
-class RelocationFailed(TorchfitError):
-    """A script of the env still names the temporary path after relocation."""
-
-    reference = "relocate-failed"
 
 
 def relocate(env_dir: str, final: str) -> list[str]:

@@ -11,21 +11,15 @@ failure and named in the error.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 
 from torchfit._backports import FROZEN
-from torchfit.errors import InstallFailed, TorchfitError
+from torchfit.errors import PythonBuildFailed, PythonUnavailable
+from torchfit.host.pythons import find_pyenv, interpreter_in
 from torchfit.runner import Runner, ToolMissing
 
 PYENV_TIMEOUT = 3600.0
-
-
-class PythonUnavailable(TorchfitError):
-    """The plan's interpreter is neither present nor installable here (exit 1)."""
-
-    reference = "python-unavailable"
 
 
 @dataclass(**FROZEN)
@@ -109,26 +103,6 @@ def diagnose_build(output: str) -> BuildDiagnosis:
     return BuildDiagnosis(causes, log.group(1) if log else None, missing.group(1) if missing else None)
 
 
-def find_pyenv(runner: Runner) -> str | None:
-    """pyenv on PATH, else $PYENV_ROOT/bin/pyenv (installed but not on PATH)."""
-    found = runner.which("pyenv")
-    if found:
-        return found
-    root = runner.environ().get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
-    candidate = os.path.join(root, "bin", "pyenv")
-    return candidate if os.access(candidate, os.X_OK) else None
-
-
-def interpreter_in(prefix: str, version: str) -> str | None:
-    """bin/pythonX.Y (or bin/python3) under a pyenv version prefix."""
-    major_minor = ".".join(version.split(".")[:2])
-    for name in (f"python{major_minor}", "python3", "python"):
-        path = os.path.join(prefix, "bin", name)
-        if os.access(path, os.X_OK):
-            return path
-    return None
-
-
 def ensure_python(
     runner: Runner,
     version: str,
@@ -156,12 +130,7 @@ def ensure_python(
     output = (res.stdout or "") + (res.stderr or "")
     if res.returncode != 0:
         diag = diagnose_build(output)
-        err = InstallFailed("python", argv, res.returncode, _tail(output))
-        err.message = f"pyenv could not build Python {version} (exit {res.returncode})"
-        err.args = (err.message,)
-        err.hint = diag.hint(version)
-        err.diagnosis = diag  # type: ignore[attr-defined]
-        raise err
+        raise PythonBuildFailed(version, argv, res.returncode, _tail(output), diag)
     prefix_res = runner.run([pyenv, "prefix", version], timeout=60)
     prefix = prefix_res.stdout.strip().splitlines()[-1] if prefix_res.ok and prefix_res.stdout.strip() else ""
     path = interpreter_in(prefix, version) if prefix else None

@@ -27,13 +27,14 @@ import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from torchfit._backports import FROZEN
+from torchfit.compat.matrix import PYPI_SIMPLE
 from torchfit.errors import BadInput
 from torchfit.redact import redact
 
-PYPI = "https://pypi.org/simple"
+PYPI = PYPI_SIMPLE
 
 # pip options whose value is a whitespace-separated list (optparse "append").
 LIST_KEYS = ("extra-index-url", "find-links", "trusted-host", "constraint", "requirement")
@@ -166,14 +167,6 @@ def host_of(url: str) -> str:
     """host[:port] without credentials, as pip's --trusted-host wants it."""
     netloc = urlsplit(url).netloc
     return netloc.rpartition("@")[2]
-
-
-def strip_credentials(url: str) -> str:
-    """The URL without `user:password@` (for the lock: a URL any user can share)."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def torch_index_for(template: str, variant: str) -> str:

@@ -12,250 +12,37 @@ rows) and reports each disagreement as a `Finding`:
   the matrix's cuDNN and NCCL;
 - and every release or variant the index has that the matrix lacks.
 
-`propose_update` turns a report into a unified diff against the matrix text: value
-edits where the index settles a fact unambiguously (cuDNN/NCCL pins, with a new
-source key naming the check), review comments at the right place for everything
-else. It never writes the file. Typed facts come from `torchfit.compat.matrix`
-(the only parser of the matrix); this module reads the raw text only to patch it.
+The package is one module a step: `wheels` (file names, METADATA pins), this
+module (the check), `report` (findings, text), `update` (`propose_update`, the
+diff). Their public names are re-exported here.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import difflib
-import email.parser
-import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
-from urllib.parse import unquote, urldefrag, urlsplit
+from urllib.parse import urldefrag, urlsplit
 
-from packaging.markers import InvalidMarker
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
-from torchfit._backports import FROZEN
-from torchfit.compat.matrix import DEFAULT_INDEX, PLATFORMS, Build, Matrix
+from torchfit.compat.matrix import DEFAULT_INDEX, PLATFORMS, PYPI_SIMPLE, VARIANT_RE, Build, Matrix
 from torchfit.compat.versions import Dotted
 from torchfit.errors import BadInput
 from torchfit.index.client import (
-    PYPI_SIMPLE,
     IndexClient,
-    IndexFile,
     IndexMalformed,
     IndexUnavailable,
     ProjectPage,
 )
 from torchfit.index.wheelmeta import wheel_metadata
+from torchfit.matrixcheck.report import DRIFT, ERROR, NOTE, CheckReport, Finding, format_report
+from torchfit.matrixcheck.update import propose_update
+from torchfit.matrixcheck.wheels import Wheel, parse_pins, parse_wheel, same_version
+from torchfit.progress import Progress
 from torchfit.redact import redact
 
 DEFAULT_BASE = DEFAULT_INDEX.rsplit("/{variant}", 1)[0]  # https://download.pytorch.org/whl
-# The variants torchfit tracks (the matrix reader accepts the same spellings). Other
-# labels on the index (xpu, cpu.cxx11.abi, cu118.* debug builds) are out of scope.
-VARIANT_RE = re.compile(r"^(cu\d{3}|rocm\d+\.\d+(\.\d+)?|cpu)$")
-# The glibc floors of the manylinux names before PEP 600 (PEP 513, 571, 599).
-_LEGACY_MANYLINUX = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
-_PLATFORM_TAG = re.compile(r"^(?:manylinux_(\d+)_(\d+)|(manylinux1|manylinux2010|manylinux2014)|linux)_(\w+)$")
-
-DRIFT, NOTE, ERROR = "drift", "note", "error"
-
-
-# ---------------------------------------------------------------------------
-# Wheels as the index lists them
-# ---------------------------------------------------------------------------
-
-
-@dataclass(**FROZEN)
-class Wheel:
-    """What a wheel's file name says: project, version, variant, Pythons, platform, glibc floor."""
-
-    project: str
-    version: Version
-    variant: str | None  # local label, else the index directory it sits in (None: neither)
-    pythons: frozenset[tuple[int, int]]  # CPython minors of cpXY-cpXY / cpXY-abi3 tags
-    any_python: bool  # py3 / py2.py3 wheels
-    abi3_from: tuple[int, int] | None
-    arch: str | None  # x86_64 | aarch64 | "any" | None (another OS)
-    glibc: Dotted | None  # floor implied by the manylinux tag; None for linux_* tags
-    tag: str  # platform tag(s) as written, for messages
-    file: IndexFile
-
-    @property
-    def public(self) -> Version:
-        return Version(self.version.public)
-
-    def covers(self, python: tuple[int, int], platform: str) -> bool:
-        if self.arch not in (platform, "any"):
-            return False
-        return (
-            self.any_python
-            or python in self.pythons
-            or (self.abi3_from is not None and python >= self.abi3_from)
-        )
-
-
-def parse_wheel(file: IndexFile) -> Wheel | None:
-    """A `Wheel` for a Linux (or any-platform) wheel; None for sdists, other OSes, garbage names."""
-    if not file.filename.endswith(".whl"):
-        return None
-    try:
-        name, version, _build, tags = parse_wheel_filename(file.filename)
-    except (InvalidWheelFilename, ValueError):
-        return None
-    pythons: set[tuple[int, int]] = set()
-    any_python = False
-    abi3_from = None
-    arches: set[str] = set()
-    floors: list[Dotted] = []
-    plats: set[str] = set()
-    for tag in tags:
-        plat = tag.platform
-        if plat == "any":
-            arches.add("any")
-        else:
-            m = _PLATFORM_TAG.match(plat)
-            if not m or m.group(4) not in PLATFORMS:
-                continue
-            arches.add(m.group(4))
-            plats.add(plat)
-            if m.group(1):
-                floors.append(Dotted((int(m.group(1)), int(m.group(2))), f"{m.group(1)}.{m.group(2)}"))
-            elif m.group(3):
-                major, minor = _LEGACY_MANYLINUX[m.group(3)]
-                floors.append(Dotted((major, minor), f"{major}.{minor}"))
-        interp, abi = tag.interpreter, tag.abi
-        cp = re.match(r"^cp3(\d+)$", interp)
-        if cp and abi == interp:
-            pythons.add((3, int(cp.group(1))))
-        elif cp and abi == "abi3":
-            mv = (3, int(cp.group(1)))
-            abi3_from = min(abi3_from, mv) if abi3_from else mv
-        elif re.match(r"^py3\d*$", interp) and abi == "none":
-            any_python = True
-        # cp313-cp313t (free-threaded) and other ABIs: not counted (the matrix ignores them)
-    if not arches or (not pythons and not any_python and abi3_from is None):
-        return None
-    label = version.local
-    variant = label if label else _directory_variant(file.url)
-    return Wheel(
-        project=str(name),
-        version=version,
-        variant=variant,
-        pythons=frozenset(pythons),
-        any_python=any_python,
-        abi3_from=abi3_from,
-        arch=sorted(arches)[0] if len(arches) == 1 else next(iter(sorted(arches - {"any"}))),
-        # pip installs a multi-tag wheel when any tag fits: the lowest floor is the wheel's.
-        glibc=min(floors) if floors else None,
-        tag=".".join(sorted(plats)) or "any",
-        file=file,
-    )
-
-
-def _directory_variant(url: str) -> str | None:
-    """download.pytorch.org keeps unlabelled wheels of a variant in its directory (/whl/cpu/...)."""
-    parts = unquote(urlsplit(url).path).rstrip("/").split("/")
-    return parts[-2] if len(parts) >= 2 and VARIANT_RE.match(parts[-2]) else None
-
-
-def parse_pins(metadata: str, platform: str = "x86_64") -> dict[str, str]:
-    """cuDNN and NCCL versions a torch METADATA pins (`nvidia-cudnn-cu12==9.10.2.21`).
-
-    Only requirements whose marker holds on Linux/`platform` count. Returns
-    {"cudnn": ..., "nccl": ...} for the pins found.
-    """
-    msg = email.parser.HeaderParser().parsestr(metadata)
-    env = {
-        "platform_system": "Linux", "sys_platform": "linux", "os_name": "posix",
-        "platform_machine": platform, "python_version": "3.11", "python_full_version": "3.11.0",
-        "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": "",
-    }
-    pins: dict[str, str] = {}
-    for raw in msg.get_all("Requires-Dist") or []:
-        try:
-            req = Requirement(str(raw))
-        except InvalidRequirement:
-            continue
-        fact = (
-            "cudnn" if re.match(r"^nvidia-cudnn-cu\d+$", req.name.lower().replace("_", "-")) else
-            "nccl" if re.match(r"^nvidia-nccl-cu\d+$", req.name.lower().replace("_", "-")) else None
-        )
-        if fact is None:
-            continue
-        try:
-            if req.marker is not None and not req.marker.evaluate(env):
-                continue
-        except InvalidMarker:
-            continue
-        exact = [s.version for s in req.specifier if s.operator in ("==", "===") and "*" not in s.version]
-        if exact:
-            pins[fact] = exact[0]
-    return pins
-
-
-# ---------------------------------------------------------------------------
-# Findings and the report
-# ---------------------------------------------------------------------------
-
-
-@dataclass(**FROZEN)
-class Finding:
-    """One disagreement (drift), one fact the index adds (note), or a page that failed (error)."""
-
-    level: str  # drift | note | error
-    subject: str  # "torch 2.8.0 cu128", "cu128 index", "index"
-    fact: str  # exists|python|platform|glibc|cudnn|nccl|torchvision|torchaudio|release|variant|metadata|page
-    message: str
-    matrix: str | None = None
-    index: str | None = None
-    url: str | None = None  # redacted
-    line: int | None = None  # the matrix entry (its [[series.variant]] header line)
-    series_line: int | None = None
-    torch: str | None = None
-    variant: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        out["where"] = f"matrix.toml:{self.line}" if self.line else None
-        return out
-
-
-@dataclass(**FROZEN)
-class CheckReport:
-    """What one `matrix check` found, and what it read."""
-
-    target: str  # redacted description of the indexes read
-    builds: int
-    findings: tuple[Finding, ...]
-    pages: tuple[str, ...]
-    observed: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)  # (torch, variant) -> pins
-
-    @property
-    def drift(self) -> tuple[Finding, ...]:
-        return tuple(f for f in self.findings if f.level == DRIFT)
-
-    @property
-    def errors(self) -> tuple[Finding, ...]:
-        return tuple(f for f in self.findings if f.level == ERROR)
-
-    @property
-    def ok(self) -> bool:
-        return not self.drift and not self.errors
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "target": self.target,
-            "builds_checked": self.builds,
-            "drift": len(self.drift),
-            "errors": len(self.errors),
-            "notes": sum(1 for f in self.findings if f.level == NOTE),
-            "findings": [f.to_json() for f in self.findings],
-            "pages": list(self.pages),
-        }
 
 
 # ---------------------------------------------------------------------------
@@ -322,9 +109,9 @@ def combined_index(base: str | None) -> str | None:
 class _Reader:
     """Fetches pages once each, records what was read, and stops hammering a dead host."""
 
-    def __init__(self, client: IndexClient, say: Callable[[str], None]) -> None:
+    def __init__(self, client: IndexClient, progress: Progress) -> None:
         self.client = client
-        self.say = say
+        self.progress = progress
         self.pages: dict[tuple[str, str], ProjectPage | None] = {}
         self.read: list[str] = []
         self.dead_hosts: dict[str, str] = {}
@@ -356,7 +143,7 @@ class _Reader:
             finding = Finding(ERROR, "index", "page", f"{url}: not read ({self.dead_hosts[host]})", url=url)
             self.failures[key] = finding
             raise _PageFailed(finding)
-        self.say(f"reading {url}")
+        self.progress.info(f"reading {url}")
         try:
             page = self.client.project_page(index, project)
         except (IndexUnavailable, IndexMalformed) as exc:
@@ -404,11 +191,11 @@ def check_matrix(
     variant: str | None = None,
     pypi: bool = False,
     pypi_url: str = PYPI_SIMPLE,
-    say: Callable[[str], None] = lambda _m: None,
+    progress: Progress | None = None,
 ) -> CheckReport:
     """Check the selected builds against their indexes (or PyPI with `pypi=True`)."""
     builds = select_builds(matrix, torch, variant)
-    reader = _Reader(client, say)
+    reader = _Reader(client, progress or Progress())
     findings: list[Finding] = []
     observed: dict[tuple[str, str], dict[str, str]] = {}
     if pypi:
@@ -542,17 +329,8 @@ def _check_pins(
             continue
         if have is None:
             add(NOTE, fact, f"{fact} unknown in the matrix; METADATA pins {label}=={pin}", "unknown", pin, murl)
-        elif not _same_version(pin, have):
+        elif not same_version(pin, have):
             add(DRIFT, fact, f"METADATA pins {label}=={pin}; the matrix says {have}", have, pin, murl)
-
-
-def _same_version(a: str, b: str) -> bool:
-    from packaging.version import InvalidVersion
-
-    try:
-        return Version(a) == Version(b)
-    except InvalidVersion:
-        return a == b
 
 
 def _check_companion(
@@ -650,170 +428,8 @@ def _discover(
     return out
 
 
-# ---------------------------------------------------------------------------
-# Text output
-# ---------------------------------------------------------------------------
-
-
-def format_report(report: CheckReport, *, notes: bool = True) -> str:
-    """The human report: one line per finding, grouped by build, then a summary line."""
-    lines = [f"torchfit matrix check: {report.builds} builds against {report.target}"]
-    mark = {DRIFT: "DRIFT", NOTE: "note ", ERROR: "ERROR"}
-    for f in report.findings:
-        if f.level == NOTE and not notes:
-            continue
-        where = f" (matrix.toml:{f.line})" if f.line else ""
-        lines.append(redact(f"  {mark[f.level]} {f.subject}{where}: {f.message}"))
-    n_notes = sum(1 for f in report.findings if f.level == NOTE)
-    if report.ok:
-        lines.append(f"ok: the matrix agrees with the index ({len(report.pages)} pages read, {n_notes} notes)")
-    elif report.drift:
-        unread = f", and {len(report.errors)} index errors" if report.errors else ""
-        n = len(report.drift)
-        lines.append(f"drift: {n} disagreement{'s' if n != 1 else ''}{unread} ({n_notes} notes); "
-                     "`torchfit matrix update` proposes the changes as a diff")
-    else:
-        lines.append(f"incomplete: {len(report.errors)} index errors, no disagreement among the pages read "
-                     f"({len(report.pages)} pages)")
-    return "\n".join(lines) + "\n"
-
-
-# ---------------------------------------------------------------------------
-# The proposed update
-# ---------------------------------------------------------------------------
-
-
-def _block_end(lines: Sequence[str], start: int) -> int:
-    """Index of the first line after the table that starts at `start` (0-based)."""
-    for i in range(start + 1, len(lines)):
-        if re.match(r"^\s*\[", lines[i]):
-            return i
-    return len(lines)
-
-
-def _set_value(lines: list[str], start: int, key: str, value: str) -> bool:
-    """Set `key = "value"` inside the table at `start`; insert it after `cuda =`/`name =` if absent."""
-    end = _block_end(lines, start)
-    pat = re.compile(rf'^(\s*{key}\s*=\s*)"[^"]*"(.*)$', re.S)
-    for i in range(start + 1, end):
-        m = pat.match(lines[i])
-        if m:
-            lines[i] = f'{m.group(1)}"{value}"{m.group(2)}'
-            return True
-    for anchor in ("cuda", "name"):
-        for i in range(start + 1, end):
-            if re.match(rf"^\s*{anchor}\s*=", lines[i]):
-                lines.insert(i + 1, f'{key} = "{value}"\n')
-                return True
-    return False
-
-
-def _set_source(lines: list[str], start: int, fact: str, key: str) -> None:
-    """Point `source.<fact>` of the table at `start` to `key` (inline-table form)."""
-    end = _block_end(lines, start)
-    for i in range(start + 1, end):
-        m = re.match(r"^(\s*source\s*=\s*\{)(.*)(\}\s*(#.*)?\n?)$", lines[i], re.S)
-        if not m:
-            continue
-        body = m.group(2)
-        new_body, n = re.subn(rf'(\b{fact}\s*=\s*)"[^"]*"', rf'\g<1>"{key}"', body)
-        if not n:
-            new_body = body.rstrip() + f', {fact} = "{key}" '
-        lines[i] = m.group(1) + new_body + m.group(3)
-        return
-
-
-def _add_source_key(lines: list[str], key: str, text: str) -> None:
-    entry = f"{_toml_str(key)} = {_toml_str(text)}\n"
-    if any(line.startswith(_toml_str(key) + " =") for line in lines):
-        return
-    start = next((i for i, line in enumerate(lines) if line.strip() == "[sources]"), None)
-    if start is None:
-        return
-    last = start
-    for i in range(start + 1, _block_end(lines, start)):
-        if re.match(r'^\s*"[^"]+"\s*=', lines[i]):
-            last = i
-    lines.insert(last + 1, entry)
-
-
-def _toml_str(text: str) -> str:
-    import json
-
-    return json.dumps(text, ensure_ascii=False)  # a JSON string is a valid TOML basic string
-
-
-def propose_update(
-    text: str, matrix: Matrix, report: CheckReport, *, today: _dt.date | None = None,
-    path: str = "src/torchfit/data/matrix.toml",
-) -> str:
-    """A unified diff that brings `text` in line with `report`; "" when nothing is proposed."""
-    from torchfit.compat.matrix import parse_matrix
-
-    today = today or _dt.date.today()
-    stamp = f"matrix update {today.isoformat()}"
-    lines = text.splitlines(keepends=True)
-    if lines and not lines[-1].endswith("\n"):
-        lines[-1] += "\n"
-    source_key = f"TORCHFIT-CHECK {today.isoformat()}"
-    edits: dict[int, dict[str, str]] = defaultdict(dict)  # entry line -> fact -> value
-    comments: dict[int, list[str]] = defaultdict(list)  # 1-based line to comment above -> texts
-    tail: list[str] = []
-    by_line: dict[int, list[Build]] = defaultdict(list)
-    for b in matrix.builds:
-        by_line[b.line].append(b)
-    # Value edits: a pin every release of the entry agrees on.
-    for line, group in by_line.items():
-        for fact in ("cudnn", "nccl"):
-            seen = [report.observed.get((str(b.torch), b.variant), {}).get(fact) for b in group]
-            if None in seen or len(set(seen)) != 1:
-                continue
-            value = seen[0]
-            assert value is not None
-            current = getattr(group[0], fact)
-            if current is None or not _same_version(current, value):
-                edits[line][fact] = value
-    for f in report.findings:
-        if f.level == ERROR or (f.level == NOTE and f.fact not in ("glibc",)):
-            continue
-        if f.fact in ("cudnn", "nccl") and f.line in edits and f.fact in edits[f.line]:
-            continue
-        msg = f"# {stamp} (review): {f.subject}: {f.message}"
-        if f.line:
-            comments[f.line].append(msg)
-            continue
-        v = Version(f.torch) if f.torch else None
-        series = [b for b in matrix.builds if v and (b.torch.major, b.torch.minor) == (v.major, v.minor)]
-        if series:
-            comments[min(b.series_line for b in series)].append(
-                msg + "; add it (docs/matrix-format.md), each fact with its source")
-        else:
-            tail.append(msg)
-    if tail:
-        tail.append(f"# {stamp} (review): add a [[series]] per new release line (docs/matrix-format.md), "
-                    "each fact with its source")
-    out = list(lines)
-    # Apply from the bottom up so earlier line numbers stay valid.
-    points = sorted(set(edits) | set(comments), reverse=True)
-    used_source = False
-    for line in points:
-        idx = line - 1
-        for fact, value in sorted(edits.get(line, {}).items()):
-            if _set_value(out, idx, fact, value):
-                _set_source(out, idx, fact, source_key)
-                used_source = True
-        for msg in reversed(list(dict.fromkeys(comments.get(line, [])))):
-            out.insert(idx, redact(msg) + "\n")
-    if tail:
-        out.append("\n")
-        out.extend(redact(m) + "\n" for m in dict.fromkeys(tail))
-    if used_source:
-        _add_source_key(out, source_key, (
-            f"torchfit matrix check: Requires-Dist pins in the METADATA (PEP 658) of torch wheels on "
-            f"{report.target}, read {today.isoformat()}"
-        ))
-    if out == lines:
-        return ""
-    # The proposal must still be a valid matrix: a broken diff helps no reviewer.
-    parse_matrix("".join(out), path)
-    return "".join(difflib.unified_diff(lines, out, f"a/{path}", f"b/{path}"))
+__all__ = [
+    "DRIFT", "ERROR", "NOTE", "CheckReport", "Finding", "Wheel", "check_base_url", "check_matrix",
+    "combined_index", "format_report", "parse_pins", "parse_wheel", "propose_update", "select_builds",
+    "variant_index",
+]

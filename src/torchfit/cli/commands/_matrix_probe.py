@@ -111,8 +111,7 @@ def _targets(args: argparse.Namespace) -> list[tuple[str, Any, list[str]]]:
 
 
 def _index_targets(args: argparse.Namespace) -> list[tuple[str, Any, list[str]]]:
-    from torchfit.compat.matrix import load_matrix
-    from torchfit.index.client import PYPI_SIMPLE
+    from torchfit.compat.matrix import PYPI_SIMPLE, load_matrix
     from torchfit.matrixcheck import check as mc
     from torchfit.matrixcheck.probe import find_index_wheels
 

@@ -65,6 +65,8 @@ def pick_python(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[s
 
 
 def _pick_python(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[str | None, str]:
+    from torchfit.host.pythons import env_python
+
     if args.python:
         path = os.path.expanduser(args.python)
         if os.sep not in path:
@@ -76,18 +78,16 @@ def _pick_python(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[
         prefix = os.path.expanduser(args.env)
         if not os.path.isdir(prefix):
             raise BadInput(f"--env {args.env}: not a directory")
-        for name in ("bin/python3", "bin/python"):
-            candidate = os.path.join(prefix, name)
-            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-                return candidate, "--env"
+        candidate = env_python(prefix)
+        if candidate:
+            return candidate, "--env"
         raise BadInput(f"--env {args.env}: no bin/python3 or bin/python in it (not a venv or conda env)")
     for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
         prefix = environ.get(var)
         if prefix:
-            for name in ("bin/python3", "bin/python"):
-                candidate = os.path.join(prefix, name)
-                if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-                    return candidate, f"the active env (${var})"
+            candidate = env_python(prefix)
+            if candidate:
+                return candidate, f"the active env (${var})"
     found = shutil.which("python3", path=environ.get("PATH", os.defpath))
     if found:
         return found, "python3 on PATH"

@@ -41,7 +41,7 @@ def add_parser(subparsers: Any, epilog: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import torchfit.export as export
-    from torchfit.index.client import PYPI_SIMPLE
+    from torchfit.compat.matrix import PYPI_SIMPLE
 
     pypi_url = (args.pypi_url or PYPI_SIMPLE).rstrip("/")
     for opt, url in (("--torch-index-url", args.torch_index_url), ("--pypi-url", args.pypi_url)):
@@ -85,11 +85,9 @@ def run(args: argparse.Namespace) -> int:
                                         on_wait=progress.waiting("export", what))
     text = export.render(args.format, stack, pypi_url=pypi_url)
     if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        except OSError as exc:
-            raise BadInput(f"-o {args.output}: cannot write ({exc.strerror})") from None
+        from torchfit.cli.ui import write_output
+
+        write_output(args.output, text, "-o")
         sys.stderr.write(f"torchfit: wrote {args.output} ({args.format}: "
                          f"{', '.join(f'{n} {v}' for n, v in stack.family)}, {stack.variant})\n")
     else:
@@ -98,16 +96,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _resolve_stack(args: argparse.Namespace) -> Any:
+    from torchfit.cli import load_hosts, make_request
     from torchfit.compat.matrix import load_matrix
     from torchfit.compat.resolver import resolve
-    from torchfit.cli import load_hosts, make_request
     from torchfit.export import stack_from_plan
 
     matrix = load_matrix(args.matrix)
     request = make_request(args, matrix)
     hosts = load_hosts(args)
     plan = resolve(hosts, request, matrix)  # NoCompatibleSet: exit 1 with the conflicts
-    build = next(b for b in matrix.builds if str(b.torch) == plan.torch and b.variant == plan.variant)
+    build = plan.build  # the resolver's plan keeps its matrix row
+    assert build is not None
     arches = [h.arch for h in hosts if h.arch in build.platforms] or [build.platforms[0]]
     glibc = build.glibc_for(arches[0])
     return stack_from_plan(plan, arches=arches, glibc=str(glibc) if glibc else None)

@@ -15,9 +15,9 @@ import shlex
 import sys
 from typing import Any
 
+from torchfit.compat.matrix import DEFAULT_INDEX as DEFAULT_TORCH_INDEX
 from torchfit.inputs import seconds
 
-DEFAULT_TORCH_INDEX = "https://download.pytorch.org/whl/{variant}"
 TORCH_INDEX_ENV = "TORCHFIT_TORCH_INDEX_URL"
 
 
@@ -71,31 +71,11 @@ def add_parser(subparsers: Any, epilog: str) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout (progress stays on stderr)")
 
 
-def _fail_json(args: argparse.Namespace, err: BaseException) -> None:
-    if not getattr(args, "json", False):
-        return
-    from torchfit.errors import NoCompatibleSet, TorchfitError
-    from torchfit.redact import redact
-
-    out: dict[str, Any] = {"ok": False}
-    if isinstance(err, NoCompatibleSet):
-        out.update(conflicts=err.conflicts, hints=err.hints)
-    if isinstance(err, TorchfitError):
-        out.update(error=redact(err.message), reference=err.reference, hint=redact(err.hint) if err.hint else None)
-        for key in ("step", "tail", "conflicts"):
-            if hasattr(err, key):
-                val = getattr(err, key)
-                out[key] = redact(val) if isinstance(val, str) else val
-    else:
-        out.update(error="interrupted", reference="interrupted")
-    print(json.dumps(out, indent=2))
-
-
 def _validate(args: argparse.Namespace) -> None:
     """Everything checkable before touching the disk: exit 2, one line."""
     from torchfit.errors import BadInput
-    from torchfit.installer.sources import check_url
     from torchfit.installer.nccl import check_nccl_lib, parse_nccl_version
+    from torchfit.installer.sources import check_url
 
     if not args.prefix or not args.prefix.strip():
         raise BadInput("--prefix: give a directory")
@@ -141,20 +121,16 @@ def run(args: argparse.Namespace) -> int:
                              "the old env was removed\n")
         else:
             sys.stderr.write(f"torchfit: {why}: the temporary env was removed; {args.prefix} was not changed\n")
-        _fail_json(args, err)
         err.reported = True  # type: ignore[attr-defined]
-        raise
-    except BaseException as err:
-        _fail_json(args, err)
         raise
 
 
 def _run(args: argparse.Namespace) -> int:
+    from torchfit.cli import load_hosts, make_request
     from torchfit.compat.matrix import load_matrix
     from torchfit.compat.resolver import resolve
     from torchfit.errors import BadInput
     from torchfit.installer import prefix as envbuild
-    from torchfit.cli import load_hosts, make_request
     from torchfit.installer.flow import (
         InstallJob,
         check_ld_preload_lib,
@@ -163,10 +139,10 @@ def _run(args: argparse.Namespace) -> int:
         locked_torch_index,
         nccl_pin_for,
     )
-    from torchfit.installer.sources import load_pip_config, make_sources, torch_index_for
-    from torchfit.progress import StderrProgress
-    from torchfit.lock.pylock import load_lock
     from torchfit.installer.nccl import NcclPin, pin_from_json
+    from torchfit.installer.sources import load_pip_config, make_sources, torch_index_for
+    from torchfit.lock.pylock import load_lock
+    from torchfit.progress import StderrProgress
 
     _validate(args)
     prefix = os.path.abspath(os.path.expanduser(args.prefix))
@@ -179,7 +155,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.lock:
         lock = load_lock(args.lock)
         plan = check_lock_host(lock, hosts, matrix, args.force, observer)
-        pin = pin_from_json(lock.tool.get("nccl"))
+        pin = pin_from_json(lock.pin())
         if args.nccl_lib:
             pin = NcclPin("ld-preload", None, None, args.nccl_lib)
         pin = check_ld_preload_lib(pin, lock)

@@ -15,6 +15,7 @@ from typing import Any
 
 from torchfit.errors import BadInput
 from torchfit.inputs import seconds
+from torchfit.progress import StderrProgress
 
 
 def add_parser(subparsers: Any, epilog: str) -> None:
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     if action == "probe":
         from torchfit.cli.commands._matrix_probe import run_probe
 
-        return run_probe(args, _client, _stderr_line)
+        return run_probe(args, _client, StderrProgress().info)
     if action == "update" and args.from_probe:
         from torchfit.cli.commands._matrix_probe import run_update_from_probe
 
@@ -128,24 +129,14 @@ def _client(args: argparse.Namespace) -> Any:
         timeout=args.timeout,
         backoff=max(0.0, args.backoff),
         use_cache=not args.no_cache,
-        observer=_stderr_line if verbose or sys.stderr.isatty() else None,
+        progress=StderrProgress() if verbose or sys.stderr.isatty() else None,
     )
 
 
-def _stderr_line(line: str) -> None:
-    sys.stderr.write(f"torchfit: {line}\n")
-
-
-def _silent(line: str) -> None:
-    pass
-
-
 def _check(args: argparse.Namespace, *, update: bool) -> int:
-    from torchfit.compat.matrix import load_matrix
-    from torchfit.index.client import PYPI_SIMPLE
-    from torchfit.matrixcheck import check as mc
-
+    from torchfit.compat.matrix import PYPI_SIMPLE, load_matrix
     from torchfit.installer.sources import refuse_insecure
+    from torchfit.matrixcheck import check as mc
 
     base = mc.check_base_url(args.index_url, "--index-url") if args.index_url else None
     pypi_url = mc.check_base_url(args.pypi_url, "--pypi-url") if args.pypi_url else PYPI_SIMPLE
@@ -158,21 +149,19 @@ def _check(args: argparse.Namespace, *, update: bool) -> int:
         raise BadInput("--index-url names the variant indexes; with --pypi use --pypi-url")
     matrix = load_matrix(args.matrix)
     verbose = getattr(args, "verbose", False)
-    say = _stderr_line if verbose else _silent
+    progress = StderrProgress() if verbose else None
     report = mc.check_matrix(
         matrix, _client(args), base=base, torch=args.torch, variant=args.variant,
-        pypi=args.pypi, pypi_url=pypi_url, say=say,
+        pypi=args.pypi, pypi_url=pypi_url, progress=progress,
     )
     if update:
         text, path = _matrix_text(args.matrix)
         diff = mc.propose_update(text, matrix, report, path=path)
         sys.stderr.write(mc.format_report(report, notes=False))
         if args.output:
-            try:
-                with open(args.output, "w", encoding="utf-8") as fh:
-                    fh.write(diff)
-            except OSError as exc:
-                raise BadInput(f"--output {args.output}: cannot write ({exc.strerror})") from None
+            from torchfit.cli.ui import write_output
+
+            write_output(args.output, diff, "--output")
             sys.stderr.write(f"proposed changes written to {args.output} ({len(diff.splitlines())} lines); "
                              "review, then apply with `git apply`\n" if diff else
                              f"no changes proposed; {args.output} is empty\n")

@@ -146,14 +146,15 @@ def slurm_time(text: str) -> str:
 
 def find_python(args: argparse.Namespace) -> tuple[str, str | None]:
     """(interpreter path, env prefix or None); BadInput (exit 2) when there is none."""
+    from torchfit.host.pythons import env_python
+
     if args.env:
         prefix = os.path.abspath(args.env)
         if not os.path.isdir(prefix):
             raise BadInput(f"--env {args.env}: not a directory")
-        for name in ("bin/python", "bin/python3"):
-            cand = os.path.join(prefix, name)
-            if os.path.isfile(cand) and os.access(cand, os.X_OK):
-                return cand, prefix
+        cand = env_python(prefix, ("bin/python", "bin/python3"))
+        if cand:
+            return cand, prefix
         raise BadInput(
             f"--env {args.env}: no bin/python in it (not a virtual environment or conda prefix)"
         )
@@ -233,14 +234,11 @@ def run(args: argparse.Namespace) -> int:
         return _slurm(args)
     python, prefix = find_python(args)
     opts = _options(args, python, prefix)
-    from torchfit.verify import Observer, verify
+    from torchfit.progress import StderrProgress
+    from torchfit.verify import verify
 
-    class _Progress(Observer):
-        def phase(self, name: str, text: str) -> None:
-            sys.stderr.write(f"torchfit verify: {text}\n")
-            sys.stderr.flush()
-
-    report = verify(opts, None if args.json else _Progress())
+    # The one progress protocol (torchfit.progress): verify reports its phases through it.
+    report = verify(opts, None if args.json else StderrProgress(prefix="torchfit verify:"))
     if args.json:
         print(json.dumps(report.to_json(), indent=2, default=str))
     else:

@@ -9,7 +9,7 @@ import requests
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.matrixcheck.conftest import PT, PYPI, body
+from tests.support.indexes import PT, PYPI, body
 from torchfit.index.client import (
     ACCEPT_SIMPLE,
     IndexClient,

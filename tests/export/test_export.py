@@ -32,7 +32,7 @@ else:
     import tomli as tomllib
 
 from tests.conftest import make_facts
-from tests.matrixcheck.conftest import run_main
+from tests.support.cli import run_main
 from torchfit.compat.facts import facts_to_json
 
 TORCH = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"

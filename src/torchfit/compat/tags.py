@@ -1,0 +1,104 @@
+"""Wheel and build tags: what a platform tag or an arch list says, as values.
+
+- A manylinux platform tag promises a glibc floor: `manylinux_2_28_x86_64` -> 2.28
+  (PEP 600), and the names before it: manylinux1 -> 2.5 (PEP 513), manylinux2010
+  -> 2.12 (PEP 571), manylinux2014 -> 2.17 (PEP 599). `linux_*` promises nothing.
+- torch's arch list (`torch.cuda.get_arch_list()`, `sm_90 ... compute_90`) as the
+  `BuildArch` values `compat.versions.coverage` judges.
+
+Pure; matrixcheck (the index's wheels), doctor and verify (an installed torch)
+read tags through here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from torchfit.compat.versions import Arch, BuildArch, Dotted
+from torchfit.errors import BadInput
+
+# PEP 513 / 571 / 599: the glibc floors of the manylinux names before PEP 600.
+LEGACY_MANYLINUX = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+
+_PLATFORM_TAG = re.compile(r"^(?:manylinux_(\d+)_(\d+)|(manylinux1|manylinux2010|manylinux2014)|linux)_(\w+)$")
+
+
+class LinuxTag(NamedTuple):
+    """A Linux platform tag: its machine (`x86_64`) and glibc floor (None for `linux_*`)."""
+
+    arch: str
+    glibc: Dotted | None
+
+
+def parse_linux_tag(tag: str) -> LinuxTag | None:
+    """`manylinux_2_28_x86_64` -> LinuxTag("x86_64", 2.28); None for a non-Linux tag."""
+    m = _PLATFORM_TAG.match(tag)
+    if not m:
+        return None
+    if m.group(1):
+        floor: Dotted | None = Dotted((int(m.group(1)), int(m.group(2))), f"{m.group(1)}.{m.group(2)}")
+    elif m.group(3):
+        major, minor = LEGACY_MANYLINUX[m.group(3)]
+        floor = Dotted((major, minor), f"{major}.{minor}")
+    else:
+        floor = None
+    return LinuxTag(m.group(4), floor)
+
+
+def glibc_of_tag(tag: str) -> tuple[int, int] | None:
+    """manylinux_2_28_x86_64 -> (2, 28); manylinux2014_aarch64 -> (2, 17); linux_x86_64 -> None."""
+    parsed = parse_linux_tag(tag)
+    if parsed is None or parsed.glibc is None:
+        return None
+    return parsed.glibc.major_minor()
+
+
+def parse_arch_flags(flags: object) -> tuple[BuildArch, ...]:
+    """torch's arch flags ("sm_50 sm_60 ... sm_90 compute_90", or a list) as BuildArch values.
+
+    `compute_XY` is PTX for X.Y (JIT-compiled forward), `sm_XY` native code; each
+    entry stays its own value. Entries that are not architectures are skipped.
+    """
+    if isinstance(flags, (list, tuple)):
+        items = [str(f) for f in flags]
+    elif isinstance(flags, str):
+        items = flags.replace(",", " ").split()
+    else:
+        return ()
+    out = []
+    for item in items:
+        low = item.strip().lower()
+        try:
+            arch = Arch.parse(low)
+        except BadInput:
+            continue
+        out.append(BuildArch(arch, low.startswith("compute_")))
+    return tuple(out)
+
+
+def parse_arch_list(names: Iterable[str]) -> tuple[tuple[BuildArch, ...], tuple[Arch, ...]]:
+    """torch.cuda.get_arch_list() -> (SASS entries, PTX-only arches).
+
+    "sm_90" is SASS for 9.0; "compute_90" is PTX for 9.0. An arch with both is one
+    BuildArch with ptx=True (the TORCH_CUDA_ARCH_LIST "9.0+PTX" spelling that
+    `coverage` understands); PTX without SASS is kept apart because coverage()
+    would count it as native. gfx names (ROCm) are ignored.
+    """
+    sass: dict[Arch, bool] = {}
+    ptx: set[Arch] = set()
+    for name in names:
+        n = name.strip().lower()
+        try:
+            if n.startswith("sm_"):
+                sass.setdefault(Arch.parse(n), False)
+            elif n.startswith("compute_"):
+                ptx.add(Arch.parse(n))
+        except BadInput:
+            continue
+    for a in ptx:
+        if a in sass:
+            sass[a] = True
+    entries = tuple(BuildArch(a, p) for a, p in sorted(sass.items()))
+    return entries, tuple(sorted(a for a in ptx if a not in sass))

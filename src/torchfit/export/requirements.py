@@ -1,0 +1,64 @@
+"""`--format requirements`: a pip requirements file.
+
+pip cannot tie an index to a package, so from a plan the file names the variant
+index as the *only* index and pins torch with its local label (`+cu128`), which no
+PyPI file can carry. From a lock, every file is hash-pinned instead, and the lock's
+other indexes may be named: with `--require-hashes` an index can only serve the
+exact file locked.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+from torchfit.compat.matrix import PYPI_SIMPLE
+from torchfit.errors import ExportFailed
+from torchfit.export.stack import Stack, comment, header, pin, public_url
+
+
+def render_requirements(stack: Stack, *, pypi_url: str = PYPI_SIMPLE, today: _dt.date | None = None) -> str:
+    """requirements.txt for pip: the variant index alone, or (from a lock) every file hash-pinned."""
+    head = header(stack, "requirements", today)
+    index = public_url(stack.index_url)
+    py = f"python{stack.python}" if stack.python else "python3"
+    if not stack.locked:
+        head += [
+            f"Install: {py} -m pip install -r requirements.txt",
+            "",
+            f"The only index named is the {stack.variant} index: pip cannot tie an index to a package, and",
+            "with a second index it takes each name from whichever index offers the best version",
+            "(how a CPU build, or a hijacked dependency, slips in). The variant index also hosts",
+            "torch's own dependencies. torch is pinned with its local label, which PyPI never carries.",
+            "Install the rest of your project in a second step, from PyPI, keeping this stack:",
+            f"  {py} -m pip freeze | grep -iE '^(torch|torchvision|torchaudio)==' > torch-constraints.txt",
+            f"  {py} -m pip install -c torch-constraints.txt -r your-requirements.txt",
+        ]
+        body = [f"--index-url {index}"]
+        body += [pin(n, v, stack.variant, local=(n == "torch")) for n, v in stack.family]
+        return comment(head) + "\n".join(body) + "\n"
+    hashed = all(any(a.sha256 for a in d.artifacts) for d in stack.locked)
+    family = {n for n, _ in stack.family}
+    # A package the lock does not place came from the default index (`--pypi-url`).
+    others = sorted({public_url(d.index or pypi_url) for d in stack.locked
+                     if d.name not in family} - {index})
+    head += [
+        f"Install: {py} -m pip install -r requirements.txt",
+        "",
+        "Every package of the lock is pinned by version" + (" and by the hashes of its files: pip runs" if hashed
+        else "; the lock has no hashes for some files, so pip cannot verify them"),
+    ]
+    if hashed:
+        head += ["in --require-hashes mode, so each index named below can serve only the files locked,",
+                 "and naming several indexes is safe."]
+    body = [f"--index-url {index}"] + [f"--extra-index-url {o}" for o in others]
+    for d in sorted(stack.locked, key=lambda d: d.name):
+        if not d.version:
+            raise ExportFailed(f"the lock gives no version for {d.name}: a requirements file needs one")
+        line = f"{d.name}=={d.version}"
+        if d.marker:
+            line += f" ; {d.marker}"
+        hashes = sorted({f"sha256:{a.sha256}" for a in d.artifacts if a.sha256})
+        if hashed and hashes:
+            line += " \\\n" + " \\\n".join(f"    --hash={h}" for h in hashes)
+        body.append(line)
+    return comment(head) + "\n".join(body) + "\n"

@@ -1,0 +1,46 @@
+"""`--format uv`: a pyproject.toml for uv.
+
+An explicit `[[tool.uv.index]]` serves only the packages `[tool.uv.sources]` routes
+to it (the torch family); everything else comes from the default index. From a lock,
+the other packages' versions become `constraint-dependencies`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+from torchfit.compat.matrix import PYPI_SIMPLE
+from torchfit.export.stack import Stack, comment, environments, header, pin, public_url
+from torchfit.lock.toml import toml_array, toml_value
+
+
+def render_uv(
+    stack: Stack, *, pypi_url: str = PYPI_SIMPLE, today: _dt.date | None = None, keep_credentials: bool = False,
+) -> str:
+    """A pyproject.toml for uv: explicit variant index, the family routed to it by [tool.uv.sources]."""
+    public = (lambda u: u.rstrip("/")) if keep_credentials else public_url
+    head = [*header(stack, "uv", today),
+            "Use as is (uv sync, uv lock, uv pip install -r pyproject.toml) or merge its tables into your",
+            "pyproject.toml. The variant index is explicit: only the packages [tool.uv.sources] routes to it",
+            "come from it; everything else comes from the default index."]
+    family_names = [n for n, _ in stack.family]
+    deps = [pin(n, v, stack.variant, local=(n == "torch")) for n, v in stack.family]
+    out = [comment(head), "[project]\n", 'name = "torchfit-stack"\n', 'version = "0"\n']
+    if stack.python:
+        out.append(f"requires-python = {toml_value(f'=={stack.python}.*')}\n")
+    out.append(f"dependencies = {toml_array(deps)}\n\n")
+    out.append("[tool.uv]\n")
+    out.append(f"environments = {toml_array(environments(stack))}\n")
+    others = sorted((d for d in stack.locked if d.name not in family_names and d.version), key=lambda d: d.name)
+    if others:
+        out.append("# The lock's other versions, as constraints (uv re-locks with hashes itself).\n")
+        out.append(f"constraint-dependencies = {toml_array([f'{d.name}=={d.version}' for d in others])}\n")
+    out.append("\n[[tool.uv.index]]\n")
+    out.append(f"name = {toml_value(stack.index_name)}\nurl = {toml_value(public(stack.index_url))}\nexplicit = true\n")
+    if public_url(pypi_url) != PYPI_SIMPLE:
+        out.append("\n[[tool.uv.index]]\n")
+        out.append(f'name = "default"\nurl = {toml_value(public(pypi_url))}\ndefault = true\n')
+    out.append("\n[tool.uv.sources]\n")
+    for n in family_names:
+        out.append(f"{n} = {{ index = {toml_value(stack.index_name)} }}\n")
+    return "".join(out)

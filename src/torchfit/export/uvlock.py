@@ -1,0 +1,82 @@
+"""Locking a plan's full closure with uv, for `--format pylock` without `--lock`.
+
+`uv pip compile` resolves the `--format uv` project: the variant index is explicit
+and `[tool.uv.sources]` routes the torch family to it, so uv takes the family from
+that index or fails, and everything else from the default index (`--no-config`: no
+user configuration adds an index). uv's pylock output names no `index`; the routing
+is what makes it known, and `lock_with_uv` records it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import Any
+
+from torchfit.compat.matrix import PYPI_SIMPLE
+from torchfit.errors import BadInput, ExportFailed
+from torchfit.export.stack import Stack
+from torchfit.export.uv import render_uv
+from torchfit.lock.pylock import load_pylock
+from torchfit.redact import redact
+
+UV_TIMEOUT = 600.0
+
+
+def uv_platform(arch: str, glibc: str | None) -> str:
+    """uv's --python-platform for the build's glibc floor: x86_64-manylinux_2_28."""
+    floor = "2_28" if glibc and tuple(int(x) for x in glibc.split(".")[:2]) >= (2, 28) else "2_17"
+    return f"{arch}-manylinux_{floor}"
+
+
+def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str = PYPI_SIMPLE, on_wait: Any = None) -> Stack:
+    """The stack with `locked` filled by `uv pip compile --format pylock.toml`."""
+    if len(stack.arches) != 1:
+        raise BadInput("a pylock.toml export covers one platform; the hosts are "
+                       f"{' and '.join(stack.arches)} (export for one --facts file at a time)")
+    if not stack.python:
+        raise BadInput("the stack names no Python version to lock for")
+    # The uv `install` uses: on PATH, else beside torchfit's own Python.
+    from torchfit.installer.backends import find_uv
+
+    uv = find_uv(runner)
+    if uv is None:
+        raise ExportFailed("exporting a pylock.toml without --lock needs uv to lock the dependencies",
+                           hint="pip install uv (on PATH or into torchfit's own venv), or export from an "
+                                "existing lock with --lock FILE")
+    from torchfit.runner import temp_dir
+
+    with temp_dir("export") as tmp:
+        project = os.path.join(tmp, "pyproject.toml")
+        out = os.path.join(tmp, "pylock.toml")  # uv insists on this file name
+        # The index URL keeps its credentials here (uv needs them); the file is private and temporary.
+        text = render_uv(stack, pypi_url=pypi_url, keep_credentials=True)
+        fd = os.open(project, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        argv = [
+            uv, "pip", "compile", project, "--format", "pylock.toml", "-o", out, "--quiet", "--no-config",
+            "--no-header", "--python-version", stack.python,
+            "--python-platform", uv_platform(stack.arches[0], stack.glibc),
+            "--default-index", pypi_url,
+        ]
+        # Bounded and visible: uv's per-request timeout, a stall limit (no bytes moved), and
+        # `on_wait` for a progress line naming what is awaited.
+        from torchfit.installer.flow import stall_timeout
+
+        uv_env = {"UV_PREVIEW_FEATURES": "pylock", "UV_HTTP_TIMEOUT": os.environ.get("UV_HTTP_TIMEOUT", "30")}
+        result = runner.run(argv, timeout=UV_TIMEOUT, cwd=tmp, env=uv_env, stall=stall_timeout(),
+                            on_wait=on_wait)
+        if not result.ok:
+            tail = redact((result.stderr or result.stdout).strip())
+            raise ExportFailed(f"uv pip compile could not lock {stack.variant} torch {stack.torch} "
+                               f"for Python {stack.python}: {' '.join(tail.split())[-400:] or 'no output'}")
+        lock = load_pylock(out, "uv pip compile output")
+    family = {n for n, _ in stack.family}
+    missing = family - {d.name for d in lock.packages}
+    if missing:
+        raise ExportFailed(f"uv's lock has no {', '.join(sorted(missing))}")
+    packages = tuple(
+        replace(d, index=d.index or (stack.index_url if d.name in family else pypi_url)) for d in lock.packages
+    )
+    return replace(stack, locked=packages)

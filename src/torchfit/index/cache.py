@@ -1,0 +1,59 @@
+"""The conditional-request disk cache of the index client (ETag / Last-Modified).
+
+Under `$XDG_CACHE_HOME/torchfit/http`: one body and one JSON record per
+(URL, Accept) key, the record holding the URL without credentials and the body's
+sha256 (a torn or edited body is a miss, never a wrong answer).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def default_cache_dir() -> Path:
+    """`$XDG_CACHE_HOME/torchfit/http` (XDG default `~/.cache`)."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "torchfit" / "http"
+
+
+class DiskCache:
+    """Bodies and their validators, one pair of files per (URL, Accept) key.
+
+    Records hold the URL without credentials; a cache the user cannot write is
+    silently skipped (it is an optimisation, never a reason to fail).
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @staticmethod
+    def key(url: str, accept: str) -> str:
+        return hashlib.sha256(f"{url}\n{accept}".encode()).hexdigest()
+
+    def load(self, key: str) -> tuple[dict[str, Any], bytes] | None:
+        try:
+            meta = json.loads((self.root / f"{key}.json").read_text("utf-8"))
+            body = (self.root / f"{key}.body").read_bytes()
+        except (OSError, ValueError):
+            return None
+        if not isinstance(meta, dict) or hashlib.sha256(body).hexdigest() != meta.get("sha256"):
+            return None
+        return meta, body
+
+    def store(self, key: str, meta: dict[str, Any], body: bytes) -> None:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+            meta = {**meta, "sha256": hashlib.sha256(body).hexdigest()}
+            for suffix, data in ((".body", body), (".json", json.dumps(meta).encode())):
+                tmp = self.root / f"{key}{suffix}.tmp{os.getpid()}"
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                os.replace(tmp, self.root / f"{key}{suffix}")
+        except OSError:
+            pass
+

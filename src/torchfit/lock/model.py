@@ -1,0 +1,122 @@
+"""The PEP 751 model: a Lock of LockedDists, each with the Artifacts (files) it pins.
+
+One model for every lock torchfit reads or writes: the lock `torchfit install`
+writes beside an env (with its `[tool.torchfit]` table), the one uv writes for
+`torchfit export --format pylock`, and a lock a user hands to `export --lock`.
+Reading and writing live in `lock.pylock`; this module is plain values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchfit._backports import FROZEN
+
+FAMILY = ("torch", "torchvision", "torchaudio")
+EXPECTED_KEYS = ("torch", "cuda", "cudnn", "nccl")
+
+
+@dataclass(**FROZEN)
+class Artifact:
+    """One file of a distribution: a wheel, or an sdist when no wheel was used.
+
+    `sha256` is the hash installs check; `hashes` keeps every hash the file gave
+    (PEP 751 allows other algorithms), so re-rendering a foreign lock loses none.
+    """
+
+    kind: str  # "wheel" | "sdist"
+    sha256: str | None
+    url: str | None = None
+    path: str | None = None
+    filename: str | None = None
+    size: int | None = None
+    hashes: Mapping[str, str] = field(default_factory=dict)
+
+    def all_hashes(self) -> dict[str, str]:
+        """Every hash of the file, sha256 first: `{"sha256": "..."}`."""
+        out = {"sha256": self.sha256} if self.sha256 else {}
+        out.update((k, v) for k, v in self.hashes.items() if k != "sha256")
+        return out
+
+
+@dataclass(**FROZEN)
+class LockedDist:
+    """One distribution (a PEP 751 `[[packages]]` entry): its exact version and files."""
+
+    name: str  # canonical (PEP 503) name
+    version: str | None
+    artifacts: tuple[Artifact, ...]
+    marker: str | None = None
+    index: str | None = None  # PEP 751 packages.index: the index it came from, when known
+    requires_python: str | None = None
+
+    @property
+    def is_family(self) -> bool:
+        return self.name in FAMILY
+
+    def requirement_line(self) -> str:
+        """`name==version --hash=sha256:...` for a hash-checking install."""
+        hashes = " ".join(f"--hash=sha256:{a.sha256}" for a in self.artifacts if a.sha256)
+        return f"{self.name}=={self.version} {hashes}"
+
+
+def _table(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+@dataclass(**FROZEN)
+class Lock:
+    """A lock's packages and its `[tool.torchfit]` table (plain data, as in the file)."""
+
+    packages: tuple[LockedDist, ...]
+    tool: Mapping[str, Any] = field(default_factory=dict)
+    requires_python: str | None = None
+    environments: tuple[str, ...] = ()
+    path: str | None = None
+
+    def family(self) -> list[LockedDist]:
+        return [d for d in self.packages if d.is_family]
+
+    def rest(self) -> list[LockedDist]:
+        return [d for d in self.packages if not d.is_family]
+
+    def find(self, name: str) -> LockedDist | None:
+        return next((d for d in self.packages if d.name == name), None)
+
+    # --- [tool.torchfit] accessors: the only readers of its keys ------------------------
+
+    def plan(self) -> Mapping[str, Any]:
+        """[tool.torchfit.plan]: `torchfit resolve --json` as recorded at install ({} if none)."""
+        return _table(self.tool.get("plan"))
+
+    def pin(self) -> Mapping[str, Any]:
+        """[tool.torchfit.nccl]: the NCCL pin the env was built with ({} if none)."""
+        return _table(self.tool.get("nccl"))
+
+    def request(self) -> Mapping[str, Any]:
+        """[tool.torchfit.request]: the options the plan was resolved with ({} if none)."""
+        return _table(self.tool.get("request"))
+
+    def torch_index_url(self) -> str:
+        """The torch index the family came from ("" if the lock does not say)."""
+        return str(self.tool.get("torch-index-url") or "")
+
+    def host(self) -> Mapping[str, Any]:
+        """[tool.torchfit.host]: the host facts the lock was made for ({} if none)."""
+        return _table(self.tool.get("host"))
+
+    def expected(self) -> dict[str, str]:
+        """[tool.torchfit.expected]: the runtime versions `verify` should find, as text.
+
+        Only torch, cuda, cudnn and nccl; empty values are left out.
+        """
+        raw = self.tool.get("expected")
+        if not isinstance(raw, Mapping):
+            return {}
+        return {k: str(v) for k, v in raw.items() if k in EXPECTED_KEYS and v not in (None, "")}
+
+
+def sorted_dists(dists: Sequence[LockedDist]) -> tuple[LockedDist, ...]:
+    return tuple(sorted(dists, key=lambda d: d.name))

@@ -1,0 +1,89 @@
+"""PEP 751 in lock/: one model, a lenient and a strict reader, one renderer, the accessors."""
+
+from __future__ import annotations
+
+import pytest
+
+from torchfit.errors import BadInput
+from torchfit.lock.pylock import (
+    Artifact,
+    Inline,
+    Lock,
+    LockedDist,
+    load_expected,
+    parse_lock,
+    parse_pylock,
+    render_lock,
+)
+
+
+def _dist(name: str, version: str, url: str) -> LockedDist:
+    return LockedDist(name, version, (Artifact("wheel", "a" * 64, url, None, url.rsplit("/", 1)[-1], 123),))
+
+
+def test_lock_round_trip_and_no_credentials() -> None:
+    lock = Lock(
+        packages=(_dist("torch", "2.13.0+cpu", "https://user:tok3n@mirror.example/files/torch-2.13.0%2Bcpu-x.whl"),
+                  _dist("sympy", "1.14.0", "file:///opt/pypi/files/sympy-1.14.0-py3-none-any.whl")),
+        tool={"schema": 1, "torch-index-url": "https://user:tok3n@mirror.example/simple", "plan": {"torch": "2.13.0"},
+              "note": None, "nested": {"list": [1, 2], "inline": Inline(a="b")}},
+        requires_python="==3.11.*",
+    )
+    text = render_lock(lock)
+    assert "tok3n" not in text
+    again = parse_lock(text, "pylock.toml")
+    assert [d.name for d in again.packages] == ["torch", "sympy"]
+    assert again.packages[0].artifacts[0].url == "https://mirror.example/files/torch-2.13.0%2Bcpu-x.whl"
+    assert again.tool["torch-index-url"] == "https://user:***@mirror.example/simple"
+    assert again.packages[0].requirement_line() == f"torch==2.13.0+cpu --hash=sha256:{'a' * 64}"
+
+
+@pytest.mark.parametrize("text,expect", [
+    ('lock-version = "2.0"', "lock-version"),
+    ('lock-version = "1.0"\n[tool.torchfit]\nschema = 1\n[tool.torchfit.plan]\ntorch = "2"\n', "no [[packages]]"),
+    ('lock-version = "1.0"\n[[packages]]\nname = "x"\nversion = "1"\n[[packages.wheels]]\nurl = "u"\n'
+     'hashes = { sha256 = "zz" }\n[tool.torchfit]\nschema = 1\n[tool.torchfit.plan]\ntorch = "2"\n', "sha256"),
+])
+def test_bad_locks(text: str, expect: str) -> None:
+    with pytest.raises(BadInput, match=expect.replace("[", r"\[")):
+        parse_lock(text, "pylock.toml")
+
+
+UV_STYLE = """lock-version = "1.0"
+requires-python = "==3.11.*"
+[[packages]]
+name = "Torch"
+version = "2.13.0+cpu"
+wheels = [{ url = "https://h/torch-2.13.0%2Bcpu-cp311-cp311-manylinux_2_28_x86_64.whl", hashes = { sha256 = "A64", blake2b = "cafe" } }]
+[[packages]]
+name = "local-thing"
+archive = { path = "dist/local_thing-1.0.tar.gz", hashes = { sha256 = "B64" } }
+""".replace("A64", "a" * 64).replace("B64", "b" * 64)
+
+
+def test_the_lenient_reader_takes_any_pep751_lock_and_keeps_every_hash() -> None:
+    lock = parse_pylock(UV_STYLE, "uv output")
+    torch, thing = lock.packages
+    assert torch.name == "torch" and torch.version == "2.13.0+cpu" and thing.version is None
+    assert torch.artifacts[0].all_hashes() == {"sha256": "a" * 64, "blake2b": "cafe"}
+    assert thing.artifacts[0].kind == "sdist" and thing.artifacts[0].path == "dist/local_thing-1.0.tar.gz"
+    assert lock.tool == {} and lock.plan() == {} and lock.expected() == {}
+    # The strict reader (install --lock) refuses what is not a torchfit lock.
+    with pytest.raises(BadInput, match=r"no \[tool.torchfit\] table"):
+        parse_lock(UV_STYLE, "uv output")
+
+
+def test_accessors_read_tool_torchfit() -> None:
+    lock = Lock(packages=(), tool={"plan": {"torch": "2.13.0"}, "nccl": {"mechanism": "none"},
+                                   "request": {"strict-driver": True}, "torch-index-url": "https://x/cpu",
+                                   "expected": {"torch": "2.13.0", "cuda": None, "nccl": 22809, "junk": 1}})
+    assert lock.plan() == {"torch": "2.13.0"} and lock.pin() == {"mechanism": "none"}
+    assert lock.request() == {"strict-driver": True} and lock.torch_index_url() == "https://x/cpu"
+    assert lock.expected() == {"torch": "2.13.0", "nccl": "22809"}
+
+
+def test_load_expected_is_tolerant(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    assert load_expected(str(tmp_path / "none.toml")) == (None, None)
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[tool.torchfit]\nexpected = 5\n")
+    assert load_expected(str(bad))[0] is None and "not a table" in str(load_expected(str(bad))[1])

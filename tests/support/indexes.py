@@ -1,0 +1,86 @@
+"""Recorded package-index pages (tests/data/indexes/, PROVENANCE.md there) served by `responses`.
+
+Shared by the index, matrixcheck and export tests. The fixtures `private_cache` and
+`rsps` are imported by those packages' conftest.py files."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "indexes"
+SMALL_MATRIX = DATA / "matrix-small.toml"
+PT = "https://download.pytorch.org/whl"
+PYPI = "https://pypi.org/simple"
+HTML = "text/html"
+JSON = "application/vnd.pypi.simple.v1+json"
+CU128_META = "torch-2.8.0+cu128-cp311-cp311-manylinux_2_28_x86_64.whl.metadata"
+
+
+def body(name: str) -> str:
+    return (DATA / name).read_text("utf-8")
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test gets its own $XDG_CACHE_HOME: no test sees another's cached pages."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+
+
+@pytest.fixture
+def rsps() -> Iterator[object]:
+    responses = pytest.importorskip("responses")
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        yield mock
+
+
+PageEdit = Callable[[str], str]
+
+
+def serve_pytorch(
+    rsps: object, *, base: str = PT, edit: dict[str, PageEdit] | None = None, skip: tuple[str, ...] = (),
+) -> None:
+    """Register the recorded download.pytorch.org pages under `base` (a mirror URL may hold userinfo).
+
+    `edit` maps a page key (cu128-torch, cpu-torchvision, torch, ...) to a function of its
+    body; `skip` leaves pages unregistered (for a test to register its own answer).
+    """
+    edit = edit or {}
+    pages = {
+        "cu128-torch": ("cu128/torch/", "download.pytorch.org/cu128-torch.html", HTML),
+        "cu128-torchvision": ("cu128/torchvision/", "download.pytorch.org/cu128-torchvision.html", HTML),
+        "cu128-torchaudio": ("cu128/torchaudio/", "download.pytorch.org/cu128-torchaudio.html", HTML),
+        "cpu-torch": ("cpu/torch/", "download.pytorch.org/cpu-torch.json", JSON),
+        "cpu-torchvision": ("cpu/torchvision/", "download.pytorch.org/cpu-torchvision.json", JSON),
+        "cpu-torchaudio": ("cpu/torchaudio/", "download.pytorch.org/cpu-torchaudio.json", JSON),
+        "torch": ("torch/", "download.pytorch.org/torch.html", HTML),
+    }
+    host = re.match(r"^(https?://[^/]+)", base)
+    assert host
+    for key, (path, fname, ctype) in pages.items():
+        if key in skip:
+            continue
+        text = edit.get(key, lambda t: t)(body(fname))
+        # The pages' hrefs are absolute paths (/whl/...): on a mirror they live under its prefix.
+        prefix = base[len(host.group(1)):]
+        if prefix != "/whl":
+            text = text.replace('"/whl/', f'"{prefix}/')
+        rsps.add("GET", f"{base}/{path}", body=text, content_type=ctype)  # type: ignore[attr-defined]
+    meta = body(f"download.pytorch.org/{CU128_META}")
+    prefix = base[len(host.group(1)):]
+    rsps.add("GET", f"{host.group(1)}{prefix}/cu128/{CU128_META.replace('+', '%2B')}",  # type: ignore[attr-defined]
+             body=meta, content_type="application/octet-stream")
+
+
+def serve_pypi(rsps: object) -> None:
+    import json
+
+    for project in ("torch", "torchvision", "torchaudio"):
+        rsps.add("GET", f"{PYPI}/{project}/", body=body(f"pypi.org/{project}.json"), content_type=JSON)  # type: ignore[attr-defined]
+    doc = json.loads(body("pypi.org/torch.json"))
+    wheel = next(f for f in doc["files"] if f["filename"] == "torch-2.8.0-cp311-cp311-manylinux_2_28_x86_64.whl")
+    rsps.add("GET", wheel["url"] + ".metadata",  # type: ignore[attr-defined]
+             body=body("pypi.org/torch-2.8.0-cp311-cp311-manylinux_2_28_x86_64.whl.metadata"))

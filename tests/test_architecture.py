@@ -1,0 +1,130 @@
+"""The layering rules of docs/architecture.md hold, and the checkers that enforce them bite.
+
+Two tools carry the rules (issue 10): import-linter (contracts in pyproject.toml:
+import direction, a pure `compat/`, standalone workers) and ruff's banned-api TID251
+(rich only in cli/, subprocess only in runner.py, requests only in index/). The
+first two tests run both over the real tree. The others copy the tree to a temporary
+directory, plant one forbidden import, and show that the same command, with the same
+configuration, now fails and names the rule: a checker that cannot fail proves nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+BIN = Path(sys.executable).parent
+
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("lint-imports", path=str(BIN)) or shutil.which("lint-imports")
+    assert exe, "import-linter is missing: pip install -e '.[test]'"
+    env = dict(os.environ, PYTHONPATH=str(root / "src"))
+    return subprocess.run(
+        [exe, "--no-cache", "--config", str(root / "pyproject.toml")],
+        capture_output=True, text=True, cwd=root, env=env, timeout=120,
+    )
+
+
+def _ruff(root: Path, *paths: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format", "concise", *paths],
+        capture_output=True, text=True, cwd=root, timeout=120,
+    )
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A copy of the source tree and its pyproject.toml, free to break."""
+    shutil.copytree(ROOT / "src" / "torchfit", tmp_path / "src" / "torchfit",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
+
+
+def _plant(root: Path, module: str, source: str) -> None:
+    path = root / "src" / Path(*module.split(".")).with_suffix(".py")
+    path.write_text(f'"""Planted by tests/test_architecture.py."""\n\n{source}\n')
+
+
+def test_import_contracts_hold() -> None:
+    out = _lint_imports(ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "0 broken" in out.stdout
+
+
+def test_banned_api_holds() -> None:
+    out = _ruff(ROOT, "--select", "TID251", "src", "scripts")
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_planted_copy_is_clean_before_planting(tree: Path) -> None:
+    # So that each failure below is the planted line's doing, not the copy's.
+    assert _lint_imports(tree).returncode == 0
+    assert _ruff(tree, "--select", "TID251", "src").returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "contract"),
+    [
+        # A lower layer reaching up: the pure core importing the CLI.
+        ("torchfit.compat.planted", "import torchfit.cli", "torchfit layers"),
+        # A probe reaching into a command package.
+        ("torchfit.host.planted", "from torchfit.installer import flow", "torchfit layers"),
+        # Two commands are independent siblings: verify may not use doctor.
+        ("torchfit.verify.planted", "import torchfit.doctor.build", "torchfit layers"),
+        # The bottom (errors, redact) may not import the core above it.
+        ("torchfit.planted", "import torchfit.compat.matrix", None),
+        # compat stays pure even of stdlib process control.
+        ("torchfit.compat.planted", "import subprocess", "compat is pure"),
+        # A worker runs in the target interpreter, where torchfit is not installed.
+        ("torchfit.workers.planted", "import torchfit.compat", "workers run in the TARGET"),
+    ],
+)
+def test_lint_imports_catches_a_forbidden_import(
+    tree: Path, module: str, source: str, contract: str | None
+) -> None:
+    if contract is None:
+        # errors.py is on the bottom layer: make *it* import the core.
+        errors = tree / "src" / "torchfit" / "errors.py"
+        errors.write_text(errors.read_text() + f"\n{source}  # planted\n")
+        contract = "torchfit layers"
+    else:
+        _plant(tree, module, source)
+    out = _lint_imports(tree)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert contract in out.stdout.replace("\n", " ")
+    assert "BROKEN" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("torchfit.host.planted", "import rich.console"),
+        ("torchfit.matrixcheck.planted", "from rich.table import Table"),
+        ("torchfit.compat.planted", "import requests"),
+        ("torchfit.installer.planted", "import subprocess"),
+        ("torchfit.doctor.planted", "def f() -> None:\n    from subprocess import run"),
+    ],
+)
+def test_ruff_catches_a_banned_api(tree: Path, module: str, source: str) -> None:
+    _plant(tree, module, source)
+    out = _ruff(tree, "--select", "TID251", "src")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "TID251" in out.stdout
+    assert Path(*module.split(".")).with_suffix(".py").name in out.stdout
+
+
+def test_ruff_allows_the_banned_api_where_it_belongs(tree: Path) -> None:
+    # The same imports in their homes pass: cli/ draws, index/ fetches.
+    _plant(tree, "torchfit.cli.planted", "import rich.console")
+    _plant(tree, "torchfit.index.planted", "import requests")
+    out = _ruff(tree, "--select", "TID251", "src")
+    assert out.returncode == 0, out.stdout + out.stderr
