@@ -46,7 +46,7 @@ def test_resolve_conflict_keeps_its_keys_and_gains_the_common_ones(tmp_path: Pat
         (["verify", "--json", "--env", "/nonexistent/env"], "bad-input"),
         (["doctor", "--json", "--env", "/nonexistent/prefix"], "bad-input"),
         (["matrix", "check", "--json", "--torch", "1.0"], "bad-input"),
-        (["detect", "--json", "--timeout", "-1"], "bad-input"),
+        (["resolve", "--json", "--facts", "/nonexistent/node.json"], "bad-input"),
     ],
 )
 def test_every_command_fails_with_the_same_object(argv: list[str], reference: str) -> None:
