@@ -21,8 +21,9 @@ from collections.abc import Sequence
 from packaging.version import InvalidVersion, Version
 
 from torchfit.compat.matrix import Build, Matrix
-from torchfit.matrixcheck.check import _add_source_key, _block_end, _same_version, _set_value
 from torchfit.matrixcheck.probe import WheelFacts
+from torchfit.matrixcheck.update import _add_source_key, _block_end, _set_value
+from torchfit.matrixcheck.wheels import same_version as _same_version
 from torchfit.redact import redact
 
 
