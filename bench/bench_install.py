@@ -1,45 +1,34 @@
-"""Benchmark `torchfit install` against bare uv and bare pip: same pinned set, same indexes.
+"""`torchfit install` beside bare uv, side by side, alternating, in one run.
 
-    python bench/bench_install.py                       # CPU set: torchfit, uv, pip; cold and warm
-    python bench/bench_install.py --set cuda --runs 3   # CUDA set (~5.5 GB per env): torchfit, uv
+    python bench/bench_install.py                          # CPU set, warm and cold, 5 runs each
+    python bench/bench_install.py --baseline bcb96b6       # and the torchfit of that commit, same run
+    python bench/bench_install.py --set cuda --runs 5      # CUDA set (~5.5 GB per env)
+    python bench/bench_install.py --seed                   # pip in the env, for torchfit and the anchor
     python bench/bench_install.py --json out.json
 
-Sets (both Python 3.11, this machine's local indexes):
+torchfit runs as a user gets it: this checkout `pip install`ed into a fresh venv (its
+bytecode compiled, uv beside its interpreter as a runtime dependency), then
+`VENV/bin/torchfit install ... --json`. `--baseline REV` installs that commit the same
+way (plus the `uv` wheel, which older commits had only as a test extra), so before and
+after are measured in the same run, on the same load.
 
-- cpu:  torch 2.13.0 CPU from a PEP 503 tree made over /opt/wheels' wheel
-        (`--torch-index-url file://...`, `--variant cpu`);
-- cuda: PyPI's torch 2.14.1 (CUDA 13.0) from file:///opt/pypi-more/simple
+The anchor is the least the same result needs: `uv venv D` (`--seed` only when torchfit
+seeds too) + `uv pip install --python D/bin/python -r pinned.txt` of the exact set
+torchfit's lock holds, from the same indexes (the torch index, PyPI, /opt/pypi,
+/opt/pypi-more, /opt/wheels; `--index-strategy unsafe-best-match`), with the same uv
+binary. Runs alternate (torchfit, anchor, anchor, torchfit, ...) so drift in this
+machine's load falls on both. Cold: a fresh, empty uv cache for every run of every tool;
+warm: one cache filled by an unmeasured run of each.
+
+Sets (Python 3.11, this machine's local indexes):
+
+- cpu:  torch 2.13.0 CPU from a PEP 503 tree over /opt/wheels' wheel (`--variant cpu`);
+- cuda: torch 2.14.1 (CUDA 13.0) and its nvidia-* wheels from file:///opt/pypi-more/simple
         (`--variant cu130 --assume gpu=sm_90 --assume driver=580.159.04`).
 
-The pinned set is what torchfit's own lock holds (every package at its exact version,
-torch with its local label); the bare runs install that set:
-
-- uv:  `uv venv --python PY D` + `uv pip install --python D/bin/python -r pinned.txt`
-       with PyPI as the default index and the torch index, /opt/pypi, /opt/pypi-more and
-       /opt/wheels as extra sources (`--index-strategy unsafe-best-match`);
-- pip: `python -m venv D` + `D/bin/pip install -r pinned.txt --extra-index-url TORCH_INDEX`
-       (pip's configuration supplies the rest, as it does for torchfit);
-- torchfit: `python -m torchfit install ... --prefix D --json` (uv, the default), and
-       `torchfit install --lock` of its lock (warm only).
-
-Cold: a fresh, empty uv/pip cache for every run; warm: a cache filled by one unmeasured
-run. Medians of several runs. torchfit's fixed overhead is reported two ways: its wall
-time minus bare uv's (warm), and its wall time minus the time its own package-install
-steps took (what remains: start-up, resolve, venv, the compiles, the build check, the
-lock, the swap).
-
-Measured on the 2-core build machine, 2026-11-30 (medians; uv 0.13.9, pip 23.2.1):
-
-    set   tool             cold     warm
-    cpu   torchfit         7.16 s   1.48 s   (lock reinstall, warm: 1.33 s)
-    cpu   bare uv          4.93 s   0.71 s
-    cpu   bare pip        29.80 s  30.75 s
-    cuda  torchfit        16.72 s   1.61 s   (lock reinstall, warm: 1.31 s)
-    cuda  bare uv         16.23 s   0.80 s   (two warm runs of five took 5.6 s)
-
-torchfit's fixed overhead on the CPU set, warm: 0.78 s over bare uv; 0.91 s of its own
-wall time is not package installation (start-up and resolve, venv with pip seeded,
-the uv compile, the build check, the lock). CUDA set: 1.03x bare uv cold, +0.81 s warm.
+Printed: medians of the wall times, each tool over the anchor, and the median time of
+each of torchfit's steps (its --json timings; "front" is what precedes the first step:
+interpreter start, imports, host probe, matrix, resolution).
 """
 
 from __future__ import annotations
@@ -92,39 +81,50 @@ def _sets(work: Path) -> dict[str, dict[str, Any]]:
     }
 
 
-def _run(argv: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
+def _run(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> tuple[float, subprocess.CompletedProcess[str]]:
     start = time.monotonic()
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(ROOT))
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(cwd or ROOT))
     seconds = time.monotonic() - start
     if proc.returncode != 0:
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(argv)}\n{proc.stderr[-3000:]}")
     return seconds, proc
 
 
+def install_torchfit(work: Path, name: str, source: Path, extra: list[str]) -> Path:
+    """`python -m venv W/NAME && W/NAME/bin/pip install SOURCE`: torchfit as the README installs it."""
+    venv = work / f"torchfit-{name}"
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # pip compiles bytecode, as for any user
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    _run([str(venv / "bin" / "pip"), "install", "-q", str(source), *extra], env)
+    return venv
+
+
+def checkout(work: Path, rev: str) -> Path:
+    dest = work / f"src-{rev}"
+    dest.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
 class Bench:
-    def __init__(self, work: Path, name: str, spec: dict[str, Any]) -> None:
+    def __init__(self, work: Path, name: str, spec: dict[str, Any], tools: dict[str, Path], seed: bool) -> None:
         self.work = work
         self.name = name
         self.spec = spec
+        self.tools = tools  # label -> torchfit venv
+        self.seed = seed
         self.python = _python()
-        self.uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
-        self.base_env = dict(os.environ)
-        self.base_env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + self.base_env.get("PYTHONPATH", "")
+        self.uv = str(next(iter(tools.values())) / "bin" / "uv")
+        self.base_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
         self.base_env["XDG_STATE_HOME"] = str(work / "state")
-        self.warm_uv = work / "uv-cache-warm"
-        self.warm_pip = work / "pip-cache-warm"
-        self.lock: Path | None = None
         self.pinned: Path | None = None
+        self.warm_cache = work / f"uv-cache-warm-{name}"
 
     def _env(self, cold: bool) -> dict[str, str]:
         env = dict(self.base_env)
-        if cold:
-            fresh = Path(tempfile.mkdtemp(prefix="cache-", dir=self.work))
-            env["UV_CACHE_DIR"] = str(fresh / "uv")
-            env["PIP_CACHE_DIR"] = str(fresh / "pip")
-        else:
-            env["UV_CACHE_DIR"] = str(self.warm_uv)
-            env["PIP_CACHE_DIR"] = str(self.warm_pip)
+        env["UV_CACHE_DIR"] = str(Path(tempfile.mkdtemp(prefix="cache-", dir=self.work)) if cold else self.warm_cache)
         return env
 
     def _dest(self) -> Path:
@@ -133,126 +133,113 @@ class Bench:
     def _cleanup(self, dest: Path, env: dict[str, str], cold: bool) -> None:
         shutil.rmtree(dest.parent, ignore_errors=True)
         if cold:
-            shutil.rmtree(Path(env["UV_CACHE_DIR"]).parent, ignore_errors=True)
+            shutil.rmtree(env["UV_CACHE_DIR"], ignore_errors=True)
 
-    # -- the tools ------------------------------------------------------------------------------
-    def torchfit(self, cold: bool) -> dict[str, Any]:
+    def torchfit(self, label: str, cold: bool) -> dict[str, Any]:
         env, dest = self._env(cold), self._dest()
-        argv = [sys.executable, "-m", "torchfit", "install", *self.spec["args"], "--torch-index-url",
-                self.spec["index"], "--prefix", str(dest), "--json"]
+        argv = [str(self.tools[label] / "bin" / "torchfit"), "install", *self.spec["args"], "--torch-index-url",
+                self.spec["index"], "--prefix", str(dest), "--json", *(["--seed"] if self.seed else [])]
         seconds, proc = _run(argv, env)
         out = json.loads(proc.stdout)
-        if self.lock is None:
-            self.lock = self.work / f"pylock.{self.name}.toml"
-            shutil.copy(dest / "pylock.toml", self.lock)
+        if self.pinned is None:
             self.pinned = self.work / f"pinned-{self.name}.txt"
             self.pinned.write_text("".join(f"{p['name']}=={p['version']}\n" for p in out["packages"]))
         self._cleanup(dest, env, cold)
-        timings = out["timings"]
-        installs = sum(v for k, v in timings.items() if k.startswith("install-"))
-        return {"seconds": seconds, "overhead": seconds - installs, "timings": timings}
+        timings = dict(out["timings"])
+        timings["front+tail"] = seconds - sum(timings.values())
+        return {"seconds": seconds, "timings": timings, "installer": out["installer"],
+                "backend_line": next((ln for ln in proc.stderr.splitlines() if "installer:" in ln), None)}
 
-    def torchfit_lock(self, cold: bool) -> dict[str, Any]:
+    def anchor(self, cold: bool) -> dict[str, Any]:
         env, dest = self._env(cold), self._dest()
-        args = self.spec["args"]
-        assume = [a for i, a in enumerate(args) if a == "--assume" or (i and args[i - 1] == "--assume")]
-        seconds, _ = _run([sys.executable, "-m", "torchfit", "install", "--lock", str(self.lock), *assume,
-                           "--prefix", str(dest), "--json"], env)
-        self._cleanup(dest, env, cold)
-        return {"seconds": seconds}
-
-    def uv_bare(self, cold: bool) -> dict[str, Any]:
-        env, dest = self._env(cold), self._dest()
-        start = time.monotonic()
-        _run([self.uv, "venv", "-q", "--python", self.python, str(dest)], env)
+        assert self.pinned is not None
         sources = ["--default-index", "https://pypi.org/simple", "--index", self.spec["index"]]
         for url in LOCAL_INDEXES:
             sources += ["--index", url]
         for link in FIND_LINKS:
             sources += ["--find-links", link]
+        start = time.monotonic()
+        _run([self.uv, "venv", "-q", *(["--seed"] if self.seed else []), "--python", self.python, str(dest)], env)
         _run([self.uv, "pip", "install", "-q", "--python", str(dest / "bin" / "python"), "--index-strategy",
               "unsafe-best-match", *sources, "-r", str(self.pinned)], env)
         seconds = time.monotonic() - start
         self._cleanup(dest, env, cold)
         return {"seconds": seconds}
 
-    def pip_bare(self, cold: bool) -> dict[str, Any]:
-        env, dest = self._env(cold), self._dest()
-        start = time.monotonic()
-        _run([self.python, "-m", "venv", str(dest)], env)
-        _run([str(dest / "bin" / "pip"), "install", "-q", "--extra-index-url", self.spec["index"], "-r",
-              str(self.pinned)], env)
-        seconds = time.monotonic() - start
-        self._cleanup(dest, env, cold)
-        return {"seconds": seconds}
+
+def _median(rows: list[dict[str, Any]]) -> float:
+    return statistics.median(r["seconds"] for r in rows)
 
 
-def _median(rows: list[dict[str, Any]], key: str = "seconds") -> float:
-    return statistics.median(r[key] for r in rows)
+def run_set(bench: Bench, runs: int, cold_runs: int) -> dict[str, Any]:
+    labels = [*bench.tools, "anchor"]
+    print(f"== {bench.name}: warming the cache (unmeasured)", flush=True)
+    first = bench.torchfit(labels[0], cold=False)
+    print(f"   {first['backend_line']}", flush=True)
+    for label in labels[1:-1]:
+        bench.torchfit(label, cold=False)
+    bench.anchor(cold=False)
+    print(f"   pinned set: {bench.pinned.read_text().split()}", flush=True)  # type: ignore[union-attr]
+    rows: dict[str, dict[str, list[dict[str, Any]]]] = {label: {} for label in labels}
+    for mode, n in (("warm", runs), ("cold", cold_runs)):
+        for i in range(n):
+            order = labels if i % 2 == 0 else labels[::-1]  # ABC CBA ABC ...
+            for label in order:
+                r = bench.anchor(mode == "cold") if label == "anchor" else bench.torchfit(label, mode == "cold")
+                rows[label].setdefault(mode, []).append(r)
+                print(f"   {mode} #{i + 1} {label:10s} {r['seconds']:6.2f} s", flush=True)
+    summary: dict[str, Any] = {}
+    for mode in ("warm", "cold"):
+        if not rows["anchor"].get(mode):
+            continue
+        base = _median(rows["anchor"][mode])
+        summary[mode] = {"anchor_s": round(base, 3)}
+        for label in bench.tools:
+            med = _median(rows[label][mode])
+            steps: dict[str, list[float]] = {}
+            for r in rows[label][mode]:
+                for k, v in r["timings"].items():
+                    steps.setdefault(k, []).append(v)
+            summary[mode][label] = {"median_s": round(med, 3), "over_anchor": round(med / base, 3),
+                                    "minus_anchor_s": round(med - base, 3),
+                                    "steps_median_s": {k: round(statistics.median(v), 3) for k, v in steps.items()}}
+    print(f"== {bench.name}: medians, alternating runs (warm {runs}, cold {cold_runs})")
+    for mode, s in summary.items():
+        print(f"   {mode}: anchor (uv venv + uv pip install) {s['anchor_s']:.2f} s")
+        for label in bench.tools:
+            t = s[label]
+            print(f"   {mode}: torchfit {label:9s} {t['median_s']:.2f} s = {t['over_anchor']:.2f}x anchor "
+                  f"(+{t['minus_anchor_s']:.2f} s)")
+            print("          steps: " + ", ".join(f"{k} {v:.2f}" for k, v in t["steps_median_s"].items()))
+    return {"summary": summary, "runs": rows, "pinned": bench.pinned.read_text().split()}  # type: ignore[union-attr]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--set", choices=("cpu", "cuda", "both"), default="cpu")
     ap.add_argument("--runs", type=int, default=5, help="warm runs per tool (default 5)")
-    ap.add_argument("--cold-runs", type=int, default=3, help="cold runs per tool (default 3)")
-    ap.add_argument("--tools", default="", help="comma list of torchfit,uv,pip,lock (default: all for cpu; "
-                                                "torchfit,uv,lock for cuda)")
+    ap.add_argument("--cold-runs", type=int, default=5, help="cold runs per tool (default 5)")
+    ap.add_argument("--baseline", metavar="REV", help="also time the torchfit of this git commit")
+    ap.add_argument("--seed", action="store_true", help="pip in the env: torchfit --seed, uv venv --seed")
+    ap.add_argument("--work", metavar="DIR", help="scratch directory (default: a temporary one)")
     ap.add_argument("--json", metavar="FILE", help="write the raw figures here")
     args = ap.parse_args()
-    results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-install-") as tmp:
+    results: dict[str, Any] = {"seed": args.seed, "baseline": args.baseline, "date": time.strftime("%Y-%m-%d %H:%M")}
+    with tempfile.TemporaryDirectory(prefix="bench-install-", dir=args.work) as tmp:
         work = Path(tmp)
+        print("== installing torchfit into fresh venvs (pip install .)", flush=True)
+        tools = {"now": install_torchfit(work, "now", ROOT, [])}
+        if args.baseline:
+            tools[args.baseline] = install_torchfit(work, args.baseline, checkout(work, args.baseline), ["uv"])
         sets = _sets(work)
         for name in (["cpu", "cuda"] if args.set == "both" else [args.set]):
             spec = sets[name]
             if not spec["index"]:
                 print(f"{name}: its wheels are not on this machine; skipped")
                 continue
-            tools = [t for t in (args.tools or ("torchfit,uv,pip,lock" if name == "cpu" else "torchfit,uv,lock"))
-                     .split(",") if t]
-            bench = Bench(work, name, spec)
-            print(f"== {name}: warming the caches (unmeasured)", flush=True)
-            bench.torchfit(cold=False)  # also writes the lock and the pinned set
-            if "uv" in tools:
-                bench.uv_bare(cold=False)
-            if "pip" in tools:
-                bench.pip_bare(cold=False)
-            print(f"   pinned set: {bench.pinned.read_text().split()}", flush=True)  # type: ignore[union-attr]
-            fns = {"torchfit": bench.torchfit, "uv": bench.uv_bare, "pip": bench.pip_bare,
-                   "lock": bench.torchfit_lock}
-            rows: dict[str, dict[str, list[dict[str, Any]]]] = {}
-            for tool in tools:
-                for mode, n in (("cold", args.cold_runs), ("warm", args.runs)):
-                    if tool == "lock" and mode == "cold":
-                        continue
-                    for i in range(n):
-                        r = fns[tool](cold=(mode == "cold"))
-                        rows.setdefault(tool, {}).setdefault(mode, []).append(r)
-                        print(f"   {tool:9s} {mode} #{i + 1}: {r['seconds']:.2f} s", flush=True)
-            summary: dict[str, Any] = {t: {m: round(_median(v), 2) for m, v in modes.items()}
-                                       for t, modes in rows.items()}
-            if "torchfit" in rows:
-                for mode in ("cold", "warm"):
-                    if mode in rows["torchfit"]:
-                        summary.setdefault("torchfit_overhead_beyond_installs", {})[mode] = round(
-                            _median(rows["torchfit"][mode], "overhead"), 2)
-                        if "uv" in rows and mode in rows["uv"]:
-                            summary.setdefault("torchfit_minus_uv", {})[mode] = round(
-                                _median(rows["torchfit"][mode]) - _median(rows["uv"][mode]), 2)
-                            summary.setdefault("torchfit_over_uv", {})[mode] = round(
-                                _median(rows["torchfit"][mode]) / _median(rows["uv"][mode]), 3)
-                steps: dict[str, list[float]] = {}
-                for r in rows["torchfit"].get("warm", []):
-                    for k, v in r["timings"].items():
-                        steps.setdefault(k, []).append(v)
-                summary["torchfit_warm_steps"] = {k: round(statistics.median(v), 3) for k, v in steps.items()}
-            results[name] = {"summary": summary, "runs": rows}
-            print(f"== {name} medians (s):")
-            for key, val in summary.items():
-                print(f"   {key}: {val}")
+            results[name] = run_set(Bench(work, name, spec, tools, args.seed), args.runs, args.cold_runs)
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 0
 
 

@@ -221,10 +221,10 @@ def cpu_env(tmp_path_factory: pytest.TempPathFactory, torch_index: str, state_ho
 @pytest.fixture(scope="session")
 def cpu_env_relocked(tmp_path_factory: pytest.TempPathFactory, cpu_env: dict[str, Any],
                      state_home: Path) -> dict[str, Any]:
-    """The same env rebuilt elsewhere with `torchfit install --lock`."""
+    """The same env rebuilt elsewhere with `torchfit install --lock`, with pip seeded (--seed)."""
     prefix = tmp_path_factory.mktemp("relock") / "env"
     proc = run_tf("install", "--lock", str(cpu_env["prefix"] / "pylock.toml"), "--prefix", str(prefix), "--json",
-                  state=state_home)
+                  "--seed", state=state_home)
     assert proc.returncode == 0, proc.stderr
     return {"prefix": prefix, "json": json.loads(proc.stdout), "stderr": proc.stderr}
 

@@ -63,9 +63,11 @@ def test_install_cpu_torch_imports_and_is_locked(cpu_env: dict[str, Any]) -> Non
     assert tool["expected"]["torch"] == "2.13.0+cpu"
     assert tool["nccl"]["mechanism"] == "none"
     assert tool["hosts"][0]["arch"] and tool["torch-index-url"].startswith("file://")
+    # uv built it (the runtime dependency, beside this interpreter), and said so; no pip
+    # seeded into the env unless asked for (--seed, see the relocked env)
+    assert "torchfit: installer: uv " in cpu_env["stderr"]
+    assert not (prefix / "bin" / "pip").exists() and "pip" not in env_dists(prefix)
     # the env works at PREFIX, not at the temporary path it was built under
-    pip = subprocess.run([str(prefix / "bin" / "pip"), "--version"], capture_output=True, text=True, timeout=120)
-    assert pip.returncode == 0 and str(prefix) in pip.stdout, pip.stdout + pip.stderr
     act = subprocess.run(["bash", "-c", f"source '{prefix}/bin/activate' && command -v python && echo $TORCHFIT_ENV"],
                          capture_output=True, text=True, timeout=60)
     assert act.stdout.split() == [str(prefix / "bin" / "python"), str(prefix)], act.stderr
@@ -84,6 +86,10 @@ def test_lock_rebuilds_the_same_set(cpu_env: dict[str, Any], cpu_env_relocked: d
     # hashes were checked: the rebuild ran pip/uv with --require-hashes
     log = (second / "torchfit-install.log").read_text()
     assert "--require-hashes" in log
+    # --seed: pip in the env, and it works at PREFIX, not at the temporary path
+    assert "pip" in env_dists(second) and "pip" not in env_dists(first)
+    pip = subprocess.run([str(second / "bin" / "pip"), "--version"], capture_output=True, text=True, timeout=120)
+    assert pip.returncode == 0 and str(second) in pip.stdout, pip.stdout + pip.stderr
 
 
 @needs_uv

@@ -92,10 +92,15 @@ class StepContext:
     stall: float | None = None
 
     def run(self, step: str, argv: Sequence[str], env: Mapping[str, str], detail: str,
-            check: bool = True) -> RunResult:
-        """Run one step; InstallFailed (with the log's tail) when it fails."""
+            check: bool = True, quiet: bool = False) -> RunResult:
+        """Run one step; InstallFailed (with the log's tail) when it fails.
+
+        `quiet`: an attempt that may fail harmlessly (check=False): a failure is only
+        logged, not shown; success is reported as usual.
+        """
         base = os.environ
-        self.observer.step(step, detail)
+        if not quiet:
+            self.observer.step(step, detail)
         start = time.monotonic()
         try:
             with self.observer.running(step):
@@ -119,6 +124,10 @@ class StepContext:
         self.log.step(step, list(argv), res.returncode, seconds, res.stdout, res.stderr)
         if check and res.returncode != 0:
             raise InstallFailed(step, _clean_argv(argv), res.returncode, _tail(res.stderr + "\n" + res.stdout))
+        if quiet and res.returncode != 0:
+            return res
+        if quiet:
+            self.observer.step(step, detail)
         self.observer.done(step, seconds)
         return res
 
@@ -168,7 +177,8 @@ class Backend:
     def label(self) -> str:
         return f"{self.name} {self.version}"
 
-    def create_venv(self, python: str, path: str) -> None:
+    def create_venv(self, python: str, path: str, seed: bool = False) -> None:
+        """A venv at `path`; `seed`: with pip in it (pip's venvs always have it)."""
         raise NotImplementedError
 
     def install_plan(self, env_dir: str, specs: Sequence[str], nccl_override: str | None,
@@ -187,7 +197,10 @@ class Backend:
             req = _write(work, f"{step}.txt", requirements_text(group))
             where = redact(s.torch_index) if fam else "the user's sources"
             argv, env = self._locked_install(env_dir, req, fam)
-            self.ctx.run(step, argv, env, f"{len(group)} packages from {where}, hashes checked")
+            self._run_locked(step, argv, env, f"{len(group)} packages from {where}, hashes checked")
+
+    def _run_locked(self, step: str, argv: list[str], env: dict[str, str], detail: str) -> None:
+        self.ctx.run(step, argv, env, detail)
 
     def _locked_install(self, env_dir: str, req: str, family: bool) -> tuple[list[str], dict[str, str]]:
         """The argv and environment that install requirements file `req` with --require-hashes."""
@@ -202,12 +215,25 @@ def env_python(env_dir: str) -> str:
 
 
 def find_uv(runner: Runner) -> str | None:
-    """uv on PATH, else beside this Python (installed into torchfit's own venv)."""
-    found = runner.which("uv")
-    if found:
-        return found
+    """uv beside torchfit's own interpreter first, then on PATH.
+
+    uv is a runtime dependency (the PyPI `uv` wheel): `pip install torchfit` puts
+    its binary in the same bin/ as the interpreter running torchfit, which need
+    not be on PATH (`~/.torchfit/bin/torchfit` run without activating). The wheel's
+    own locator covers the other layouts pip can give it (--user, --prefix, --target).
+    """
     beside = os.path.join(os.path.dirname(sys.executable), "uv")
-    return beside if os.access(beside, os.X_OK) else None
+    if os.access(beside, os.X_OK):
+        return beside
+    try:
+        from uv import find_uv_bin  # the `uv` wheel's own locator
+
+        wheel: str | None = find_uv_bin()
+    except (ImportError, OSError):  # not installed; its UvNotFound is a FileNotFoundError
+        wheel = None
+    if wheel and os.access(wheel, os.X_OK):
+        return wheel
+    return runner.which("uv")
 
 
 def uv_version(runner: Runner, uv: str) -> Version | None:
@@ -240,12 +266,14 @@ class UvBackend(Backend):
             args += ["--find-links", link]
         return args
 
-    def create_venv(self, python: str, path: str) -> None:
+    def create_venv(self, python: str, path: str, seed: bool = False) -> None:
         s = self.ctx.sources
-        # --seed: pip inside the env, so that `pip install` after `activate` lands
-        # in this env, not in whatever pip comes next on PATH.
-        argv = [self.uv, "venv", "--seed", "--python", python, *self._venv_args(), path]
-        self.ctx.run("venv", argv, s.uv_env(os.environ, family=False), f"uv venv --seed ({python})")
+        # --seed (pip, and setuptools/wheel below Python 3.12, in the env) only when asked
+        # for: it costs most of a warm install (0.7-0.9 s of ~1.5 s, measured) and an
+        # env built by uv is kept up with `uv pip install --python PREFIX/bin/python`.
+        argv = [self.uv, "venv", *(["--seed"] if seed else []), "--python", python, *self._venv_args(), path]
+        self.ctx.run("venv", argv, s.uv_env(os.environ, family=False),
+                     f"uv venv{' --seed' if seed else ''} ({python})")
 
     def install_plan(self, env_dir: str, specs: Sequence[str], nccl_override: str | None,
                      work: str) -> list[LockedDist]:
@@ -274,6 +302,27 @@ class UvBackend(Backend):
         argv = [self.uv, "pip", "install", "--python", env_python(env_dir), "--no-deps", "--require-hashes",
                 "-r", req, *s.uv_args(family, resolving=False)]
         return argv, s.uv_env(os.environ, family)
+
+    def _run_locked(self, step: str, argv: list[str], env: dict[str, str], detail: str) -> None:
+        """uv's cache first, the indexes only for what it lacks.
+
+        Every file is named by its sha256, so a file from uv's cache is the locked
+        file or the step fails. The resolution a moment ago (or an earlier install)
+        has just asked the indexes about every one of these packages: asking again
+        costs a second round of HTTP revalidations (~0.3 s warm on PyPI, measured),
+        the one thing a bare `uv pip install` does not pay twice. Cold, or after the
+        cache was pruned, `--offline` fails fast and the step asks the indexes.
+        """
+        if "--offline" in argv:
+            super()._run_locked(step, argv, env, detail)
+            return
+        res = self.ctx.run(step, [*argv, "--offline"], env, detail + " (uv's cache)", check=False, quiet=True)
+        if res.returncode == 0:
+            return
+        if res.returncode < 0:  # killed by a signal: a failed step, not a cache miss
+            raise InstallFailed(step, _clean_argv(argv), res.returncode, _tail(res.stderr + "\n" + res.stdout))
+        self.ctx.log.write(f"== {step}: not every file is in uv's cache; asking the indexes")
+        super()._run_locked(step, argv, env, detail)
 
 
 def uv_project(specs: Sequence[str], torch_index: str) -> str:
@@ -342,7 +391,7 @@ def _write(work: str, name: str, text: str) -> str:
 class PipBackend(Backend):
     name = "pip"
 
-    def create_venv(self, python: str, path: str) -> None:
+    def create_venv(self, python: str, path: str, seed: bool = False) -> None:
         self.ctx.run("venv", [python, "-m", "venv", path], dict(os.environ), f"python -m venv ({python})")
         res = self.ctx.run("venv", [env_python(path), "-m", "pip", "--version"], dict(os.environ), "pip --version")
         m = re.match(r"pip (\S+)", res.stdout)
@@ -427,19 +476,29 @@ def parse_pip_report(path: str) -> list[LockedDist]:
 
 
 def pick_backend(choice: str, ctx: StepContext) -> Backend:
-    """--installer auto|uv|pip: uv when it is there (and new enough), pip otherwise."""
+    """--installer auto|uv|pip: uv when it runs here (and is new enough), pip otherwise."""
     if choice == "pip":
-        return PipBackend(ctx)
+        return _chosen(ctx, PipBackend(ctx), "--installer pip")
     uv = find_uv(ctx.runner)
     version = uv_version(ctx.runner, uv) if uv else None
     if uv and version and version >= UV_MIN:
-        return UvBackend(ctx, uv, version)
+        return _chosen(ctx, UvBackend(ctx, uv, version), uv)
+    if not uv:
+        why = "found neither beside this torchfit nor on PATH (pip install uv)"
+    elif version is None:
+        why = f"at {uv} does not run here (`uv --version` failed)"
+    else:
+        why = f"{version} is older than {UV_MIN}"
     if choice == "uv":
-        why = "not found on PATH (pip install uv)" if not uv else f"{version or 'unknown version'} is older than {UV_MIN}"
         raise BadInput(f"--installer uv: uv {why}")
-    if uv:
-        ctx.observer.info(f"uv {version or '?'} is older than {UV_MIN}: installing with pip")
-    return PipBackend(ctx)
+    return _chosen(ctx, PipBackend(ctx), f"uv {why}")
+
+
+def _chosen(ctx: StepContext, backend: Backend, why: str) -> Backend:
+    name = backend.label if backend.version != "?" else backend.name
+    ctx.observer.info(f"installer: {name} ({why})")
+    ctx.log.write(f"installer: {name} ({why})")
+    return backend
 
 
 def family_specs(plan: Any) -> list[str]:

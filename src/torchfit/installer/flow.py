@@ -13,7 +13,6 @@ The caller holds PREFIX.lock (envbuild.PrefixLock) around all of it.
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import shutil
 import time
@@ -41,6 +40,7 @@ from torchfit.installer.backends import (
     family_specs,
     pick_backend,
 )
+from torchfit.installer.background import Background
 from torchfit.installer.buildcheck import BuildReport, compare_build, parse_probe, probe_argv
 from torchfit.installer.nccl import (
     NcclPin,
@@ -49,7 +49,6 @@ from torchfit.installer.nccl import (
     nccl_package,
     write_env_script,
 )
-from torchfit.installer.pyenv import ensure_python, interpreter_in
 from torchfit.installer.sources import Sources
 from torchfit.lock.pylock import (
     LOCK_NAME,
@@ -122,6 +121,8 @@ def find_interpreter(plan: Plan, runner: EnvRunner, observer: Observer, log: env
     path = plan.python_path
     if plan.python_source != "pyenv" and path and os.access(path, os.X_OK):
         return path
+    from torchfit.installer.pyenv import ensure_python, interpreter_in  # when the Python is missing
+
     version = plan.python_version
     if plan.python_source != "pyenv":
         minor = ".".join(version.split(".")[:2])
@@ -212,6 +213,7 @@ class InstallJob:
     timeout: float
     lock: Lock | None = None  # rebuild this lock instead of resolving packages
     nccl_override: str | None = None  # "nvidia-nccl-cu13==2.28.3"
+    seed: bool = False  # pip (and uv's other seed packages) in the env: --seed
     timings: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     # The swap: True from the instant PREFIX holds the new env; `late_signals` arrived after it.
@@ -246,7 +248,7 @@ class InstallJob:
         backend = pick_backend(self.installer, ctx)
         replaced = os.path.lexists(self.prefix)
         with envbuild.TempEnv(self.prefix) as tmp:
-            backend.create_venv(python, tmp.path)
+            backend.create_venv(python, tmp.path, self.seed)
             work = os.path.join(tmp.path, WORK_DIR)
             os.makedirs(work, exist_ok=True)
             if self.lock is not None:
@@ -255,13 +257,18 @@ class InstallJob:
                 self._check_closure(ctx, tmp.path)
             else:
                 dists = backend.install_plan(tmp.path, family_specs(self.plan), self.nccl_override, work)
-            report = self._check(ctx, tmp.path)
+            # The check runs the env's Python; meanwhile write what does not depend on
+            # its answer (the pin's script, unless LD_PRELOAD's version comes from it).
+            checking = Background(self._check, ctx, tmp.path)
             pin = self.pin
+            try:
+                if pin.mechanism != "ld-preload":
+                    self._write_pin(tmp.path, pin)
+            finally:
+                report = checking.result()
             if pin.mechanism == "ld-preload":
                 pin = replace(pin, version=report.runtime.get("nccl"))
-            with self._python_step("pin", f"bin/{'torchfit-env'}: NCCL {pin.describe()}"):
-                write_env_script(tmp.path, self.prefix, pin)
-                hook_activate(tmp.path, self.prefix, pin)
+                self._write_pin(tmp.path, pin)
             lock_path = os.path.join(tmp.path, LOCK_NAME)
             with self._python_step("lock", f"{LOCK_NAME}: {len(dists)} packages with sha256"):
                 write_lock(lock_path, self._make_lock(dists, pin, report, backend))
@@ -283,6 +290,11 @@ class InstallJob:
     def _log_trouble(self, text: str) -> None:
         self.warnings.append(text)
         self.observer.warn(text)
+
+    def _write_pin(self, env_dir: str, pin: NcclPin) -> None:
+        with self._python_step("pin", f"bin/torchfit-env: NCCL {pin.describe()}"):
+            write_env_script(env_dir, self.prefix, pin)
+            hook_activate(env_dir, self.prefix, pin)
 
     @contextmanager
     def _python_step(self, name: str, detail: str) -> Iterator[None]:
@@ -364,7 +376,7 @@ class InstallJob:
         tool: dict[str, Any] = {
             "schema": TOOL_SCHEMA,
             "torchfit-version": __version__,
-            "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "installer": backend.label,
             "python-version": report.runtime.get("python"),
             "torch-index-url": redact(self.sources.torch_index),

@@ -19,8 +19,10 @@ rendering is cli/commands/verify.py's job.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -32,7 +34,7 @@ from torchfit.lock.pylock import load_expected
 from torchfit.redact import redact
 from torchfit.runner import owned_temp_dir, remove_owned_dir
 from torchfit.verify.bandwidth import bandwidth_report, smi_indices
-from torchfit.verify.ddp import judge_ddp, plan_ddp, rank_to_json
+from torchfit.verify.ddp import early_plan, judge_ddp, plan_ddp, rank_to_json, visible_gpus_guess
 from torchfit.verify.inspection import judge_inspection
 from torchfit.verify.model import Check, Observer, Options, Report
 from torchfit.verify.peers import compare_peers
@@ -58,8 +60,11 @@ def find_lock(opts: Options, insp: Mapping[str, Any]) -> str | None:
 def verify(opts: Options, observer: Observer | None = None) -> Report:
     """Inspect, run the DDP smoke test (and sweep), judge; kill whatever is left.
 
-    The DDP launch starts as soon as the inspection knows the GPU count, so
-    torchrun's start-up overlaps the kernel tests.
+    The inspection and torchrun start together: the DDP plan is taken from the GPU
+    count the driver shows (no torch needed), and kept only if the inspection, once
+    torch has told it the GPUs, comes to the same plan; otherwise that run is
+    discarded and the planned one launched, so the report is the same either way.
+    Each child's exit wakes the watch loop at once.
     """
     obs = observer or Observer()
     t0 = time.monotonic()
@@ -84,6 +89,10 @@ def verify(opts: Options, observer: Observer | None = None) -> Report:
         remove_owned_dir(work)
         raise
     run = _Run()
+    _wake_on_exit(insp.child.proc, run.wake)
+    early = early_plan(opts, _gpus_without_torch(env))
+    if early is not None:
+        _launch(opts, obs, run, early[0], early[1], work, env)
     try:
         _watch(opts, obs, insp, run, work, env)
     except KeyboardInterrupt:
@@ -131,38 +140,99 @@ class _Run:
         self.nproc = 0
         self.skip_reason: str | None = None
         self.sizes: tuple[int, ...] = ()
+        self.sweep_skipped: str | None = None
+        self.wake = threading.Event()  # set when a child exits
+
+
+def _wake_on_exit(proc: subprocess.Popen[bytes], wake: threading.Event) -> None:
+    """Set `wake` the moment `proc` exits (Popen's own lock keeps poll() safe meanwhile)."""
+
+    def wait() -> None:
+        proc.wait()
+        wake.set()
+
+    threading.Thread(target=wait, daemon=True).start()
+
+
+def _gpus_without_torch(env: Mapping[str, str]) -> int | None:
+    """The GPUs torch will see, from the driver's /proc entries and CUDA_VISIBLE_DEVICES."""
+    try:
+        host = len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        try:
+            host = sum(1 for n in os.listdir("/dev") if n.startswith("nvidia") and n[6:].isdigit())
+        except OSError:
+            host = 0
+    return visible_gpus_guess(env.get("CUDA_VISIBLE_DEVICES"), host)
+
+
+def _launch(
+    opts: Options, obs: Observer, run: _Run, backend: str, nproc: int, work: str, env: Mapping[str, str]
+) -> None:
+    run.backend, run.nproc = backend, nproc
+    run.sizes = sweep_sizes(opts, backend)
+    run.sweep_skipped = None
+    if run.sizes and nproc * opts.nnodes < 2:
+        # busbw = algbw * 2(n-1)/n is 0 for one rank: no bars of 0 GB/s, no sweep at all.
+        run.sizes = ()
+        run.sweep_skipped = "one rank: an all-reduce crosses no link, nothing to measure (sweep skipped)"
+    obs.phase(
+        "ddp",
+        f"DDP smoke test: {nproc} rank(s) per node, {backend}"
+        + (
+            f", bandwidth sweep {format_bytes(run.sizes[0])}..{format_bytes(run.sizes[-1])}"
+            if run.sizes
+            else ", no bandwidth sweep (one rank)"
+            if run.sweep_skipped
+            else ""
+        ),
+    )
+    run.ddp = DdpRun(opts.python, opts, backend, nproc, run.sizes, work, env)
+    _wake_on_exit(run.ddp.child.proc, run.wake)
+
+
+def _discard(run: _Run, work: str) -> None:
+    """End a run launched on a guess the inspection contradicted; keep its logs aside."""
+    assert run.ddp is not None
+    run.ddp.child.stop()
+    aside = os.path.join(work, "ddp-discarded")
+    shutil.rmtree(aside, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        os.rename(run.ddp.results, aside)
+    run.ddp = None
 
 
 def _watch(
     opts: Options, obs: Observer, insp: Inspection, run: _Run, work: str, env: Mapping[str, str]
 ) -> None:
-    """Poll both children until they end; launch DDP once the GPU count is known."""
+    """Poll both children until they end; once the inspection knows the GPUs, keep the
+    early DDP run if it agrees, else launch the planned one (or none)."""
     decided = False
     while True:
         insp.poll()
         if not decided and (insp.devices_known() or insp.finished):
             decided = True
+            backend: str | None = None
+            nproc, skip = 0, None
             if insp.devices_known():
-                run.backend, run.nproc, run.skip_reason = plan_ddp(opts, insp.facts)
+                backend, nproc, skip = plan_ddp(opts, insp.facts)
             else:
-                run.skip_reason = "the inspection stopped before it knew the GPUs"
-            if run.backend is not None and run.skip_reason is None:
-                run.sizes = sweep_sizes(opts, run.backend)
-                obs.phase(
-                    "ddp",
-                    f"DDP smoke test: {run.nproc} rank(s) per node, {run.backend}"
-                    + (
-                        f", bandwidth sweep {format_bytes(run.sizes[0])}..{format_bytes(run.sizes[-1])}"
-                        if run.sizes
-                        else ""
-                    ),
-                )
-                run.ddp = DdpRun(opts.python, opts, run.backend, run.nproc, run.sizes, work, env)
+                skip = "the inspection stopped before it knew the GPUs"
+            if run.ddp is not None and (skip is not None or (backend, nproc) != (run.backend, run.nproc)):
+                _discard(run, work)
+            elif run.ddp is not None:
+                run.ddp.launch_clock = time.monotonic()  # kept: from now on, as if launched now
+            if run.ddp is None:
+                run.backend, run.nproc, run.skip_reason = backend, nproc, skip
+                if backend is not None and skip is None:
+                    _launch(opts, obs, run, backend, nproc, work, env)
         if run.ddp is not None:
             run.ddp.poll()
         if insp.finished and decided and (run.ddp is None or run.ddp.finished):
             return
-        time.sleep(POLL_S)
+        # Heartbeats are read every POLL_S (stall detection); an exit wakes us at once.
+        run.wake.wait(POLL_S)
+        run.wake.clear()
 
 
 def _judge_inspection(opts: Options, insp: Inspection, report: Report) -> None:
@@ -303,6 +373,8 @@ def _judge_ddp(
             )
         )
     bw_rows = next((b["rows"] for r in ranks if (b := r.first("bandwidth"))), None)
+    if run.sweep_skipped:
+        report.checks.append(Check("bandwidth", "skip", run.sweep_skipped))
     if run.sizes:
         if prober is not None:
             prober.join(timeout=opts.timeout)

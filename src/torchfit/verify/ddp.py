@@ -43,6 +43,43 @@ def plan_ddp(opts: Options, insp: Mapping[str, Any]) -> tuple[str | None, int, s
     return backend, opts.nproc or 2, None
 
 
+def visible_gpus_guess(cuda_visible_devices: str | None, host_gpus: int) -> int | None:
+    """How many GPUs torch will see, told without importing it; None when it cannot be told.
+
+    CUDA reads CUDA_VISIBLE_DEVICES up to the first entry it cannot use (an index
+    past the last GPU, a repeat, anything else) and ignores the rest; "" hides every
+    GPU. UUIDs and MIG names need the driver to resolve them: None.
+    """
+    if cuda_visible_devices is None:
+        return host_gpus
+    count, seen = 0, set()
+    for entry in cuda_visible_devices.split(","):
+        e = entry.strip()
+        if e.upper().startswith(("GPU-", "MIG-")):
+            return None
+        if not e.isdigit() or int(e) >= host_gpus or int(e) in seen:
+            break
+        seen.add(int(e))
+        count += 1
+    return count
+
+
+def early_plan(opts: Options, gpus: int | None) -> tuple[str, int] | None:
+    """(backend, nproc) to launch torchrun with before the inspection knows the GPUs.
+
+    The same decision `plan_ddp` takes once torch has been imported, taken from a GPU
+    count read without torch; None where that count is unknown or the decision could
+    come out otherwise (several nodes: the other agents must not see a relaunch).
+    The orchestrator keeps the early run only if `plan_ddp` agrees with it.
+    """
+    if gpus is None or opts.nnodes != 1:
+        return None
+    backend, nproc, why = plan_ddp(opts, {"torch": True, "devices": {"count": gpus}})
+    if backend is None or why is not None:
+        return None
+    return backend, nproc
+
+
 def judge_ddp(
     ranks: Sequence[RankState],
     nproc: int,

@@ -427,6 +427,10 @@ class DdpRun:
             json.dump(cfg, fh)
         self.argv = torchrun_argv(python, opts, nproc, self.config)
         self.child = Child(self.argv, env, self.config, os.path.join(work, "torchrun.log"))
+        # The launch limit counts from here, or, for a run started before the inspection
+        # knew the GPUs, from when it did (verify resets it then): starting early must not
+        # leave torchrun less time than starting late did.
+        self.launch_clock = self.child.started
         self.tails: dict[str, JsonlTail] = {}
         self.stall: dict[str, Any] | None = None
         self.returncode: int | None = None
@@ -471,11 +475,11 @@ class DdpRun:
             if now - self.after_done_since > min(15.0, self.opts.timeout):
                 self._finish()
             return
-        if len(tails) < self.nproc and now - self.child.started > self.launch_limit:
+        if len(tails) < self.nproc and now - self.launch_clock > self.launch_limit:
             self.stall = {
                 "stage": "rendezvous" if self.multi else "launch",
                 "started": len(tails),
-                "age": now - self.child.started,
+                "age": now - self.launch_clock,
             }
             self._finish()
             return

@@ -9,6 +9,7 @@ clean interruption as Ctrl-C (exit 130).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -62,8 +63,13 @@ def add_parser(subparsers: Any, epilog: str) -> None:
                    help="use only local sources (file:// indexes, find-links directories, uv's cache)")
     p.add_argument("--allow-insecure-index", action="store_true",
                    help="accept plain http:// indexes (packages and credentials travel unencrypted)")
-    p.add_argument("--installer", choices=("auto", "uv", "pip"), default="auto",
-                   help="auto (default): uv when it is on PATH, else pip")
+    p.add_argument("--installer", "--backend", dest="installer", choices=("auto", "uv", "pip"), default="auto",
+                   help="auto (default): uv (installed with torchfit; else the one on PATH) when it runs here, "
+                        "else pip")
+    p.add_argument("--seed", action="store_true",
+                   help="put pip in the env, so that `pip install` after activating it lands there "
+                        "(envs built with --installer pip always have it; with uv add packages with "
+                        "`uv pip install --python PREFIX/bin/python`)")
     p.add_argument("--wait", type=seconds(allow_zero=True), default=0.0, metavar="SECONDS",
                    help="wait this long for another install into PREFIX to finish (default: fail at once)")
     p.add_argument("--timeout", type=seconds(), default=3600.0, metavar="SECONDS",
@@ -126,7 +132,25 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from torchfit.cli import load_hosts, make_request
+    from torchfit.cli import load_hosts
+    from torchfit.installer.background import Background
+
+    _validate(args)
+    prefix = os.path.abspath(os.path.expanduser(args.prefix))
+    # The host probe waits on subprocesses (nvidia-smi, every Python): run it while
+    # this thread imports the installer and reads the matrix.
+    probing = Background(load_hosts, args)
+    try:
+        return _install(args, prefix, probing)
+    except BaseException:
+        # Whatever failed first is the error to show; the probe's children end before we do.
+        with contextlib.suppress(BaseException):
+            probing.result()
+        raise
+
+
+def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
+    from torchfit.cli import make_request
     from torchfit.compat.matrix import load_matrix
     from torchfit.compat.resolver import resolve
     from torchfit.errors import BadInput
@@ -144,12 +168,10 @@ def _run(args: argparse.Namespace) -> int:
     from torchfit.lock.pylock import load_lock
     from torchfit.progress import StderrProgress
 
-    _validate(args)
-    prefix = os.path.abspath(os.path.expanduser(args.prefix))
     check_prefix(prefix, args.force)
     observer = StderrProgress()
     matrix = load_matrix(args.matrix)
-    hosts = load_hosts(args)
+    hosts = probing.result()
     lock = None
     request = None
     if args.lock:
@@ -179,7 +201,7 @@ def _run(args: argparse.Namespace) -> int:
                   f"{' (pyenv)' if plan.python_source == 'pyenv' else ''}, NCCL {pin.describe()}")
     job = InstallJob(prefix=prefix, plan=plan, hosts=hosts, request=request, sources=sources, pin=pin,
                      installer=args.installer, observer=observer, timeout=args.timeout, lock=lock,
-                     nccl_override=nccl_override)
+                     nccl_override=nccl_override, seed=args.seed)
     parent = os.path.dirname(prefix)
     try:
         os.makedirs(parent, exist_ok=True)

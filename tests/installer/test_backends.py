@@ -1,0 +1,161 @@
+"""Which installer runs: uv beside torchfit's interpreter first, then PATH, pip where uv
+cannot run; uv's cache first for a hash-pinned install. Real subprocesses: fake `uv`
+scripts on PATH and beside a stand-in interpreter."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchfit.errors import BadInput
+from torchfit.installer.backends import (
+    EnvRunner,
+    PipBackend,
+    StepContext,
+    UvBackend,
+    find_uv,
+    pick_backend,
+)
+from torchfit.installer.prefix import InstallLog
+from torchfit.installer.sources import PipConfig, make_sources
+from torchfit.progress import Observer
+
+
+class Recorder(Observer):
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def step(self, name: str, detail: str) -> None:
+        self.lines.append(f"[{name}] {detail}")
+
+    def done(self, name: str, seconds: float, note: str = "") -> None:
+        self.lines.append(f"[{name}] done")
+
+    def info(self, text: str) -> None:
+        self.lines.append(text)
+
+
+def _script(path: Path, body: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+@pytest.fixture
+def ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> StepContext:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    sources = make_sources(torch_index="file:///nowhere/simple", index_url=None, extra_index_urls=[],
+                           find_links=[], offline=False, allow_insecure=False, pip=PipConfig({}),
+                           torch_index_flag="--torch-index-url")
+    return StepContext(EnvRunner(), InstallLog("t"), Recorder(), sources, 60.0, {})
+
+
+@pytest.fixture
+def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """torchfit running from an interpreter whose bin/ has no uv, and no `uv` wheel importable."""
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "tf" / "bin" / "python"))
+    monkeypatch.setitem(sys.modules, "uv", None)  # `import uv` raises ImportError
+    return tmp_path / "tf" / "bin"
+
+
+def test_uv_beside_torchfits_interpreter_comes_before_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    beside = _script(tmp_path / "tf" / "bin" / "uv", 'echo "uv 0.9.1"')
+    on_path = _script(tmp_path / "path" / "uv", 'echo "uv 0.9.2"')
+    monkeypatch.setattr(sys, "executable", str(beside.parent / "python"))
+    monkeypatch.setenv("PATH", f"{on_path.parent}{os.pathsep}{os.environ['PATH']}")
+    assert find_uv(EnvRunner()) == str(beside)
+
+
+def test_this_test_venv_has_uv_beside_its_interpreter() -> None:
+    """uv is a runtime dependency: installing torchfit (here: its test venv) put it there."""
+    assert find_uv(EnvRunner()) == os.path.join(os.path.dirname(sys.executable), "uv")
+
+
+def test_uv_on_path_when_none_beside(elsewhere: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     ctx: StepContext) -> None:
+    on_path = _script(tmp_path / "path" / "uv", 'echo "uv 0.9.2 (x86_64-unknown-linux-gnu)"')
+    monkeypatch.setenv("PATH", f"{on_path.parent}{os.pathsep}/usr/bin:/bin")
+    assert find_uv(EnvRunner()) == str(on_path)
+    backend = pick_backend("auto", ctx)
+    assert isinstance(backend, UvBackend) and backend.label == "uv 0.9.2"
+    assert f"installer: uv 0.9.2 ({on_path})" in ctx.observer.lines  # type: ignore[attr-defined]
+
+
+def test_pip_is_the_fallback_where_uv_cannot_run(elsewhere: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch, ctx: StepContext) -> None:
+    broken = _script(tmp_path / "path" / "uv", "echo 'uv: cannot execute binary file' >&2; exit 126")
+    monkeypatch.setenv("PATH", f"{broken.parent}{os.pathsep}/usr/bin:/bin")
+    backend = pick_backend("auto", ctx)
+    assert isinstance(backend, PipBackend)
+    lines = ctx.observer.lines  # type: ignore[attr-defined]
+    assert lines == [f"installer: pip (uv at {broken} does not run here (`uv --version` failed))"]
+    with pytest.raises(BadInput, match=r"--installer uv: uv at .* does not run here"):
+        pick_backend("uv", ctx)
+
+
+def test_no_uv_anywhere(elsewhere: Path, monkeypatch: pytest.MonkeyPatch, ctx: StepContext) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert find_uv(EnvRunner()) is None
+    assert isinstance(pick_backend("auto", ctx), PipBackend)
+    with pytest.raises(BadInput, match="found neither beside this torchfit nor on PATH"):
+        pick_backend("uv", ctx)
+
+
+def test_old_uv_is_not_used(elsewhere: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                            ctx: StepContext) -> None:
+    old = _script(tmp_path / "path" / "uv", 'echo "uv 0.4.30"')
+    monkeypatch.setenv("PATH", f"{old.parent}{os.pathsep}/usr/bin:/bin")
+    assert isinstance(pick_backend("auto", ctx), PipBackend)
+    with pytest.raises(BadInput, match=r"0\.4\.30 is older than 0\.8\.0"):
+        pick_backend("uv", ctx)
+
+
+def _logging_uv(tmp_path: Path, offline_fails: bool) -> Path:
+    """A uv that records each argv and fails `--offline` installs when told to (a cold cache)."""
+    log = tmp_path / "calls.txt"
+    fail = 'case " $* " in *" --offline "*) echo "error: Network connectivity is disabled" >&2; exit 2;; esac' \
+        if offline_fails else ""
+    return _script(tmp_path / "fakeuv" / "uv", f'echo "$*" >> {log}\n{fail}\nexit 0')
+
+
+@pytest.mark.parametrize("cold", [False, True])
+def test_locked_install_asks_uvs_cache_first(tmp_path: Path, ctx: StepContext, cold: bool) -> None:
+    from torchfit.lock.pylock import Artifact, LockedDist
+
+    uv = _logging_uv(tmp_path, offline_fails=cold)
+    backend = UvBackend(ctx, str(uv), __import__("packaging.version").version.Version("0.9.0"))
+    dists = [LockedDist("torch", "2.13.0+cpu", (Artifact("wheel", "a" * 64, "file:///w/torch.whl", None, "t.whl"),)),
+             LockedDist("sympy", "1.14.0", (Artifact("wheel", "b" * 64, "file:///w/sympy.whl", None, "s.whl"),))]
+    work = tmp_path / "work"
+    work.mkdir()
+    backend.install_locked(str(tmp_path / "env"), dists, str(work))
+    calls = (tmp_path / "calls.txt").read_text().splitlines()
+    offline = [c for c in calls if " --offline" in f" {c}"]
+    online = [c for c in calls if c not in offline]
+    assert len(offline) == 2 and all("--require-hashes" in c for c in calls)
+    assert len(online) == (2 if cold else 0)  # only a cache miss asks the indexes
+    shown = ctx.observer.lines  # type: ignore[attr-defined]
+    assert [ln for ln in shown if ln.endswith("done")] == ["[install-family] done", "[install-deps] done"]
+
+
+def test_a_killed_offline_attempt_fails_the_step(tmp_path: Path, ctx: StepContext) -> None:
+    """A signal is not a cache miss: no second, online attempt."""
+    from packaging.version import Version
+
+    from torchfit.errors import InstallFailed
+    from torchfit.lock.pylock import Artifact, LockedDist
+
+    log = tmp_path / "calls.txt"
+    uv = _script(tmp_path / "fakeuv" / "uv", f'echo "$*" >> {log}\nkill -9 $$')
+    backend = UvBackend(ctx, str(uv), Version("0.9.0"))
+    dist = LockedDist("sympy", "1.14.0", (Artifact("wheel", "b" * 64, "file:///w/sympy.whl", None, "s.whl"),))
+    (tmp_path / "work").mkdir()
+    with pytest.raises(InstallFailed) as info:
+        backend.install_locked(str(tmp_path / "env"), [dist], str(tmp_path / "work"))
+    assert info.value.step == "install-deps" and info.value.code == -9
+    assert len(log.read_text().splitlines()) == 1
