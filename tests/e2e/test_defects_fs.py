@@ -74,7 +74,8 @@ def test_d01_planted_prefix_lock_is_refused_and_its_target_untouched(
 @needs_uv
 def test_d03_apostrophe_and_space_in_prefix_give_a_working_env(tf: Tf, tmp_path: Path, torch_index: str) -> None:
     prefix = tmp_path / "o'brien" / "it's env"
-    code, _, err = tf.run(*_install(torch_index, prefix, "--installer", "uv"))
+    # --seed: pip in the env (no longer by default), a console script to run from the quoted prefix
+    code, _, err = tf.run(*_install(torch_index, prefix, "--installer", "uv", "--seed"))
     assert code == 0, err
     which = subprocess.run(["bash", "-c", 'source "$1/bin/activate"; command -v python', "_", str(prefix)],
                            capture_output=True, text=True, timeout=60)
