@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -144,7 +143,7 @@ class _Run:
         self.wake = threading.Event()  # set when a child exits
 
 
-def _wake_on_exit(proc: subprocess.Popen[Any], wake: threading.Event) -> None:
+def _wake_on_exit(proc: Any, wake: threading.Event) -> None:
     """Set `wake` the moment `proc` exits (Popen's own lock keeps poll() safe meanwhile)."""
 
     def wait() -> None:
