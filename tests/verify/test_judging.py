@@ -20,6 +20,7 @@ import torchfit.verify.peers as vpeers
 import torchfit.verify.sizes as vsizes
 import torchfit.verify.slurm as vslurm
 import torchfit.verify.watch as vwatch
+from torchfit.compat.tags import parse_arch_list
 from torchfit.compat.versions import Arch
 from torchfit.errors import BadInput
 from torchfit.workers import MARKER, WORKERS_DIR, read_records
@@ -93,20 +94,22 @@ def test_default_sweep_is_1mib_to_1gib_and_cheap() -> None:
     ],
 )
 def test_decode_version_code(code: int, want: str) -> None:
-    assert vinsp.decode_version_code(code) == want
+    assert vinsp.code_text(code) == want
 
 
 def test_decode_cuda_code_and_compiled() -> None:
-    assert vinsp.decode_cuda_code(13000) == "13.0" and vinsp.decode_cuda_code(12080) == "12.8"
+    assert vinsp.cuda_code_text(13000) == "13.0" and vinsp.cuda_code_text(12080) == "12.8"
     assert vinsp.format_compiled([2, 28, 9]) == "2.28.9" and vinsp.format_compiled(2708) == "2.7.8"
     assert vinsp.format_compiled(None) is None
 
 
-def test_same_version_compares_common_components() -> None:
-    assert vinsp.same_version("9.10.2.21", "9.10.2", depth=3)
-    assert vinsp.same_version("12.8", "12.8")
-    assert not vinsp.same_version("2.28.9", "2.28.3", depth=3)
-    assert not vinsp.same_version("2.28.9", None)
+def test_same_release_is_what_verify_compares() -> None:
+    from torchfit.compat.versions import same_release
+
+    assert same_release("9.10.2.21", "9.10.2", 3)  # a lock's cuDNN wheel against the runtime's
+    assert same_release("12.8", "12.8", 3)
+    assert not same_release("2.28.9", "2.28.3", 3)
+    assert not same_release("2.28.9", None, 3)
 
 
 # --- arch coverage (compat.versions.coverage on the worker's raw list) -----------------
@@ -129,7 +132,7 @@ def test_arch_coverage(cc: str, archs: list[str], kind: str) -> None:
 
 
 def test_ptx_only_entry_is_not_native() -> None:
-    assert vinsp.parse_arch_list(["compute_90"]) == ((), (Arch(9, 0, ""),))
+    assert parse_arch_list(["compute_90"]) == ((), (Arch(9, 0, ""),))
     assert vinsp.arch_coverage("9.0", ["compute_90"]) == ("ptx", "compute_90")
     assert vinsp.arch_coverage("9.0", ["sm_90", "compute_90"])[0] == "native"
 

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from torchfit.verify.inspection import decode_version_code
+from torchfit.verify.inspection import code_text
 from torchfit.verify.model import Check, Options
 from torchfit.verify.watch import RankState, exit_text, last_stage, lines_tail, tail_file
 
@@ -365,7 +365,7 @@ def rank_to_json(r: RankState) -> dict[str, Any]:
         # What the worker saw: proof that NCCL_*, LD_PRELOAD, CUDA_VISIBLE_DEVICES reached it.
         "env": ((r.first("runtime") or {}).get("info") or {}).get("env"),
         "nccl": {
-            "version": decode_version_code(
+            "version": code_text(
                 ((r.first("runtime") or {}).get("info") or {}).get("nccl_code")
             ),
             "path": ((r.first("runtime") or {}).get("info") or {}).get("nccl_path"),

@@ -9,33 +9,25 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from torchfit.compat.versions import Arch, BuildArch, coverage
-from torchfit.errors import BadInput
+from torchfit.compat import versions
+from torchfit.compat.tags import parse_arch_list
+from torchfit.compat.versions import Arch, coverage
 from torchfit.verify.model import Check
 from torchfit.verify.watch import lines_tail
 
 # --- what the numbers mean ----------------------------------------------------------------
+# The decoders and the arch-list reader are compat's (one per encoding): these two
+# helpers only turn their tuples into the text the report shows.
 
 
-def decode_version_code(code: int | None) -> str | None:
-    """NCCL / cuDNN integer versions -> "2.28.9".
-
-    NCCL >= 2.9 and cuDNN >= 9 encode major*10000 + minor*100 + patch; earlier
-    releases major*1000 + minor*100 + patch (nccl.h NCCL_VERSION_CODE; cudnn.h
-    CUDNN_VERSION), e.g. 22809 -> 2.28.9, 2708 -> 2.7.8, 8902 -> 8.9.2.
-    """
-    if code is None or code < 0:
-        return None
-    if code >= 10000:
-        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
-    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+def code_text(code: object) -> str | None:
+    """An NCCL / cuDNN integer code as text: 22809 -> "2.28.9" (compat.versions)."""
+    return versions.version_text(versions.decode_xyz_code(code))
 
 
-def decode_cuda_code(code: int | None) -> str | None:
-    """cudaRuntimeGetVersion / cuDriverGetVersion: 13000 -> "13.0", 12080 -> "12.8"."""
-    if not code:
-        return None
-    return f"{code // 1000}.{code % 1000 // 10}"
+def cuda_code_text(code: object) -> str | None:
+    """cudaRuntimeGetVersion / cuDriverGetVersion as text: 13000 -> "13.0"."""
+    return versions.version_text(versions.decode_cuda_code(code))
 
 
 def format_compiled(value: Any) -> str | None:
@@ -43,50 +35,8 @@ def format_compiled(value: Any) -> str | None:
     if isinstance(value, (list, tuple)) and value:
         return ".".join(str(v) for v in value)
     if isinstance(value, int):
-        return decode_version_code(value)
+        return code_text(value)
     return None
-
-
-def _parts(text: str | None) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"[0-9]+", text or ""))
-
-
-def same_version(expected: str, actual: str | None, depth: int | None = None) -> bool:
-    """Component-wise equality over the components both give (at most `depth`).
-
-    "9.10.2.21" (a wheel version) matches runtime "9.10.2"; "12.8" matches "12.8".
-    """
-    if actual is None:
-        return False
-    a, b = _parts(expected), _parts(actual)
-    n = min(len(a), len(b), depth or 99)
-    return n > 0 and a[:n] == b[:n]
-
-
-def parse_arch_list(names: Sequence[str]) -> tuple[tuple[BuildArch, ...], tuple[Arch, ...]]:
-    """torch.cuda.get_arch_list() -> (SASS entries, PTX-only arches).
-
-    "sm_90" is SASS for 9.0; "compute_90" is PTX for 9.0. An arch with both is one
-    BuildArch with ptx=True (the TORCH_CUDA_ARCH_LIST "9.0+PTX" spelling that
-    compat.versions.coverage understands); PTX without SASS is kept apart because
-    coverage() would count it as native. gfx names (ROCm) are ignored here.
-    """
-    sass: dict[Arch, bool] = {}
-    ptx: set[Arch] = set()
-    for name in names:
-        n = name.strip().lower()
-        try:
-            if n.startswith("sm_"):
-                sass.setdefault(Arch.parse(n), False)
-            elif n.startswith("compute_"):
-                ptx.add(Arch.parse(n))
-        except BadInput:
-            continue
-    for a in ptx:
-        if a in sass:
-            sass[a] = True
-    entries = tuple(BuildArch(a, p) for a, p in sorted(sass.items()))
-    return entries, tuple(sorted(a for a in ptx if a not in sass))
 
 
 def arch_coverage(capability: str, arch_list: Sequence[str]) -> tuple[str, str | None]:
@@ -185,8 +135,8 @@ def judge_torch(torch: Mapping[str, Any], libs: Mapping[str, Any]) -> Check:
     """torch imported: its version, build and the CUDA runtime and driver it found."""
     cuda, hip = torch.get("cuda"), torch.get("hip")
     build = f"CUDA {cuda}" if cuda else f"ROCm/HIP {hip}" if hip else "CPU build"
-    cudart = decode_cuda_code((libs.get("cudart") or {}).get("code"))
-    driver_api = decode_cuda_code((libs.get("cuda_driver_api") or {}).get("code"))
+    cudart = cuda_code_text((libs.get("cudart") or {}).get("code"))
+    driver_api = cuda_code_text((libs.get("cuda_driver_api") or {}).get("code"))
     extra = []
     if cudart:
         extra.append(f"libcudart {cudart} at {(libs.get('cudart') or {}).get('path')}")
@@ -368,7 +318,7 @@ def _gpu_line(g: Mapping[str, Any]) -> str:
 def judge_nccl(torch: Mapping[str, Any], libs: Mapping[str, Any], env: Mapping[str, str]) -> Check:
     """Runtime NCCL (what is mapped) against the NCCL torch was compiled with."""
     nccl = libs.get("nccl") or {}
-    runtime = decode_version_code(nccl.get("code"))
+    runtime = code_text(nccl.get("code"))
     path = nccl.get("path")
     compiled = format_compiled(torch.get("nccl_compiled"))
     others = [p for p in nccl.get("paths") or [] if p != path]
@@ -397,7 +347,7 @@ def judge_nccl(torch: Mapping[str, Any], libs: Mapping[str, Any], env: Mapping[s
             f"runtime NCCL {runtime} from {path}; torch does not say which NCCL it was compiled with",
             detail,
         )
-    if same_version(compiled, runtime, depth=3) and len(_parts(compiled)) >= 3:
+    if versions.same_release(compiled, runtime, 3):
         return Check(
             "nccl", "pass", f"runtime NCCL {runtime} from {path} = compiled {compiled}", detail
         )
@@ -405,7 +355,7 @@ def judge_nccl(torch: Mapping[str, Any], libs: Mapping[str, Any], env: Mapping[s
     # an older NCCL line fails, another patch release of the same line warns.
     from torchfit.compat.judgements import judge_runtime_library
 
-    status, _ = judge_runtime_library("NCCL", _parts(runtime) or None, _parts(compiled) or None)
+    status, _ = judge_runtime_library("NCCL", versions.release_of(runtime) or None, versions.release_of(compiled) or None)
     preload = env.get("LD_PRELOAD", "")
     # The maps name the file itself (/usr/lib/.../libnccl.so.2.28.3); say which
     # LD_PRELOAD entry (/lib/.../libnccl.so.2) it is, when one resolves to it.
@@ -437,7 +387,7 @@ def judge_nccl(torch: Mapping[str, Any], libs: Mapping[str, Any], env: Mapping[s
 def judge_cudnn(torch: Mapping[str, Any], libs: Mapping[str, Any]) -> Check:
     runtime_code = libs.get("cudnn")
     lib = libs.get("cudnn_lib") or {}
-    runtime = decode_version_code(runtime_code) if isinstance(runtime_code, int) else None
+    runtime = code_text(runtime_code) if isinstance(runtime_code, int) else None
     compiled = format_compiled(torch.get("cudnn_compiled"))
     name = "MIOpen" if torch.get("hip") else "cuDNN"
     if runtime is None:
@@ -450,7 +400,7 @@ def judge_cudnn(torch: Mapping[str, Any], libs: Mapping[str, Any]) -> Check:
             else f"torch reports no {name} (built without it?)",
         )
     where = f" from {lib.get('path')}" if lib.get("path") else ""
-    if compiled and _parts(compiled)[:1] != _parts(runtime)[:1]:
+    if compiled and versions.release_of(compiled)[:1] != versions.release_of(runtime)[:1]:
         return Check(
             "cudnn",
             "fail",
@@ -469,12 +419,12 @@ def runtime_versions(insp: Mapping[str, Any]) -> dict[str, tuple[str | None, str
     nccl = libs.get("nccl") or {}
     return {
         "torch": (torch.get("version"), os.path.dirname(torch.get("file") or "") or None),
-        "cuda": (decode_cuda_code(cudart.get("code")) or torch.get("cuda"), cudart.get("path")),
+        "cuda": (cuda_code_text(cudart.get("code")) or torch.get("cuda"), cudart.get("path")),
         "cudnn": (
-            decode_version_code(libs.get("cudnn")) if isinstance(libs.get("cudnn"), int) else None,
+            code_text(libs.get("cudnn")) if isinstance(libs.get("cudnn"), int) else None,
             cudnn_lib.get("path"),
         ),
-        "nccl": (decode_version_code(nccl.get("code")), nccl.get("path")),
+        "nccl": (code_text(nccl.get("code")), nccl.get("path")),
     }
 
 
@@ -493,7 +443,7 @@ def judge_lock(
                 have == want or ("+" not in want and have.split("+")[0] == want)
             )
         else:
-            ok = same_version(want, have, depth=3)
+            ok = versions.same_release(want, have, 3)
         if ok:
             good.append(f"{key} {have}")
         else:

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from torchfit.host import parse_module_version, parse_nvrm_version
-from torchfit.verify.inspection import decode_version_code
+from torchfit.verify.inspection import code_text
 
 
 def parse_driver(info: Mapping[str, Any]) -> str | None:
@@ -35,8 +35,8 @@ def peer_row(info: Mapping[str, Any]) -> dict[str, Any]:
         "driver": parse_driver(info) or "none",
         "torch": info.get("torch") or "none",
         "cuda": info.get("cuda") or (f"hip {info['hip']}" if info.get("hip") else "none"),
-        "cudnn": decode_version_code(cudnn) if isinstance(cudnn, int) else "none",
-        "nccl": decode_version_code(info.get("nccl_code")) or "none",
+        "cudnn": code_text(cudnn) if isinstance(cudnn, int) else "none",
+        "nccl": code_text(info.get("nccl_code")) or "none",
         "nccl_path": info.get("nccl_path"),
         "env": info.get("env") or {},
     }
