@@ -9,9 +9,11 @@ import pytest
 from packaging.version import Version
 
 from tests.conftest import make_facts
+from torchfit.compat.explain import _release_ranges
 from torchfit.compat.matrix import parse_matrix
+from torchfit.compat.provider import Context
 from torchfit.compat.request import Request, parse_requirements
-from torchfit.compat.resolver import _Context, _release_ranges, resolve
+from torchfit.compat.resolver import resolve
 from torchfit.compat.rules import check_cudnn, format_arch_span
 from torchfit.compat.versions import BuildArch
 from torchfit.errors import NoCompatibleSet
@@ -53,11 +55,11 @@ def test_release_ranges_split_at_gaps() -> None:
 
 def test_mvc_only_variants_order_by_smallest_cuda_gap(matrix: Any) -> None:
     # 580.65.06 is below the 13.0 (580.95.05) and 13.2 (595.71.05) toolkit floors, above 12.6's.
-    ctx = _Context([make_facts(driver="580.65.06", gpus=["sm_90"])], Request(), matrix)
+    ctx = Context([make_facts(driver="580.65.06", gpus=["sm_90"])], Request(), matrix)
     order = [b.variant for b in ctx.ordered if str(b.torch) == "2.14.1" and b.kind == "cuda"]
     assert order == ["cu126", "cu130", "cu132"]  # full support first, then the smaller gap
     # With the full toolkit floor of both met, the newer CUDA comes first again.
-    ctx = _Context([make_facts(driver="600.10", gpus=["sm_90"])], Request(), matrix)
+    ctx = Context([make_facts(driver="600.10", gpus=["sm_90"])], Request(), matrix)
     order = [b.variant for b in ctx.ordered if str(b.torch) == "2.14.1" and b.kind == "cuda"]
     assert order == ["cu132", "cu130", "cu126"]
 

@@ -18,317 +18,28 @@ interpreter present that has wheels, else the newest pyenv can install.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Union
+from collections.abc import Sequence
 
-from packaging.specifiers import SpecifierSet
-from packaging.version import Version
-from resolvelib import AbstractProvider, BaseReporter, ResolutionImpossible, Resolver
+from resolvelib import BaseReporter, ResolutionImpossible, Resolver
 from resolvelib.resolvers import ResolutionTooDeep
 
-from torchfit._backports import FROZEN
+from torchfit.compat.explain import explain_conflict
 from torchfit.compat.facts import HostFacts
-from torchfit.compat.judgements import group_gpus, refuse_unknown_gpus
+from torchfit.compat.judgements import refuse_unknown_gpus
 from torchfit.compat.matrix import EVIDENCE_WORDS, WEAK_EVIDENCE, Build, Matrix
+from torchfit.compat.provider import (
+    Context,
+    PythonChoice,
+    TorchProvider,
+    root_requirements,
+    version_key,
+)
 from torchfit.compat.request import Plan, Request
 from torchfit.compat.rules import (
-    RuleResult,
-    driver_floor,
     has_full_driver,
-    host_checks,
 )
-from torchfit.compat.versions import coverage, python_version
+from torchfit.compat.versions import coverage
 from torchfit.errors import BadInput, NoCompatibleSet
-
-HOST_FACTS = ("driver", "gpu-arch", "cudnn", "glibc", "platform")
-
-
-@dataclass(**FROZEN)
-class PythonChoice:
-    """An interpreter the plan could use: present on the host, or installable with pyenv."""
-
-    minor: tuple[int, int]
-    version: str
-    source: str  # "installed" | "pyenv"
-    path: str | None
-
-    identifier = "python"
-
-    @property
-    def label(self) -> str:
-        return f"{self.minor[0]}.{self.minor[1]}"
-
-
-@dataclass(**FROZEN)
-class Companion:
-    identifier: str
-    version: str
-
-
-@dataclass(**FROZEN)
-class HostCandidate:
-    """The single candidate of a host virtual package: the host itself."""
-
-    identifier: str
-    index: int
-
-
-@dataclass(**FROZEN)
-class BuildCandidate:
-    build: Build
-    identifier = "torch"
-
-
-Candidate = Union[BuildCandidate, PythonChoice, Companion, HostCandidate]
-
-
-@dataclass(frozen=True)
-class Req:
-    """A requirement with its source, as pip's resolvelib layer has them."""
-
-    identifier: str
-    text: str
-    source: str
-    test: Callable[[Any], RuleResult | bool]
-
-    def check(self, candidate: Any) -> RuleResult:
-        out = self.test(candidate)
-        if isinstance(out, RuleResult):
-            return out
-        return RuleResult(bool(out), self.text, "user" if self.source.startswith("user") else "python")
-
-    def format_for_error(self) -> str:
-        return f"{self.text} ({self.source})"
-
-
-def _version_is(version: str | None) -> Callable[[Any], bool]:
-    return lambda c: bool(c.version == version)
-
-
-def _in_spec(spec: SpecifierSet) -> Callable[[Any], bool]:
-    return lambda c: spec.contains(c.version, prereleases=True)
-
-
-def _always(check: RuleResult) -> Callable[[Any], RuleResult]:
-    """A host requirement's verdict is fixed when the build is: the host has one candidate."""
-    return lambda _c: check
-
-
-class _Context:
-    """Everything the provider needs, computed once: hosts, request, candidate pools."""
-
-    def __init__(self, hosts: Sequence[HostFacts], request: Request, matrix: Matrix) -> None:
-        self.hosts = list(hosts)
-        self.request = request
-        self.matrix = matrix
-        self.want_cpu = request.variant == "cpu"
-        self.pythons = _python_choices(hosts[0])
-        self.primary_platform = hosts[0].arch or "x86_64"
-        self.ordered = sorted(matrix.builds, key=self.build_order)
-
-    # -- per-build requirement sets ------------------------------------------------
-    def host_checks(self, build: Build, k: int) -> list[tuple[str, RuleResult]]:
-        return host_checks(build, self.hosts[k], self.matrix,
-                           strict_driver=self.request.strict_driver, want_cpu=self.want_cpu)
-
-    def python_req(self, build: Build) -> Req:
-        allowed = set(build.pythons_for(self.primary_platform))
-        wants_companion = self.request.wants("torchvision") or self.request.wants("torchaudio")
-        if wants_companion and build.pythons_companions is not None:
-            # torchvision/torchaudio wheels can lag torch's (0.20.x has no cp313).
-            allowed &= set(build.pythons_companions)
-        shown = ", ".join(f"{a}.{b}" for a, b in sorted(allowed))
-        return Req(
-            "python",
-            f"Python with {build.label} wheels ({shown})",
-            f"matrix: {build.label}, {build.origin}",
-            lambda c: c.minor in allowed,
-        )
-
-    def companion_reqs(self, build: Build) -> list[Req]:
-        out = []
-        for name in ("torchvision", "torchaudio"):
-            if not self.request.wants(name):
-                continue
-            ver = getattr(build, name)
-            text = f"{name}=={ver}" if ver else f"no {name} release matches {build.label}"
-            out.append(
-                Req(name, text, f"matrix: {build.label}, {build.origin}", _version_is(ver))
-            )
-        return out
-
-    def user_checks(self, build: Build) -> list[RuleResult]:
-        """The user's own constraints on a build (positional torch spec, --cuda, --variant)."""
-        req = self.request
-        out = []
-        spec = req.spec("torch")
-        if str(spec):
-            ok = spec.contains(build.torch, prereleases=True)
-            out.append(RuleResult(ok, f"{build.label}: outside torch{spec} (user)", "user"))
-        if req.variant:
-            out.append(RuleResult(build.variant == req.variant, f"{build.label}: not --variant {req.variant}", "user"))
-        if req.cuda:
-            ok = build.cuda is not None and req.cuda.contains(build.cuda, prereleases=True)
-            out.append(RuleResult(ok, f"{build.label}: CUDA {build.cuda or 'none'} outside --cuda {req.cuda}", "user"))
-        return out
-
-    # -- explanation ----------------------------------------------------------------
-    def refusals(self, build: Build) -> list[RuleResult]:
-        """Every unmet requirement of `build`, host facts first, then Python, then the user's."""
-        fails: list[RuleResult] = []
-        for k in range(len(self.hosts)):
-            fails += [c for _, c in self.host_checks(build, k) if not c.ok]
-        py = self.python_req(build)
-        choices = [p for p in self.pythons if self._python_ok(p)]
-        if not any(py.check(p).ok for p in choices):
-            fails.append(RuleResult(False, self._python_refusal(build, choices), "python"))
-        for comp in self.companion_reqs(build):
-            if not any(comp.check(c).ok for c in self._companions(comp.identifier)):
-                fails.append(RuleResult(False, f"{build.label}: {comp.text}", "companion"))
-        fails += [c for c in self.user_checks(build) if not c.ok]
-        return fails
-
-    def _python_refusal(self, build: Build, choices: list[PythonChoice]) -> str:
-        wheels = ", ".join(f"{a}.{b}" for a, b in build.pythons_for(self.primary_platform))
-        present = ", ".join(sorted({p.label for p in self.pythons if p.source == "installed"})) or "none"
-        pyenv = "pyenv can install none of them" if self.hosts[0].pyenv else "no pyenv to install one"
-        user = f" within --python {self.request.python}" if self.request.python else ""
-        return f"{build.label}: has wheels for Python {wheels}{user}; present: {present}; {pyenv}"
-
-    def _python_ok(self, p: PythonChoice) -> bool:
-        return self.request.python is None or self.request.python.contains(p.version, prereleases=True)
-
-    def _companions(self, name: str) -> list[Companion]:
-        spec = self.request.spec(name)
-        versions = {getattr(b, name) for b in self.matrix.builds} - {None}
-        return [
-            Companion(name, v)
-            for v in sorted(versions, key=Version, reverse=True)
-            if spec.contains(v, prereleases=True)
-        ]
-
-    def is_full(self, build: Build) -> bool:
-        """Every host's driver meets the build's own toolkit floor (PTX JIT, newest APIs)."""
-        return all(has_full_driver(build, h, self.matrix) for h in self.hosts)
-
-    def build_order(self, build: Build) -> tuple[Any, ...]:
-        """Sort key, smallest first: newest torch, fully supported driver, then the newest
-        CUDA/ROCm, or, where only minor-version compatibility runs it, the smallest CUDA gap."""
-        full = self.is_full(build)
-        accel = _vkey(build.cuda or build.rocm or "0")
-        kind_rank = {"cuda": 0, "rocm": 0, "cpu": 1}[build.kind]
-        # Under MVC a newer toolkit only widens the gap to the driver (more APIs missing),
-        # so the oldest CUDA of the release comes first (cu130 before cu132 on a 13.0 driver).
-        return (-_vkey(str(build.torch)), not full, kind_rank, accel if not full else -accel, build.variant)
-
-
-def _vkey(text: str) -> float:
-    """A float that orders versions like 2.10.0 > 2.9.1 > 2.9.0 (enough for sorting)."""
-    parts = [int(p) for p in text.split(".")[:3]] + [0, 0, 0]
-    return parts[0] * 1e6 + parts[1] * 1e3 + parts[2]
-
-
-def _python_choices(host: HostFacts) -> list[PythonChoice]:
-    """Interpreters present (newest patch per minor) then pyenv-installable ones, newest first."""
-    present: dict[tuple[int, int], PythonChoice] = {}
-    for p in host.pythons:
-        minor = python_version(p.version)
-        cur = present.get(minor)
-        if cur is None or _vkey(p.version) > _vkey(cur.version):
-            present[minor] = PythonChoice(minor, p.version, "installed", p.path)
-    installable: dict[tuple[int, int], PythonChoice] = {}
-    if host.pyenv is not None:
-        for v in host.pyenv.installable:
-            try:
-                minor = python_version(v)
-            except BadInput:
-                continue
-            if minor in present:
-                continue
-            cur = installable.get(minor)
-            if cur is None or _vkey(v) > _vkey(cur.version):
-                installable[minor] = PythonChoice(minor, v, "pyenv", None)
-    return sorted(present.values(), key=lambda p: p.minor, reverse=True) + sorted(
-        installable.values(), key=lambda p: p.minor, reverse=True
-    )
-
-
-class TorchProvider(AbstractProvider):  # type: ignore[type-arg]
-    """resolvelib provider: the matrix's builds, the host as virtual packages."""
-
-    def __init__(self, ctx: _Context) -> None:
-        self.ctx = ctx
-        self._builds = [BuildCandidate(b) for b in ctx.ordered]
-
-    def identify(self, requirement_or_candidate: Any) -> str:
-        return str(requirement_or_candidate.identifier)
-
-    def get_preference(self, identifier: str, *args: Any, **kwargs: Any) -> Any:
-        # torch first (its choice fixes everything else), then Python, then the rest.
-        order = {"torch": 0, "python": 1, "torchvision": 2, "torchaudio": 2}
-        return order.get(identifier, 3)
-
-    def _pool(self, identifier: str) -> Iterable[Any]:
-        if identifier == "torch":
-            return self._builds
-        if identifier == "python":
-            return [p for p in self.ctx.pythons if self.ctx._python_ok(p)]
-        if identifier in ("torchvision", "torchaudio"):
-            return self.ctx._companions(identifier)
-        _, _, k = identifier.partition("@")
-        return [HostCandidate(identifier, int(k))]
-
-    def find_matches(
-        self,
-        identifier: str,
-        requirements: Mapping[str, Iterator[Req]],
-        incompatibilities: Mapping[str, Iterator[Any]],
-    ) -> list[Any]:
-        reqs = list(requirements[identifier])
-        bad = set(incompatibilities[identifier])
-        return [c for c in self._pool(identifier) if c not in bad and all(r.check(c).ok for r in reqs)]
-
-    def is_satisfied_by(self, requirement: Req, candidate: Any) -> bool:
-        return requirement.check(candidate).ok
-
-    def get_dependencies(self, candidate: Any) -> list[Req]:
-        if not isinstance(candidate, BuildCandidate):
-            return []
-        b = candidate.build
-        deps = [self.ctx.python_req(b), *self.ctx.companion_reqs(b)]
-        for k in range(len(self.ctx.hosts)):
-            for fact, check in self.ctx.host_checks(b, k):
-                deps.append(
-                    Req(
-                        f"<{fact}>@{k}",
-                        check.text,
-                        f"matrix: {b.label}, {b.origin}",
-                        _always(check),
-                    )
-                )
-        return deps
-
-
-def _root_requirements(ctx: _Context) -> list[Req]:
-    req = ctx.request
-    roots = [
-        Req(
-            "torch",
-            " ".join(req.describe()) or "torch",
-            "user" if req.describe() else "default",
-            lambda c: all(chk.ok for chk in ctx.user_checks(c.build)),
-        )
-    ]
-    if req.python is not None:
-        roots.append(Req("python", f"Python {req.python}", "user: --python", lambda c: ctx._python_ok(c)))
-    for name in ("torchvision", "torchaudio"):
-        if req.wants(name):
-            spec = req.spec(name)
-            roots.append(
-                Req(name, f"{name}{spec}", "user", _in_spec(spec))
-            )
-    return roots
 
 
 def resolve(hosts: Sequence[HostFacts], request: Request, matrix: Matrix) -> Plan:
@@ -337,10 +48,10 @@ def resolve(hosts: Sequence[HostFacts], request: Request, matrix: Matrix) -> Pla
         raise BadInput("no host facts to resolve for")
     if request.variant != "cpu":
         refuse_unknown_gpus(hosts)
-    ctx = _Context(hosts, request, matrix)
+    ctx = Context(hosts, request, matrix)
     provider = TorchProvider(ctx)
     try:
-        result = Resolver(provider, BaseReporter()).resolve(_root_requirements(ctx), max_rounds=2000)
+        result = Resolver(provider, BaseReporter()).resolve(root_requirements(ctx), max_rounds=2000)
     except ResolutionImpossible:
         conflicts, hints = explain_conflict(ctx)
         raise NoCompatibleSet(conflicts, hints) from None
@@ -351,7 +62,7 @@ def resolve(hosts: Sequence[HostFacts], request: Request, matrix: Matrix) -> Pla
     return _make_plan(ctx, build, py)
 
 
-def _make_plan(ctx: _Context, build: Build, py: PythonChoice) -> Plan:
+def _make_plan(ctx: Context, build: Build, py: PythonChoice) -> Plan:
     req, hosts, matrix = ctx.request, ctx.hosts, ctx.matrix
     reasons: list[str] = []
     warnings: list[str] = []
@@ -467,7 +178,7 @@ def _make_plan(ctx: _Context, build: Build, py: PythonChoice) -> Plan:
     )
 
 
-def _smallest_gap_reason(ctx: _Context, build: Build) -> str | None:
+def _smallest_gap_reason(ctx: Context, build: Build) -> str | None:
     """Say why this CUDA variant and not a newer one, when the driver runs the release's
     variants only through minor-version compatibility."""
     if build.kind != "cuda" or ctx.is_full(build):
@@ -475,7 +186,7 @@ def _smallest_gap_reason(ctx: _Context, build: Build) -> str | None:
     siblings = [
         b for b in ctx.ordered
         if b is not build and b.torch == build.torch and b.kind == "cuda" and not ctx.is_full(b)
-        and _vkey(b.cuda or "0") > _vkey(build.cuda or "0") and not ctx.refusals(b)
+        and version_key(b.cuda or "0") > version_key(build.cuda or "0") and not ctx.refusals(b)
     ]
     if not siblings:
         return None
@@ -488,7 +199,7 @@ def _smallest_gap_reason(ctx: _Context, build: Build) -> str | None:
     )
 
 
-def _weak_evidence_warnings(ctx: _Context, build: Build) -> list[str]:
+def _weak_evidence_warnings(ctx: Context, build: Build) -> list[str]:
     """One warning per fact the plan rests on that is labelled weak (secondary or cycle-level)."""
     used = ["exists", "glibc"]
     if build.kind != "cpu" and any(h.gpus for h in ctx.hosts):
@@ -528,129 +239,3 @@ def _strip(text: str, build: Build) -> str:
         if text.startswith(prefix):
             return text[len(prefix):]
     return text
-
-
-def explain_conflict(ctx: _Context) -> tuple[list[str], list[str]]:
-    """Why nothing fits, host facts first, and which single change would open a path.
-
-    Every build the matrix has is checked; the refusals are grouped by the fact
-    that caused them, newest build first. A build refused by one category only
-    gives a hint: that is the one change (driver, OS, Python, constraint) that
-    would let it in.
-    """
-    conflicts: list[str] = []
-    for host in ctx.hosts:
-        conflicts.append(f"{host.name}: {describe_host(host)}")
-    grouped = _grouped_gpu_refusals(ctx) if ctx.request.describe() else []
-    conflicts += grouped
-    by_category: dict[str, list[tuple[Build, RuleResult]]] = {}
-    singles: dict[str, Build] = {}
-    pairs: list[tuple[Build, list[str]]] = []
-    for b in ctx.ordered:
-        fails = ctx.refusals(b)
-        for c in fails:
-            by_category.setdefault(c.category, []).append((b, c))
-        cats = sorted({c.category for c in fails})
-        if len(cats) == 1:
-            singles.setdefault(cats[0], b)
-        elif set(cats) <= {"driver", "glibc", "python", "user", "companion"}:
-            pairs.append((b, cats))
-    order = ["gpu", "driver", "glibc", "platform", "python", "companion", "user"]
-    for cat in order:
-        items = by_category.get(cat, [])
-        if not items or (cat == "gpu" and grouped):
-            continue
-        first = items[0][1].text
-        more = len({b for b, _ in items}) - 1
-        conflicts.append(first + (f" (and {more} more builds for the same reason)" if more else ""))
-    hints = []
-    for cat in order:
-        single = singles.get(cat)
-        # A GPU cannot be changed by a flag: its hint comes only when nothing else helps.
-        if single is not None and cat != "gpu":
-            hints.append(_hint(ctx, cat, single))
-    if not hints and pairs:
-        # No one change suffices: name the changes that together open the newest build.
-        b, cats = pairs[0]
-        hints.append("no single change opens a path; together: " + "; and ".join(_hint(ctx, c, b) for c in cats))
-    if not hints and "gpu" in singles:
-        hints.append(_hint(ctx, "gpu", singles["gpu"]))
-    if not hints:
-        hints.append("no single change opens a path; see the conflicts above, or run with --explain")
-    return conflicts, hints
-
-
-_SINGULAR = {"have": "has", "run": "runs", "carry": "carries", "need": "needs"}
-
-
-def _grouped_gpu_refusals(ctx: _Context) -> list[str]:
-    """The GPU reason per build the user asked for (a pinned torch, a forced --variant),
-    grouped over releases: "cu126 builds of torch 2.6-2.14 have no sm_120 code: arch
-    list 5.0-9.0, no PTX". Builds the user's own constraints exclude are left out."""
-    groups: dict[tuple[str, str, str], list[Build]] = {}
-    for b in ctx.ordered:
-        if not all(c.ok for c in ctx.user_checks(b)):
-            continue
-        for k, host in enumerate(ctx.hosts):
-            for _, check in ctx.host_checks(b, k):
-                if not check.ok and check.group:
-                    prefix = f"{host.name}: " if len(ctx.hosts) > 1 else ""
-                    groups.setdefault((prefix, b.variant, check.group), []).append(b)
-    out = []
-    for (prefix, variant, group), builds in groups.items():
-        releases = sorted({b.torch for b in builds})
-        if len(releases) == 1:
-            verb, _, rest = group.partition(" ")
-            out.append(f"{prefix}the {variant} build of torch {releases[0]} {_SINGULAR.get(verb, verb)} {rest}")
-        else:
-            out.append(f"{prefix}{variant} builds of torch {_release_ranges(releases)} {group}")
-    return out
-
-
-def _release_ranges(releases: list[Version]) -> str:
-    """2.6.0, 2.7.0, 2.7.1, ..., 2.14.1 -> "2.6\u20132.14"; gaps between minor lines split ranges."""
-    minors = sorted({(v.major, v.minor) for v in releases})
-    runs: list[list[tuple[int, int]]] = []
-    for m in minors:
-        if runs and runs[-1][-1][0] == m[0] and runs[-1][-1][1] + 1 == m[1]:
-            runs[-1].append(m)
-        else:
-            runs.append([m])
-    return ", ".join(
-        f"{r[0][0]}.{r[0][1]}" if len(r) == 1 else f"{r[0][0]}.{r[0][1]}\u2013{r[-1][0]}.{r[-1][1]}" for r in runs
-    )
-
-
-def _hint(ctx: _Context, cat: str, b: Build) -> str:
-    if cat == "driver":
-        floor, what = driver_floor(b, ctx.matrix, ctx.request.strict_driver)
-        return f"upgrade the NVIDIA driver to >= {floor} ({what}) to get {b.label}"
-    if cat == "glibc":
-        return (
-            f"{b.label} needs glibc >= {b.glibc_for(ctx.primary_platform)}: upgrade the OS "
-            "(e.g. CentOS 7 -> Rocky/RHEL 8), or run torchfit in a newer container"
-        )
-    if cat == "python":
-        wheels = ", ".join(f"{x}.{y}" for x, y in b.pythons_for(ctx.primary_platform))
-        return f"install one of Python {wheels} (pyenv) or loosen --python to get {b.label}"
-    if cat == "user":
-        return f"loosen your constraints ({' '.join(ctx.request.describe())}): {b.label} would fit"
-    if cat == "gpu":
-        return (
-            f"no build covers these GPUs under the other facts (nearest: {b.label}); "
-            "check the GPU facts (--assume gpu=), or ask for a CPU build with --variant cpu"
-        )
-    if cat == "companion":
-        return f"drop the torchvision/torchaudio requirement: {b.label} would fit"
-    return f"{b.label} fails only on {cat}"
-
-
-def describe_host(host: HostFacts) -> str:
-    """One line of the facts that matter for resolution, unknowns with their reason."""
-    gpus = group_gpus([g.label() for g in host.gpus]) or "no GPU"
-    py = ", ".join(sorted({p.version for p in host.pythons})) or "no Python found"
-    pyenv = "pyenv" if host.pyenv else "no pyenv"
-    return (
-        f"driver {host.driver_version or 'unknown'}, {gpus}, glibc {host.glibc or 'unknown'}, "
-        f"{host.os or 'OS unknown'}, {host.arch or 'arch unknown'}, Python {py} ({pyenv})"
-    )

@@ -638,13 +638,13 @@ def find_index_wheels(
             continue
         groups.setdefault((pub, w.arch), []).append(w)
     out = []
-    for (_pub, _arch), ws in sorted(groups.items(), key=lambda kv: (_vkey(kv[0][0]), kv[0][1])):
+    for (_pub, _arch), ws in sorted(groups.items(), key=lambda kv: (version_key(kv[0][0]), kv[0][1])):
         pys = sorted({p for w in ws for p in w.pythons})
         out.append((_pick(ws, python), [f"{a}.{b}" for a, b in pys]))
     return out
 
 
-def _vkey(v: str) -> tuple[int, ...]:
+def version_key(v: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", v))
 
 

@@ -1,0 +1,143 @@
+"""Text about a resolution, pure: why no set fits (conflicts grouped per build line and
+per GPU model, with the one change that would open a path as a hint) and a one-line
+description of a host. Called by `resolver.resolve` on `ResolutionImpossible`.
+"""
+
+from __future__ import annotations
+
+from packaging.version import Version
+
+from torchfit.compat.facts import HostFacts
+from torchfit.compat.judgements import group_gpus
+from torchfit.compat.matrix import Build
+from torchfit.compat.provider import Context
+from torchfit.compat.rules import (
+    RuleResult,
+    driver_floor,
+)
+
+
+def explain_conflict(ctx: Context) -> tuple[list[str], list[str]]:
+    """Why nothing fits, host facts first, and which single change would open a path.
+
+    Every build the matrix has is checked; the refusals are grouped by the fact
+    that caused them, newest build first. A build refused by one category only
+    gives a hint: that is the one change (driver, OS, Python, constraint) that
+    would let it in.
+    """
+    conflicts: list[str] = []
+    for host in ctx.hosts:
+        conflicts.append(f"{host.name}: {describe_host(host)}")
+    grouped = _grouped_gpu_refusals(ctx) if ctx.request.describe() else []
+    conflicts += grouped
+    by_category: dict[str, list[tuple[Build, RuleResult]]] = {}
+    singles: dict[str, Build] = {}
+    pairs: list[tuple[Build, list[str]]] = []
+    for b in ctx.ordered:
+        fails = ctx.refusals(b)
+        for c in fails:
+            by_category.setdefault(c.category, []).append((b, c))
+        cats = sorted({c.category for c in fails})
+        if len(cats) == 1:
+            singles.setdefault(cats[0], b)
+        elif set(cats) <= {"driver", "glibc", "python", "user", "companion"}:
+            pairs.append((b, cats))
+    order = ["gpu", "driver", "glibc", "platform", "python", "companion", "user"]
+    for cat in order:
+        items = by_category.get(cat, [])
+        if not items or (cat == "gpu" and grouped):
+            continue
+        first = items[0][1].text
+        more = len({b for b, _ in items}) - 1
+        conflicts.append(first + (f" (and {more} more builds for the same reason)" if more else ""))
+    hints = []
+    for cat in order:
+        single = singles.get(cat)
+        # A GPU cannot be changed by a flag: its hint comes only when nothing else helps.
+        if single is not None and cat != "gpu":
+            hints.append(_hint(ctx, cat, single))
+    if not hints and pairs:
+        # No one change suffices: name the changes that together open the newest build.
+        b, cats = pairs[0]
+        hints.append("no single change opens a path; together: " + "; and ".join(_hint(ctx, c, b) for c in cats))
+    if not hints and "gpu" in singles:
+        hints.append(_hint(ctx, "gpu", singles["gpu"]))
+    if not hints:
+        hints.append("no single change opens a path; see the conflicts above, or run with --explain")
+    return conflicts, hints
+
+
+_SINGULAR = {"have": "has", "run": "runs", "carry": "carries", "need": "needs"}
+
+
+def _grouped_gpu_refusals(ctx: Context) -> list[str]:
+    """The GPU reason per build the user asked for (a pinned torch, a forced --variant),
+    grouped over releases: "cu126 builds of torch 2.6-2.14 have no sm_120 code: arch
+    list 5.0-9.0, no PTX". Builds the user's own constraints exclude are left out."""
+    groups: dict[tuple[str, str, str], list[Build]] = {}
+    for b in ctx.ordered:
+        if not all(c.ok for c in ctx.user_checks(b)):
+            continue
+        for k, host in enumerate(ctx.hosts):
+            for _, check in ctx.host_checks(b, k):
+                if not check.ok and check.group:
+                    prefix = f"{host.name}: " if len(ctx.hosts) > 1 else ""
+                    groups.setdefault((prefix, b.variant, check.group), []).append(b)
+    out = []
+    for (prefix, variant, group), builds in groups.items():
+        releases = sorted({b.torch for b in builds})
+        if len(releases) == 1:
+            verb, _, rest = group.partition(" ")
+            out.append(f"{prefix}the {variant} build of torch {releases[0]} {_SINGULAR.get(verb, verb)} {rest}")
+        else:
+            out.append(f"{prefix}{variant} builds of torch {_release_ranges(releases)} {group}")
+    return out
+
+
+def _release_ranges(releases: list[Version]) -> str:
+    """2.6.0, 2.7.0, 2.7.1, ..., 2.14.1 -> "2.6\u20132.14"; gaps between minor lines split ranges."""
+    minors = sorted({(v.major, v.minor) for v in releases})
+    runs: list[list[tuple[int, int]]] = []
+    for m in minors:
+        if runs and runs[-1][-1][0] == m[0] and runs[-1][-1][1] + 1 == m[1]:
+            runs[-1].append(m)
+        else:
+            runs.append([m])
+    return ", ".join(
+        f"{r[0][0]}.{r[0][1]}" if len(r) == 1 else f"{r[0][0]}.{r[0][1]}\u2013{r[-1][0]}.{r[-1][1]}" for r in runs
+    )
+
+
+def _hint(ctx: Context, cat: str, b: Build) -> str:
+    if cat == "driver":
+        floor, what = driver_floor(b, ctx.matrix, ctx.request.strict_driver)
+        return f"upgrade the NVIDIA driver to >= {floor} ({what}) to get {b.label}"
+    if cat == "glibc":
+        return (
+            f"{b.label} needs glibc >= {b.glibc_for(ctx.primary_platform)}: upgrade the OS "
+            "(e.g. CentOS 7 -> Rocky/RHEL 8), or run torchfit in a newer container"
+        )
+    if cat == "python":
+        wheels = ", ".join(f"{x}.{y}" for x, y in b.pythons_for(ctx.primary_platform))
+        return f"install one of Python {wheels} (pyenv) or loosen --python to get {b.label}"
+    if cat == "user":
+        return f"loosen your constraints ({' '.join(ctx.request.describe())}): {b.label} would fit"
+    if cat == "gpu":
+        return (
+            f"no build covers these GPUs under the other facts (nearest: {b.label}); "
+            "check the GPU facts (--assume gpu=), or ask for a CPU build with --variant cpu"
+        )
+    if cat == "companion":
+        return f"drop the torchvision/torchaudio requirement: {b.label} would fit"
+    return f"{b.label} fails only on {cat}"
+
+
+def describe_host(host: HostFacts) -> str:
+    """One line of the facts that matter for resolution, unknowns with their reason."""
+    gpus = group_gpus([g.label() for g in host.gpus]) or "no GPU"
+    py = ", ".join(sorted({p.version for p in host.pythons})) or "no Python found"
+    pyenv = "pyenv" if host.pyenv else "no pyenv"
+    return (
+        f"driver {host.driver_version or 'unknown'}, {gpus}, glibc {host.glibc or 'unknown'}, "
+        f"{host.os or 'OS unknown'}, {host.arch or 'arch unknown'}, Python {py} ({pyenv})"
+    )

@@ -1,0 +1,317 @@
+"""The resolvelib side of `resolve`: requirement and candidate types, the context
+that holds the matrix and the hosts, and `TorchProvider` (candidate pools, preference,
+satisfaction). Each requirement and candidate carries its `source`; the host
+constraints are virtual packages (`<driver>@k`, `<gpu-arch>@k`, `<glibc>@k`,
+`<platform>@k`) so a host mismatch is an ordinary resolvelib conflict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Union
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+from resolvelib import AbstractProvider
+
+from torchfit._backports import FROZEN
+from torchfit.compat.facts import HostFacts
+from torchfit.compat.matrix import Build, Matrix
+from torchfit.compat.request import Request
+from torchfit.compat.rules import (
+    RuleResult,
+    has_full_driver,
+    host_checks,
+)
+from torchfit.compat.versions import python_version
+from torchfit.errors import BadInput
+
+HOST_FACTS = ("driver", "gpu-arch", "cudnn", "glibc", "platform")
+
+
+@dataclass(**FROZEN)
+class PythonChoice:
+    """An interpreter the plan could use: present on the host, or installable with pyenv."""
+
+    minor: tuple[int, int]
+    version: str
+    source: str  # "installed" | "pyenv"
+    path: str | None
+
+    identifier = "python"
+
+    @property
+    def label(self) -> str:
+        return f"{self.minor[0]}.{self.minor[1]}"
+
+
+@dataclass(**FROZEN)
+class Companion:
+    identifier: str
+    version: str
+
+
+@dataclass(**FROZEN)
+class HostCandidate:
+    """The single candidate of a host virtual package: the host itself."""
+
+    identifier: str
+    index: int
+
+
+@dataclass(**FROZEN)
+class BuildCandidate:
+    build: Build
+    identifier = "torch"
+
+
+Candidate = Union[BuildCandidate, PythonChoice, Companion, HostCandidate]
+
+
+@dataclass(frozen=True)
+class Req:
+    """A requirement with its source, as pip's resolvelib layer has them."""
+
+    identifier: str
+    text: str
+    source: str
+    test: Callable[[Any], RuleResult | bool]
+
+    def check(self, candidate: Any) -> RuleResult:
+        out = self.test(candidate)
+        if isinstance(out, RuleResult):
+            return out
+        return RuleResult(bool(out), self.text, "user" if self.source.startswith("user") else "python")
+
+    def format_for_error(self) -> str:
+        return f"{self.text} ({self.source})"
+
+
+def _version_is(version: str | None) -> Callable[[Any], bool]:
+    return lambda c: bool(c.version == version)
+
+
+def _in_spec(spec: SpecifierSet) -> Callable[[Any], bool]:
+    return lambda c: spec.contains(c.version, prereleases=True)
+
+
+def _always(check: RuleResult) -> Callable[[Any], RuleResult]:
+    """A host requirement's verdict is fixed when the build is: the host has one candidate."""
+    return lambda _c: check
+
+
+class Context:
+    """Everything the provider needs, computed once: hosts, request, candidate pools."""
+
+    def __init__(self, hosts: Sequence[HostFacts], request: Request, matrix: Matrix) -> None:
+        self.hosts = list(hosts)
+        self.request = request
+        self.matrix = matrix
+        self.want_cpu = request.variant == "cpu"
+        self.pythons = _python_choices(hosts[0])
+        self.primary_platform = hosts[0].arch or "x86_64"
+        self.ordered = sorted(matrix.builds, key=self.build_order)
+
+    # -- per-build requirement sets ------------------------------------------------
+    def host_checks(self, build: Build, k: int) -> list[tuple[str, RuleResult]]:
+        return host_checks(build, self.hosts[k], self.matrix,
+                           strict_driver=self.request.strict_driver, want_cpu=self.want_cpu)
+
+    def python_req(self, build: Build) -> Req:
+        allowed = set(build.pythons_for(self.primary_platform))
+        wants_companion = self.request.wants("torchvision") or self.request.wants("torchaudio")
+        if wants_companion and build.pythons_companions is not None:
+            # torchvision/torchaudio wheels can lag torch's (0.20.x has no cp313).
+            allowed &= set(build.pythons_companions)
+        shown = ", ".join(f"{a}.{b}" for a, b in sorted(allowed))
+        return Req(
+            "python",
+            f"Python with {build.label} wheels ({shown})",
+            f"matrix: {build.label}, {build.origin}",
+            lambda c: c.minor in allowed,
+        )
+
+    def companion_reqs(self, build: Build) -> list[Req]:
+        out = []
+        for name in ("torchvision", "torchaudio"):
+            if not self.request.wants(name):
+                continue
+            ver = getattr(build, name)
+            text = f"{name}=={ver}" if ver else f"no {name} release matches {build.label}"
+            out.append(
+                Req(name, text, f"matrix: {build.label}, {build.origin}", _version_is(ver))
+            )
+        return out
+
+    def user_checks(self, build: Build) -> list[RuleResult]:
+        """The user's own constraints on a build (positional torch spec, --cuda, --variant)."""
+        req = self.request
+        out = []
+        spec = req.spec("torch")
+        if str(spec):
+            ok = spec.contains(build.torch, prereleases=True)
+            out.append(RuleResult(ok, f"{build.label}: outside torch{spec} (user)", "user"))
+        if req.variant:
+            out.append(RuleResult(build.variant == req.variant, f"{build.label}: not --variant {req.variant}", "user"))
+        if req.cuda:
+            ok = build.cuda is not None and req.cuda.contains(build.cuda, prereleases=True)
+            out.append(RuleResult(ok, f"{build.label}: CUDA {build.cuda or 'none'} outside --cuda {req.cuda}", "user"))
+        return out
+
+    # -- explanation ----------------------------------------------------------------
+    def refusals(self, build: Build) -> list[RuleResult]:
+        """Every unmet requirement of `build`, host facts first, then Python, then the user's."""
+        fails: list[RuleResult] = []
+        for k in range(len(self.hosts)):
+            fails += [c for _, c in self.host_checks(build, k) if not c.ok]
+        py = self.python_req(build)
+        choices = [p for p in self.pythons if self._python_ok(p)]
+        if not any(py.check(p).ok for p in choices):
+            fails.append(RuleResult(False, self._python_refusal(build, choices), "python"))
+        for comp in self.companion_reqs(build):
+            if not any(comp.check(c).ok for c in self._companions(comp.identifier)):
+                fails.append(RuleResult(False, f"{build.label}: {comp.text}", "companion"))
+        fails += [c for c in self.user_checks(build) if not c.ok]
+        return fails
+
+    def _python_refusal(self, build: Build, choices: list[PythonChoice]) -> str:
+        wheels = ", ".join(f"{a}.{b}" for a, b in build.pythons_for(self.primary_platform))
+        present = ", ".join(sorted({p.label for p in self.pythons if p.source == "installed"})) or "none"
+        pyenv = "pyenv can install none of them" if self.hosts[0].pyenv else "no pyenv to install one"
+        user = f" within --python {self.request.python}" if self.request.python else ""
+        return f"{build.label}: has wheels for Python {wheels}{user}; present: {present}; {pyenv}"
+
+    def _python_ok(self, p: PythonChoice) -> bool:
+        return self.request.python is None or self.request.python.contains(p.version, prereleases=True)
+
+    def _companions(self, name: str) -> list[Companion]:
+        spec = self.request.spec(name)
+        versions = {getattr(b, name) for b in self.matrix.builds} - {None}
+        return [
+            Companion(name, v)
+            for v in sorted(versions, key=Version, reverse=True)
+            if spec.contains(v, prereleases=True)
+        ]
+
+    def is_full(self, build: Build) -> bool:
+        """Every host's driver meets the build's own toolkit floor (PTX JIT, newest APIs)."""
+        return all(has_full_driver(build, h, self.matrix) for h in self.hosts)
+
+    def build_order(self, build: Build) -> tuple[Any, ...]:
+        """Sort key, smallest first: newest torch, fully supported driver, then the newest
+        CUDA/ROCm, or, where only minor-version compatibility runs it, the smallest CUDA gap."""
+        full = self.is_full(build)
+        accel = version_key(build.cuda or build.rocm or "0")
+        kind_rank = {"cuda": 0, "rocm": 0, "cpu": 1}[build.kind]
+        # Under MVC a newer toolkit only widens the gap to the driver (more APIs missing),
+        # so the oldest CUDA of the release comes first (cu130 before cu132 on a 13.0 driver).
+        return (-version_key(str(build.torch)), not full, kind_rank, accel if not full else -accel, build.variant)
+
+
+def version_key(text: str) -> float:
+    """A float that orders versions like 2.10.0 > 2.9.1 > 2.9.0 (enough for sorting)."""
+    parts = [int(p) for p in text.split(".")[:3]] + [0, 0, 0]
+    return parts[0] * 1e6 + parts[1] * 1e3 + parts[2]
+
+
+def _python_choices(host: HostFacts) -> list[PythonChoice]:
+    """Interpreters present (newest patch per minor) then pyenv-installable ones, newest first."""
+    present: dict[tuple[int, int], PythonChoice] = {}
+    for p in host.pythons:
+        minor = python_version(p.version)
+        cur = present.get(minor)
+        if cur is None or version_key(p.version) > version_key(cur.version):
+            present[minor] = PythonChoice(minor, p.version, "installed", p.path)
+    installable: dict[tuple[int, int], PythonChoice] = {}
+    if host.pyenv is not None:
+        for v in host.pyenv.installable:
+            try:
+                minor = python_version(v)
+            except BadInput:
+                continue
+            if minor in present:
+                continue
+            cur = installable.get(minor)
+            if cur is None or version_key(v) > version_key(cur.version):
+                installable[minor] = PythonChoice(minor, v, "pyenv", None)
+    return sorted(present.values(), key=lambda p: p.minor, reverse=True) + sorted(
+        installable.values(), key=lambda p: p.minor, reverse=True
+    )
+
+
+class TorchProvider(AbstractProvider):  # type: ignore[type-arg]
+    """resolvelib provider: the matrix's builds, the host as virtual packages."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._builds = [BuildCandidate(b) for b in ctx.ordered]
+
+    def identify(self, requirement_or_candidate: Any) -> str:
+        return str(requirement_or_candidate.identifier)
+
+    def get_preference(self, identifier: str, *args: Any, **kwargs: Any) -> Any:
+        # torch first (its choice fixes everything else), then Python, then the rest.
+        order = {"torch": 0, "python": 1, "torchvision": 2, "torchaudio": 2}
+        return order.get(identifier, 3)
+
+    def _pool(self, identifier: str) -> Iterable[Any]:
+        if identifier == "torch":
+            return self._builds
+        if identifier == "python":
+            return [p for p in self.ctx.pythons if self.ctx._python_ok(p)]
+        if identifier in ("torchvision", "torchaudio"):
+            return self.ctx._companions(identifier)
+        _, _, k = identifier.partition("@")
+        return [HostCandidate(identifier, int(k))]
+
+    def find_matches(
+        self,
+        identifier: str,
+        requirements: Mapping[str, Iterator[Req]],
+        incompatibilities: Mapping[str, Iterator[Any]],
+    ) -> list[Any]:
+        reqs = list(requirements[identifier])
+        bad = set(incompatibilities[identifier])
+        return [c for c in self._pool(identifier) if c not in bad and all(r.check(c).ok for r in reqs)]
+
+    def is_satisfied_by(self, requirement: Req, candidate: Any) -> bool:
+        return requirement.check(candidate).ok
+
+    def get_dependencies(self, candidate: Any) -> list[Req]:
+        if not isinstance(candidate, BuildCandidate):
+            return []
+        b = candidate.build
+        deps = [self.ctx.python_req(b), *self.ctx.companion_reqs(b)]
+        for k in range(len(self.ctx.hosts)):
+            for fact, check in self.ctx.host_checks(b, k):
+                deps.append(
+                    Req(
+                        f"<{fact}>@{k}",
+                        check.text,
+                        f"matrix: {b.label}, {b.origin}",
+                        _always(check),
+                    )
+                )
+        return deps
+
+
+def root_requirements(ctx: Context) -> list[Req]:
+    req = ctx.request
+    roots = [
+        Req(
+            "torch",
+            " ".join(req.describe()) or "torch",
+            "user" if req.describe() else "default",
+            lambda c: all(chk.ok for chk in ctx.user_checks(c.build)),
+        )
+    ]
+    if req.python is not None:
+        roots.append(Req("python", f"Python {req.python}", "user: --python", lambda c: ctx._python_ok(c)))
+    for name in ("torchvision", "torchaudio"):
+        if req.wants(name):
+            spec = req.spec(name)
+            roots.append(
+                Req(name, f"{name}{spec}", "user", _in_spec(spec))
+            )
+    return roots
