@@ -495,7 +495,7 @@ def owned_temp_dir(kind: str) -> str:
     """
     import tempfile
 
-    from torchfit.installer import prefix as owned
+    from torchfit import owned
 
     base = tempfile.gettempdir()
     sweep_temp_dirs(kind, base)
@@ -514,7 +514,7 @@ def sweep_temp_dirs(kind: str, base: str | None = None) -> list[str]:
     """Remove `torchfit-KIND-*` directories whose marker names a run that has ended."""
     import tempfile
 
-    from torchfit.installer import prefix as owned
+    from torchfit import owned
 
     base = base or tempfile.gettempdir()
     removed = []
@@ -535,7 +535,7 @@ def sweep_temp_dirs(kind: str, base: str | None = None) -> list[str]:
 
 def remove_owned_dir(path: str) -> bool:
     """Remove a directory made by `owned_temp_dir` (only when its marker is valid)."""
-    from torchfit.installer import prefix as owned
+    from torchfit import owned
 
     return owned.remove_marked(path)
 

@@ -1,0 +1,144 @@
+"""Who made a directory: torchfit's owner marker, and removing only what it proves.
+
+A directory torchfit creates (a temporary env beside PREFIX, a work directory in
+$TMPDIR) carries `.torchfit-owner`: the pid, the kernel's start time of that pid,
+the boot id and a random token. A directory is torchfit's only with a valid marker
+written by this user, and a run is over only when that pid with that start time on
+this boot is gone; nothing without that proof is ever deleted. It sits beside the
+runner (the runner's temp dirs and installer/prefix.py both use it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import stat
+import time
+
+from torchfit.runner import signals_deferred
+
+MARKER = ".torchfit-owner"
+
+
+def _proc_start(pid: int) -> str | None:
+    """The kernel's start time of `pid` (clock ticks since boot), None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
+            fields = fh.read().rpartition(")")[2].split()
+        return fields[19] if fields[0] != "Z" else None
+    except (OSError, IndexError):
+        return None
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            return fh.read().strip()
+    except OSError:  # pragma: no cover - no /proc
+        return ""
+
+
+def owner_record(prefix: str, name: str) -> dict[str, object]:
+    """What the marker of a temporary directory made by this run holds."""
+    pid = os.getpid()
+    return {"tool": "torchfit", "pid": pid, "start": _proc_start(pid), "boot": _boot_id(),
+            "token": secrets.token_hex(16), "name": name, "prefix": prefix, "created": time.time()}
+
+
+def read_marker(path: str) -> dict[str, object] | None:
+    """The marker of directory `path` when it is a real directory of ours with a valid marker."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        return None
+    try:
+        dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fd = os.open(MARKER, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+        try:
+            mst = os.fstat(fd)
+            if not stat.S_ISREG(mst.st_mode) or mst.st_uid != os.geteuid() or mst.st_size > 4096:
+                return None
+            data = json.loads(os.read(fd, 4096).decode("utf-8"))
+        finally:
+            os.close(fd)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    finally:
+        os.close(dfd)
+    if not isinstance(data, dict) or data.get("tool") != "torchfit":
+        return None
+    if data.get("name") != os.path.basename(path.rstrip(os.sep)):
+        return None  # a marker copied from elsewhere proves nothing about this directory
+    return data
+
+
+def owner_alive(marker: dict[str, object]) -> bool:
+    """Is the run that wrote `marker` still running (same pid, same start time, same boot)?"""
+    if marker.get("boot") and marker.get("boot") != _boot_id():
+        return False
+    pid = marker.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    return _proc_start(pid) == marker.get("start")
+
+
+def _write_marker(dfd: int, record: dict[str, object], exclusive: bool) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_EXCL if exclusive else os.O_TRUNC)
+    fd = os.open(MARKER, flags, 0o644, dir_fd=dfd)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(record, fh)
+
+
+def make_marked_dir(path: str, prefix: str) -> dict[str, object]:
+    """mkdir `path` (exclusive: never an existing directory or a symlink) and mark it ours."""
+    os.mkdir(path, 0o755)
+    record = owner_record(prefix, os.path.basename(path))
+    dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        _write_marker(dfd, record, exclusive=True)
+    finally:
+        os.close(dfd)
+    return record
+
+
+def mark_existing(path: str, prefix: str) -> None:
+    """Mark a directory this run has just moved to `path` (the old env after the exchange)."""
+    with contextlib.suppress(OSError):
+        dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            _write_marker(dfd, owner_record(prefix, os.path.basename(path)), exclusive=False)
+        finally:
+            os.close(dfd)
+
+
+
+def remove_tree(path: str) -> None:
+    """rm -rf of a directory (never through a symlink), signals held so a second Ctrl-C
+    cannot leave half of it. shutil.rmtree walks with fds and does not follow links."""
+    with signals_deferred():
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return
+        if stat.S_ISDIR(st.st_mode):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+
+def remove_marked(path: str, token: str | None = None) -> bool:
+    """Remove `path` only when its marker proves torchfit made it (and, given, the same token)."""
+    marker = read_marker(path)
+    if marker is None or (token is not None and marker.get("token") != token):
+        return False
+    remove_tree(path)
+    return True
