@@ -85,6 +85,12 @@ _live: dict[int, subprocess.Popen[str]] = {}
 _live_lock = threading.Lock()
 
 
+# What spawn()'s callers pass and catch, so they need not import subprocess themselves.
+DEVNULL = subprocess.DEVNULL
+STDOUT = subprocess.STDOUT
+TimeoutExpired = subprocess.TimeoutExpired
+
+
 def spawn(argv: Sequence[str], **popen: object) -> subprocess.Popen[str]:
     """Start a watched child: its own session/process group, PDEATHSIG, registered.
 

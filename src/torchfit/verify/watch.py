@@ -7,7 +7,7 @@ stage timeout is stalled and killed. Also here: torchrun's argv and rendezvous
 configuration, and the text helpers (log tails, exit codes) the judges quote.
 
 Two children run for minutes and must be watched while they run (heartbeats,
-stall detection), so they are started here with Popen rather than through
+stall detection), so they are started with `runner.spawn` (own session, PDEATHSIG) rather than through
 `Runner.run`, which blocks until exit. torchrun starts each worker in a session
 of its own (torch/distributed/elastic/multiprocessing/subprocess_handler:
 start_new_session), so killing torchrun's process group does not reach them:
@@ -20,12 +20,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from torchfit import runner
 from torchfit.errors import BadInput
 from torchfit.redact import redact
 from torchfit.verify.model import Check, Options
@@ -144,14 +144,14 @@ class Child:
         self.started = time.monotonic()
         self._out = open(out_path, "wb")
         try:
-            from torchfit.runner import spawn
+            from torchfit.runner import DEVNULL, STDOUT, spawn
 
             # Own session, PDEATHSIG, registered: dies with torchfit whatever kills it.
             self.proc = spawn(
                 self.argv,
-                stdin=subprocess.DEVNULL,
+                stdin=DEVNULL,
                 stdout=self._out,
-                stderr=subprocess.STDOUT,
+                stderr=STDOUT,
                 env=dict(env),
                 cwd=cwd,
             )
@@ -187,7 +187,7 @@ class Child:
                 time.sleep(0.05)
         try:
             self.proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
+        except runner.TimeoutExpired:
             pass
         if self.proc.returncode is not None:
             from torchfit.runner import release
