@@ -37,7 +37,7 @@ def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str = PYPI_SIMPLE, on_w
     if not stack.python:
         raise BadInput("the stack names no Python version to lock for")
     # The uv `install` uses: on PATH, else beside torchfit's own Python.
-    from torchfit.installer.backends import find_uv
+    from torchfit.runner import find_uv
 
     uv = find_uv(runner)
     if uv is None:
@@ -62,7 +62,7 @@ def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str = PYPI_SIMPLE, on_w
         ]
         # Bounded and visible: uv's per-request timeout, a stall limit (no bytes moved), and
         # `on_wait` for a progress line naming what is awaited.
-        from torchfit.installer.flow import stall_timeout
+        from torchfit.runner import stall_timeout
 
         uv_env = {"UV_PREVIEW_FEATURES": "pylock", "UV_HTTP_TIMEOUT": os.environ.get("UV_HTTP_TIMEOUT", "30")}
         result = runner.run(argv, timeout=UV_TIMEOUT, cwd=tmp, env=uv_env, stall=stall_timeout(),

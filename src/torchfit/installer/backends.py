@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import re
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -49,7 +48,14 @@ from torchfit.lock.pylock import (
 )
 from torchfit.progress import Observer
 from torchfit.redact import redact
-from torchfit.runner import Runner, RunResult, ToolMissing, ToolStalled, ToolTimeout
+from torchfit.runner import (
+    Runner,
+    RunResult,
+    ToolMissing,
+    ToolStalled,
+    ToolTimeout,
+    find_uv,
+)
 
 UV_MIN = Version("0.8.0")  # `uv pip compile --format pylock.toml`, explicit indexes
 TORCH_INDEX_NAME = "torchfit-torch"
@@ -212,28 +218,6 @@ def env_python(env_dir: str) -> str:
 
 
 # --- uv ------------------------------------------------------------------------------------
-
-
-def find_uv(runner: Runner) -> str | None:
-    """uv beside torchfit's own interpreter first, then on PATH.
-
-    uv is a runtime dependency (the PyPI `uv` wheel): `pip install torchfit` puts
-    its binary in the same bin/ as the interpreter running torchfit, which need
-    not be on PATH (`~/.torchfit/bin/torchfit` run without activating). The wheel's
-    own locator covers the other layouts pip can give it (--user, --prefix, --target).
-    """
-    beside = os.path.join(os.path.dirname(sys.executable), "uv")
-    if os.access(beside, os.X_OK):
-        return beside
-    try:
-        from uv import find_uv_bin  # the `uv` wheel's own locator
-
-        wheel: str | None = find_uv_bin()
-    except (ImportError, OSError):  # not installed; its UvNotFound is a FileNotFoundError
-        wheel = None
-    if wheel and os.access(wheel, os.X_OK):
-        return wheel
-    return runner.which("uv")
 
 
 def uv_version(runner: Runner, uv: str) -> Version | None:

@@ -61,22 +61,9 @@ from torchfit.lock.pylock import (
 )
 from torchfit.progress import Observer
 from torchfit.redact import redact, strip_credentials
+from torchfit.runner import STALL_ENV, STALL_S, stall_timeout  # noqa: F401  (re-exported)
 
 WORK_DIR = ".torchfit-work"
-# A step whose processes read and write nothing for this long is waiting on an index that
-# does not answer (uv and pip retry a silent mirror for 12-18 minutes): it is killed.
-STALL_S = 120.0
-STALL_ENV = "TORCHFIT_STALL_TIMEOUT"
-
-
-def stall_timeout() -> float:
-    """STALL_S, or $TORCHFIT_STALL_TIMEOUT when it is a finite number of seconds > 0."""
-    raw = os.environ.get(STALL_ENV, "")
-    try:
-        value = float(raw)
-    except ValueError:
-        return STALL_S
-    return value if 0 < value < 1e7 else STALL_S
 
 
 @dataclass
