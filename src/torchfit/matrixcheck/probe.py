@@ -36,7 +36,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from torchfit.index.wheelmeta import (
@@ -47,6 +46,7 @@ from torchfit.index.wheelmeta import (
     ZipMember,
     copy_to_temp,
 )
+from torchfit.matrixcheck.wheels import linux_requirements, parse_pins
 
 # get_arch_list()'s tokens: sm_90, sm_90a, sm_100f, compute_120 (CUDA); gfx942,
 # gfx90a:xnack+ (ROCm). The string is one C string, space separated.
@@ -63,10 +63,6 @@ BIG_MEMBER = 64_000_000  # compressed bytes: members above this are read only wh
 _FATBIN_MAGIC = 0xBA55ED50
 _BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
 _ELF_NAME = re.compile(r"(\.so(\.[0-9.]+)?$|^torch/bin/[^/]+$|^[^/]+\.libs/[^/]+$)")
-_LINUX = {
-    "platform_system": "Linux", "sys_platform": "linux", "os_name": "posix",
-    "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": "",
-}
 
 
 # ---------------------------------------------------------------------------
@@ -270,27 +266,10 @@ def _gfx_key(g: str) -> tuple[int, str]:
 def parse_metadata(text: str, platform: str) -> dict[str, Any]:
     """The facts a wheel's METADATA states, for Linux on `platform` (markers evaluated)."""
     msg = email.parser.HeaderParser().parsestr(text)
-    env = {**_LINUX, "platform_machine": platform, "python_version": "3.11", "python_full_version": "3.11.0"}
-    pins: dict[str, str] = {}
+    pins = parse_pins(text, platform, facts=("cudnn", "nccl", "cuda-runtime", "cuda-toolkit"))
     requires: dict[str, str] = {}
-    for raw in msg.get_all("Requires-Dist") or []:
-        try:
-            req = Requirement(str(raw))
-        except InvalidRequirement:
-            continue
-        try:
-            if req.marker is not None and not req.marker.evaluate(env):
-                continue
-        except Exception:  # an undefined marker variable: not for this platform
-            continue
+    for req in linux_requirements(msg, platform):
         name = req.name.lower().replace("_", "-")
-        exact = [s.version for s in req.specifier if s.operator in ("==", "===")]
-        fact = ("cudnn" if re.match(r"^nvidia-cudnn-cu\d+$", name) else
-                "nccl" if re.match(r"^nvidia-nccl-cu\d+$", name) else
-                "cuda-runtime" if re.match(r"^nvidia-cuda-runtime(-cu\d+)?$", name) else
-                "cuda-toolkit" if name == "cuda-toolkit" else None)
-        if fact and exact:
-            pins[fact] = exact[0]
         if name in ("torch", "torchvision", "torchaudio"):
             requires[name] = str(req.specifier) or "*"
     classifiers = [m.group(1) for c in msg.get_all("Classifier") or []

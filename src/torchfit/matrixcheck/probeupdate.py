@@ -22,7 +22,7 @@ from packaging.version import InvalidVersion, Version
 
 from torchfit.compat.matrix import Build, Matrix
 from torchfit.matrixcheck.probe import WheelFacts
-from torchfit.matrixcheck.update import _add_source_key, _block_end, _set_value
+from torchfit.matrixcheck.update import _add_source_key, _set_value, set_inline
 from torchfit.matrixcheck.wheels import same_version as _same_version
 from torchfit.redact import redact
 
@@ -44,27 +44,6 @@ def source_text(f: WheelFacts, today: _dt.date) -> str:
     return (f"{f.file}, sha256 {f.sha256 or 'not computed'} ({f.size} bytes) from {where}: "
             f"{', '.join(read)} read by `torchfit matrix probe` on {today.isoformat()} "
             f"({f.bytes_read} bytes transferred)")
-
-
-def _set_inline(lines: list[str], start: int, table: str, fact: str, value: str) -> None:
-    """Set `<table>.<fact> = "value"` in the inline table `table = {...}` of the entry at `start`.
-
-    Creates `table = { fact = "value" }` after the entry's `source` line when absent.
-    """
-    end = _block_end(lines, start)
-    for i in range(start + 1, end):
-        m = re.match(rf"^(\s*{table}\s*=\s*\{{)(.*)(\}}\s*(#.*)?\n?)$", lines[i], re.S)
-        if not m:
-            continue
-        body = m.group(2)
-        new_body, n = re.subn(rf'(\b{re.escape(fact)}\s*=\s*)"[^"]*"', rf'\g<1>"{value}"', body)
-        if not n:
-            new_body = (body.rstrip() + ("," if body.strip() else "") + f' {fact} = "{value}" ')
-        lines[i] = m.group(1) + new_body + m.group(3)
-        return
-    anchor = next((i for i in range(start + 1, end) if re.match(r"^\s*source\s*=", lines[i])), None)
-    at = anchor + 1 if anchor is not None else end
-    lines.insert(at, f'{table} = {{ {fact} = "{value}" }}\n')
 
 
 def _public(v: str | None) -> Version | None:
@@ -201,9 +180,9 @@ def propose_from_probe(
             if fact == "arch" and b0.arch_aarch64 is not None and "arch_aarch64" not in b0.sources \
                     and not any(f == "arch_aarch64" for f, _v, _r in edits.get(line, [])) and src_now:
                 # `source.arch` also stood for arch_aarch64: keep that fact's sources.
-                _set_inline(out, idx, "source", "arch_aarch64", src_now)
-            _set_inline(out, idx, "source", fact, key)
-            _set_inline(out, idx, "evidence", fact, "measured")
+                set_inline(out, idx, "source", "arch_aarch64", src_now)
+            set_inline(out, idx, "source", fact, key)
+            set_inline(out, idx, "evidence", fact, "measured")
             for r in recs:
                 new_sources[source_key(r)] = source_text(r, today)
         for msg in reversed(list(dict.fromkeys(comments.get(line, [])))):

@@ -49,19 +49,31 @@ def _set_value(lines: list[str], start: int, key: str, value: str) -> bool:
     return False
 
 
-def _set_source(lines: list[str], start: int, fact: str, key: str) -> None:
-    """Point `source.<fact>` of the table at `start` to `key` (inline-table form)."""
+def set_inline(lines: list[str], start: int, table: str, fact: str, value: str) -> None:
+    """Set `<table>.<fact> = "value"` in the inline table `table = {...}` of the entry at `start`.
+
+    Creates `table = { fact = "value" }` after the entry's `source` line when absent.
+    One patcher for every inline table of an entry (`source`, `evidence`, `unknown`).
+    """
     end = _block_end(lines, start)
     for i in range(start + 1, end):
-        m = re.match(r"^(\s*source\s*=\s*\{)(.*)(\}\s*(#.*)?\n?)$", lines[i], re.S)
+        m = re.match(rf"^(\s*{table}\s*=\s*\{{)(.*)(\}}\s*(#.*)?\n?)$", lines[i], re.S)
         if not m:
             continue
         body = m.group(2)
-        new_body, n = re.subn(rf'(\b{fact}\s*=\s*)"[^"]*"', lambda m: m.group(1) + toml_str(key), body)
+        new_body, n = re.subn(rf"(\b{re.escape(fact)}\s*=\s*)\"[^\"]*\"", lambda g: g.group(1) + toml_str(value), body)
         if not n:
-            new_body = body.rstrip() + f", {fact} = {toml_str(key)} "
+            new_body = body.rstrip() + ("," if body.strip() else "") + f" {fact} = {toml_str(value)} "
         lines[i] = m.group(1) + new_body + m.group(3)
         return
+    anchor = next((i for i in range(start + 1, end) if re.match(r"^\s*source\s*=", lines[i])), None)
+    at = anchor + 1 if anchor is not None else end
+    lines.insert(at, f"{table} = {{ {fact} = {toml_str(value)} }}\n")
+
+
+def _set_source(lines: list[str], start: int, fact: str, key: str) -> None:
+    """Point `source.<fact>` of the table at `start` to `key` (inline-table form)."""
+    set_inline(lines, start, "source", fact, key)
 
 
 def _add_source_key(lines: list[str], key: str, text: str) -> None:

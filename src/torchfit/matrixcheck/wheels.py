@@ -7,6 +7,7 @@ platform and the glibc floor its manylinux tag promises, `compat.tags`);
 
 from __future__ import annotations
 
+import email.message
 import email.parser
 import re
 from dataclasses import dataclass
@@ -116,37 +117,53 @@ def _directory_variant(url: str) -> str | None:
     return parts[-2] if len(parts) >= 2 and VARIANT_RE.match(parts[-2]) else None
 
 
-def parse_pins(metadata: str, platform: str = "x86_64") -> dict[str, str]:
-    """cuDNN and NCCL versions a torch METADATA pins (`nvidia-cudnn-cu12==9.10.2.21`).
+def linux_requirements(msg: email.message.Message, platform: str) -> list[Requirement]:
+    """The Requires-Dist entries of a METADATA that hold on Linux/`platform` (CPython 3.11).
 
-    Only requirements whose marker holds on Linux/`platform` count. Returns
-    {"cudnn": ..., "nccl": ...} for the pins found.
+    A requirement that does not parse, or whose marker names an undefined variable,
+    is not for this platform.
     """
-    msg = email.parser.HeaderParser().parsestr(metadata)
     env = {
         "platform_system": "Linux", "sys_platform": "linux", "os_name": "posix",
         "platform_machine": platform, "python_version": "3.11", "python_full_version": "3.11.0",
         "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": "",
     }
-    pins: dict[str, str] = {}
+    out = []
     for raw in msg.get_all("Requires-Dist") or []:
         try:
             req = Requirement(str(raw))
-        except InvalidRequirement:
-            continue
-        fact = (
-            "cudnn" if re.match(r"^nvidia-cudnn-cu\d+$", req.name.lower().replace("_", "-")) else
-            "nccl" if re.match(r"^nvidia-nccl-cu\d+$", req.name.lower().replace("_", "-")) else None
-        )
-        if fact is None:
-            continue
-        try:
             if req.marker is not None and not req.marker.evaluate(env):
                 continue
-        except InvalidMarker:
+        except (InvalidRequirement, InvalidMarker, Exception):
+            continue
+        out.append(req)
+    return out
+
+
+def pin_fact(name: str) -> str | None:
+    """Which matrix fact a pinned NVIDIA wheel states: cudnn, nccl, cuda-runtime, cuda-toolkit."""
+    n = name.lower().replace("_", "-")
+    return ("cudnn" if re.match(r"^nvidia-cudnn-cu\d+$", n) else
+            "nccl" if re.match(r"^nvidia-nccl-cu\d+$", n) else
+            "cuda-runtime" if re.match(r"^nvidia-cuda-runtime(-cu\d+)?$", n) else
+            "cuda-toolkit" if n == "cuda-toolkit" else None)
+
+
+def parse_pins(metadata: str, platform: str = "x86_64",
+               facts: tuple[str, ...] = ("cudnn", "nccl")) -> dict[str, str]:
+    """The versions a torch METADATA pins (`nvidia-cudnn-cu12==9.10.2.21`), by fact.
+
+    Only requirements whose marker holds on Linux/`platform` count; by default the
+    cuDNN and NCCL pins, {"cudnn": ..., "nccl": ...}.
+    """
+    msg = email.parser.HeaderParser().parsestr(metadata)
+    pins: dict[str, str] = {}
+    for req in linux_requirements(msg, platform):
+        fact = pin_fact(req.name)
+        if fact not in facts:
             continue
         exact = [s.version for s in req.specifier if s.operator in ("==", "===") and "*" not in s.version]
-        if exact:
+        if exact and fact is not None:
             pins[fact] = exact[0]
     return pins
 
