@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-from packaging.markers import InvalidMarker
+from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
@@ -134,7 +134,7 @@ def linux_requirements(msg: email.message.Message, platform: str) -> list[Requir
             req = Requirement(str(raw))
             if req.marker is not None and not req.marker.evaluate(env):
                 continue
-        except (InvalidRequirement, InvalidMarker, Exception):
+        except (InvalidRequirement, InvalidMarker, UndefinedComparison, UndefinedEnvironmentName):
             continue
         out.append(req)
     return out
