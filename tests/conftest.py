@@ -10,7 +10,7 @@ from torchfit.compat.facts import Gpu, HostFacts, Pyenv, PythonInstall
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = DATA  # one store: captures and stories alike live in tests/data
 
 
 def make_facts(

@@ -29,9 +29,9 @@ from typing import Any
 import pytest
 
 HERE = Path(__file__).resolve().parent
-FIXTURES = HERE / "fixtures"
-# The H200 `nvidia-smi topo -m` capture, stored once (tests/fixtures/h200-x2/PROVENANCE.md).
-H200_TOPO = HERE.parent / "fixtures" / "h200-x2" / "topo-m.txt"
+FIXTURES = HERE.parent / "data" / "doctor"
+# The H200 `nvidia-smi topo -m` capture, stored once (tests/data/h200-x2/PROVENANCE.md).
+H200_TOPO = HERE.parent / "data" / "h200-x2" / "topo-m.txt"
 SRC = HERE.parent.parent / "src"
 CACHE = Path(os.environ.get("TORCHFIT_TEST_CACHE", Path.home() / ".cache" / "torchfit-tests"))
 CPU_TORCH = "2.13.0"

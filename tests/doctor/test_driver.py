@@ -1,4 +1,4 @@
-"""Driver triage checks, each against a fake host built from real outputs (fixtures/)."""
+"""Driver triage checks, each against a fake host built from real outputs (tests/data/doctor/)."""
 
 from __future__ import annotations
 

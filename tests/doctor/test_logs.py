@@ -1,4 +1,4 @@
-"""`--log FILE`: verbatim error messages from upstream issues (fixtures/logs, each citing
+"""`--log FILE`: verbatim error messages from upstream issues (tests/data/doctor/logs, each citing
 its source) mapped to their cause."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The record of doctor on the lent 2x H200 machine (fixtures/h200-doctor-run, see its README)
+"""The record of doctor on the lent 2x H200 machine (tests/data/doctor/h200-doctor-run, see its README)
 shows what issue 5 asks for, in the JSON contract the code still writes."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from torchfit.doctor.model import load_all
 
-RUN = Path(__file__).resolve().parent / "fixtures" / "h200-doctor-run"
+RUN = Path(__file__).resolve().parents[1] / "data" / "doctor" / "h200-doctor-run"
 
 
 def _report(name: str) -> dict:  # type: ignore[type-arg]

@@ -3,7 +3,7 @@
 Probes are tested the way DESIGN.md ("Testing without a GPU") asks: real
 subprocesses, with fake tools (nvidia-smi, ldd, pyenv, rocm_agent_enumerator,
 interpreters) written into tmp_path and put first on the runner's PATH. The fakes
-replay outputs captured on the 2x H200 host (tests/fixtures/h200-x2, see its
+replay outputs captured on the 2x H200 host (tests/data/h200-x2, see its
 PROVENANCE.md) and record the argv they were called with. Nothing that runs a
 command is monkeypatched. Every parser is fuzzed with hypothesis.
 """
@@ -60,7 +60,7 @@ from torchfit.host import (
 from torchfit.redact import redact
 from torchfit.runner import Runner, RunResult, ToolMissing, ToolTimeout
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parent.parent / "data"
 H200 = FIXTURES / "h200-x2"
 TOPO = FIXTURES / "topology"
 

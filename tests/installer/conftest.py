@@ -25,7 +25,7 @@ import pytest
 from tests.support.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data" / "installer"
 CPU_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 CPU_ARGS = ("torch==2.13.0", "--variant", "cpu", "--python", "3.11")
 INSTALL_TIMEOUT = 900

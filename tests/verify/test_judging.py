@@ -26,9 +26,9 @@ from torchfit.errors import BadInput
 from torchfit.workers import MARKER, WORKERS_DIR, read_records
 from torchfit.workers import torchfit_runtime as rt
 
-DATA = Path(__file__).resolve().parent / "data"
-# The H200 captures live once, in tests/fixtures/h200-x2 (PROVENANCE.md there).
-H200 = Path(__file__).resolve().parents[1] / "fixtures" / "h200-x2"
+DATA = Path(__file__).resolve().parents[1] / "data" / "verify"
+# The H200 captures live once, in tests/data/h200-x2 (PROVENANCE.md there).
+H200 = Path(__file__).resolve().parents[1] / "data" / "h200-x2"
 H200_ARCHS = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]  # data/torch-info.txt
 
 

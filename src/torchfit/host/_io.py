@@ -49,7 +49,7 @@ def _run_tool(
         return None, f"{tool} could not run: {exc.message}"
     if res.returncode != 0:
         # Errors usually go to stderr; nvidia-smi prints its own on stdout
-        # (fixtures/h200-x2/query-gpu-bad-field.txt: stdout, stderr empty).
+        # (tests/data/h200-x2/query-gpu-bad-field.txt: stdout, stderr empty).
         said = _first_line(res.stderr) or _first_line(res.stdout)
         if said:
             return res, f"{tool} failed: {said}"

@@ -19,7 +19,7 @@ from torchfit.runner import Runner
 def parse_nvlink_status(text: str) -> dict[int, list[float]]:
     """`nvidia-smi nvlink -s` -> {gpu index: [GB/s of each active link]}.
 
-    fixtures/h200-x2/nvlink-s.txt: "GPU 0: NVIDIA H200 (UUID: ...)" then lines
+    tests/data/h200-x2/nvlink-s.txt: "GPU 0: NVIDIA H200 (UUID: ...)" then lines
     "\t Link 0: 26.562 GB/s"; an inactive link reads "Link 3: <inactive>".
     Never raises; {} for anything else.
     """
