@@ -117,3 +117,11 @@ def test_weak_evidence_is_used_with_a_warning(label: str, warned: bool) -> None:
     assert bool(hits) is warned, plan.warnings
     if warned:
         assert "(X)" in hits[0] and {"cycle": "cycle-level", "secondary": "secondary evidence"}[label] in hits[0]
+
+
+def test_describe_host_lists_pythons_in_numeric_order() -> None:
+    """The host line reads 3.6 … 3.13, not text order (3.13 before 3.6)."""
+    from torchfit.compat.explain import describe_host
+
+    line = describe_host(make_facts(pythons=["3.13.0", "3.6.15", "3.9.18", "2.7.18", "3.10.13"]))
+    assert "Python 2.7.18, 3.6.15, 3.9.18, 3.10.13, 3.13.0 " in line

@@ -135,9 +135,17 @@ def _hint(ctx: Context, cat: str, b: Build) -> str:
 def describe_host(host: HostFacts) -> str:
     """One line of the facts that matter for resolution, unknowns with their reason."""
     gpus = group_gpus([g.label() for g in host.gpus]) or "no GPU"
-    py = ", ".join(sorted({p.version for p in host.pythons})) or "no Python found"
+    # Numeric order (3.6 before 3.13), not text order; a version that is not numeric goes last.
+    py = ", ".join(sorted({p.version for p in host.pythons}, key=_version_order)) or "no Python found"
     pyenv = "pyenv" if host.pyenv else "no pyenv"
     return (
         f"driver {host.driver_version or 'unknown'}, {gpus}, glibc {host.glibc or 'unknown'}, "
         f"{host.os or 'OS unknown'}, {host.arch or 'arch unknown'}, Python {py} ({pyenv})"
     )
+
+
+def _version_order(text: str) -> tuple[int, tuple[int, ...], str]:
+    parts = text.split(".")
+    if all(p.isdigit() for p in parts):
+        return (0, tuple(int(p) for p in parts), "")
+    return (1, (), text)
