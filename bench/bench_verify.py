@@ -12,7 +12,8 @@ Each round runs, in alternating order (verify first, then anchor first, ...):
 
 Both inherit this process's environment: on the lent H200s export
 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 first.
-Prints medians of wall time and verify over anchor; with --json writes every run (verify's
+Prints medians of wall time, verify over anchor (ratio of the medians, and the median of
+each round's ratio: the same round's load falls on both); with --json writes every run (verify's
 verdict, phase timings and busbw rows; the anchor's own timings and busbw rows).
 """
 
@@ -122,6 +123,10 @@ def main() -> int:
     summary = {"nproc": args.nproc, "backend": backend, "runs": args.runs,
                "verify_median_s": round(med["verify"], 3), "anchor_median_s": round(med["anchor"], 3),
                "verify_over_anchor": round(med["verify"] / med["anchor"], 3),
+               # Each round's verify over the same round's anchor: the load of the moment
+               # falls on both, so this is the steadier figure on a noisy machine.
+               "median_round_ratio": round(statistics.median(
+                   v["seconds"] / a["seconds"] for v, a in zip(rows["verify"], rows["anchor"])), 3),
                "verdicts": sorted({str(r["verdict"]) for r in rows["verify"]})}
     for tool in ("verify", "anchor"):
         gib = [b["busbw"] for r in rows[tool] for b in r["bandwidth"] if b["bytes"] == 1 << 30]
