@@ -4,7 +4,7 @@ This module is the orchestration only: start the inspection, start the DDP run
 as soon as the GPU count is known, watch both until they end, and turn what they
 reported into a `Report`. The parts live beside it:
 
-- model.py       Options, Check, Report, Observer
+- model.py       Options, Check, Report
 - sizes.py       --sizes, byte formatting, the sweep and its iteration plan
 - watch.py       the watched children (Inspection, DdpRun), torchrun's argv, JSONL tailing
 - inspection.py  judging the inspection: one function per check; version codes
@@ -30,17 +30,18 @@ from typing import Any
 
 from torchfit.host.links import probe_links
 from torchfit.lock.pylock import load_expected
+from torchfit.progress import Progress
 from torchfit.redact import redact
 from torchfit.runner import owned_temp_dir, remove_owned_dir
 from torchfit.verify.bandwidth import bandwidth_report, smi_indices
 from torchfit.verify.ddp import early_plan, judge_ddp, plan_ddp, rank_to_json, visible_gpus_guess
 from torchfit.verify.inspection import judge_inspection
-from torchfit.verify.model import Check, Observer, Options, Report
+from torchfit.verify.model import Check, Options, Report
 from torchfit.verify.peers import compare_peers
 from torchfit.verify.sizes import format_bytes, sweep_sizes
 from torchfit.verify.watch import DdpRun, Inspection, child_env
 
-__all__ = ["Check", "Observer", "Options", "Report", "verify"]
+__all__ = ["Check", "Options", "Report", "verify"]
 
 POLL_S = 0.1
 
@@ -56,7 +57,7 @@ def find_lock(opts: Options, insp: Mapping[str, Any]) -> str | None:
     return None
 
 
-def verify(opts: Options, observer: Observer | None = None) -> Report:
+def verify(opts: Options, observer: Progress | None = None) -> Report:
     """Inspect, run the DDP smoke test (and sweep), judge; kill whatever is left.
 
     The inspection and torchrun start together: the DDP plan is taken from the GPU
@@ -65,7 +66,7 @@ def verify(opts: Options, observer: Observer | None = None) -> Report:
     discarded and the planned one launched, so the report is the same either way.
     Each child's exit wakes the watch loop at once.
     """
-    obs = observer or Observer()
+    obs = observer or Progress()
     t0 = time.monotonic()
     work = owned_temp_dir("verify")  # marked: a SIGKILLed run's is swept by the next one
     report = Report(python=opts.python, env_prefix=opts.env_prefix, work_dir=work)
@@ -166,7 +167,7 @@ def _gpus_without_torch(env: Mapping[str, str]) -> int | None:
 
 
 def _launch(
-    opts: Options, obs: Observer, run: _Run, backend: str, nproc: int, work: str, env: Mapping[str, str]
+    opts: Options, obs: Progress, run: _Run, backend: str, nproc: int, work: str, env: Mapping[str, str]
 ) -> None:
     run.backend, run.nproc = backend, nproc
     run.sizes = sweep_sizes(opts, backend)
@@ -202,7 +203,7 @@ def _discard(run: _Run, work: str) -> None:
 
 
 def _watch(
-    opts: Options, obs: Observer, insp: Inspection, run: _Run, work: str, env: Mapping[str, str]
+    opts: Options, obs: Progress, insp: Inspection, run: _Run, work: str, env: Mapping[str, str]
 ) -> None:
     """Poll both children until they end; once the inspection knows the GPUs, keep the
     early DDP run if it agrees, else launch the planned one (or none)."""

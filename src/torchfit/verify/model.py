@@ -1,7 +1,7 @@
 """verify's value types: what to verify (`Options`), one verdict line (`Check`,
 torchfit.checks' type, and `check_to_json`, verify's JSON words for it),
-everything found (`Report`, whose `to_json()` is the `--json` output), and the
-`Observer` the CLI hands in to hear about long phases."""
+and everything found (`Report`, whose `to_json()` is the `--json` output). Progress of
+the long phases goes through torchfit.progress, as for every command."""
 
 from __future__ import annotations
 
@@ -100,9 +100,3 @@ class Report:
             "work_dir": self.work_dir,
         }
 
-
-class Observer:
-    """Progress of the long steps; the CLI prints it, tests and --json ignore it."""
-
-    def phase(self, name: str, text: str) -> None:
-        """A phase starts (inspect, ddp, bandwidth...)."""
