@@ -42,6 +42,11 @@ _SCRUB = {"LD_PRELOAD", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "WORLD
           "NNODES", "PYTHONHOME", "TORCHFIT_TEST_CACHE"}
 
 
+def capture(name: str) -> str:
+    """A raw capture of the 2x H200 machine (tests/data/h200-x2, provenance in its PROVENANCE.md)."""
+    return (FIXTURES.parent / "h200-x2" / name).read_text(encoding="utf-8")
+
+
 def fixture(name: str) -> str:
     """A fixture's content: everything after its `# ---` provenance header."""
     text = (FIXTURES / name).read_text(encoding="utf-8")
@@ -193,9 +198,9 @@ class Host:
         self.nvidia_smi()
         self.tool("lspci", fixture("lspci-nn-2x-h200.txt"))
         self.tool("ldconfig", fixture("h200-ldconfig-p.txt"))
-        self.tool("ldd", fixture("h200-ldd-version.txt"))
+        self.tool("ldd", capture("ldd-version.txt"))
         self.tool("dmesg", "")
-        self.file("/proc/driver/nvidia/version", fixture("h200-proc-driver-nvidia-version.txt"))
+        self.file("/proc/driver/nvidia/version", capture("proc-driver-nvidia-version.txt"))
         # proc(5) /proc/modules format: name size refcount deps state address.
         self.file("/proc/modules", "nvidia_uvm 2076672 0 - Live 0x0000000000000000\n"
                                    "nvidia 14368768 2 nvidia_uvm, Live 0x0000000000000000\n")

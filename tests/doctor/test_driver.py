@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.doctor.conftest import SRC, Host, fixture
+from tests.doctor.conftest import SRC, Host, capture, fixture
 
 DRIVER_CHECKS = ("nvidia-smi", "gpu-on-pci-bus", "driver-loaded", "driver-module-for-kernel",
                  "dev-nvidia-nodes", "nvml-mismatch", "dmesg-nvrm")
@@ -191,7 +191,7 @@ def test_device_nodes_this_user_cannot_open() -> None:
         base.chmod(0o755)
         root = base / "root"
         (root / "proc/driver/nvidia").mkdir(parents=True)
-        (root / "proc/driver/nvidia/version").write_text(fixture("h200-proc-driver-nvidia-version.txt"))
+        (root / "proc/driver/nvidia/version").write_text(capture("proc-driver-nvidia-version.txt"))
         (root / "dev").mkdir()
         for node in ("nvidiactl", "nvidia-uvm", "nvidia0"):
             (root / "dev" / node).write_text("")
