@@ -13,6 +13,10 @@ abort in interpreter teardown, ../shared/DESIGN.md). Rank 0 prints one JSON line
 
 None of verify's evidence is gathered: no inspection process, no runtime-library
 truth, no heartbeats, no watchdog. Standard library and torch only.
+
+It repeats src/torchfit/workers/ddp_worker.py's work on purpose (the duplicates tool
+will pair them): an anchor that imported torchfit's worker would time torchfit, not the
+least a bare script must do. Change the worker's DDP work and change this with it.
 """
 
 from __future__ import annotations
