@@ -159,3 +159,138 @@ def test_a_killed_offline_attempt_fails_the_step(tmp_path: Path, ctx: StepContex
         backend.install_locked(str(tmp_path / "env"), [dist], str(tmp_path / "work"))
     assert info.value.step == "install-deps" and info.value.code == -9
     assert len(log.read_text().splitlines()) == 1
+
+
+# --- uv: one round of HTTP for the resolution, one install of its exact files -------------
+
+_LOCK = """lock-version = "1.0"
+created-by = "uv"
+[[packages]]
+name = "sympy"
+version = "1.14.0"
+wheels = [{{ url = "file:///w/sympy-1.14.0-py3-none-any.whl", hashes = {{ sha256 = "{b}" }} }}]
+[[packages]]
+name = "torch"
+version = "2.13.0+cpu"
+wheels = [{{ url = "file:///w/torch-2.13.0%2Bcpu-cp311-cp311-linux_x86_64.whl", hashes = {{ sha256 = "{a}" }} }}]
+{extra}"""
+_MPMATH = """[[packages]]
+name = "mpmath"
+version = "1.3.0"
+wheels = [{ url = "file:///w/mpmath-1.3.0-py3-none-any.whl", hashes = { sha256 = "%s" } }]
+""" % ("c" * 64)
+
+
+def _compiling_uv(tmp_path: Path, *, offline_fails: bool = False, second_offline_adds: bool = False) -> Path:
+    """A uv that records each argv; `pip compile -o OUT` writes a lock (torch, sympy); `--offline`
+    fails when told (a cold cache); the second `--offline` compile adds mpmath when told."""
+    a = tmp_path / "lock-a.toml"
+    a.write_text(_LOCK.format(a="a" * 64, b="b" * 64, extra=""))
+    b = tmp_path / "lock-b.toml"
+    b.write_text(_LOCK.format(a="a" * 64, b="b" * 64, extra=_MPMATH))
+    log, count = tmp_path / "calls.txt", tmp_path / "offline-count"
+    body = f"""echo "$*" >> {log}
+out=""; prev=""
+for x in "$@"; do [ "$prev" = "-o" ] && out="$x"; prev="$x"; done
+case " $* " in *" --offline "*)
+  n=$(cat {count} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {count}
+  {'echo "error: Network connectivity is disabled" >&2; exit 2' if offline_fails else ':'};;
+  *) n=0;;
+esac
+case " $* " in *" compile "*)
+  if [ "$n" = 2 ] && [ -n "{'y' if second_offline_adds else ''}" ]; then cp {b} "$out"; else cp {a} "$out"; fi;;
+esac
+exit 0"""
+    return _script(tmp_path / "fakeuv" / "uv", body)
+
+
+def _calls(tmp_path: Path) -> list[str]:
+    return (tmp_path / "calls.txt").read_text().splitlines()
+
+
+def _uv(ctx: StepContext, uv: Path) -> UvBackend:
+    from packaging.version import Version
+
+    return UvBackend(ctx, str(uv), Version("0.13.9"))
+
+
+def test_resolution_refreshes_the_cached_answers_pages_in_one_round(tmp_path: Path, ctx: StepContext) -> None:
+    uv = _compiling_uv(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    locked = _uv(ctx, uv).resolve("/usr/bin/python3", ["torch==2.13.0"], None, str(work))
+    assert sorted(d.name for d in locked) == ["sympy", "torch"]
+    calls = _calls(tmp_path)
+    # cached answer, then one online --no-deps round over its pins, then the answer from the refreshed pages
+    assert len(calls) == 3 and all(c.startswith("pip compile ") for c in calls)
+    assert "--offline" in calls[0].split() and "--offline" in calls[2].split()
+    assert "--offline" not in calls[1].split() and "--no-deps" in calls[1].split()
+    refresh = (work / "refresh" / "pyproject.toml").read_text()
+    assert '"sympy==1.14.0"' in refresh and '"torch==2.13.0+cpu"' in refresh
+    # only the family is routed to the torch index
+    assert "torch = { index" in refresh and "sympy = { index" not in refresh
+    # all of it is one step for the user, timed as one
+    shown = ctx.observer.lines  # type: ignore[attr-defined]
+    assert [ln.split("]")[0] for ln in shown if ln.startswith("[")] == ["[resolve", "[resolve"]
+    assert list(ctx.timings) == ["resolve"]
+
+
+@pytest.mark.parametrize("case", ["cold", "other-packages"])
+def test_resolution_asks_the_indexes_when_the_cache_cannot_answer(tmp_path: Path, ctx: StepContext,
+                                                                   case: str) -> None:
+    uv = _compiling_uv(tmp_path, offline_fails=case == "cold", second_offline_adds=case == "other-packages")
+    work = tmp_path / "work"
+    work.mkdir()
+    _uv(ctx, uv).resolve("/usr/bin/python3", ["torch==2.13.0"], None, str(work))
+    calls = _calls(tmp_path)
+    last = calls[-1].split()
+    assert "--offline" not in last and "--no-deps" not in last  # a plain online resolution decides
+    assert len(calls) == (2 if case == "cold" else 4)
+
+
+def test_local_sources_resolve_once(tmp_path: Path, ctx: StepContext) -> None:
+    """No remote source: no HTTP round to save, so one plain resolution."""
+    from dataclasses import replace
+
+    ctx.sources = replace(ctx.sources, index_url="file:///opt/pypi/simple", extra_index_urls=("/opt/wheels",))
+    uv = _compiling_uv(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    _uv(ctx, uv).resolve("/usr/bin/python3", ["torch==2.13.0"], None, str(work))
+    assert len(_calls(tmp_path)) == 1 and "--offline" not in _calls(tmp_path)[0].split()
+
+
+@pytest.mark.parametrize("cold", [False, True])
+def test_the_env_is_one_install_of_the_resolved_files(tmp_path: Path, ctx: StepContext, cold: bool) -> None:
+    from torchfit._backports import tomllib
+    from torchfit.lock.pylock import Artifact, LockedDist
+
+    uv = _logging_uv(tmp_path, offline_fails=cold)
+    work = tmp_path / "work"
+    work.mkdir()
+    dists = [LockedDist("torch", "2.13.0+cpu", (Artifact("wheel", "a" * 64, "file:///w/torch.whl", None, "t.whl"),)),
+             LockedDist("sympy", "1.14.0", (Artifact("wheel", "b" * 64, "https://f/sympy.whl", None, "s.whl"),))]
+    _uv(ctx, uv).install_resolved(str(tmp_path / "env"), dists, str(work))
+    calls = _calls(tmp_path)
+    assert len(calls) == (2 if cold else 1) and "--offline" in calls[0].split()
+    assert all(c.startswith("pip install ") and "-r" in c.split() for c in calls)
+    lock = tomllib.loads((work / "pylock.install.toml").read_text())
+    by_name = {p["name"]: p for p in lock["packages"]}
+    assert by_name["torch"]["wheels"][0] == {"name": "t.whl", "url": "file:///w/torch.whl",
+                                             "hashes": {"sha256": "a" * 64}}
+    assert by_name["torch"]["index"] == "file:///nowhere/simple" and "index" not in by_name["sympy"]
+    assert by_name["sympy"]["wheels"][0]["hashes"] == {"sha256": "b" * 64}
+    shown = ctx.observer.lines  # type: ignore[attr-defined]
+    assert [ln for ln in shown if ln.endswith("done")] == ["[install] done"]
+
+
+def test_a_file_without_sha256_is_never_installed(tmp_path: Path, ctx: StepContext) -> None:
+    from torchfit.errors import InstallFailed
+    from torchfit.lock.pylock import Artifact, LockedDist
+
+    uv = _logging_uv(tmp_path, offline_fails=False)
+    (tmp_path / "work").mkdir()
+    dist = LockedDist("sympy", "1.14.0", (Artifact("wheel", None, "https://f/sympy.whl", None, "s.whl"),))
+    with pytest.raises(InstallFailed):
+        _uv(ctx, uv).install_resolved(str(tmp_path / "env"), [dist], str(tmp_path / "work"))
+    assert not (tmp_path / "calls.txt").exists()

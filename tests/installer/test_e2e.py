@@ -236,3 +236,56 @@ def _facts_without_python(tmp_path: Path, installable: list[str]) -> Path:
     path = tmp_path / "facts.json"
     path.write_text(json.dumps(data))
     return path
+
+
+def _fake_torch_wheel(folder: Path, version: str) -> Path:
+    """A torch wheel that is not torch: a planted file says so, version.py says `version`."""
+    import base64
+    import hashlib
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"torch-{version}-py3-none-any.whl"
+    info = f"torch-{version}.dist-info"
+    files = {
+        "torch/__init__.py": f"__version__ = {version!r}\n",
+        "torch/version.py": f"__version__ = {version!r}\ncuda = None\nhip = None\n",
+        "torch/PLANTED_BY_ANOTHER_INDEX": "dependency confusion\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, text in files.items():
+            data = text.encode()
+            zf.writestr(name, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            record.append(f"{name},sha256={digest},{len(data)}")
+        record.append(f"{info}/RECORD,,")
+        zf.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("installer", ["uv", pytest.param("pip", marks=pytest.mark.slow)])
+def test_a_torch_offered_by_another_source_is_never_installed(tmp_path: Path, torch_index: str, state_home: Path,
+                                                              installer: str) -> None:
+    """Dependency confusion: an extra index and a find-links directory offer a higher torch (99.0)
+    and a different file under the plan's own version (2.13.0+cpu). The env gets the torch index's
+    file: the version, the sha256 in the lock, and no planted file."""
+    from tests.installer.conftest import CPU_WHEEL, make_simple_index, sha256_of
+
+    if installer == "uv" and not __import__("tests.installer.conftest", fromlist=["have_uv"]).have_uv():
+        pytest.skip("uv is not installed")
+    fakes = [_fake_torch_wheel(tmp_path / "fakes", v) for v in ("99.0", "2.13.0+cpu")]
+    evil_index = make_simple_index(tmp_path / "evil", fakes).as_uri()
+    prefix = tmp_path / "env"
+    proc = run_tf("install", *CPU_ARGS, "--torch-index-url", torch_index, "--extra-index-url", evil_index,
+                  "--find-links", str(tmp_path / "fakes"), "--installer", installer, "--prefix", str(prefix),
+                  "--json", state=state_home)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["runtime"]["torch"] == "2.13.0+cpu"
+    torch = next(p for p in _lock(prefix)["packages"] if p["name"] == "torch")
+    assert [w["hashes"]["sha256"] for w in torch["wheels"]] == [sha256_of(CPU_WHEEL)]
+    assert not list(prefix.glob("lib/python3*/site-packages/torch/PLANTED_BY_ANOTHER_INDEX"))
+    assert (next(prefix.glob("lib/python3*/site-packages/torch")) / "version.py").read_text().count("2.13.0+cpu")

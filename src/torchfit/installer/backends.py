@@ -1,20 +1,27 @@
 """The two installers, uv and pip, behind one interface.
 
-Both keep the torch family on the torch index alone (install_indexes.py) and
-both end with a `LockedDist` for every distribution they installed, with the
-sha256 of the very file installed:
+Both keep the torch family on the torch index alone and both end with a
+`LockedDist` for every distribution they installed, with the sha256 of the very
+file installed:
 
-- uv: one `uv pip compile --format pylock.toml` of a generated pyproject.toml in
-  which the torch index is an *explicit* index and the family's `[tool.uv.sources]`
-  point at it (uv's documented way to pin PyTorch to its index: no other index or
+- uv: `uv pip compile --format pylock.toml` of a generated pyproject.toml in which
+  the torch index is an *explicit* index and the family's `[tool.uv.sources]` point
+  at it (uv's documented way to pin PyTorch to its index: no other index or
   find-links directory can provide the family, the dependencies come from the
-  user's sources); the env is then installed from that resolution with
-  `--require-hashes --no-deps`, exactly as `torchfit install --lock` does.
+  user's sources). The env is then installed with ONE `uv pip install -r
+  pylock.install.toml`: that resolution's exact files, each by its URL (or path)
+  and sha256, so no index is asked again and nothing but those files can be
+  installed. The resolution runs with the base interpreter while `uv venv` creates
+  the env beside it (see `UvBackend.resolve` for how it asks the indexes only once).
 - pip: the family is installed first with `--no-deps` from the torch index alone,
   then its dependencies from the user's sources with the family constrained to the
   exact builds just installed (`torch==2.13.0+cpu`), so pip can never swap in
   another torch; `--report` gives each file's URL and sha256 (pip hashes files the
   index gave no hash for).
+
+`torchfit install --lock` (both installers) installs a lock's files by name,
+version and sha256 in two steps, the family from the torch index only, then the
+rest from the user's sources, so a lock can be rebuilt from another mirror.
 
 Every command goes through the runner: argv lists, a timeout, output captured into
 the install log, redacted.
@@ -22,28 +29,33 @@ the install log, redacted.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from torchfit.compat.matrix import PYPI_SIMPLE
 from torchfit.errors import BadInput, InstallFailed
+from torchfit.installer.background import Background
 from torchfit.installer.prefix import InstallLog
-from torchfit.installer.sources import Sources
+from torchfit.installer.sources import Sources, is_local
 from torchfit.lock.pylock import (
     FAMILY,
+    LOCK_VERSION,
     Artifact,
     Inline,
     LockedDist,
     dumps_toml,
+    package_table,
     requirements_text,
 )
 from torchfit.progress import Observer
@@ -55,6 +67,7 @@ from torchfit.runner import (
     ToolStalled,
     ToolTimeout,
     find_uv,
+    kill_stray_children,
 )
 
 UV_MIN = Version("0.8.0")  # `uv pip compile --format pylock.toml`, explicit indexes
@@ -98,18 +111,19 @@ class StepContext:
     stall: float | None = None
 
     def run(self, step: str, argv: Sequence[str], env: Mapping[str, str], detail: str,
-            check: bool = True, quiet: bool = False) -> RunResult:
+            check: bool = True, quiet: bool = False, show: bool = True) -> RunResult:
         """Run one step; InstallFailed (with the log's tail) when it fails.
 
         `quiet`: an attempt that may fail harmlessly (check=False): a failure is only
-        logged, not shown; success is reported as usual.
+        logged, not shown; success is reported as usual. `show=False`: one command of
+        a step the caller reports itself (logged and timed, never shown).
         """
         base = os.environ
-        if not quiet:
+        if not quiet and show:
             self.observer.step(step, detail)
         start = time.monotonic()
         try:
-            with self.observer.running(step):
+            with self.observer.running(step) if show else contextlib.nullcontext():
                 res = self.runner.run(argv, timeout=self.timeout, env=env_delta(env, base), stall=self.stall,
                                       on_wait=self.observer.waiting(step, detail))
         except ToolStalled as exc:
@@ -130,7 +144,7 @@ class StepContext:
         self.log.step(step, list(argv), res.returncode, seconds, res.stdout, res.stderr)
         if check and res.returncode != 0:
             raise InstallFailed(step, _clean_argv(argv), res.returncode, _tail(res.stderr + "\n" + res.stdout))
-        if quiet and res.returncode != 0:
+        if not show or (quiet and res.returncode != 0):
             return res
         if quiet:
             self.observer.step(step, detail)
@@ -186,6 +200,14 @@ class Backend:
     def create_venv(self, python: str, path: str, seed: bool = False) -> None:
         """A venv at `path`; `seed`: with pip in it (pip's venvs always have it)."""
         raise NotImplementedError
+
+    def build(self, python: str, env_dir: str, seed: bool, specs: Sequence[str], nccl_override: str | None,
+              work: str) -> list[LockedDist]:
+        """A venv at `env_dir` with the plan's packages (`specs`: the family pins); what it installed.
+
+        `work` is a private directory outside `env_dir`, removed with the temporary env."""
+        self.create_venv(python, env_dir, seed)
+        return self.install_plan(env_dir, specs, nccl_override, work)
 
     def install_plan(self, env_dir: str, specs: Sequence[str], nccl_override: str | None,
                      work: str) -> list[LockedDist]:
@@ -259,27 +281,139 @@ class UvBackend(Backend):
         self.ctx.run("venv", argv, s.uv_env(os.environ, family=False),
                      f"uv venv{' --seed' if seed else ''} ({python})")
 
+    def build(self, python: str, env_dir: str, seed: bool, specs: Sequence[str], nccl_override: str | None,
+              work: str) -> list[LockedDist]:
+        """Resolve with the base interpreter while `uv venv` runs beside it, then install.
+
+        The env's interpreter is the base interpreter in a venv: the same markers and
+        wheel tags, so resolving for `python` gives the env's answer, and the venv
+        (tens of ms) costs nothing on the way.
+        """
+        venv = Background(self.create_venv, python, env_dir, seed)
+        try:
+            locked = self.resolve(python, specs, nccl_override, work)
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                kill_stray_children()  # the venv's uv, if it still runs
+            with contextlib.suppress(BaseException):
+                venv.result()
+            raise
+        venv.result()
+        self.install_resolved(env_dir, locked, work)
+        return locked
+
     def install_plan(self, env_dir: str, specs: Sequence[str], nccl_override: str | None,
                      work: str) -> list[LockedDist]:
+        locked = self.resolve(env_python(env_dir), specs, nccl_override, work)
+        self.install_resolved(env_dir, locked, work)
+        return locked
+
+    # -- the resolution ------------------------------------------------------------------------
+    def resolve(self, python: str, specs: Sequence[str], nccl_override: str | None, work: str) -> list[LockedDist]:
+        """uv's answer for the plan: every distribution with its exact file and sha256.
+
+        Asking the indexes once, not once per level of the dependency tree: a plain
+        `uv pip compile` learns torch's dependencies from torch's metadata, then theirs
+        (sympy -> mpmath, jinja2 -> markupsafe), and revalidates each level's pages and
+        metadata in turn: four sequential rounds of HTTP for the CPU set (measured,
+        `uv -v`), where a flat `uv pip install` of the same pins needs one. So, when a
+        source is remote:
+
+        1. `--offline`: the resolution from uv's cache as it is (ms). Its package names
+           are the hint; it may be stale, nothing else is taken from it.
+        2. `--no-deps` of those names, pinned, online: one parallel round refreshes the
+           page of every one of them on every source (and the family's on the torch
+           index), exactly the pages the resolution reads.
+        3. `--offline` again: the real resolution, from pages refreshed a moment ago
+           (a file's metadata never changes: the cached copy is the file's). It is
+           taken only if it names the same packages as step 1, i.e. it read no page
+           that step 2 did not refresh; otherwise, or when any step fails (a cold
+           cache, a new release whose metadata uv lacks), a plain online
+           `uv pip compile` decides, as before.
+        """
         s = self.ctx.sources
-        names = [canonicalize_name(x.split("=")[0]) for x in specs]
         work_project = os.path.join(work, "project")
         os.makedirs(work_project, mode=0o700, exist_ok=True)
         # may hold the index's credentials: 0600, removed with the work directory
         pyproject = _write(work_project, "pyproject.toml", uv_project(specs, s.torch_index))
         out = os.path.join(work, "pylock.resolved.toml")
-        argv = [self.uv, "pip", "compile", "--format", "pylock.toml", "--no-header", "--python",
-                env_python(env_dir), "-o", out, *s.uv_args(family=False)]
+        base = [self.uv, "pip", "compile", "--format", "pylock.toml", "--no-header", "--python", python,
+                *s.uv_args(family=False)]
         if nccl_override:
-            argv += ["--overrides", _write(work, "overrides.txt", nccl_override + "\n")]
-        self.ctx.run("resolve", [*argv, pyproject], s.uv_env(os.environ, family=False),
-                     f"the torch family from {redact(s.torch_index)} only, the rest from your sources")
-        locked = parse_uv_pylock(out)
+            base += ["--overrides", _write(work, "overrides.txt", nccl_override + "\n")]
+        env = s.uv_env(os.environ, family=False)
+        detail = f"the torch family from {redact(s.torch_index)} only, the rest from your sources"
+        obs = self.ctx.observer
+        obs.step("resolve", detail)
+        start = time.monotonic()
+        with obs.running("resolve"):
+            locked = self._resolve_refreshed(base, env, pyproject, out, work, detail) if _any_remote(s) else None
+            if locked is None:
+                self.ctx.run("resolve", [*base, "-o", out, pyproject], env, detail, show=False)
+                locked = parse_uv_pylock(out)
+        obs.done("resolve", time.monotonic() - start)
+        names = [canonicalize_name(x.split("=")[0]) for x in specs]
         missing = set(names) - {d.name for d in locked}
         if missing:
             raise InstallFailed("resolve", [], None, f"uv's resolution lacks {sorted(missing)}")
-        self.install_locked(env_dir, locked, work)
         return locked
+
+    def _resolve_refreshed(self, base: list[str], env: dict[str, str], pyproject: str, out: str, work: str,
+                           detail: str) -> list[LockedDist] | None:
+        """Steps 1-3 of `resolve`; None where the plain online resolution must decide."""
+        log = self.ctx.log
+        offline = [*base, "--offline"]
+        hint_out = os.path.join(work, "pylock.cached.toml")
+        if self.ctx.run("resolve", [*offline, "-o", hint_out, pyproject], env, detail + " (uv's cache)",
+                        check=False, show=False).returncode != 0:
+            log.write("== resolve: uv's cache cannot answer; asking the indexes")
+            return None
+        hint = parse_uv_pylock(hint_out)
+        refresh_dir = os.path.join(work, "refresh")
+        os.makedirs(refresh_dir, mode=0o700, exist_ok=True)
+        pins = [f"{d.name}=={d.version}" for d in hint]
+        refresh = _write(refresh_dir, "pyproject.toml", uv_project(pins, self.ctx.sources.torch_index))
+        res = self.ctx.run("resolve", [*base, "--no-deps", "-o", os.path.join(work, "pylock.refresh.toml"), refresh],
+                           env, detail + " (refreshing the pages)", check=False, show=False)
+        if res.returncode != 0:
+            log.write("== resolve: refreshing the pages failed; asking the indexes")
+            return None
+        if self.ctx.run("resolve", [*offline, "-o", out, pyproject], env, detail + " (refreshed pages)",
+                        check=False, show=False).returncode != 0:
+            log.write("== resolve: the refreshed pages name a release uv has no metadata for; asking the indexes")
+            return None
+        locked = parse_uv_pylock(out)
+        if sorted(d.name for d in locked) != sorted(d.name for d in hint):
+            log.write("== resolve: the refreshed resolution names other packages than the cached one; "
+                      "asking the indexes")
+            return None
+        log.write(f"== resolve: {len(locked)} packages from pages refreshed in one round")
+        return locked
+
+    # -- the install ---------------------------------------------------------------------------
+    def install_resolved(self, env_dir: str, locked: Sequence[LockedDist], work: str) -> None:
+        """ONE `uv pip install -r pylock.install.toml`: exactly the resolved files.
+
+        Each package names its file by URL (or path) and sha256, so uv asks no index
+        which file to take: nothing but the file the resolution chose can be installed,
+        whatever another index offers (the family's files come from the torch index
+        because the resolution could find them nowhere else). The family's entries
+        carry `index` (the torch index): uv then keeps their wheels in its index cache,
+        the one a plain `uv pip install` from that index fills. First from uv's cache
+        (`--offline`); where it lacks a file (cold), from the URLs.
+        """
+        s = self.ctx.sources
+        dists = [replace(d, index=s.torch_index) if d.is_family else d for d in locked]
+        req = _write(work, "pylock.install.toml", install_lock_text(dists))
+        argv = [self.uv, "pip", "install", "--python", env_python(env_dir), "-r", req, "--no-config"]
+        for host in s.trusted_hosts:
+            argv += ["--allow-insecure-host", host]
+        env = s.uv_env(os.environ, family=False)
+        # The indexes take no part in choosing files here; uv reads credentials for the
+        # files' hosts from them (URLs in the lock carry none).
+        env["UV_INDEX"] = " ".join([s.torch_index, *s.extra_index_urls])
+        detail = f"{len(dists)} packages, the resolved files by URL and sha256"
+        self._run_locked("install", [*argv, *(["--offline"] if s.offline else [])], env, detail)
 
     def _locked_install(self, env_dir: str, req: str, family: bool) -> tuple[list[str], dict[str, str]]:
         s = self.ctx.sources
@@ -309,6 +443,22 @@ class UvBackend(Backend):
         super()._run_locked(step, argv, env, detail)
 
 
+def _any_remote(s: Sources) -> bool:
+    """Does the resolution ask a remote index (the only case where its HTTP rounds cost)?"""
+    remote = [s.torch_index, *([] if s.no_index else [s.index_url or PYPI_SIMPLE, *s.extra_index_urls]),
+              *s.find_links]
+    return not s.offline and not all(is_local(u) for u in remote)
+
+
+def install_lock_text(dists: Sequence[LockedDist]) -> str:
+    """The PEP 751 file `uv pip install -r` gets: each package's exact files and hashes."""
+    for d in dists:
+        if not d.artifacts or not all(a.sha256 for a in d.artifacts):
+            raise InstallFailed("install", [], None, f"{d.name}: a file without sha256 cannot be installed")
+    return dumps_toml({"lock-version": LOCK_VERSION, "created-by": "torchfit",
+                       "packages": [package_table(d) for d in dists]})
+
+
 def uv_project(specs: Sequence[str], torch_index: str) -> str:
     """The pyproject.toml uv resolves: the family pinned to the torch index as an explicit index.
 
@@ -316,11 +466,11 @@ def uv_project(specs: Sequence[str], torch_index: str) -> str:
     [tool.uv.sources] routes to it, and a routed package is looked for nowhere else;
     every other package comes from the user's sources.
     """
-    names = [canonicalize_name(x.split("=")[0]) for x in specs]
+    names = [canonicalize_name(x.split("=")[0].split(";")[0].strip()) for x in specs]
     return dumps_toml({
         "project": {"name": "torchfit-env", "version": "0", "dependencies": list(specs)},
         "tool": {"uv": {
-            "sources": {n: Inline(index=TORCH_INDEX_NAME) for n in names},
+            "sources": {n: Inline(index=TORCH_INDEX_NAME) for n in names if n in FAMILY},
             "index": [{"name": TORCH_INDEX_NAME, "url": torch_index, "explicit": True}],
         }},
     })

@@ -235,15 +235,16 @@ class InstallJob:
         backend = pick_backend(self.installer, ctx)
         replaced = os.path.lexists(self.prefix)
         with envbuild.TempEnv(self.prefix) as tmp:
-            backend.create_venv(python, tmp.path, self.seed)
-            work = os.path.join(tmp.path, WORK_DIR)
-            os.makedirs(work, exist_ok=True)
+            # Beside the env, not in it: uv's resolution runs while `uv venv` creates the env.
+            work = os.path.join(tmp.root, WORK_DIR)
+            os.makedirs(work, mode=0o700, exist_ok=True)
             if self.lock is not None:
+                backend.create_venv(python, tmp.path, self.seed)
                 dists = list(self.lock.packages)
                 backend.install_locked(tmp.path, dists, work)
                 self._check_closure(ctx, tmp.path)
             else:
-                dists = backend.install_plan(tmp.path, family_specs(self.plan), self.nccl_override, work)
+                dists = backend.build(python, tmp.path, self.seed, family_specs(self.plan), self.nccl_override, work)
             # The check runs the env's Python; meanwhile write what does not depend on
             # its answer (the pin's script, unless LD_PRELOAD's version comes from it).
             checking = Background(self._check, ctx, tmp.path)
