@@ -53,6 +53,12 @@ def make_facts(
     )
 
 
+@pytest.fixture(autouse=True)
+def private_start_up_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test gets its own $XDG_CACHE_HOME: no test reads another's (or the user's) cache."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+
+
 @pytest.fixture(scope="session")
 def matrix():  # type: ignore[no-untyped-def]
     from torchfit.compat.matrix import load_matrix

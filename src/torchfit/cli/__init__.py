@@ -46,25 +46,35 @@ def add_resolve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--matrix", metavar="FILE", help=argparse.SUPPRESS)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser; given `argv`, only the sub-parser of the command it names.
+
+    Start-up cost: each command module (and what it imports) loads only when its
+    verb is the one being run. Without a recognised command (`--help`, no command,
+    an unknown one, anything unusual) every command is built, so `torchfit --help`
+    lists them all and argparse reports an unknown command in its one line.
+    """
+    only = command_in(argv) if argv is not None else None
     parser = _Parser(prog="torchfit", description="Pick, build and prove a working PyTorch GPU stack.",
                      epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"torchfit {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks and probe details")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    det = sub.add_parser("detect", help="read this host: driver, GPUs, links, glibc, OS, Pythons, pyenv",
-                         epilog=EPILOG)
-    det.add_argument("--json", action="store_true", help="print one JSON object (the --facts format)")
-    det.add_argument("--timeout", type=seconds(), default=10.0, metavar="S",
-                     help="timeout for each probe command (default 10 s)")
+    if only in (None, "detect"):
+        det = sub.add_parser("detect", help="read this host: driver, GPUs, links, glibc, OS, Pythons, pyenv",
+                             epilog=EPILOG)
+        det.add_argument("--json", action="store_true", help="print one JSON object (the --facts format)")
+        det.add_argument("--timeout", type=seconds(), default=10.0, metavar="S",
+                         help="timeout for each probe command (default 10 s)")
 
-    res = sub.add_parser("resolve", help="pick one consistent set of versions and explain every choice",
-                         epilog=EPILOG)
-    add_resolve_options(res)
-    res.add_argument("--json", action="store_true", help="print one JSON object")
-    res.add_argument("--explain", action="store_true", help="list what was ruled out and by which fact")
-    for module in _command_modules():
+    if only in (None, "resolve"):
+        res = sub.add_parser("resolve", help="pick one consistent set of versions and explain every choice",
+                             epilog=EPILOG)
+        add_resolve_options(res)
+        res.add_argument("--json", action="store_true", help="print one JSON object")
+        res.add_argument("--explain", action="store_true", help="list what was ruled out and by which fact")
+    for module in _command_modules(None if only is None else (only,)):
         module.add_parser(sub, EPILOG)
     for p in sub.choices.values():
         if "-v" not in p._option_string_actions:
@@ -73,16 +83,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# Commands that live in their own module (torchfit.installer.cmd_NAME): each has
+# Commands that live in their own module (torchfit.cli.commands.NAME): each has
 # `add_parser(subparsers, epilog)` (cheap: no heavy imports at module level) and
 # `run(args) -> int`. Listed here so start-up imports only what exists.
 COMMAND_MODULES: tuple[str, ...] = ("matrix", "export", "doctor", "verify", "install", "run")
+COMMAND_NAMES: tuple[str, ...] = ("detect", "resolve", *COMMAND_MODULES)
+# The top-level options before the command; none of them takes a value.
+_TOP_FLAGS = frozenset(("-v", "--verbose"))
 
 
-def _command_modules() -> list[Any]:
+def command_in(argv: Sequence[str]) -> str | None:
+    """The command `argv` runs when that is certain from its first word, else None.
+
+    Only the plain form counts: top-level flags (-v/--verbose, which take no value)
+    and then a known command name. Anything else (-h, --version, an abbreviated
+    or unknown flag, an unknown command, none at all) gets the whole parser.
+    """
+    for word in argv:
+        if word in _TOP_FLAGS:
+            continue
+        return word if word in COMMAND_NAMES else None
+    return None
+
+
+def _command_modules(names: Sequence[str] | None = None) -> list[Any]:
     import importlib
 
-    return [importlib.import_module(f"torchfit.cli.commands.{name}") for name in COMMAND_MODULES]
+    wanted = COMMAND_MODULES if names is None else [n for n in COMMAND_MODULES if n in names]
+    return [importlib.import_module(f"torchfit.cli.commands.{name}") for name in wanted]
 
 
 def load_hosts(args: argparse.Namespace) -> list[Any]:
@@ -141,7 +169,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 
 def cmd_resolve(args: argparse.Namespace) -> int:
-    from torchfit.compat.matrix import load_matrix
+    from torchfit.cache import load_matrix
     from torchfit.compat.request import plan_to_json
     from torchfit.compat.resolver import resolve
 
@@ -199,7 +227,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     verbose = "-v" in argv or "--verbose" in argv
     args: argparse.Namespace | None = None
     try:
-        parser = build_parser()
+        parser = build_parser(argv)
         args = parser.parse_args(argv)
         verbose = verbose or getattr(args, "verbose", False)
         if not args.command:

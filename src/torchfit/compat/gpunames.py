@@ -3,7 +3,7 @@
 The only reader of `data/gpus.toml`. Old nvidia-smi builds cannot report
 `compute_cap`, and `--assume gpu="NVIDIA GeForce RTX 5090"` names a GPU rather
 than an architecture; both need this table. It is read from the installed
-package (importlib.resources), so it works from a wheel and a zip alike. Nothing
+package (compat.datafiles), so it works from a wheel and a zip alike. Nothing
 is cached: the file is small and tests may want a fresh read.
 """
 
@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from importlib import resources
 
-from torchfit._backports import tomllib
+from torchfit.compat.datafiles import read_data_text
 from torchfit.compat.versions import Arch
 from torchfit.errors import BadInput, MatrixError
 
@@ -30,6 +29,8 @@ def _line_of(text: str, key: str) -> int | None:
 
 def parse_gpu_names(text: str, path: str = GPUS_TOML) -> dict[str, str]:
     """The `[capability]` table of a gpus.toml text; MatrixError names a bad entry."""
+    from torchfit._backports import tomllib
+
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -51,8 +52,7 @@ def parse_gpu_names(text: str, path: str = GPUS_TOML) -> dict[str, str]:
 
 def load_gpu_names() -> dict[str, str]:
     """Name -> capability ("NVIDIA H200" -> "9.0") from the packaged data/gpus.toml."""
-    ref = resources.files("torchfit").joinpath("data").joinpath("gpus.toml")
-    return parse_gpu_names(ref.read_text(encoding="utf-8"))
+    return parse_gpu_names(read_data_text("gpus.toml"))
 
 
 # Driver branches name the same part differently ("GeForce GTX 1080 Ti" on old

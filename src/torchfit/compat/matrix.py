@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from importlib import resources
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from torchfit._backports import FROZEN, tomllib
+from torchfit._backports import FROZEN
+from torchfit.compat.datafiles import read_data_text
 from torchfit.compat.versions import Arch, BuildArch, Dotted, python_version
 from torchfit.errors import BadInput, MatrixError
 
@@ -315,6 +315,8 @@ def _version(r: _Reader, text: str, key: str) -> Version:
 
 def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
     """Parse and validate matrix TOML text; `MatrixError` on the first problem found."""
+    from torchfit._backports import tomllib
+
     try:
         doc = tomllib.loads(text)
     except RecursionError:
@@ -494,20 +496,118 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
     return Matrix(tuple(builds), cuda, rocm, dict(known), path, tuple(floors))
 
 
-def load_matrix(path: str | None = None) -> Matrix:
-    """Read the embedded matrix (or `path`); `MatrixError` with file:line on a bad entry."""
+def read_matrix_text(path: str | None = None) -> tuple[str, str]:
+    """(text, name) of the embedded matrix (name "matrix.toml") or of the file `path`."""
     if path is None:
-        text = resources.files("torchfit").joinpath("data/matrix.toml").read_text("utf-8")
-        return parse_matrix(text, "matrix.toml")
+        return read_data_text("matrix.toml"), "matrix.toml"
     from torchfit.inputs import MAX_MATRIX_BYTES, read_text_file
 
     try:
-        text = read_text_file(path, "--matrix", limit=MAX_MATRIX_BYTES)
+        return read_text_file(path, "--matrix", limit=MAX_MATRIX_BYTES), path
     except MatrixError:
         raise
     except BadInput as exc:
         raise MatrixError(path, None, exc.message.split(": ", 1)[-1]) from None
-    return parse_matrix(text, path)
+
+
+def load_matrix(path: str | None = None) -> Matrix:
+    """Read the embedded matrix (or `path`); `MatrixError` with file:line on a bad entry."""
+    return parse_matrix(*read_matrix_text(path))
+
+
+# --- the validated matrix as plain JSON data (for a cache of the parse) -------------------
+#
+# parse_matrix costs ~40 ms (tomllib, then validation); rebuilding the same values
+# from JSON costs a few. The codec below is exact: matrix_from_data(matrix_to_data(m))
+# equals m field by field (a test holds it), and it is strict: data of another shape
+# (a Build field added or renamed since the data was written) raises ValueError.
+
+_DOTTED_FIELDS = ("glibc", "glibc_aarch64")
+_ARCH_FIELDS = ("arch", "arch_aarch64")
+_PAIRS_FIELDS = ("pythons", "pythons_aarch64", "pythons_companions")
+_TUPLE_FIELDS = ("gfx", "platforms")
+_MAP_FIELDS = ("sources", "evidence", "unknown_why")
+_BUILD_FIELDS = tuple(f.name for f in fields(Build))
+
+
+def _dotted_data(d: Dotted | None) -> list[Any] | None:
+    return None if d is None else [list(d.parts), d.text]
+
+
+def _dotted_value(x: Any) -> Dotted | None:
+    return None if x is None else Dotted(tuple(int(p) for p in x[0]), str(x[1]))
+
+
+def _arch_value(x: Any) -> Arch:
+    return Arch(int(x[0]), int(x[1]), str(x[2]))
+
+
+def _build_data(b: Build) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in _BUILD_FIELDS:
+        val = getattr(b, name)
+        if name == "torch":
+            val = str(val)
+        elif name in _DOTTED_FIELDS:
+            val = _dotted_data(val)
+        elif name in _ARCH_FIELDS:
+            val = None if val is None else [[*a.arch, a.ptx] for a in val]
+        elif name in _PAIRS_FIELDS:
+            val = None if val is None else [list(p) for p in val]
+        elif name in _TUPLE_FIELDS:
+            val = None if val is None else list(val)
+        elif name in _MAP_FIELDS:
+            val = dict(val)
+        elif not (val is None or isinstance(val, (str, int, bool))):
+            raise ValueError(f"Build.{name}: no JSON codec for {type(val).__name__}")
+        out[name] = val
+    return out
+
+
+def _build_value(d: Any, versions: dict[str, Version]) -> Build:
+    if not isinstance(d, dict) or set(d) != set(_BUILD_FIELDS):
+        raise ValueError("a build of another shape")
+    kw: dict[str, Any] = {}
+    for name, val in d.items():
+        if name == "torch":
+            val = versions.get(val) or versions.setdefault(val, Version(val))
+        elif name in _DOTTED_FIELDS:
+            val = _dotted_value(val)
+        elif name in _ARCH_FIELDS:
+            val = None if val is None else tuple(BuildArch(_arch_value(a[:3]), bool(a[3])) for a in val)
+        elif name in _PAIRS_FIELDS:
+            val = None if val is None else tuple((int(p[0]), int(p[1])) for p in val)
+        elif name in _TUPLE_FIELDS:
+            val = None if val is None else tuple(val)
+        elif name in _MAP_FIELDS:
+            val = dict(val)
+        kw[name] = val
+    return Build(**kw)
+
+
+def matrix_to_data(m: Matrix) -> dict[str, Any]:
+    """The validated matrix as JSON-ready data (lists, dicts, str, int, bool, None)."""
+    return {
+        "builds": [_build_data(b) for b in m.builds],
+        "cuda": {k: [c.version, _dotted_data(c.toolkit_driver), _dotted_data(c.mvc_driver), c.source, c.line]
+                 for k, c in m.cuda.items()},
+        "rocm": dict(m.rocm),
+        "sources": dict(m.sources),
+        "path": m.path,
+        "cudnn_floors": [[f.version, list(f.min_compute), f.source, f.line] for f in m.cudnn_floors],
+    }
+
+
+def matrix_from_data(data: Any) -> Matrix:
+    """The `Matrix` that `matrix_to_data` wrote; ValueError (or TypeError/KeyError) on other data."""
+    if not isinstance(data, dict) or set(data) != {"builds", "cuda", "rocm", "sources", "path", "cudnn_floors"}:
+        raise ValueError("matrix data of another shape")
+    versions: dict[str, Version] = {}
+    builds = tuple(_build_value(b, versions) for b in data["builds"])
+    cuda = {str(k): CudaInfo(str(v[0]), _dotted_value(v[1]), _dotted_value(v[2]), str(v[3]), int(v[4]))
+            for k, v in data["cuda"].items()}
+    floors = tuple(CudnnFloor(str(f[0]), _arch_value(f[1]), str(f[2]), int(f[3])) for f in data["cudnn_floors"])
+    return Matrix(builds, cuda, dict(data["rocm"]), dict(data["sources"]), str(data["path"]), floors)
 
 
 @dataclass(**FROZEN)

@@ -10,16 +10,60 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Union
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from torchfit._backports import FROZEN
 from torchfit.compat.plan import Plan, plan_from_json, plan_to_json
 from torchfit.errors import BadInput
 
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
+
 PACKAGES = ("torch", "torchvision", "torchaudio")
+
+
+@dataclass(**FROZEN)
+class PlainRequirement:
+    """`name` and version specifiers only: what `torch==2.8.0` means, read without a parser.
+
+    packaging.requirements (markers, tags, platform, logging) costs ~10 ms to
+    import; the plain form needs none of it. Anything beyond a name and
+    comma-separated specifiers goes through `packaging.requirements.Requirement`.
+    Both read a plain requirement the same way (a test fuzzes that).
+    """
+
+    name: str
+    specifier: SpecifierSet
+    url: None = None
+    extras: frozenset[str] = field(default_factory=frozenset)
+    marker: None = None
+
+    def __str__(self) -> str:
+        return f"{self.name}{self.specifier}"
+
+
+AnyRequirement = Union["Requirement", PlainRequirement]
+
+# A PEP 508 name, then specifiers separated by commas; no extras, URL, marker or
+# parentheses. SpecifierSet checks each specifier.
+_PLAIN = re.compile(
+    r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*"
+    r"((?:~=|===|==|!=|<=|>=|<|>)\s*[^\s,;@()\[\]]+\s*(?:,\s*(?:~=|===|==|!=|<=|>=|<|>)\s*[^\s,;@()\[\]]+\s*)*)?"
+)
+
+
+def parse_plain_requirement(text: str) -> PlainRequirement | None:
+    """`torch>=2.4,<2.7` as a PlainRequirement; None for anything else (and any invalid specifier)."""
+    m = _PLAIN.fullmatch(text)
+    if not m:
+        return None
+    try:
+        return PlainRequirement(m.group(1), SpecifierSet(m.group(2) or ""))
+    except InvalidSpecifier:
+        return None
 
 
 def parse_spec(text: str, what: str) -> SpecifierSet:
@@ -33,14 +77,18 @@ def parse_spec(text: str, what: str) -> SpecifierSet:
         raise BadInput(f"{what} {text!r} is not a version or specifier like >=3.10,<3.13") from None
 
 
-def parse_requirements(items: Iterable[str]) -> tuple[Requirement, ...]:
+def parse_requirements(items: Iterable[str]) -> tuple[AnyRequirement, ...]:
     """Positional `torch>=2.4,<2.7` / `torchvision`; only the torch family is resolved."""
-    reqs: list[Requirement] = []
+    reqs: list[AnyRequirement] = []
     for item in items:
-        try:
-            req = Requirement(item)
-        except InvalidRequirement:
-            raise BadInput(f"requirement {item!r} is not like 'torch>=2.4,<2.7'") from None
+        req: AnyRequirement | None = parse_plain_requirement(item)
+        if req is None:
+            from packaging.requirements import InvalidRequirement, Requirement
+
+            try:
+                req = Requirement(item)
+            except InvalidRequirement:
+                raise BadInput(f"requirement {item!r} is not like 'torch>=2.4,<2.7'") from None
         name = req.name.lower().replace("_", "-")
         if name not in PACKAGES:
             raise BadInput(
@@ -72,7 +120,7 @@ def parse_requirements(items: Iterable[str]) -> tuple[Requirement, ...]:
 class Request:
     """The user's constraints: package requirements, Python, CUDA, variant, strictness."""
 
-    requirements: tuple[Requirement, ...] = ()
+    requirements: tuple[AnyRequirement, ...] = ()
     python: SpecifierSet | None = None
     cuda: SpecifierSet | None = None
     variant: str | None = None
@@ -101,4 +149,15 @@ class Request:
         return out
 
 
-__all__ = ["PACKAGES", "Plan", "Request", "parse_requirements", "parse_spec", "plan_from_json", "plan_to_json"]
+__all__ = [
+    "PACKAGES",
+    "AnyRequirement",
+    "PlainRequirement",
+    "Plan",
+    "Request",
+    "parse_plain_requirement",
+    "parse_requirements",
+    "parse_spec",
+    "plan_from_json",
+    "plan_to_json",
+]

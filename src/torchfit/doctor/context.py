@@ -418,7 +418,7 @@ class Context:
     @cached_property
     def matrix(self) -> tuple[Any, str | None]:
         try:
-            from torchfit.compat.matrix import load_matrix
+            from torchfit.cache import load_matrix
 
             return load_matrix(), None
         except Exception as exc:  # ImportError (packaging), MatrixError, a missing file

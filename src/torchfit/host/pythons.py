@@ -1,12 +1,31 @@
 """Pythons: CPython interpreters on PATH and pyenv (the one `find_pyenv`, its
-versions and what it can install)."""
+versions and what it can install).
+
+Both are asked through processes (an interpreter for its version, four pyenv
+calls: ~15 ms and ~50 ms of every command's start), so their answers are kept in
+the start-up cache (`torchfit.cache`), each keyed by what decides it:
+
+- an interpreter's version, by its real file's device, inode, size, mtime and
+  ctime, and only for a native executable (ELF): a script named python3 (a shim,
+  a wrapper) may answer differently per directory or environment, so it is asked
+  every time;
+- pyenv's answers, by the environment that steers pyenv and the stats of the
+  files and directories its answers are read from (its own executable and
+  libexec, $PYENV_ROOT/versions, python-build's definition directories, .git),
+  and for at most a day. Only a complete, successful set of answers is kept.
+"""
 
 import glob
+import hashlib
+import json
 import os
 import re
+import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
+from torchfit import cache
 from torchfit.compat.facts import Pyenv, PythonInstall
 from torchfit.host._io import DEFAULT_TIMEOUT, _run_tool, _unknown
 from torchfit.runner import Runner
@@ -106,15 +125,7 @@ def probe_pyenv(
     exe = find_pyenv(runner)
     if exe is None:
         return None, (), _unknown("pyenv not found on PATH, in $PYENV_ROOT/bin or ~/.pyenv/bin")
-    calls = {
-        "root": [exe, "root"],
-        "version": [exe, "--version"],
-        "versions": [exe, "versions", "--bare"],
-        "list": [exe, "install", "--list"],
-    }
-    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
-        futures = {k: pool.submit(_run_tool, runner, argv, timeout) for k, argv in calls.items()}
-        results = {k: f.result() for k, f in futures.items()}
+    results = _pyenv_answers(runner, exe, timeout)
     res, cause = results["root"]
     root = res.stdout.strip() if res is not None and cause is None else ""
     if not root or not os.path.isdir(root):
@@ -137,6 +148,67 @@ def probe_pyenv(
             if path:
                 pythons.append(PythonInstall(v, path, "pyenv"))
     return Pyenv(root, version, installable), tuple(pythons), reason
+
+
+_PYENV_CALLS = {
+    "root": ["root"],
+    "version": ["--version"],
+    "versions": ["versions", "--bare"],
+    "list": ["install", "--list"],
+}
+# The environment pyenv's four answers depend on (pyenv's own libexec/pyenv,
+# pyenv-install, python-build --definitions).
+_PYENV_ENV = ("PYENV_ROOT", "HOME", "PYTHON_BUILD_DEFINITIONS", "PYENV_HOOK_PATH")
+_PYENV_MAX_AGE = 24 * 3600.0
+
+
+class _Answer:
+    """A finished pyenv call, as _run_tool's result (only stdout is read)."""
+
+    def __init__(self, stdout: str) -> None:
+        self.stdout = stdout
+
+
+def _pyenv_answers(runner: Runner, exe: str, timeout: float) -> dict[str, tuple[Any, str | None]]:
+    """(result, cause) of each pyenv call: from the cache when nothing it depends on changed."""
+    env = runner.environ()
+    real = os.path.realpath(exe)
+    key = hashlib.sha256(json.dumps([real, [env.get(k) for k in _PYENV_ENV]]).encode()).hexdigest()
+    name = "pyenv-" + key[:16]
+    data = cache.read_record(name, key)
+    if isinstance(data, dict) and isinstance(data.get("answers"), dict) and isinstance(data.get("time"), float):
+        answers = data["answers"]
+        fresh = 0 <= time.time() - data["time"] < _PYENV_MAX_AGE
+        if (fresh and set(answers) == set(_PYENV_CALLS) and all(isinstance(v, str) for v in answers.values())
+                and data.get("stats") == _pyenv_stats(real, answers["root"].strip(), env)):
+            return {k: (_Answer(v), None) for k, v in answers.items()}
+    with ThreadPoolExecutor(max_workers=len(_PYENV_CALLS)) as pool:
+        futures = {k: pool.submit(_run_tool, runner, [exe, *args], timeout) for k, args in _PYENV_CALLS.items()}
+        results = {k: f.result() for k, f in futures.items()}
+    if all(res is not None and cause is None for res, cause in results.values()):
+        answers = {k: res.stdout for k, (res, _) in results.items()}
+        root = answers["root"].strip()
+        if os.path.isdir(root):
+            record = {"time": time.time(), "answers": answers, "stats": _pyenv_stats(real, root, env)}
+            cache.write_record(name, key, record)
+    return results
+
+
+def _pyenv_stats(real_exe: str, root: str, env: dict[str, str]) -> dict[str, Any]:
+    """The fingerprints of everything pyenv's answers are read from.
+
+    A git checkout or a package upgrade replaces files (libexec, python-build's
+    definitions, .git's refs), an install or uninstall adds or removes an entry of
+    versions/: each changes a stat below.
+    """
+    libexec = os.path.dirname(real_exe)
+    home = os.path.dirname(libexec)
+    paths = [real_exe, libexec, home, os.path.join(home, ".git")]
+    for base in dict.fromkeys((home, root)):
+        paths += [os.path.join(base, "plugins"), *sorted(glob.glob(os.path.join(base, "plugins", "*", "share", "python-build")))]
+    paths += [root, os.path.join(root, "versions"), os.path.join(root, ".git")]
+    paths += [d for d in env.get("PYTHON_BUILD_DEFINITIONS", "").split(":") if d]
+    return {p: cache.fingerprint(p) for p in dict.fromkeys(paths)}
 
 
 def _is_venv_bin(directory: str) -> bool:
@@ -176,6 +248,20 @@ def _path_python_candidates(runner: Runner, skip_dirs: Iterable[str], seen: set[
     return [path for _, path in chosen.values()]
 
 
+_INTERPRETERS_KEY = "realpath -> [fingerprint, version]"
+
+
+def _native_fingerprint(real: str) -> list[int] | None:
+    """The cache fingerprint of an ELF executable; None for anything else (a script asks every time)."""
+    try:
+        with open(real, "rb") as fh:
+            if fh.read(4) != b"\x7fELF":
+                return None
+    except OSError:
+        return None
+    return cache.fingerprint(real)
+
+
 def probe_pythons(
     runner: Runner,
     *,
@@ -191,18 +277,36 @@ def probe_pythons(
     """
     seen = {os.path.realpath(p.path) for p in known if p.path}
     candidates = _path_python_candidates(runner, skip_dirs, seen)
+    record = cache.read_record("interpreters", _INTERPRETERS_KEY) if candidates else None
+    known_versions: dict[str, Any] = record if isinstance(record, dict) else {}
+    learned: dict[str, Any] = {}
 
     def ask(path: str) -> PythonInstall | None:
+        real = os.path.realpath(path)
+        stamp = _native_fingerprint(real)
+        hit = known_versions.get(real)
+        if stamp is not None and isinstance(hit, list) and len(hit) == 2 and hit[0] == stamp:
+            version = parse_python_version(str(hit[1]))
+            if version:
+                return PythonInstall(version, path, "path")
         res, cause = _run_tool(runner, [path, "-c", _PY_VERSION_CODE], timeout)
         if res is None or cause is not None:
             return None
         version = parse_python_version(res.stdout)
+        if version and stamp is not None and stamp == _native_fingerprint(real):
+            learned[real] = [stamp, version]
         return PythonInstall(version, path, "path") if version else None
 
     found: list[PythonInstall] = []
-    if candidates:
+    if len(candidates) == 1:
+        found = [p for p in map(ask, candidates) if p is not None]
+    elif candidates:
         with ThreadPoolExecutor(max_workers=min(8, len(candidates))) as pool:
             found = [p for p in pool.map(ask, candidates) if p is not None]
+    if learned:
+        # Newest last; the record stays small on hosts whose interpreters come and go.
+        merged = {**{k: v for k, v in known_versions.items() if k not in learned}, **learned}
+        cache.write_record("interpreters", _INTERPRETERS_KEY, dict(list(merged.items())[-64:]))
     if not found:
         return (), _unknown("no working python3 or python3.X on PATH")
     return tuple(found), None

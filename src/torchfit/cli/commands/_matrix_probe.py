@@ -111,7 +111,8 @@ def _targets(args: argparse.Namespace) -> list[tuple[str, Any, list[str]]]:
 
 
 def _index_targets(args: argparse.Namespace) -> list[tuple[str, Any, list[str]]]:
-    from torchfit.compat.matrix import PYPI_SIMPLE, load_matrix
+    from torchfit.cache import load_matrix
+    from torchfit.compat.matrix import PYPI_SIMPLE
     from torchfit.matrixcheck import check as mc
     from torchfit.matrixcheck.probe import find_index_wheels
 
@@ -230,7 +231,7 @@ def _table(results: list[Any]) -> None:
 
 
 def run_update_from_probe(args: argparse.Namespace, matrix_text: Callable[[str | None], tuple[str, str]]) -> int:
-    from torchfit.compat.matrix import load_matrix
+    from torchfit.cache import load_matrix
     from torchfit.matrixcheck.probe import WheelFacts
     from torchfit.matrixcheck.probeupdate import propose_from_probe
 

@@ -96,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _resolve_stack(args: argparse.Namespace) -> Any:
+    from torchfit.cache import load_matrix
     from torchfit.cli import load_hosts, make_request
-    from torchfit.compat.matrix import load_matrix
     from torchfit.compat.resolver import resolve
     from torchfit.export import stack_from_plan
 

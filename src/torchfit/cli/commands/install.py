@@ -150,8 +150,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
+    from torchfit.cache import load_matrix
     from torchfit.cli import make_request
-    from torchfit.compat.matrix import load_matrix
     from torchfit.compat.resolver import resolve
     from torchfit.errors import BadInput
     from torchfit.installer import prefix as envbuild

@@ -134,7 +134,8 @@ def _client(args: argparse.Namespace) -> Any:
 
 
 def _check(args: argparse.Namespace, *, update: bool) -> int:
-    from torchfit.compat.matrix import PYPI_SIMPLE, load_matrix
+    from torchfit.cache import load_matrix
+    from torchfit.compat.matrix import PYPI_SIMPLE
     from torchfit.installer.sources import refuse_insecure
     from torchfit.matrixcheck import check as mc
 
@@ -231,7 +232,7 @@ def build_row(b: Any) -> dict[str, Any]:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from torchfit.compat.matrix import load_matrix
+    from torchfit.cache import load_matrix
     from torchfit.matrixcheck.check import select_builds
 
     matrix = load_matrix(args.matrix)

@@ -1,0 +1,141 @@
+"""The start-up cache: facts that cost time to compute and are keyed by what decides them.
+
+Under `$XDG_CACHE_HOME/torchfit` (XDG default `~/.cache/torchfit`), one JSON record
+per file, never pickle: a record is data, so a cache file can never run code. Each
+record carries the sha256 of its own data; a torn, edited or unreadable record is
+a miss, and the next run rewrites it. Writes are atomic (a 0600 temp file renamed
+into place) and every failure to write is ignored: the cache is an optimisation,
+never a reason to fail. A cache directory owned by another user, or writable by
+others, is not used at all.
+
+What is kept here:
+
+- `load_matrix`: the validated matrix (`compat.matrix.matrix_to_data`), keyed by
+  the sha256 of the matrix file's bytes, its name and torchfit's version.
+- `read_record` / `write_record` for the host probes (interpreter versions keyed by
+  the executable's realpath, device, inode, size and mtime; pyenv's answers keyed
+  by its files' stats), see `host/pythons.py`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torchfit.compat.matrix import Matrix
+
+# Bump when the shape of any record changes, so old records are misses.
+FORMAT = 1
+
+
+def cache_dir() -> str:
+    """`$XDG_CACHE_HOME/torchfit`; `~/.cache/torchfit` when it is unset or not absolute (XDG)."""
+    root = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(root):
+        root = os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(root, "torchfit")
+
+
+def _usable(directory: str) -> bool:
+    """Ours and not writable by others: a record read from here is one we wrote."""
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def _record_path(directory: str, name: str) -> str:
+    return os.path.join(directory, f"{name}.json")
+
+
+def read_record(name: str, key: str) -> Any:
+    """The data stored under `name` for `key`; None when absent, stale or damaged.
+
+    A record is two parts: a header line `{"format", "key", "sha256"}`, then the
+    data's JSON text, whose sha256 the header holds.
+    """
+    directory = cache_dir()
+    if not _usable(directory):
+        return None
+    try:
+        with open(_record_path(directory, name), encoding="utf-8") as fh:
+            header = json.loads(fh.readline(4096))
+            body = fh.read()
+        if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("key") != key:
+            return None
+        if hashlib.sha256(body.encode()).hexdigest() != header.get("sha256"):
+            return None
+        return json.loads(body)
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+def write_record(name: str, key: str, data: Any) -> bool:
+    """Store `data` (JSON values only) under `name` for `key`, atomically; False when not written."""
+    directory = cache_dir()
+    tmp = ""
+    try:
+        body = json.dumps(data, separators=(",", ":"))
+        header = json.dumps({"format": FORMAT, "key": key, "sha256": hashlib.sha256(body.encode()).hexdigest()})
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        if not _usable(directory):
+            return False
+        tmp = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(f"{header}\n{body}")
+        os.replace(tmp, _record_path(directory, name))
+        return True
+    except (OSError, ValueError, TypeError, RecursionError):
+        if tmp:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        return False
+
+
+def fingerprint(path: str) -> list[int] | None:
+    """What changes when a file is replaced or edited: device, inode, size, mtime, ctime (ns)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def load_matrix(path: str | None = None) -> Matrix:
+    """`compat.matrix.load_matrix`, through the cache: the same `Matrix`, or the same MatrixError.
+
+    The file is read every time; the key is the sha256 of its text, its name and
+    torchfit's version, so an edited matrix (or another torchfit) never meets an
+    old parse. Only a matrix that validated is stored.
+    """
+    from torchfit import __version__
+    from torchfit.compat.matrix import (
+        matrix_from_data,
+        matrix_to_data,
+        parse_matrix,
+        read_matrix_text,
+    )
+
+    text, name = read_matrix_text(path)
+    key = hashlib.sha256(f"{__version__}\0{name}\0{text}".encode()).hexdigest()
+    # One slot per torchfit version and matrix name: an edit replaces its own record.
+    slot = "matrix-" + hashlib.sha256(f"{__version__}\0{name}".encode()).hexdigest()[:16]
+    data = read_record(slot, key)
+    if data is not None:
+        try:
+            return matrix_from_data(data)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            pass  # another shape: parse again, and the write below replaces it
+    matrix = parse_matrix(text, name)
+    try:
+        write_record(slot, key, matrix_to_data(matrix))
+    except ValueError:  # a field without a codec: uncached, still correct
+        pass
+    return matrix
