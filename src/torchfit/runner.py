@@ -28,7 +28,6 @@ the progress display turns into a line naming what is awaited and since when.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import shutil
 import signal
@@ -50,9 +49,12 @@ _PR_SET_PDEATHSIG = 1
 
 
 def _load_prctl() -> Callable[..., int] | None:
-    # Resolved once, here, never in a forked child (no dlopen after fork).
+    # Resolved in the parent, never in a forked child (no dlopen after fork): by
+    # _child_setup, on the first spawn. ctypes is imported here, not at start-up.
     if not sys.platform.startswith("linux"):
         return None
+    import ctypes
+
     try:
         fn = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):  # pragma: no cover - not glibc/musl
@@ -62,7 +64,13 @@ def _load_prctl() -> Callable[..., int] | None:
     return fn  # type: ignore[no-any-return]
 
 
-_prctl = _load_prctl()
+_prctl_cache: list[Callable[..., int] | None] = []
+
+
+def _prctl() -> Callable[..., int] | None:
+    if not _prctl_cache:  # two threads may both load it: the same function, harmless
+        _prctl_cache.append(_load_prctl())
+    return _prctl_cache[0]
 
 
 def _child_setup(parent: int) -> Callable[[], None]:
@@ -72,9 +80,11 @@ def _child_setup(parent: int) -> Callable[[], None]:
     runner waits for its child in the thread that started it, so the two coincide.
     """
 
+    prctl = _prctl()
+
     def setup() -> None:
-        if _prctl is not None:
-            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent:  # torchfit died between fork and prctl
             os._exit(137)
 

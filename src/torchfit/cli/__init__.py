@@ -11,7 +11,6 @@ import errno
 import json
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -245,6 +244,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return code
     except TorchfitError as err:
         if verbose:
+            import traceback
+
             traceback.print_exc()
         from torchfit.cli.ui import render_error
 
@@ -292,6 +293,8 @@ def _drop_stdout() -> None:
 
 def _internal_error(exc: BaseException, verbose: bool) -> int:
     if verbose:
+        import traceback
+
         traceback.print_exc()
     sys.stderr.write(f"torchfit: internal error: {type(exc).__name__}: {exc} (run with -v, please report)\n")
     return 1

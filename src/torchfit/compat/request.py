@@ -49,9 +49,11 @@ AnyRequirement = Union["Requirement", PlainRequirement]
 
 # A PEP 508 name, then specifiers separated by commas; no extras, URL, marker or
 # parentheses. SpecifierSet checks each specifier.
-_PLAIN = re.compile(
-    r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*"
-    r"((?:~=|===|==|!=|<=|>=|<|>)\s*[^\s,;@()\[\]]+\s*(?:,\s*(?:~=|===|==|!=|<=|>=|<|>)\s*[^\s,;@()\[\]]+\s*)*)?"
+_OP = r"(?:~=|===|==|!=|<=|>=|<|>)"
+_VERSION_TOKEN = r"[^\s,;@()\[\]]+"
+_PLAIN = re.compile(  # spaces and tabs only: PEP 508 whitespace (packaging refuses "\r")
+    rf"[ \t]*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)[ \t]*"
+    rf"({_OP}[ \t]*{_VERSION_TOKEN}[ \t]*(?:,[ \t]*{_OP}[ \t]*{_VERSION_TOKEN}[ \t]*)*)?"
 )
 
 

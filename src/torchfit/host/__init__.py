@@ -143,7 +143,7 @@ def probe_gpu_host(runner: Runner, root: str = "/", *, timeout: float = DEFAULT_
     return judge_gpu_host(HostFacts(gpus=gpus, nvidia_failure=failure))
 
 
-def _gpus_reason(nvidia: NvidiaProbe, amd_cause: str | None, found: bool, root: str) -> str | None:
+def _gpus_reason(nvidia: NvidiaProbe, amd_cause: str | None, found: bool, on_bus: dict[str, int]) -> str | None:
     if found:
         if nvidia.note:
             return nvidia.note
@@ -153,7 +153,6 @@ def _gpus_reason(nvidia: NvidiaProbe, amd_cause: str | None, found: bool, root: 
     parts = [nvidia.cause or "nvidia-smi listed no GPUs"]
     if amd_cause:
         parts.append(f"no AMD GPU found ({amd_cause})")
-    on_bus = find_pci_gpus(root)
     if on_bus:
         listed = ", ".join(f"{n} {v}" for v, n in sorted(on_bus.items()))
         parts.append(f"yet the PCI bus shows {listed} GPU(s): is the driver installed and loaded?")
@@ -200,7 +199,8 @@ def probe_host(runner: Runner, root: str = "/", *, timeout: float = DEFAULT_TIME
         gpus = nvidia.gpus + tuple(
             Gpu(len(nvidia.gpus) + g.index, g.name, vendor="amd", gfx=g.gfx) for g in amd_gpus
         )
-        why = _gpus_reason(nvidia, amd_cause, bool(gpus), root)
+        on_bus = {} if gpus else find_pci_gpus(root)  # read once: both reasons below use it
+        why = _gpus_reason(nvidia, amd_cause, bool(gpus), on_bus)
         if why:
             reasons["gpus"] = why
         glibc, why = f_glibc.result()
@@ -227,5 +227,5 @@ def probe_host(runner: Runner, root: str = "/", *, timeout: float = DEFAULT_TIME
         rocm_version=probe_rocm_version(root),
         reasons=reasons,
         source="host: probes",
-        nvidia_failure=None if gpus else nvidia_failure(nvidia, find_pci_gpus(root).get("NVIDIA", 0)),
+        nvidia_failure=None if gpus else nvidia_failure(nvidia, on_bus.get("NVIDIA", 0)),
     )

@@ -16,7 +16,6 @@ the start-up cache (`torchfit.cache`), each keyed by what decides it:
 """
 
 import glob
-import hashlib
 import json
 import os
 import re
@@ -33,6 +32,8 @@ from torchfit.runner import Runner
 _PY_VERSION_CODE = "import sys;print('%d.%d.%d'%sys.version_info[:3])"
 
 _PY_FINAL = re.compile(r"([0-9]+)\.([0-9]+)\.([0-9]+)")
+# The interpreter names looked for on PATH (python3.12, python3; not python3-config).
+_PY_NAME = re.compile(r"python3(?:\.[0-9]+)?")
 
 def parse_python_version(text: str) -> str | None:
     """Output of `python -c "...sys.version_info[:3]"` ("3.12.1") -> "3.12.1", or None."""
@@ -173,7 +174,7 @@ def _pyenv_answers(runner: Runner, exe: str, timeout: float) -> dict[str, tuple[
     """(result, cause) of each pyenv call: from the cache when nothing it depends on changed."""
     env = runner.environ()
     real = os.path.realpath(exe)
-    key = hashlib.sha256(json.dumps([real, [env.get(k) for k in _PYENV_ENV]]).encode()).hexdigest()
+    key = cache.sha256_hex(json.dumps([real, [env.get(k) for k in _PYENV_ENV]]).encode())
     name = "pyenv-" + key[:16]
     data = cache.read_record(name, key)
     if isinstance(data, dict) and isinstance(data.get("answers"), dict) and isinstance(data.get("time"), float):
@@ -182,15 +183,17 @@ def _pyenv_answers(runner: Runner, exe: str, timeout: float) -> dict[str, tuple[
         if (fresh and set(answers) == set(_PYENV_CALLS) and all(isinstance(v, str) for v in answers.values())
                 and data.get("stats") == _pyenv_stats(real, answers["root"].strip(), env)):
             return {k: (_Answer(v), None) for k, v in answers.items()}
+    # pyenv's own rule for its root ($PYENV_ROOT, else ~/.pyenv): what is stat'ed before
+    # the calls; answers are kept only when they name that root and nothing changed meanwhile.
+    guess = (env.get("PYENV_ROOT") or os.path.join(env.get("HOME", ""), ".pyenv")).rstrip("/")
+    before = _pyenv_stats(real, guess, env)
     with ThreadPoolExecutor(max_workers=len(_PYENV_CALLS)) as pool:
         futures = {k: pool.submit(_run_tool, runner, [exe, *args], timeout) for k, args in _PYENV_CALLS.items()}
         results = {k: f.result() for k, f in futures.items()}
     if all(res is not None and cause is None for res, cause in results.values()):
         answers = {k: res.stdout for k, (res, _) in results.items()}
-        root = answers["root"].strip()
-        if os.path.isdir(root):
-            record = {"time": time.time(), "answers": answers, "stats": _pyenv_stats(real, root, env)}
-            cache.write_record(name, key, record)
+        if answers["root"].strip() == guess and os.path.isdir(guess) and _pyenv_stats(real, guess, env) == before:
+            cache.write_record(name, key, {"time": time.time(), "answers": answers, "stats": before})
     return results
 
 
@@ -231,13 +234,11 @@ def _path_python_candidates(runner: Runner, skip_dirs: Iterable[str], seen: set[
         try:
             # python3.X before a bare python3 that links to it: the versioned name
             # is the one a user would type to get that interpreter again.
-            names = sorted(os.listdir(d), key=lambda n: (n == "python3", n))
+            names = sorted((n for n in os.listdir(d) if _PY_NAME.fullmatch(n)), key=lambda n: (n == "python3", n))
         except OSError:
             continue
         in_venv = _is_venv_bin(d)
         for name in names:
-            if not re.fullmatch(r"python3(?:\.[0-9]+)?", name):
-                continue
             path = os.path.join(d, name)
             real = os.path.realpath(path)
             if real in seen or not os.path.isfile(real) or not os.access(real, os.X_OK):

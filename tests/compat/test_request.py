@@ -1,0 +1,72 @@
+"""compat/request.py: the plain-requirement reader agrees with packaging's Requirement."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from packaging.requirements import InvalidRequirement, Requirement
+
+from torchfit.compat.request import PlainRequirement, parse_plain_requirement, parse_requirements
+from torchfit.errors import BadInput
+
+
+def _agrees(text: str) -> None:
+    plain = parse_plain_requirement(text)
+    if plain is None:
+        return  # packaging.requirements decides
+    full = Requirement(text)  # a plain requirement is always a valid one
+    assert (plain.name, plain.specifier, str(plain)) == (full.name, full.specifier, str(full))
+    assert full.url is None and not full.extras and full.marker is None
+
+
+@pytest.mark.parametrize(
+    ("text", "plain"),
+    [
+        ("torch==2.13.0", True), ("torch >= 2.4, <2.7", True), ("torchvision", True), ("torch==2.4.*", True),
+        ("Torch_Audio~=2.1", True), ("torch==2.13.0+cpu", True), (" torch>=2.4 ", True), ("torch===x", True),
+        ("torch==1\r", False), ("torch\n", False), ("torch==1\x0b", False), ("torch[x]>=1", False), ("torch>=2; python_version>'3'", False), ("torch (>=2)", False),
+        ("torch @ https://x/t.whl", False), ("torch==", False), ("torch>=2,", False), ("torch>=abc", False),
+    ],
+)
+def test_plain_requirements(text: str, plain: bool) -> None:
+    assert (parse_plain_requirement(text) is not None) == plain
+    _agrees(text)
+
+
+_OPS = st.sampled_from(["==", "!=", "<=", ">=", "<", ">", "~=", "===", "= ", "=>"])
+_VER = st.text(alphabet="0123456789abcv.*+!-_ \t'\"#$%&/:?^`{|}", max_size=8)
+_SPEC = st.builds(lambda o, v, s: f"{o}{s}{v}", _OPS, _VER, st.sampled_from(["", " "]))
+_NAME = st.sampled_from(["torch", "torchvision", "Torch_Audio", "a", "x.y-z", "-bad", "torch ", ""])
+
+
+@settings(max_examples=400, deadline=None)
+@given(_NAME, st.lists(_SPEC, max_size=3), st.sampled_from([",", ", ", " ,"]), st.sampled_from(["", " ", "[x]", ";"]))
+def test_fuzz_plain_agrees_with_packaging(name: str, specs: list[str], sep: str, tail: str) -> None:
+    _agrees(name + sep.join(specs) + tail)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=30), st.text(alphabet="torch=<>!~.,*0123456789 \t\r\n\x0b\x0c[];@()", max_size=30)))
+def test_fuzz_any_text(text: str) -> None:
+    _agrees(text)
+    try:
+        reqs = parse_requirements([text])
+    except BadInput:
+        return
+    assert len(reqs) == 1
+
+
+def test_the_full_parser_still_reads_what_the_plain_one_does_not() -> None:
+    with pytest.raises(BadInput, match="extras"):
+        parse_requirements(["torch[opt]>=2"])
+    with pytest.raises(BadInput, match="markers"):
+        parse_requirements(["torch>=2; python_version>'3'"])
+    with pytest.raises(BadInput, match="is not like"):
+        parse_requirements(["torch=="])
+    (req,) = parse_requirements(["torch (>=2.4)"])
+    assert str(req.specifier) == ">=2.4"
+    (req,) = parse_requirements(["torch>=2.4,<2.7"])
+    assert isinstance(req, PlainRequirement)
+    with pytest.raises(InvalidRequirement):
+        Requirement("torch==")

@@ -1,0 +1,208 @@
+"""The start-up cache (torchfit.cache): the matrix through it is the matrix, and a bad cache is only a miss.
+
+Every test has its own $XDG_CACHE_HOME (tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import os
+import pickle
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import torchfit.cache
+from tests.conftest import ROOT
+from torchfit import cache
+from torchfit.compat.matrix import (
+    load_matrix,
+    matrix_from_data,
+    matrix_to_data,
+    parse_matrix,
+    read_matrix_text,
+)
+from torchfit.errors import MatrixError
+
+
+def _records(name_prefix: str = "matrix-") -> list[Path]:
+    d = Path(cache.cache_dir())
+    return sorted(d.glob(f"{name_prefix}*.json")) if d.is_dir() else []
+
+
+def _same(a: object, b: object) -> None:
+    """Field by field, types included (a Version stays a Version, a tuple a tuple)."""
+    assert type(a) is type(b)
+    if dataclasses.is_dataclass(a):
+        for f in dataclasses.fields(a):
+            _same(getattr(a, f.name), getattr(b, f.name))
+    elif isinstance(a, (tuple, list)):
+        assert len(a) == len(b)  # type: ignore[arg-type]
+        for x, y in zip(a, b):  # type: ignore[call-overload]
+            _same(x, y)
+    elif isinstance(a, dict):
+        assert list(a) == list(b)  # type: ignore[call-overload]
+        for k in a:
+            _same(a[k], b[k])  # type: ignore[index]
+    else:
+        assert a == b
+
+
+def test_the_codec_gives_back_the_same_matrix() -> None:
+    m = load_matrix()
+    data = json.loads(json.dumps(matrix_to_data(m)))  # through JSON text, as on disk
+    _same(m, matrix_from_data(data))
+    assert len(m.builds) > 100
+
+
+def test_data_of_another_shape_is_refused() -> None:
+    data = matrix_to_data(load_matrix())
+    data["builds"][0]["new_field"] = 1
+    with pytest.raises(ValueError):
+        matrix_from_data(data)
+    with pytest.raises(ValueError):
+        matrix_from_data({"builds": []})
+
+
+def test_the_second_load_reads_the_record() -> None:
+    first = cache.load_matrix()
+    (record,) = _records()
+    assert stat.S_IMODE(record.stat().st_mode) == 0o600
+    assert stat.S_IMODE(record.parent.stat().st_mode) == 0o700
+    # A record written under the same key with one fact changed: what the next load
+    # returns shows that it came from the record, not from a parse.
+    header = json.loads(record.read_text().splitlines()[0])
+    data = matrix_to_data(first)
+    data["builds"][0]["cudnn"] = "0.0.0-from-the-cache"
+    assert cache.write_record(record.stem, header["key"], data)
+    assert cache.load_matrix().builds[0].cudnn == "0.0.0-from-the-cache"
+
+
+def test_an_edit_of_the_matrix_invalidates_the_record(tmp_path: Path) -> None:
+    text, _ = read_matrix_text()
+    path = tmp_path / "matrix.toml"
+    path.write_text(text)
+    before = cache.load_matrix(str(path))
+    assert cache.load_matrix(str(path)).builds[0].torch == before.builds[0].torch
+    newest = str(before.builds[0].torch)
+    # The same file, one release renamed: the next load parses again and sees it.
+    edited = text.replace(f'"{newest}"', '"9.9.9"', 1)
+    assert edited != text
+    path.write_text(edited)
+    after = cache.load_matrix(str(path))
+    assert str(after.builds[0].torch) == "9.9.9"
+    _same(after, parse_matrix(edited, str(path)))
+    assert len(_records()) == 1  # one slot per matrix name: the edit replaced its record
+
+
+def test_a_bad_matrix_is_the_same_error_and_is_not_stored(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text("schema = 1\n[sources]\n")
+    with pytest.raises(MatrixError) as direct:
+        load_matrix(str(path))
+    with pytest.raises(MatrixError) as cached:
+        cache.load_matrix(str(path))
+    assert str(cached.value) == str(direct.value)
+    assert _records() == []
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "truncated", "not json", "empty", "body edited", "header of another format",
+        "a pickle that would run code", "binary", "a directory",
+    ],
+)
+def test_a_damaged_record_is_a_miss_and_is_rewritten(damage: str, tmp_path: Path) -> None:
+    good = cache.load_matrix()
+    (record,) = _records()
+    raw = record.read_bytes()
+    marker = tmp_path / "pickle-ran"
+    if damage == "truncated":
+        record.write_bytes(raw[: len(raw) // 2])
+    elif damage == "not json":
+        record.write_text("{{{ not json\n[[[")
+    elif damage == "empty":
+        record.write_bytes(b"")
+    elif damage == "body edited":
+        record.write_bytes(raw.replace(b'"cudnn":"9', b'"cudnn":"8', 1))
+    elif damage == "header of another format":
+        head, body = raw.split(b"\n", 1)
+        h = json.loads(head)
+        h["format"] = -1
+        record.write_bytes(json.dumps(h).encode() + b"\n" + body)
+    elif damage == "a pickle that would run code":
+        record.write_bytes(pickle.dumps(_MakesMarker(str(marker))))
+    elif damage == "binary":
+        record.write_bytes(bytes(range(256)) * 8)
+    elif damage == "a directory":
+        record.unlink()
+        record.mkdir()
+    loaded = cache.load_matrix()
+    _same(good, loaded)
+    assert not marker.exists()
+    if damage != "a directory":  # a directory in its place cannot be replaced by a file
+        assert record.read_bytes() == raw  # rewritten whole
+        assert cache.load_matrix().builds[0].cudnn == good.builds[0].cudnn
+
+
+class _MakesMarker:
+    """Unpickling this would create a file: a cache that unpickled would run code."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.mkdir, (self.path,))
+
+
+def test_an_unwritable_cache_dir_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # $XDG_CACHE_HOME a file: no directory can be made under it (root ignores modes, a file does not).
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    _same(cache.load_matrix(), load_matrix())
+    assert cache.write_record("x", "k", {"a": 1}) is False
+    assert cache.read_record("x", "k") is None
+    # And the CLI: the answer as always, nothing on stderr.
+    out = subprocess.run([sys.executable, "-m", "torchfit", "resolve", "torch==2.13.0", "--variant", "cpu",
+                          "--assume", "python=3.11", "--json"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["torch"] == "2.13.0"
+    assert out.stderr == ""
+
+
+def test_a_cache_dir_others_can_write_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache.write_record("x", "k", {"a": 1})
+    assert cache.read_record("x", "k") == {"a": 1}
+    os.chmod(cache.cache_dir(), 0o777)
+    assert cache.read_record("x", "k") is None
+    assert cache.write_record("x", "k", {"a": 2}) is False
+
+
+def test_the_default_dir_follows_xdg(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", "/some/where")
+    assert cache.cache_dir() == "/some/where/torchfit"
+    for relative_or_unset in ("relative/dir", ""):
+        monkeypatch.setenv("XDG_CACHE_HOME", relative_or_unset)
+        assert cache.cache_dir() == os.path.join(os.path.expanduser("~"), ".cache", "torchfit")
+
+
+def test_records_are_json_and_nothing_unpickles() -> None:
+    cache.load_matrix()
+    (record,) = _records()
+    head, body = record.read_text().split("\n", 1)
+    assert set(json.loads(head)) == {"format", "key", "sha256"}
+    assert isinstance(json.loads(body), dict)
+    # Neither the cache nor its users import a deserializer that can run code.
+    for path in (Path(torchfit.cache.__file__), ROOT / "src" / "torchfit" / "host" / "pythons.py"):
+        tree = ast.parse(path.read_text())
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert not names & {"pickle", "marshal", "shelve", "dill", "cloudpickle"}, path
