@@ -181,25 +181,31 @@ wheels = [{ url = "file:///w/mpmath-1.3.0-py3-none-any.whl", hashes = { sha256 =
 """ % ("c" * 64)
 
 
-def _compiling_uv(tmp_path: Path, *, offline_fails: bool = False, second_offline_adds: bool = False) -> Path:
+def _compiling_uv(tmp_path: Path, *, offline_fails: bool = False, second_offline_adds: bool = False,
+                  second_offline_torch: str = "a", family_install_fails: bool = False) -> Path:
     """A uv that records each argv; `pip compile -o OUT` writes a lock (torch, sympy); `--offline`
-    fails when told (a cold cache); the second `--offline` compile adds mpmath when told."""
+    fails when told (a cold cache); the second `--offline` compile adds mpmath, or names another
+    torch file (sha256 `second_offline_torch` * 64), when told; installs succeed unless told."""
     a = tmp_path / "lock-a.toml"
     a.write_text(_LOCK.format(a="a" * 64, b="b" * 64, extra=""))
     b = tmp_path / "lock-b.toml"
-    b.write_text(_LOCK.format(a="a" * 64, b="b" * 64, extra=_MPMATH))
+    b.write_text(_LOCK.format(a=second_offline_torch * 64, b="b" * 64,
+                              extra=_MPMATH if second_offline_adds else ""))
     log, count = tmp_path / "calls.txt", tmp_path / "offline-count"
     body = f"""echo "$*" >> {log}
 out=""; prev=""
 for x in "$@"; do [ "$prev" = "-o" ] && out="$x"; prev="$x"; done
 case " $* " in *" --offline "*)
-  n=$(cat {count} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {count}
   {'echo "error: Network connectivity is disabled" >&2; exit 2' if offline_fails else ':'};;
-  *) n=0;;
+esac
+n=0
+case " $* " in *" compile "*" --offline "*)
+  n=$(cat {count} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {count};;
 esac
 case " $* " in *" compile "*)
-  if [ "$n" = 2 ] && [ -n "{'y' if second_offline_adds else ''}" ]; then cp {b} "$out"; else cp {a} "$out"; fi;;
+  if [ "$n" = 2 ]; then cp {b} "$out"; else cp {a} "$out"; fi;;
 esac
+case " $* " in *"pylock.family.toml"*) {'exit 2' if family_install_fails else ':'};; esac
 exit 0"""
     return _script(tmp_path / "fakeuv" / "uv", body)
 
@@ -294,3 +300,27 @@ def test_a_file_without_sha256_is_never_installed(tmp_path: Path, ctx: StepConte
     with pytest.raises(InstallFailed):
         _uv(ctx, uv).install_resolved(str(tmp_path / "env"), [dist], str(tmp_path / "work"))
     assert not (tmp_path / "calls.txt").exists()
+
+
+@pytest.mark.parametrize("case", ["same", "other-torch-file", "early-install-failed"])
+def test_the_family_goes_in_from_uvs_cache_while_the_indexes_answer(tmp_path: Path, ctx: StepContext,
+                                                                       case: str) -> None:
+    """The cached answer's torch is installed (offline) during the refresh; the install of the
+    resolution keeps it only when the fresh answer names the same file and it went in."""
+    uv = _compiling_uv(tmp_path, second_offline_torch="d" if case == "other-torch-file" else "a",
+                       family_install_fails=case == "early-install-failed")
+    work = tmp_path / "work"
+    work.mkdir()
+    locked = _uv(ctx, uv).build("/usr/bin/python3", str(tmp_path / "env"), False, ["torch==2.13.0"], None,
+                                str(work))
+    calls = _calls(tmp_path)
+    early = [c for c in calls if "pylock.family.toml" in c]
+    final = [c for c in calls if "pylock.install.toml" in c]
+    assert len(early) == 1 and "--offline" in early[0].split()
+    # after the cached answer, before the answer from refreshed pages
+    assert calls.index(early[0]) > next(i for i, c in enumerate(calls) if c.startswith("pip compile"))
+    assert calls.index(final[0]) > calls.index(early[0])
+    reinstalled = "--reinstall-package torch" in final[0]
+    assert reinstalled == (case != "same")
+    torch = next(d for d in locked if d.name == "torch")
+    assert torch.artifacts[0].sha256 == ("d" if case == "other-torch-file" else "a") * 64

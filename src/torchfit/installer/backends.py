@@ -35,7 +35,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -287,20 +287,50 @@ class UvBackend(Backend):
 
         The env's interpreter is the base interpreter in a venv: the same markers and
         wheel tags, so resolving for `python` gives the env's answer, and the venv
-        (tens of ms) costs nothing on the way.
+        (tens of ms) costs nothing on the way. When uv's cache already answers for the
+        family (`resolve`'s step 1), the family's files (torch: ~12,000 files to link,
+        most of an install's linking) go into the env from uv's cache while the indexes
+        are asked; the install of the resolution then finds them in place, and
+        reinstalls them should the fresh answer name other files.
         """
         venv = Background(self.create_venv, python, env_dir, seed)
+        early: list[tuple[list[LockedDist], Background[bool]]] = []
+
+        def family_known(hint: list[LockedDist]) -> None:
+            family = [d for d in hint if d.is_family]
+            if family:
+                venv.result()
+                early.append((family, Background(self._install_family_early, env_dir, family, work)))
+
         try:
-            locked = self.resolve(python, specs, nccl_override, work)
+            locked = self.resolve(python, specs, nccl_override, work, on_hint=family_known)
+            venv.result()
+            reinstall: list[str] = []
+            for family, job in early:
+                if not job.result() or _files(family) != _files([d for d in locked if d.is_family]):
+                    reinstall = [d.name for d in family]
+                    self.ctx.log.write("== install: the family installed early is not the resolved one; "
+                                       "reinstalling it")
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
-                kill_stray_children()  # the venv's uv, if it still runs
-            with contextlib.suppress(BaseException):
-                venv.result()
+                kill_stray_children()  # the venv's or the early install's uv, if still running
+            for job in [venv, *(j for _, j in early)]:
+                with contextlib.suppress(BaseException):
+                    job.result()
             raise
-        venv.result()
-        self.install_resolved(env_dir, locked, work)
+        self.install_resolved(env_dir, locked, work, reinstall)
         return locked
+
+    def _install_family_early(self, env_dir: str, family: list[LockedDist], work: str) -> bool:
+        """The family's files of uv's cached answer, from uv's cache only (`--offline`): True if installed."""
+        s = self.ctx.sources
+        dists = [replace(d, index=s.torch_index) for d in family]
+        req = _write(work, "pylock.family.toml", install_lock_text(dists))
+        argv = [self.uv, "pip", "install", "--python", env_python(env_dir), "-r", req, "--no-config", "--offline"]
+        env = self._install_env()
+        res = self.ctx.run("install-family", argv, env, "the family from uv's cache while the indexes answer",
+                           check=False, show=False)
+        return res.returncode == 0
 
     def install_plan(self, env_dir: str, specs: Sequence[str], nccl_override: str | None,
                      work: str) -> list[LockedDist]:
@@ -309,7 +339,8 @@ class UvBackend(Backend):
         return locked
 
     # -- the resolution ------------------------------------------------------------------------
-    def resolve(self, python: str, specs: Sequence[str], nccl_override: str | None, work: str) -> list[LockedDist]:
+    def resolve(self, python: str, specs: Sequence[str], nccl_override: str | None, work: str,
+                on_hint: Callable[[list[LockedDist]], None] | None = None) -> list[LockedDist]:
         """uv's answer for the plan: every distribution with its exact file and sha256.
 
         Asking the indexes once, not once per level of the dependency tree: a plain
@@ -347,7 +378,8 @@ class UvBackend(Backend):
         obs.step("resolve", detail)
         start = time.monotonic()
         with obs.running("resolve"):
-            locked = self._resolve_refreshed(base, env, pyproject, out, work, detail) if _any_remote(s) else None
+            locked = self._resolve_refreshed(base, env, pyproject, out, work, detail, on_hint) \
+                if _any_remote(s) else None
             if locked is None:
                 self.ctx.run("resolve", [*base, "-o", out, pyproject], env, detail, show=False)
                 locked = parse_uv_pylock(out)
@@ -359,7 +391,8 @@ class UvBackend(Backend):
         return locked
 
     def _resolve_refreshed(self, base: list[str], env: dict[str, str], pyproject: str, out: str, work: str,
-                           detail: str) -> list[LockedDist] | None:
+                           detail: str, on_hint: Callable[[list[LockedDist]], None] | None
+                           ) -> list[LockedDist] | None:
         """Steps 1-3 of `resolve`; None where the plain online resolution must decide."""
         log = self.ctx.log
         offline = [*base, "--offline"]
@@ -369,6 +402,8 @@ class UvBackend(Backend):
             log.write("== resolve: uv's cache cannot answer; asking the indexes")
             return None
         hint = parse_uv_pylock(hint_out)
+        if on_hint is not None:
+            on_hint(hint)
         refresh_dir = os.path.join(work, "refresh")
         os.makedirs(refresh_dir, mode=0o700, exist_ok=True)
         pins = [f"{d.name}=={d.version}" for d in hint]
@@ -391,7 +426,8 @@ class UvBackend(Backend):
         return locked
 
     # -- the install ---------------------------------------------------------------------------
-    def install_resolved(self, env_dir: str, locked: Sequence[LockedDist], work: str) -> None:
+    def install_resolved(self, env_dir: str, locked: Sequence[LockedDist], work: str,
+                         reinstall: Sequence[str] = ()) -> None:
         """ONE `uv pip install -r pylock.install.toml`: exactly the resolved files.
 
         Each package names its file by URL (or path) and sha256, so uv asks no index
@@ -400,20 +436,27 @@ class UvBackend(Backend):
         because the resolution could find them nowhere else). The family's entries
         carry `index` (the torch index): uv then keeps their wheels in its index cache,
         the one a plain `uv pip install` from that index fills. First from uv's cache
-        (`--offline`); where it lacks a file (cold), from the URLs.
+        (`--offline`); where it lacks a file (cold), from the URLs. `reinstall`: names
+        installed earlier that must be replaced by the resolved files.
         """
         s = self.ctx.sources
         dists = [replace(d, index=s.torch_index) if d.is_family else d for d in locked]
         req = _write(work, "pylock.install.toml", install_lock_text(dists))
         argv = [self.uv, "pip", "install", "--python", env_python(env_dir), "-r", req, "--no-config"]
+        for name in reinstall:
+            argv += ["--reinstall-package", name]
         for host in s.trusted_hosts:
             argv += ["--allow-insecure-host", host]
+        detail = f"{len(dists)} packages, the resolved files by URL and sha256"
+        self._run_locked("install", [*argv, *(["--offline"] if s.offline else [])], self._install_env(), detail)
+
+    def _install_env(self) -> dict[str, str]:
+        s = self.ctx.sources
         env = s.uv_env(os.environ, family=False)
         # The indexes take no part in choosing files here; uv reads credentials for the
         # files' hosts from them (URLs in the lock carry none).
         env["UV_INDEX"] = " ".join([s.torch_index, *s.extra_index_urls])
-        detail = f"{len(dists)} packages, the resolved files by URL and sha256"
-        self._run_locked("install", [*argv, *(["--offline"] if s.offline else [])], env, detail)
+        return env
 
     def _locked_install(self, env_dir: str, req: str, family: bool) -> tuple[list[str], dict[str, str]]:
         s = self.ctx.sources
@@ -441,6 +484,11 @@ class UvBackend(Backend):
             raise InstallFailed(step, _clean_argv(argv), res.returncode, _tail(res.stderr + "\n" + res.stdout))
         self.ctx.log.write(f"== {step}: not every file is in uv's cache; asking the indexes")
         super()._run_locked(step, argv, env, detail)
+
+
+def _files(dists: Sequence[LockedDist]) -> list[tuple[str, str | None, tuple[str | None, ...]]]:
+    """What identifies the files of `dists`: name, version, sha256s."""
+    return sorted((d.name, d.version, tuple(a.sha256 for a in d.artifacts)) for d in dists)
 
 
 def _any_remote(s: Sources) -> bool:
