@@ -29,9 +29,9 @@ Sets (Python 3.11, this machine's local indexes):
 Printed: medians of the wall times, each tool over the anchor, and the median time of
 each of torchfit's steps (its --json timings). "front+tail" is the wall time minus the
 sum of the steps: interpreter start, imports, host probe, matrix, resolution, summary,
-exit. Steps may overlap (uv venv beside the resolution; install-family, from uv's cache,
+exit. Steps may overlap (uv venv beside the resolution; install-early, from uv's cache,
 while the resolution waits on the network), and then front+tail comes out smaller than
-it is by the overlap (at most venv + install-family).
+it is by the overlap (at most venv + install-early).
 """
 
 from __future__ import annotations

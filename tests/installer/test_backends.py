@@ -8,6 +8,7 @@ import os
 import stat
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -181,31 +182,27 @@ wheels = [{ url = "file:///w/mpmath-1.3.0-py3-none-any.whl", hashes = { sha256 =
 """ % ("c" * 64)
 
 
-def _compiling_uv(tmp_path: Path, *, offline_fails: bool = False, second_offline_adds: bool = False,
-                  second_offline_torch: str = "a", family_install_fails: bool = False) -> Path:
-    """A uv that records each argv; `pip compile -o OUT` writes a lock (torch, sympy); `--offline`
-    fails when told (a cold cache); the second `--offline` compile adds mpmath, or names another
-    torch file (sha256 `second_offline_torch` * 64), when told; installs succeed unless told."""
-    a = tmp_path / "lock-a.toml"
-    a.write_text(_LOCK.format(a="a" * 64, b="b" * 64, extra=""))
-    b = tmp_path / "lock-b.toml"
-    b.write_text(_LOCK.format(a=second_offline_torch * 64, b="b" * 64,
-                              extra=_MPMATH if second_offline_adds else ""))
-    log, count = tmp_path / "calls.txt", tmp_path / "offline-count"
+def _compiling_uv(tmp_path: Path, *, offline_fails: bool = False, online_torch: str = "a",
+                  cached_extra: bool = False, early_install_fails: bool = False) -> Path:
+    """A uv that records each argv. `pip compile -o OUT` writes a lock: `--offline` (uv's cache)
+    torch + sympy (+ mpmath with `cached_extra`), or fails when told (a cold cache); online
+    torch (sha256 `online_torch` * 64) + sympy. The early install fails when told."""
+    cached = tmp_path / "lock-cached.toml"
+    cached.write_text(_LOCK.format(a="a" * 64, b="b" * 64, extra=_MPMATH if cached_extra else ""))
+    online = tmp_path / "lock-online.toml"
+    online.write_text(_LOCK.format(a=online_torch * 64, b="b" * 64, extra=""))
+    log = tmp_path / "calls.txt"
     body = f"""echo "$*" >> {log}
 out=""; prev=""
 for x in "$@"; do [ "$prev" = "-o" ] && out="$x"; prev="$x"; done
 case " $* " in *" --offline "*)
   {'echo "error: Network connectivity is disabled" >&2; exit 2' if offline_fails else ':'};;
 esac
-n=0
-case " $* " in *" compile "*" --offline "*)
-  n=$(cat {count} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {count};;
+case " $* " in
+  *" compile "*" --offline "*) cp {cached} "$out";;
+  *" compile "*) cp {online} "$out";;
+  *"pylock.early.toml"*) {'exit 2' if early_install_fails else ':'};;
 esac
-case " $* " in *" compile "*)
-  if [ "$n" = 2 ]; then cp {b} "$out"; else cp {a} "$out"; fi;;
-esac
-case " $* " in *"pylock.family.toml"*) {'exit 2' if family_install_fails else ':'};; esac
 exit 0"""
     return _script(tmp_path / "fakeuv" / "uv", body)
 
@@ -220,50 +217,64 @@ def _uv(ctx: StepContext, uv: Path) -> UvBackend:
     return UvBackend(ctx, str(uv), Version("0.13.9"))
 
 
-def test_resolution_refreshes_the_cached_answers_pages_in_one_round(tmp_path: Path, ctx: StepContext) -> None:
-    uv = _compiling_uv(tmp_path)
+def _build(tmp_path: Path, ctx: StepContext, uv: Path) -> list[Any]:
     work = tmp_path / "work"
     work.mkdir()
-    locked = _uv(ctx, uv).resolve("/usr/bin/python3", ["torch==2.13.0"], None, str(work))
-    assert sorted(d.name for d in locked) == ["sympy", "torch"]
-    calls = _calls(tmp_path)
-    # cached answer, then one online --no-deps round over its pins, then the answer from the refreshed pages
-    assert len(calls) == 3 and all(c.startswith("pip compile ") for c in calls)
-    assert "--offline" in calls[0].split() and "--offline" in calls[2].split()
-    assert "--offline" not in calls[1].split() and "--no-deps" in calls[1].split()
-    refresh = (work / "refresh" / "pyproject.toml").read_text()
-    assert '"sympy==1.14.0"' in refresh and '"torch==2.13.0+cpu"' in refresh
-    # only the family is routed to the torch index
-    assert "torch = { index" in refresh and "sympy = { index" not in refresh
-    # all of it is one step for the user, timed as one
+    return _uv(ctx, uv).build("/usr/bin/python3", str(tmp_path / "env"), False, ["torch==2.13.0"], None, str(work))
+
+
+def test_one_online_resolution_decides_after_uvs_cached_answer(tmp_path: Path, ctx: StepContext) -> None:
+    uv = _compiling_uv(tmp_path, online_torch="d")
+    locked = _build(tmp_path, ctx, uv)
+    compiles = [c.split() for c in _calls(tmp_path) if c.startswith("pip compile ")]
+    assert len(compiles) == 2 and "--offline" in compiles[0] and "--offline" not in compiles[1]
+    # the online answer is the result, not the cached one
+    assert next(d for d in locked if d.name == "torch").artifacts[0].sha256 == "d" * 64
+    # all of it is one step for the user
     shown = ctx.observer.lines  # type: ignore[attr-defined]
-    assert [ln.split("]")[0] for ln in shown if ln.startswith("[")] == ["[resolve", "[resolve"]
-    assert list(ctx.timings) == ["resolve"]
+    assert [ln for ln in shown if ln.startswith("[resolve]")][1:] == ["[resolve] done"]
 
 
-@pytest.mark.parametrize("case", ["cold", "other-packages"])
-def test_resolution_asks_the_indexes_when_the_cache_cannot_answer(tmp_path: Path, ctx: StepContext,
-                                                                   case: str) -> None:
-    uv = _compiling_uv(tmp_path, offline_fails=case == "cold", second_offline_adds=case == "other-packages")
-    work = tmp_path / "work"
-    work.mkdir()
-    _uv(ctx, uv).resolve("/usr/bin/python3", ["torch==2.13.0"], None, str(work))
+def test_a_cold_cache_resolves_online_only(tmp_path: Path, ctx: StepContext) -> None:
+    uv = _compiling_uv(tmp_path, offline_fails=True)
+    _build(tmp_path, ctx, uv)
     calls = _calls(tmp_path)
-    last = calls[-1].split()
-    assert "--offline" not in last and "--no-deps" not in last  # a plain online resolution decides
-    assert len(calls) == (2 if case == "cold" else 4)
+    assert not [c for c in calls if "pylock.early.toml" in c]
+    assert "--offline" not in [c for c in calls if c.startswith("pip compile ")][-1].split()
 
 
 def test_local_sources_resolve_once(tmp_path: Path, ctx: StepContext) -> None:
-    """No remote source: no HTTP round to save, so one plain resolution."""
+    """No remote source: no HTTP wait to fill, so one resolution and nothing installed early."""
     from dataclasses import replace
 
     ctx.sources = replace(ctx.sources, index_url="file:///opt/pypi/simple", extra_index_urls=("/opt/wheels",))
     uv = _compiling_uv(tmp_path)
-    work = tmp_path / "work"
-    work.mkdir()
-    _uv(ctx, uv).resolve("/usr/bin/python3", ["torch==2.13.0"], None, str(work))
-    assert len(_calls(tmp_path)) == 1 and "--offline" not in _calls(tmp_path)[0].split()
+    _build(tmp_path, ctx, uv)
+    compiles = [c for c in _calls(tmp_path) if c.startswith("pip compile ")]
+    assert len(compiles) == 1 and "--offline" not in compiles[0].split()
+    assert not [c for c in _calls(tmp_path) if "pylock.early.toml" in c]
+
+
+@pytest.mark.parametrize("case", ["same", "other-torch-file", "early-install-failed", "cached-had-more"])
+def test_the_cached_answer_goes_in_early_and_the_resolution_corrects_it(tmp_path: Path, ctx: StepContext,
+                                                                          case: str) -> None:
+    """uv's cached answer is installed (offline) while the indexes answer; the install of the
+    resolution reinstalls what differs, and what the resolution does not name is removed."""
+    uv = _compiling_uv(tmp_path, online_torch="d" if case == "other-torch-file" else "a",
+                       early_install_fails=case == "early-install-failed", cached_extra=case == "cached-had-more")
+    _build(tmp_path, ctx, uv)
+    calls = _calls(tmp_path)
+    early = [c for c in calls if "pylock.early.toml" in c]
+    final = [c for c in calls if "pylock.install.toml" in c]
+    assert len(early) == 1 and "--offline" in early[0].split()
+    # after uv's cached answer; the install of the resolution after it
+    offline_compile = next(i for i, c in enumerate(calls) if c.startswith("pip compile ") and "--offline" in c)
+    assert offline_compile < calls.index(early[0]) < calls.index(final[0])
+    reinstalled = sorted(final[0].split()[i + 1] for i, a in enumerate(final[0].split()) if a == "--reinstall-package")
+    assert reinstalled == {"same": [], "other-torch-file": ["torch"], "early-install-failed": ["sympy", "torch"],
+                           "cached-had-more": []}[case]
+    removed = [c for c in calls if c.startswith("pip uninstall ")]
+    assert [c.split()[-1] for c in removed] == (["mpmath"] if case == "cached-had-more" else [])
 
 
 @pytest.mark.parametrize("cold", [False, True])
@@ -300,27 +311,3 @@ def test_a_file_without_sha256_is_never_installed(tmp_path: Path, ctx: StepConte
     with pytest.raises(InstallFailed):
         _uv(ctx, uv).install_resolved(str(tmp_path / "env"), [dist], str(tmp_path / "work"))
     assert not (tmp_path / "calls.txt").exists()
-
-
-@pytest.mark.parametrize("case", ["same", "other-torch-file", "early-install-failed"])
-def test_the_family_goes_in_from_uvs_cache_while_the_indexes_answer(tmp_path: Path, ctx: StepContext,
-                                                                       case: str) -> None:
-    """The cached answer's torch is installed (offline) during the refresh; the install of the
-    resolution keeps it only when the fresh answer names the same file and it went in."""
-    uv = _compiling_uv(tmp_path, second_offline_torch="d" if case == "other-torch-file" else "a",
-                       family_install_fails=case == "early-install-failed")
-    work = tmp_path / "work"
-    work.mkdir()
-    locked = _uv(ctx, uv).build("/usr/bin/python3", str(tmp_path / "env"), False, ["torch==2.13.0"], None,
-                                str(work))
-    calls = _calls(tmp_path)
-    early = [c for c in calls if "pylock.family.toml" in c]
-    final = [c for c in calls if "pylock.install.toml" in c]
-    assert len(early) == 1 and "--offline" in early[0].split()
-    # after the cached answer, before the answer from refreshed pages
-    assert calls.index(early[0]) > next(i for i, c in enumerate(calls) if c.startswith("pip compile"))
-    assert calls.index(final[0]) > calls.index(early[0])
-    reinstalled = "--reinstall-package torch" in final[0]
-    assert reinstalled == (case != "same")
-    torch = next(d for d in locked if d.name == "torch")
-    assert torch.artifacts[0].sha256 == ("d" if case == "other-torch-file" else "a") * 64

@@ -283,34 +283,39 @@ class UvBackend(Backend):
 
     def build(self, python: str, env_dir: str, seed: bool, specs: Sequence[str], nccl_override: str | None,
               work: str) -> list[LockedDist]:
-        """Resolve with the base interpreter while `uv venv` runs beside it, then install.
+        """Resolve with the base interpreter while `uv venv` runs beside it; link while the indexes answer.
 
         The env's interpreter is the base interpreter in a venv: the same markers and
         wheel tags, so resolving for `python` gives the env's answer, and the venv
-        (tens of ms) costs nothing on the way. When uv's cache already answers for the
-        family (`resolve`'s step 1), the family's files (torch: ~12,000 files to link,
-        most of an install's linking) go into the env from uv's cache while the indexes
-        are asked; the install of the resolution then finds them in place, and
-        reinstalls them should the fresh answer name other files.
+        (tens of ms) costs nothing on the way.
+
+        The resolution asks the indexes (revalidating each level of the dependency
+        tree in turn: four HTTP rounds for the CPU set behind this machine's proxy,
+        measured with `uv -v`), while the CPU and the disk wait. Meanwhile the answer
+        uv's cache gives (`--offline`, ms; possibly stale) is installed from uv's cache
+        (`install-early`: linking torch's ~12,000 files is most of an install). Only the
+        online resolution decides: the install of its answer then finds in place what
+        the cached answer got right, reinstalls every package whose file differs
+        (`--reinstall-package`) and removes what it does not name; the env ends up
+        exactly the resolved files, as if nothing had been installed early.
         """
         venv = Background(self.create_venv, python, env_dir, seed)
-        early: list[tuple[list[LockedDist], Background[bool]]] = []
+        early: list[tuple[list[LockedDist], Background[RunResult]]] = []
 
-        def family_known(hint: list[LockedDist]) -> None:
-            family = [d for d in hint if d.is_family]
-            if family:
-                venv.result()
-                early.append((family, Background(self._install_family_early, env_dir, family, work)))
+        def cached_answer(hint: list[LockedDist]) -> None:
+            venv.result()
+            early.append((hint, Background(self._install_early, env_dir, hint, work)))
 
         try:
-            locked = self.resolve(python, specs, nccl_override, work, on_hint=family_known)
+            locked = self.resolve(python, specs, nccl_override, work, on_hint=cached_answer)
             venv.result()
             reinstall: list[str] = []
-            for family, job in early:
-                if not job.result() or _files(family) != _files([d for d in locked if d.is_family]):
-                    reinstall = [d.name for d in family]
-                    self.ctx.log.write("== install: the family installed early is not the resolved one; "
-                                       "reinstalling it")
+            for hint, job in early:
+                res = job.result()
+                if res.returncode < 0:  # killed by a signal: a failed step, not a cache miss
+                    raise InstallFailed("install-early", [self.uv, "pip", "install", "..."], res.returncode,
+                                        _tail(res.stderr + "\n" + res.stdout))
+                reinstall = self._reconcile(env_dir, hint, locked, res.returncode == 0)
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
                 kill_stray_children()  # the venv's or the early install's uv, if still running
@@ -321,16 +326,32 @@ class UvBackend(Backend):
         self.install_resolved(env_dir, locked, work, reinstall)
         return locked
 
-    def _install_family_early(self, env_dir: str, family: list[LockedDist], work: str) -> bool:
-        """The family's files of uv's cached answer, from uv's cache only (`--offline`): True if installed."""
+    def _install_early(self, env_dir: str, hint: list[LockedDist], work: str) -> RunResult:
+        """The cached answer's files, from uv's cache only (`--offline`); its result, never raised."""
         s = self.ctx.sources
-        dists = [replace(d, index=s.torch_index) for d in family]
-        req = _write(work, "pylock.family.toml", install_lock_text(dists))
+        dists = [replace(d, index=s.torch_index) if d.is_family else d for d in hint]
+        req = _write(work, "pylock.early.toml", install_lock_text(dists))
         argv = [self.uv, "pip", "install", "--python", env_python(env_dir), "-r", req, "--no-config", "--offline"]
-        env = self._install_env()
-        res = self.ctx.run("install-family", argv, env, "the family from uv's cache while the indexes answer",
-                           check=False, show=False)
-        return res.returncode == 0
+        return self.ctx.run("install-early", argv, self._install_env(),
+                            "the cached answer's files from uv's cache, while the indexes answer",
+                            check=False, show=False)
+
+    def _reconcile(self, env_dir: str, hint: list[LockedDist], locked: Sequence[LockedDist],
+                   installed: bool) -> list[str]:
+        """What the install of `locked` must reinstall, after the early install of `hint`;
+        removes what `hint` installed and `locked` does not name."""
+        want = {d.name: _files([d]) for d in locked}
+        if not installed:  # a cache miss, or a failure part-way: trust nothing of it
+            changed = [d.name for d in hint]
+        else:
+            changed = [d.name for d in hint if d.name in want and _files([d]) != want[d.name]]
+        extra = sorted(d.name for d in hint if d.name not in want)
+        if extra:
+            self.ctx.run("install", [self.uv, "pip", "uninstall", "--python", env_python(env_dir), "--no-config",
+                                     *extra], self._install_env(), f"remove {', '.join(extra)}", show=False)
+        if changed or extra:
+            self.ctx.log.write(f"== install: the cached answer differed: reinstalling {changed}, removed {extra}")
+        return changed
 
     def install_plan(self, env_dir: str, specs: Sequence[str], nccl_override: str | None,
                      work: str) -> list[LockedDist]:
@@ -343,24 +364,10 @@ class UvBackend(Backend):
                 on_hint: Callable[[list[LockedDist]], None] | None = None) -> list[LockedDist]:
         """uv's answer for the plan: every distribution with its exact file and sha256.
 
-        Asking the indexes once, not once per level of the dependency tree: a plain
-        `uv pip compile` learns torch's dependencies from torch's metadata, then theirs
-        (sympy -> mpmath, jinja2 -> markupsafe), and revalidates each level's pages and
-        metadata in turn: four sequential rounds of HTTP for the CPU set (measured,
-        `uv -v`), where a flat `uv pip install` of the same pins needs one. So, when a
-        source is remote:
-
-        1. `--offline`: the resolution from uv's cache as it is (ms). Its package names
-           are the hint; it may be stale, nothing else is taken from it.
-        2. `--no-deps` of those names, pinned, online: one parallel round refreshes the
-           page of every one of them on every source (and the family's on the torch
-           index), exactly the pages the resolution reads.
-        3. `--offline` again: the real resolution, from pages refreshed a moment ago
-           (a file's metadata never changes: the cached copy is the file's). It is
-           taken only if it names the same packages as step 1, i.e. it read no page
-           that step 2 did not refresh; otherwise, or when any step fails (a cold
-           cache, a new release whose metadata uv lacks), a plain online
-           `uv pip compile` decides, as before.
+        One online `uv pip compile` decides. When a source is remote and `on_hint` is
+        given, uv's cache is asked first (`--offline`: what the answer was when uv last
+        saw these pages, in ms) and `on_hint` gets that answer to act on while the
+        indexes are asked; nothing of it is taken into the result.
         """
         s = self.ctx.sources
         work_project = os.path.join(work, "project")
@@ -378,51 +385,19 @@ class UvBackend(Backend):
         obs.step("resolve", detail)
         start = time.monotonic()
         with obs.running("resolve"):
-            locked = self._resolve_refreshed(base, env, pyproject, out, work, detail, on_hint) \
-                if _any_remote(s) else None
-            if locked is None:
-                self.ctx.run("resolve", [*base, "-o", out, pyproject], env, detail, show=False)
-                locked = parse_uv_pylock(out)
+            if on_hint is not None and _any_remote(s):
+                cached = os.path.join(work, "pylock.cached.toml")
+                res = self.ctx.run("resolve", [*base, "--offline", "-o", cached, pyproject], env,
+                                   detail + " (uv's cache)", check=False, show=False)
+                if res.returncode == 0:
+                    on_hint(parse_uv_pylock(cached))
+            self.ctx.run("resolve", [*base, "-o", out, pyproject], env, detail, show=False)
+            locked = parse_uv_pylock(out)
         obs.done("resolve", time.monotonic() - start)
         names = [canonicalize_name(x.split("=")[0]) for x in specs]
         missing = set(names) - {d.name for d in locked}
         if missing:
             raise InstallFailed("resolve", [], None, f"uv's resolution lacks {sorted(missing)}")
-        return locked
-
-    def _resolve_refreshed(self, base: list[str], env: dict[str, str], pyproject: str, out: str, work: str,
-                           detail: str, on_hint: Callable[[list[LockedDist]], None] | None
-                           ) -> list[LockedDist] | None:
-        """Steps 1-3 of `resolve`; None where the plain online resolution must decide."""
-        log = self.ctx.log
-        offline = [*base, "--offline"]
-        hint_out = os.path.join(work, "pylock.cached.toml")
-        if self.ctx.run("resolve", [*offline, "-o", hint_out, pyproject], env, detail + " (uv's cache)",
-                        check=False, show=False).returncode != 0:
-            log.write("== resolve: uv's cache cannot answer; asking the indexes")
-            return None
-        hint = parse_uv_pylock(hint_out)
-        if on_hint is not None:
-            on_hint(hint)
-        refresh_dir = os.path.join(work, "refresh")
-        os.makedirs(refresh_dir, mode=0o700, exist_ok=True)
-        pins = [f"{d.name}=={d.version}" for d in hint]
-        refresh = _write(refresh_dir, "pyproject.toml", uv_project(pins, self.ctx.sources.torch_index))
-        res = self.ctx.run("resolve", [*base, "--no-deps", "-o", os.path.join(work, "pylock.refresh.toml"), refresh],
-                           env, detail + " (refreshing the pages)", check=False, show=False)
-        if res.returncode != 0:
-            log.write("== resolve: refreshing the pages failed; asking the indexes")
-            return None
-        if self.ctx.run("resolve", [*offline, "-o", out, pyproject], env, detail + " (refreshed pages)",
-                        check=False, show=False).returncode != 0:
-            log.write("== resolve: the refreshed pages name a release uv has no metadata for; asking the indexes")
-            return None
-        locked = parse_uv_pylock(out)
-        if sorted(d.name for d in locked) != sorted(d.name for d in hint):
-            log.write("== resolve: the refreshed resolution names other packages than the cached one; "
-                      "asking the indexes")
-            return None
-        log.write(f"== resolve: {len(locked)} packages from pages refreshed in one round")
         return locked
 
     # -- the install ---------------------------------------------------------------------------
@@ -437,7 +412,7 @@ class UvBackend(Backend):
         carry `index` (the torch index): uv then keeps their wheels in its index cache,
         the one a plain `uv pip install` from that index fills. First from uv's cache
         (`--offline`); where it lacks a file (cold), from the URLs. `reinstall`: names
-        installed earlier that must be replaced by the resolved files.
+        installed earlier whose files the resolution replaces.
         """
         s = self.ctx.sources
         dists = [replace(d, index=s.torch_index) if d.is_family else d for d in locked]
