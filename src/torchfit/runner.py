@@ -13,6 +13,9 @@ Every child dies with torchfit:
 - on Linux each child is started with `PR_SET_PDEATHSIG(SIGKILL)` (prctl in the
   forked child, before exec), so a SIGKILLed torchfit takes its children with it;
   a child whose parent died before the prctl exits at once;
+- what the children start is covered by a watchdog process (below): each child is a
+  PR_SET_CHILD_SUBREAPER, so its descendants stay its descendants, and when torchfit
+  dies by any means the watchdog kills the registered groups and their descendants;
 - every live child is registered; `kill_all()` kills their process groups, and
   `torchfit.cli.main` calls it after any command (and on SIGINT/SIGTERM/SIGHUP,
   which `interrupts_raise` turns into a KeyboardInterrupt: exit 130);
@@ -46,6 +49,7 @@ from torchfit.redact import redact
 # --- every child dies with torchfit ------------------------------------------------------
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
 
 
 def _load_prctl() -> Callable[..., int] | None:
@@ -85,6 +89,9 @@ def _child_setup(parent: int) -> Callable[[], None]:
     def setup() -> None:
         if prctl is not None:
             prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            # Orphaned descendants are re-parented to the child, not to init, so the
+            # watchdog still finds a grandchild that setsid()s and double-forks.
+            prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         if os.getppid() != parent:  # torchfit died between fork and prctl
             os._exit(137)
 
@@ -93,6 +100,122 @@ def _child_setup(parent: int) -> Callable[[], None]:
 
 _live: dict[int, subprocess.Popen[str]] = {}
 _live_lock = threading.Lock()
+
+
+# --- the watchdog: grandchildren die with torchfit too ----------------------------------
+#
+# PDEATHSIG reaches only the child itself. What the child starts (pip's build backend, a uv
+# helper, torchrun's workers) would be orphaned by a SIGKILLed torchfit. So the first spawn
+# starts one watchdog per torchfit process: `python -I -S -c _WATCHDOG`, in its own session
+# (a `kill -9 -PGID` of torchfit's group spares it), reading a pipe whose only writer is
+# torchfit. spawn() tells it "+PGID" (a group torchfit started), release() "-PGID". While a
+# group is registered it records, twice a second, the group's members and their descendants
+# by parent (a grandchild that setsid()s stays one: each child is started as a
+# PR_SET_CHILD_SUBREAPER, so an orphaned descendant is re-parented to it, not to init).
+# When the pipe reaches EOF (torchfit is gone, by any death) it SIGKILLs the registered
+# groups, every descendant it saw (same start time: no pid reuse), and exits. When torchfit
+# ends normally nothing is registered any more and it just exits.
+
+_WATCHDOG = r"""
+import os, select, signal, sys
+def scan():
+    procs = {}
+    for e in os.listdir("/proc"):
+        if e.isdigit():
+            try:
+                with open("/proc/%s/stat" % e) as fh:
+                    f = fh.read().rpartition(")")[2].split()
+                procs[int(e)] = (int(f[1]), int(f[2]), f[19], f[0])
+            except (OSError, ValueError, IndexError):
+                pass
+    return procs
+def tree(groups, procs):
+    found = {p for p, v in procs.items() if v[1] in groups and p != me}
+    kids = {}
+    for p, v in procs.items():
+        kids.setdefault(v[0], []).append(p)
+    todo = list(found)
+    while todo:
+        for k in kids.get(todo.pop(), ()):
+            if k not in found and k != me:
+                found.add(k); todo.append(k)
+    return found
+def kill(groups, seen):
+    procs = scan()  # the tree first: a killed parent re-parents its children away
+    doomed = [p for p in tree(groups, procs) | set(seen)
+              if p in procs and (p not in seen or seen[p] == procs[p][2])]
+    for g in groups:
+        try: os.killpg(g, signal.SIGKILL)
+        except OSError: pass
+    for p in doomed:
+        try: os.kill(p, signal.SIGKILL)
+        except OSError: pass
+me = os.getpid()
+signal.signal(signal.SIGINT, signal.SIG_IGN); signal.signal(signal.SIGHUP, signal.SIG_IGN)
+fd = sys.stdin.fileno(); groups = set(); seen = {}; buf = b""
+while True:
+    r, _, _ = select.select([fd], [], [], 0.5 if groups else None)
+    if r:
+        data = os.read(fd, 4096)
+        if not data:
+            break
+        buf += data
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            try: g = int(line[1:])
+            except ValueError: continue
+            if line[:1] == b"+": groups.add(g)
+            elif g in groups:
+                groups.discard(g); seen = {}
+    if groups:
+        procs = scan()
+        seen = {p: t for p, t in seen.items() if p in procs and procs[p][2] == t}
+        seen.update((p, procs[p][2]) for p in tree(groups, procs))
+for _ in range(2):
+    kill(groups, seen)
+"""
+
+_watchdog_fd: list[int] = []      # the write end; empty until the first spawn
+_watchdog_pid: list[int] = []
+_watchdog_lock = threading.Lock()
+
+
+def _watchdog_send(message: str) -> None:
+    """Tell the watchdog about a group; start it first (once per process, lazily)."""
+    with _watchdog_lock:
+        if not _watchdog_fd:
+            if _watchdog_pid or not sys.platform.startswith("linux"):
+                return  # could not be started once: PDEATHSIG alone
+            _start_watchdog()
+            if not _watchdog_fd:
+                return
+        with contextlib.suppress(OSError):  # full pipe (EAGAIN) or the watchdog died
+            os.write(_watchdog_fd[0], message.encode() + b"\n")
+
+
+def _start_watchdog() -> None:
+    read, write = os.pipe()  # both non-inheritable: no child but the watchdog gets them
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _WATCHDOG, "torchfit-watchdog"],
+            stdin=read, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, close_fds=True, env={}, cwd="/")  # no secrets, no mount held
+    except OSError:
+        os.close(write)
+        _watchdog_pid.append(0)
+        return
+    finally:
+        os.close(read)
+    os.set_blocking(write, False)  # never block torchfit on a slow watchdog
+    _watchdog_pid.append(proc.pid)
+    _watchdog_fd.append(write)
+    # Not waited for: it outlives this process by design (a few milliseconds).
+    proc.returncode = 0  # keep subprocess's __del__ from listing it as still running
+
+
+def watchdog_pid() -> int | None:
+    """The pid of this process's watchdog, once started (None before the first spawn)."""
+    return _watchdog_pid[0] if _watchdog_pid and _watchdog_pid[0] else None
 
 
 # What spawn()'s callers pass and catch, so they need not import subprocess themselves.
@@ -114,13 +237,16 @@ def spawn(argv: Sequence[str], **popen: object) -> subprocess.Popen[str]:
         list(argv), start_new_session=True, preexec_fn=_child_setup(os.getpid()), **popen)
     with _live_lock:
         _live[proc.pid] = proc
+    _watchdog_send(f"+{proc.pid}")
     return proc
 
 
 def release(proc: subprocess.Popen[str]) -> None:
     """Forget a child that has been waited for."""
     with _live_lock:
-        _live.pop(proc.pid, None)
+        known = _live.pop(proc.pid, None) is not None
+    if known:
+        _watchdog_send(f"-{proc.pid}")
 
 
 def live_children() -> list[subprocess.Popen[str]]:
@@ -190,7 +316,7 @@ def kill_stray_children() -> list[int]:
             state, ppid, pgid = fields[0], int(fields[1]), int(fields[2])
         except (OSError, ValueError, IndexError):
             continue
-        if ppid != me or pgid != pid:
+        if ppid != me or pgid != pid or pid == watchdog_pid():
             continue
         if state != "Z":
             _killpg(pid, signal.SIGKILL)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -74,3 +75,100 @@ def test_kill_all_kills_every_registered_child_group() -> None:
             except (OSError, ValueError, IndexError):
                 pass
     assert members == [] and not live_children()
+
+
+# --- grandchildren: the watchdog ---------------------------------------------------------
+
+# A torchfit stand-in: spawns through runner.spawn a child that starts a grandchild in three
+# ways, prints "ready", then sleeps until it is SIGKILLed. Every process carries MARK in argv.
+_FAMILY = r"""
+import os, subprocess, sys, time
+from torchfit.runner import spawn, watchdog_pid
+mark = sys.argv[1]
+child = '''
+import os, sys, time
+mark = sys.argv[1]
+def sleeper(name):
+    os.execvp("sleep", [mark + "-" + name, "600"])
+if os.fork() == 0:                     # 1: a grandchild in the child's own group
+    sleeper("samegroup")
+if os.fork() == 0:                     # 2: a grandchild that setsid()s (the child lives on)
+    os.setsid(); sleeper("setsid")
+if os.fork() == 0:                     # 3: a daemon: setsid, fork, the middle one exits
+    os.setsid()
+    if os.fork() == 0:
+        sleeper("daemon")
+    os._exit(0)
+os.wait()                              # reap the middle one
+time.sleep(600)
+'''
+p = spawn([sys.executable, "-c", child, mark, mark + "-child"], stdout=subprocess.DEVNULL)
+time.sleep(1.2)                        # > two watchdog scans
+print(p.pid, watchdog_pid(), flush=True)
+time.sleep(600)
+"""
+
+
+def _marked(mark: str) -> list[tuple[int, str]]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or not _alive(int(entry)):
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if mark in cmd:
+            found.append((int(entry), cmd))
+    return found
+
+
+@pytest.mark.parametrize("how", ["pid", "group"])
+def test_grandchildren_die_when_torchfit_is_sigkilled(how: str, tmp_path: Path) -> None:
+    """Covered: a grandchild in the child's group, one that setsid()s while the child lives,
+    and a double-forked daemon (re-parented to the child, a subreaper). `group`: the whole
+    process group of torchfit is SIGKILLed at once, as a scheduler does; the watchdog leads
+    its own session and survives to clean up."""
+    import uuid
+
+    mark = f"tfwd-{uuid.uuid4().hex[:10]}"
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    tf = subprocess.Popen([sys.executable, "-c", _FAMILY, mark], stdout=subprocess.PIPE, text=True,
+                          env=env, start_new_session=True)
+    try:
+        assert tf.stdout is not None
+        _child, dog = (int(x) for x in tf.stdout.readline().split())
+        names = {cmd.split()[0] if "-c" not in cmd else cmd.split()[-1] for _, cmd in _marked(mark)}
+        assert {f"{mark}-samegroup", f"{mark}-setsid", f"{mark}-daemon", f"{mark}-child"} <= names, names
+        assert _alive(dog)
+        os.killpg(tf.pid, signal.SIGKILL) if how == "group" else tf.kill()
+        tf.wait(timeout=10)
+        end = time.monotonic() + 3
+        while _marked(mark) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert _marked(mark) == [], "a descendant outlived the SIGKILLed torchfit"
+        end = time.monotonic() + 3
+        while _alive(dog) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert not _alive(dog), "the watchdog outlived its work"
+    finally:
+        for pid, _ in _marked(mark):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_the_watchdog_ends_with_a_torchfit_that_exits_normally_and_spares_released_groups() -> None:
+    """A finished torchfit leaves no watchdog; a group it released (waited for) is not its to kill."""
+    code = ("import subprocess, sys; from torchfit.runner import Runner, watchdog_pid; "
+            "r = Runner().run(['sh', '-c', 'echo hi'], timeout=30); "
+            "print(watchdog_pid(), flush=True)")
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    start = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    dog = int(out.stdout)
+    end = time.monotonic() + 3
+    while _alive(dog) and time.monotonic() < end:
+        time.sleep(0.02)
+    assert not _alive(dog)
+    assert time.monotonic() - start < 10
