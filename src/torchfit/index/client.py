@@ -19,10 +19,15 @@ the disk cache in `index.cache`; their names are re-exported here.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import math
+import os
 import re
+import socket
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -57,6 +62,35 @@ ACCEPT_SIMPLE = (
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 MAX_RETRY_AFTER = 60.0
 
+# The overall deadline of one GET: every attempt, the waits between them and reading the
+# body. Per-attempt timeouts alone do not bound a request (a server that trickles a byte
+# per read timeout, or retries stacking up). Default: 10 per-attempt timeouts, at least
+# 300 s (a big range read of a CUDA wheel on a slow link fits); $TORCHFIT_INDEX_DEADLINE
+# (seconds) overrides it.
+DEADLINE_ENV = "TORCHFIT_INDEX_DEADLINE"
+# While a request is in flight longer than this, a line says what is awaited and since when.
+NOTICE_EVERY_S = 15.0
+
+
+def default_deadline(timeout: float) -> float:
+    """$TORCHFIT_INDEX_DEADLINE when it is a finite number > 0, else max(300, 10 * timeout)."""
+    try:
+        value = float(os.environ.get(DEADLINE_ENV, ""))
+    except ValueError:
+        value = math.nan
+    if math.isfinite(value) and 0 < value < 1e7:
+        return value
+    return max(300.0, 10 * timeout)
+
+
+def _abort(resp: requests.Response) -> None:
+    """Shut the response's socket down (from the deadline timer): a blocked read returns."""
+    conn = getattr(resp.raw, "connection", None) or getattr(resp.raw, "_connection", None)
+    sock = getattr(conn, "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
 
 
 # ---------------------------------------------------------------------------
@@ -87,7 +121,10 @@ class IndexClient:
     `timeout` bounds each attempt (connect and read). A failed attempt (timeout,
     connection error, 5xx/429) is retried `retries` times, waiting `backoff * 2**n`
     seconds (or the server's Retry-After, up to 60 s). `cache_dir=None` turns the
-    cache off. `progress` hears one redacted line per retry (`Progress.info`).
+    cache off. `progress` hears one redacted line per retry (`Progress.info`), and
+    one every 15 s while a request waits, naming the URL and since when.
+    `deadline` bounds each GET as a whole (attempts, backoff, body): past it the
+    request fails with `IndexUnavailable` (kind "timeout"); default `default_deadline`.
     """
 
     def __init__(
@@ -101,12 +138,14 @@ class IndexClient:
         session: requests.Session | None = None,
         sleep: Callable[[float], None] = time.sleep,
         progress: Progress | None = None,
+        deadline: float | None = None,
     ) -> None:
         import requests
 
         if not timeout > 0:
             raise ValueError("timeout must be positive")
         self.timeout = timeout
+        self.deadline = deadline if deadline is not None and deadline > 0 else default_deadline(timeout)
         self.retries = max(0, retries)
         self.backoff = max(0.0, backoff)
         if session is None:
@@ -123,25 +162,99 @@ class IndexClient:
     def _say(self, text: str) -> None:
         self.progress.info(redact(text))
 
-    def _send(self, url: str, headers: Mapping[str, str], *, stream: bool = False) -> requests.Response:
-        """One GET with retries; returns the last response (any status but a retryable one).
+    @contextlib.contextmanager
+    def _notices(self, url: str) -> Iterator[None]:
+        """A line every NOTICE_EVERY_S while the block runs: what is awaited, since when."""
+        since, wall = time.monotonic(), time.strftime("%H:%M:%S")
+        stop = threading.Event()
 
-        `stream`: the body is not read yet (index.wheelmeta reads big bodies in blocks).
+        def tick() -> None:
+            while not stop.wait(NOTICE_EVERY_S):
+                self._say(f"waiting for {url} since {wall} ({time.monotonic() - since:.0f} s; "
+                          f"gives up after {self.deadline:g} s)")
+
+        thread = threading.Thread(target=tick, name="torchfit-index-notice", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+
+    def _past_deadline(self, url: str, end: float) -> IndexUnavailable:
+        return IndexUnavailable(
+            url, f"no complete answer within {self.deadline:g} s (the overall deadline of a request)",
+            kind="timeout",
+            hint=f"check the index; {DEADLINE_ENV}=SECONDS raises the deadline, --timeout the per-attempt limit")
+
+    def _send(self, url: str, headers: Mapping[str, str], *, stream: bool = False) -> requests.Response:
+        """One GET with retries, all within the deadline; returns the last response (any
+        status but a retryable one), its body read unless `stream`.
+
+        `stream`: the body is not read yet (index.wheelmeta reads big bodies in blocks,
+        through `body`/`iter_body`, which keep to the same deadline).
         """
+        end = time.monotonic() + self.deadline
+        with self._notices(url):
+            resp = self._attempts(url, headers, end)
+            timer = threading.Timer(max(0.0, end - time.monotonic()), _abort, (resp,))
+            timer.daemon = True
+            timer.start()
+            resp._torchfit_deadline = (end, timer)  # type: ignore[attr-defined]
+            if not stream:
+                self.body(resp, url)
+            return resp
+
+    def body(self, resp: requests.Response, url: str) -> bytes:
+        """The whole body of a response from `_send`, read within its deadline."""
+        return b"".join(self.iter_body(resp, url))
+
+    def iter_body(self, resp: requests.Response, url: str, chunk: int = 1 << 16) -> Iterator[bytes]:
+        """The body in blocks, within the request's deadline (IndexUnavailable past it)."""
+        import requests
+
+        end, timer = getattr(resp, "_torchfit_deadline", (math.inf, None))
+        if resp._content_consumed and isinstance(resp._content, bytes):  # type: ignore[attr-defined]
+            yield resp._content  # type: ignore[attr-defined]
+            return
+        got = []
+        try:
+            for block in resp.iter_content(chunk):
+                if time.monotonic() > end:
+                    raise self._past_deadline(url, end)
+                got.append(block)
+                yield block
+        except (requests.RequestException, OSError) as exc:
+            if time.monotonic() >= end:
+                raise self._past_deadline(url, end) from None
+            raise IndexUnavailable(url, f"the body could not be read: {_short_reason(exc)}") from None
+        finally:
+            if timer is not None:
+                timer.cancel()
+        resp._content = b"".join(got)  # type: ignore[attr-defined]
+        resp._content_consumed = True  # type: ignore[attr-defined]
+
+    def _attempts(self, url: str, headers: Mapping[str, str], end: float) -> requests.Response:
         import requests
 
         last, kind = "", "http"
         attempts = self.retries + 1
+        tried = 0
         for attempt in range(attempts):
             wait = self.backoff * (2 ** attempt)
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            # Each attempt's connect and read timeouts end at the deadline at the latest.
+            per = min(self.timeout, left)
+            tried += 1
             try:
                 self.requests_made += 1
-                resp = self.session.get(url, headers=dict(headers), timeout=self.timeout, allow_redirects=True,
-                                        stream=stream)
+                resp = self.session.get(url, headers=dict(headers), timeout=(per, per), allow_redirects=True,
+                                        stream=True)
             except requests.ConnectTimeout:
-                last, kind = f"connection timed out after {self.timeout:g} s", "connect"
+                last, kind = f"connection timed out after {per:g} s", "connect"
             except requests.Timeout:
-                last, kind = f"timed out after {self.timeout:g} s", "timeout"
+                last, kind = f"timed out after {per:g} s", "timeout"
             except requests.ConnectionError as exc:
                 last, kind = _short_reason(exc), "connect"
             except requests.RequestException as exc:
@@ -150,13 +263,22 @@ class IndexClient:
             else:
                 if resp.status_code not in RETRY_STATUSES:
                     return resp
+                resp.close()
                 last, kind = f"HTTP {resp.status_code} {resp.reason or ''}".strip(), "http"
                 retry_after = resp.headers.get("Retry-After", "")
                 if retry_after.isdigit():
                     wait = min(float(retry_after), MAX_RETRY_AFTER)
             if attempt + 1 < attempts:
+                if time.monotonic() + wait >= end:
+                    break
                 self._say(f"{url}: {last}; retry {attempt + 1}/{self.retries} in {wait:g} s")
                 self.sleep(wait)
+        if tried < attempts:
+            raise IndexUnavailable(
+                url, f"{last + '; ' if last else ''}no complete answer within {self.deadline:g} s "
+                     f"(the overall deadline of a request, {tried} of {attempts} attempts made)",
+                kind="timeout",
+                hint=f"check the network or the index URL; {DEADLINE_ENV}=SECONDS raises the deadline")
         tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
         raise IndexUnavailable(
             url, f"{last} ({tries})", kind=kind,
@@ -192,7 +314,7 @@ class IndexClient:
             )
         if resp.status_code != 200:
             raise IndexUnavailable(final, f"HTTP {resp.status_code} {resp.reason or ''}".strip())
-        body = resp.content
+        body = self.body(resp, url)
         ctype = resp.headers.get("Content-Type", "")
         if expect_sha256 and hashlib.sha256(body).hexdigest() != expect_sha256.lower():
             raise IndexMalformed(final, "body does not match the sha256 the index advertised")

@@ -232,7 +232,7 @@ class HttpRangeSource:
         resp = self.client._send(self.url, {"Range": f"bytes={spec}", "Accept-Encoding": "identity"}, stream=True)
         try:
             if resp.status_code == 206:
-                body = resp.content
+                body = self.client.body(resp, self.url)
                 self.bytes_read += len(body)
                 m = re.search(r"/(\d+)\s*$", resp.headers.get("Content-Range", ""))
                 return 206, body, int(m.group(1)) if m else None
@@ -248,7 +248,7 @@ class HttpRangeSource:
         self.whole_file = True
         spool = tempfile.TemporaryFile(prefix="torchfit-wheel-")
         n = 0
-        for block in resp.iter_content(_CHUNK):  # type: ignore[attr-defined]
+        for block in self.client.iter_body(resp, self.url, _CHUNK):  # type: ignore[arg-type]
             spool.write(block)
             n += len(block)
         self.bytes_read += n
