@@ -26,6 +26,8 @@ Waits are bounded and visible: `run` takes a timeout (always), an optional
 `stall` (no I/O from the child's process group for that long: killed, `ToolStalled`)
 and an `on_wait(elapsed_s, io_bytes)` callback called about every second, which
 the progress display turns into a line naming what is awaited and since when.
+A child's exit ends the wait: DRAIN_S later the runner stops reading pipes that a
+process the child left behind (a daemon) still holds, and kills that process.
 """
 
 from __future__ import annotations
@@ -557,10 +559,7 @@ class Runner:
         except OSError as exc:
             raise ToolMissing(argv, f"could not be started: {redact(str(exc))}") from None
         try:
-            if stall is None and on_wait is None:
-                stdout, stderr = proc.communicate(input=input, timeout=timeout)
-            else:
-                stdout, stderr = self._watch(proc, argv, input, timeout, stall, on_wait, start)
+            stdout, stderr = self._watch(proc, argv, input, timeout, stall, on_wait, start)
         except subprocess.TimeoutExpired:
             out, err = self._kill_group(proc)
             raise ToolTimeout(argv, timeout, out, err) from None
@@ -578,9 +577,11 @@ class Runner:
     def _watch(self, proc: subprocess.Popen[str], argv: tuple[str, ...], input: str | None,
                timeout: float, stall: float | None, on_wait: Callable[[float, int], None] | None,
                start: float) -> tuple[str, str]:
-        """communicate() in one-second slices: report progress, detect a stall."""
+        """communicate() in one-second slices: report progress, detect a stall, and stop
+        waiting on the pipes DRAIN_S after the child itself exited (a daemon it left holds them)."""
         last_io, last_change = -1, time.monotonic()
         first = True
+        exited_at: float | None = None
         while True:
             now = time.monotonic()
             remaining = start + timeout - now
@@ -591,6 +592,12 @@ class Runner:
                 return proc.communicate(input=input if first else None, timeout=min(1.0, remaining))
             except subprocess.TimeoutExpired:
                 first = False
+            if proc.poll() is not None:
+                exited_at = exited_at if exited_at is not None else time.monotonic()
+                if time.monotonic() - exited_at >= DRAIN_S:
+                    return self._drain(proc)
+            if stall is None and on_wait is None:
+                continue
             io = group_io_bytes(proc.pid)
             now = time.monotonic()
             if io != last_io:
@@ -600,6 +607,24 @@ class Runner:
             if stall is not None and now - last_change >= stall:
                 out, err = self._kill_group(proc)
                 raise ToolStalled(argv, stall, now - start, out, err)
+
+    def _drain(self, proc: subprocess.Popen[str]) -> tuple[str, str]:
+        """The child exited but its pipes are still open: a process it started (a daemon,
+        maybe in a session of its own) inherited them. Kill its group and every process
+        holding the pipes, then read what is left (bounded); the output so far is kept."""
+        _killpg(proc.pid, signal.SIGKILL)
+        for pid in pipe_holders([s for s in (proc.stdout, proc.stderr) if s is not None]):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            out, err = proc.communicate(timeout=DRAIN_S)
+        except subprocess.TimeoutExpired:  # a holder we may not kill (another user's)
+            out, err = _partial_output(proc)
+            for stream in (proc.stdout, proc.stderr, proc.stdin):
+                if stream is not None:
+                    with contextlib.suppress(OSError):
+                        stream.close()
+        return out or "", err or ""
 
     def _kill_group(self, proc: subprocess.Popen[str]) -> tuple[str, str]:
         """SIGTERM the child's process group, then SIGKILL it; return what it printed."""
@@ -623,6 +648,50 @@ class Runner:
         finally:
             if proc.returncode is not None:
                 release(proc)
+
+
+# How long the runner still reads a child's pipes after the child itself exited: what it
+# wrote is in the pipe already; a writer left after that is a descendant holding the pipe.
+DRAIN_S = 2.0
+
+
+def pipe_holders(streams: Sequence[object]) -> list[int]:
+    """Pids (other than this process) with one of these pipes open (Linux /proc)."""
+    targets = set()
+    for stream in streams:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            targets.add(f"pipe:[{os.fstat(stream.fileno()).st_ino}]")  # type: ignore[attr-defined]
+    found: list[int] = []
+    if not targets:
+        return found
+    me = os.getpid()
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit() and int(e) != me]
+    except OSError:  # pragma: no cover
+        return found
+    for entry in entries:
+        try:
+            fds = os.listdir(f"/proc/{entry}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{entry}/fd/{fd}") in targets:
+                    found.append(int(entry))
+                    break
+            except OSError:
+                continue
+    return found
+
+
+def _partial_output(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """What communicate() had read before it was abandoned (CPython keeps it per stream)."""
+    chunks = getattr(proc, "_fileobj2output", None) or {}
+    out = []
+    for stream in (proc.stdout, proc.stderr):
+        data = b"".join(chunks.get(stream, [])) if stream is not None else b""
+        out.append(data.decode("utf-8", errors="replace"))
+    return out[0], out[1]
 
 
 # --- temporary directories that say who made them ----------------------------------------

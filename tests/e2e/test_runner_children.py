@@ -172,3 +172,23 @@ def test_the_watchdog_ends_with_a_torchfit_that_exits_normally_and_spares_releas
         time.sleep(0.02)
     assert not _alive(dog)
     assert time.monotonic() - start < 10
+
+
+def test_run_stops_waiting_on_a_pipe_held_by_a_daemon_once_the_child_exited() -> None:
+    """The child prints, leaves a daemon (own session) holding its stdout and exits 3: run()
+    returns within DRAIN_S of the exit with the output, and the daemon is killed."""
+    import uuid
+
+    mark = f"tfpipe-{uuid.uuid4().hex[:8]}"
+    code = ("import os, sys\n"
+            "print('before', flush=True)\n"
+            "if os.fork() == 0:\n"
+            "    os.setsid()\n"
+            f"    os.execvp('sleep', [{mark!r}, '600'])\n"
+            "sys.exit(3)\n")
+    start = time.monotonic()
+    res = Runner().run([sys.executable, "-c", code], timeout=120)
+    assert time.monotonic() - start < 10
+    assert res.returncode == 3 and res.stdout == "before\n"
+    time.sleep(0.2)
+    assert _marked(mark) == []
