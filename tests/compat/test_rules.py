@@ -125,3 +125,54 @@ def test_describe_host_lists_pythons_in_numeric_order() -> None:
 
     line = describe_host(make_facts(pythons=["3.13.0", "3.6.15", "3.9.18", "2.7.18", "3.10.13"]))
     assert "Python 2.7.18, 3.6.15, 3.9.18, 3.10.13, 3.13.0 " in line
+
+
+# --- #29: one judgement per GPU model ---------------------------------------------------------
+
+
+def _cpu_seconds(fn):  # type: ignore[no-untyped-def]
+    import time
+
+    start = time.process_time()
+    out = fn()
+    return out, time.process_time() - start
+
+
+@pytest.mark.parametrize("driver", ["580.159.04", "535.54.03", "450.80.02"])
+def test_d29_1024_identical_gpus_resolve_as_fast_as_one_and_say_it_once(matrix, driver: str) -> None:  # type: ignore[no-untyped-def]
+    """A 1024-GPU --facts file took ~15 s (every rule looped over every GPU, per build);
+    now each distinct model is judged once. The answer is the one for a single GPU, and
+    the text names the model once, counted."""
+    one = make_facts(driver=driver, gpus=["NVIDIA H100 80GB HBM3=sm_90"])
+    many = make_facts(driver=driver, gpus=["NVIDIA H100 80GB HBM3=sm_90"] * 1024)
+
+    def run(facts):  # type: ignore[no-untyped-def]
+        try:
+            return resolve([facts], Request(), matrix)
+        except NoCompatibleSet as exc:
+            return exc
+
+    run(one)  # warm the caches (the matrix's, not the host's)
+    a, t_one = _cpu_seconds(lambda: run(one))
+    b, t_many = _cpu_seconds(lambda: run(many))
+    assert t_many < 1.0, f"{t_many:.2f} s of CPU for 1024 GPUs"
+    assert t_many < 5 * t_one + 0.3, (t_one, t_many)
+    assert type(a) is type(b)
+    if isinstance(a, NoCompatibleSet):
+        assert len(a.conflicts) == len(b.conflicts)  # type: ignore[union-attr]
+        text = str(b)
+        assert "1024\u00d7 NVIDIA H100 80GB HBM3 (sm_90)" in text or "1024" in text
+        assert text.count("NVIDIA H100 80GB HBM3") < 40, text[:500]
+    else:
+        assert (a.torch, a.variant) == (b.torch, b.variant)  # type: ignore[union-attr]
+        assert len(a.warnings) == len(b.warnings)  # type: ignore[union-attr]
+
+
+def test_d29_mixed_gpus_are_judged_per_model(matrix) -> None:  # type: ignore[no-untyped-def]
+    """512 Kepler + 512 Hopper: the Kepler GPUs still rule out what they rule out (cuDNN 9
+    needs sm_50+), named once with their count."""
+    facts = make_facts(gpus=["Tesla K80=sm_37", "NVIDIA H100=sm_90"] * 512)
+    with pytest.raises(NoCompatibleSet) as err:
+        _cpu_seconds(lambda: resolve([facts], Request(), matrix))
+    text = str(err.value) + " ".join(str(c) for c in err.value.conflicts)
+    assert "512\u00d7 Tesla K80 (sm_37)" in text

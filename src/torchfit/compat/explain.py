@@ -8,7 +8,7 @@ from __future__ import annotations
 from packaging.version import Version
 
 from torchfit.compat.facts import HostFacts
-from torchfit.compat.judgements import group_gpus
+from torchfit.compat.judgements import describe_gpus
 from torchfit.compat.matrix import Build
 from torchfit.compat.provider import Context
 from torchfit.compat.rules import (
@@ -134,7 +134,7 @@ def _hint(ctx: Context, cat: str, b: Build) -> str:
 
 def describe_host(host: HostFacts) -> str:
     """One line of the facts that matter for resolution, unknowns with their reason."""
-    gpus = group_gpus([g.label() for g in host.gpus]) or "no GPU"
+    gpus = describe_gpus(host.gpus) or "no GPU"
     # Numeric order (3.6 before 3.13), not text order; a version that is not numeric goes last.
     py = ", ".join(sorted({p.version for p in host.pythons}, key=_version_order)) or "no Python found"
     pyenv = "pyenv" if host.pyenv else "no pyenv"

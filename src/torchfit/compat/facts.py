@@ -8,6 +8,7 @@ that could not be read is `None`, and `reasons[fact]` says why.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -35,13 +36,50 @@ class Gpu:
 
     @property
     def arch(self) -> Arch | None:
-        return Arch.parse(self.compute_capability) if self.compute_capability else None
+        return _parse_arch(self.compute_capability) if self.compute_capability else None
+
+    @property
+    def model(self) -> tuple[str, str, str | None, str | None]:
+        """What every judgement of a GPU depends on: vendor, name, compute capability, gfx."""
+        return (self.vendor, self.name, self.compute_capability, self.gfx)
 
     def label(self) -> str:
         if self.vendor == "amd":
             return f"{self.name} ({self.gfx or 'gfx unknown'})"
         cc = self.arch.sm if self.arch else "sm unknown"
         return f"{self.name} ({cc})"
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_arch(text: str) -> Arch:
+    # A host lists the same compute capability once per GPU: parse each spelling once.
+    return Arch.parse(text)
+
+
+_DISTINCT: dict[int, tuple[tuple[Gpu, ...], tuple[Gpu, ...], tuple[int, ...]]] = {}
+
+
+def distinct_gpus(gpus: tuple[Gpu, ...]) -> tuple[tuple[Gpu, ...], tuple[int, ...]]:
+    """One GPU per model (`Gpu.model`), in order of first sight, and how many of each.
+
+    Every rule judges a GPU by its model alone, so a 1024-GPU host is judged once per
+    model, not 1024 times per build. Remembered per tuple (hosts are immutable values).
+    """
+    hit = _DISTINCT.get(id(gpus))
+    if hit is not None and hit[0] is gpus:
+        return hit[1], hit[2]
+    counts: dict[tuple[str, str, str | None, str | None], int] = {}
+    first: dict[tuple[str, str, str | None, str | None], Gpu] = {}
+    for g in gpus:
+        key = g.model
+        if key not in counts:
+            counts[key], first[key] = 0, g
+        counts[key] += 1
+    result = (tuple(first.values()), tuple(counts.values()))
+    if len(_DISTINCT) > 64:
+        _DISTINCT.clear()
+    _DISTINCT[id(gpus)] = (gpus, *result)
+    return result
 
 
 @dataclass(**FROZEN)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, NamedTuple
 
-from torchfit.compat.facts import HostFacts
+from torchfit.compat.facts import Gpu, HostFacts, distinct_gpus
 from torchfit.errors import GpuFactsUnknown
 
 TIMES = "\u00d7"  # the multiplication sign, as in "8 times NVIDIA H200"
@@ -45,6 +45,16 @@ class GpuHost(NamedTuple):
         return UNKNOWN_GPU_FIX if self.kind == "unknown" else None
 
 
+def describe_gpus(gpus: Sequence[Gpu]) -> str:
+    """`group_gpus` of the GPUs' labels, computed once per model: "1024x NVIDIA H100 (sm_90)"."""
+    models, counts = distinct_gpus(tuple(gpus))
+    labels: dict[str, int] = {}
+    for g, n in zip(models, counts):
+        label = g.label()
+        labels[label] = labels.get(label, 0) + n
+    return ", ".join(label if n == 1 else f"{n}{TIMES} {label}" for label, n in labels.items())
+
+
 def group_gpus(labels: list[str]) -> str:
     """["NVIDIA H200 (sm_90)"] * 8 -> "8x NVIDIA H200 (sm_90)" (with U+00D7); order of first sight kept."""
     counts: dict[str, int] = {}
@@ -56,7 +66,7 @@ def group_gpus(labels: list[str]) -> str:
 def judge_gpu_host(facts: HostFacts) -> GpuHost:
     """Does `facts`' host have GPUs: "gpu", "none" or "unknown" (driver there, GPUs unreadable)."""
     if facts.gpus:
-        return GpuHost("gpu", group_gpus([g.label() for g in facts.gpus]))
+        return GpuHost("gpu", describe_gpus(facts.gpus))
     if facts.nvidia_failure:
         return GpuHost(
             "unknown",

@@ -24,7 +24,7 @@ from resolvelib import BaseReporter, ResolutionImpossible, Resolver
 from resolvelib.resolvers import ResolutionTooDeep
 
 from torchfit.compat.explain import explain_conflict
-from torchfit.compat.facts import HostFacts
+from torchfit.compat.facts import HostFacts, distinct_gpus
 from torchfit.compat.judgements import refuse_unknown_gpus
 from torchfit.compat.matrix import EVIDENCE_WORDS, WEAK_EVIDENCE, Build, Matrix
 from torchfit.compat.provider import (
@@ -90,8 +90,8 @@ def _make_plan(ctx: Context, build: Build, py: PythonChoice) -> Plan:
                     "(supported by NVIDIA and PyTorch; upgrade the driver to lift it)"
                 )
             archs = build.arch_for(host.arch or "x86_64") or ()
-            for gpu in host.nvidia_gpus:
-                if gpu.arch and coverage(gpu.arch, archs).kind == "ptx":
+            for gpu in distinct_gpus(host.gpus)[0]:  # one warning per GPU model
+                if gpu.vendor == "nvidia" and gpu.arch and coverage(gpu.arch, archs).kind == "ptx":
                     warnings.append(
                         f"{prefix}{gpu.label()} runs {build.variant} through PTX JIT: the first launch of "
                         "each kernel compiles it, and startup is slower"

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from torchfit._backports import FROZEN
-from torchfit.compat.facts import HostFacts
-from torchfit.compat.judgements import group_gpus
+from torchfit.compat.facts import HostFacts, distinct_gpus
+from torchfit.compat.judgements import describe_gpus
 from torchfit.compat.matrix import CONSERVATIVE_GLIBC, Build, CudaInfo, Matrix
 from torchfit.compat.versions import BuildArch, Dotted, coverage
 
@@ -91,7 +91,7 @@ def check_gpus(build: Build, host: HostFacts, matrix: Matrix, want_cpu: bool) ->
     """Every visible GPU must be covered by the build; a GPU host gets CPU only on request."""
     if build.kind == "cpu":
         if host.gpus and not want_cpu:
-            gpus = group_gpus([g.label() for g in host.gpus])
+            gpus = describe_gpus(host.gpus)
             return RuleResult(False, f"cpu: {host.name} has GPUs ({gpus}); a CPU build only with --variant cpu", "gpu")
         return RuleResult(True, "no GPU to cover" if not host.gpus else "CPU build requested", "gpu")
     if build.kind == "rocm":
@@ -103,7 +103,7 @@ def check_gpus(build: Build, host: HostFacts, matrix: Matrix, want_cpu: bool) ->
                          "have an unknown gfx target list in the matrix (it covers no GPU)")
         missing = [g for g in amd if g.gfx not in build.gfx]
         if missing:
-            names = group_gpus([g.label() for g in missing])
+            names = describe_gpus(missing)
             gfx = ", ".join(sorted({g.gfx or "gfx unknown" for g in missing}))
             return RuleResult(False, f"{build.variant}: {names} not in its targets ({';'.join(build.gfx)})", "gpu",
                          f"have no {gfx} code: targets {';'.join(build.gfx)}")
@@ -119,9 +119,9 @@ def check_gpus(build: Build, host: HostFacts, matrix: Matrix, want_cpu: bool) ->
                      f"have an unknown {platform} arch list in the matrix (it covers no GPU)")
     full = has_full_driver(build, host, matrix)
     notes = []
-    for gpu in nv:
+    listed = ";".join(str(a) for a in archs)
+    for gpu in [g for g in distinct_gpus(host.gpus)[0] if g.vendor == "nvidia"]:  # once per GPU model
         arch = gpu.arch
-        listed = ";".join(str(a) for a in archs)
         if arch is None:
             return RuleResult(False, f"{build.variant}: compute capability of {gpu.name} unknown", "gpu")
         cov = coverage(arch, archs)
@@ -182,7 +182,7 @@ def check_cudnn(build: Build, host: HostFacts, matrix: Matrix) -> RuleResult:
     Kepler GPU (K80, sm_37) never gets a cuDNN 9 build; cuDNN 8.5 still runs on 3.5+.
     Source: NVIDIA cuDNN support matrix (the `[[cudnn]]` rows of the matrix). An
     unknown cuDNN is held to the strictest floor listed."""
-    nv = [g for g in host.nvidia_gpus if g.arch is not None]
+    nv = [g for g in distinct_gpus(host.gpus)[0] if g.vendor == "nvidia" and g.arch is not None]
     if build.kind != "cuda" or not nv:
         return RuleResult(True, "no cuDNN GPU floor applies", "gpu")
     row = matrix.cudnn_floor(build.cudnn) if build.cudnn else None
@@ -196,7 +196,7 @@ def check_cudnn(build: Build, host: HostFacts, matrix: Matrix) -> RuleResult:
     floor = row.min_compute
     low = [g for g in nv if g.arch is not None and g.arch[:2] < floor[:2]]
     if low:
-        names = group_gpus([g.label() for g in low])
+        names = describe_gpus([g for g in host.nvidia_gpus if g.arch is not None and g.arch[:2] < floor[:2]])
         sms = ", ".join(sorted({g.arch.sm for g in low if g.arch is not None}))
         cudnn = f"cuDNN {build.cudnn}" if build.cudnn else "an unknown cuDNN"
         return RuleResult(
