@@ -20,6 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCREENS = ROOT / "docs" / "screens"
+sys.path.insert(0, str(ROOT))  # the fake nvidia-smi scripts live with the tests' (one copy)
+from tests.support.fake_smi import EIGHT_H100, NVML_MISMATCH, install_fake_smi
 
 A100 = """#!/bin/sh
 case "$*" in
@@ -30,30 +32,10 @@ case "$*" in
   *) exit 3 ;;
 esac
 """
-H100x8 = """#!/bin/sh
-case "$*" in
-  *--query-gpu=*)
-    i=0
-    while [ $i -lt 8 ]; do
-      printf '%d, NVIDIA H100 80GB HBM3, 9.0, 81559, GPU-%d, 00000000:%02d:00.0, 418.87.01\\n' $i $i $((i+16))
-      i=$((i+1))
-    done ;;
-  *) exit 3 ;;
-esac
-"""
-NVML = """#!/bin/sh
-echo "Failed to initialize NVML: Driver/library version mismatch"
-echo "NVML library version: 580.95"
-exit 18
-"""
 
 
 def smi_dir(tmp: Path, name: str, script: str) -> str:
-    d = tmp / name
-    d.mkdir()
-    (d / "nvidia-smi").write_text(script)
-    (d / "nvidia-smi").chmod(0o755)
-    return str(d)
+    return str(install_fake_smi(tmp / name, script))
 
 
 def shot(name: str, shown: str, argv: list[str], path_prefix: str | None = None) -> None:
@@ -76,7 +58,7 @@ def main() -> int:
     env = os.path.abspath(args.cpu_env)
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
-        a100, h100, nvml = smi_dir(tmp, "a100", A100), smi_dir(tmp, "h100x8", H100x8), smi_dir(tmp, "nvml", NVML)
+        a100, h100, nvml = smi_dir(tmp, "a100", A100), smi_dir(tmp, "h100x8", EIGHT_H100), smi_dir(tmp, "nvml", NVML_MISMATCH)
         shot("matrix-show.txt", "COLUMNS=80 torchfit matrix show --torch '>=2.13'",
              ["matrix", "show", "--torch", ">=2.13"])
         shot("resolve-explain-nvidia.txt", "COLUMNS=80 torchfit resolve --explain   # 2x A100, driver 535",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import subprocess
 import sys
 import time
@@ -19,33 +18,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-
-NVML_MISMATCH = """#!/bin/sh
-echo "Failed to initialize NVML: Driver/library version mismatch"
-echo "NVML library version: 580.95"
-exit 18
-"""
-HANGS = "#!/bin/sh\nexec sleep 600\n"
-EIGHT_H100 = """#!/bin/sh
-case "$*" in
-  *--query-gpu=*)
-    i=0
-    while [ $i -lt 8 ]; do
-      printf '%d, NVIDIA H100 80GB HBM3, 9.0, 81559, GPU-%d, 00000000:%02d:00.0, 418.87.01\\n' $i $i $((i+16))
-      i=$((i+1))
-    done ;;
-  *) exit 3 ;;
-esac
-"""
+from tests.support.fake_smi import EIGHT_H100, HANGS, NVML_MISMATCH, install_fake_smi
 
 
 def fake_smi(tmp_path: Path, script: str) -> dict[str, str]:
     """An environment whose PATH starts with a directory holding `nvidia-smi` = script."""
-    d = tmp_path / "bin"
-    d.mkdir(exist_ok=True)
-    smi = d / "nvidia-smi"
-    smi.write_text(script)
-    smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
+    d = install_fake_smi(tmp_path / "bin", script)
     env = tf_env()
     env["PATH"] = f"{d}{os.pathsep}{env['PATH']}"
     return env
@@ -219,6 +197,13 @@ def test_d19_gpu_by_name_alone_gets_its_capability(tmp_path: Path) -> None:
 def test_d19_pyenv_installable_must_be_versions(tmp_path: Path) -> None:
     path = _facts(tmp_path, {"pyenv": {"path": "/p", "installable": ["abc", "3.12.99999999999999999999"]}})
     assert "pyenv.installable" in bad_input(tf("resolve", "--facts", path))
+
+
+def test_d19_a_pyenv_object_with_a_typo_is_named_not_dropped(tmp_path: Path) -> None:
+    """{"pyenv": {"root": ...}} used to be read as "no pyenv" (and its list never checked)."""
+    path = _facts(tmp_path, {"pyenv": {"root": "/r", "installable": ["abc"]}})
+    assert "unknown key 'root'" in bad_input(tf("resolve", "--facts", path))
+    assert "'path'" in bad_input(tf("resolve", "--facts", _facts(tmp_path, {"pyenv": {}})))
 
 
 # --- #20: requirement extras, URLs, markers -------------------------------------------------

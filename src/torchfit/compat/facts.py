@@ -298,8 +298,11 @@ def facts_from_json(data: Any, source: str) -> HostFacts:
         )
     pyenv_raw = data.get("pyenv")
     pyenv = None
-    if isinstance(pyenv_raw, dict) and isinstance(pyenv_raw.get("path"), str):
+    if isinstance(pyenv_raw, dict):
+        # An object is checked whole: a typo ("root") or a missing path is bad input, not "no pyenv".
         _check_keys(pyenv_raw, PYENV_KEYS, f"{where}: pyenv")
+        if not isinstance(pyenv_raw.get("path"), str):
+            raise BadInput(f"{where}: 'pyenv' needs a 'path' (pyenv's root, a string), or give null")
         inst = pyenv_raw.get("installable") or []
         if not isinstance(inst, list) or not all(isinstance(v, str) for v in inst):
             raise BadInput(f"{where}: 'pyenv.installable' must be a list of versions")
