@@ -91,7 +91,8 @@ def test_command_in(argv: list[str], expected: str | None) -> None:
 
 
 @pytest.mark.parametrize(("argv", "module"), [(["resolve", "--help"], None), (["install", "--help"], "install"),
-                                              (["matrix", "show", "--help"], "matrix")])
+                                              (["matrix", "show", "--help"], "matrix"), (["--version"], None),
+                                              (["-v", "--version"], None)])
 def test_only_the_chosen_commands_module_is_imported(argv: list[str], module: str | None) -> None:
     code = (
         "import contextlib, io, json, sys\n"
@@ -106,7 +107,13 @@ def test_only_the_chosen_commands_module_is_imported(argv: list[str], module: st
     assert loaded == ([] if module is None else [f"torchfit.cli.commands.{module}"])
 
 
-def test_a_lazy_command_still_runs(tmp_path: object) -> None:
+def test_version_alone_and_beside_a_command() -> None:
+    for argv in (["--version"], ["-v", "--version"], ["--version", "resolve"]):
+        out = _cli(*argv)
+        assert (out.returncode, out.stdout.split()[0]) == (0, "torchfit"), out.stderr
+
+
+def test_a_lazy_command_still_runs() -> None:
     out = _cli("-v", "resolve", "torch==2.13.0", "--variant", "cpu", "--assume", "python=3.11", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["variant"] == "cpu"

@@ -54,6 +54,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     lists them all and argparse reports an unknown command in its one line.
     """
     only = command_in(argv) if argv is not None else None
+    if argv is not None and "--version" in argv and set(argv) <= {"--version", *_TOP_FLAGS}:
+        only = ""  # `torchfit --version` prints and exits before any command is looked at
     parser = _Parser(prog="torchfit", description="Pick, build and prove a working PyTorch GPU stack.",
                      epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"torchfit {__version__}")

@@ -13,12 +13,11 @@ probes at a fake tree. Nothing is cached between calls.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 from torchfit.compat.facts import Gpu, HostFacts
 from torchfit.compat.judgements import GpuHost, judge_gpu_host
 from torchfit.host._io import (
     DEFAULT_TIMEOUT,
+    Background,
     _unknown,
 )
 from torchfit.host.amd import (
@@ -162,58 +161,53 @@ def _gpus_reason(nvidia: NvidiaProbe, amd_cause: str | None, found: bool, on_bus
 def probe_host(runner: Runner, root: str = "/", *, timeout: float = DEFAULT_TIMEOUT) -> HostFacts:
     """Probe this host (or the tree at `root`) and return its HostFacts.
 
-    Pythons/pyenv, AMD and glibc probes run in worker threads while nvidia-smi
-    (the one that can hang) runs in the calling thread, so Ctrl-C kills it at once.
+    Pythons/pyenv, AMD and glibc probes run in daemon threads while nvidia-smi
+    (the one that can hang) runs in the calling thread, so Ctrl-C kills it at once
+    and waits for no probe (the CLI's boundary kills the children still running).
     `timeout` bounds every command.
     """
     reasons: dict[str, str] = {}
-    pool = ThreadPoolExecutor(max_workers=3)
-    try:
-        f_py = pool.submit(_probe_all_pythons, runner, timeout)
-        f_amd = pool.submit(probe_amd_gpus, runner, root, timeout=timeout)
-        f_glibc = pool.submit(probe_glibc, runner, root, timeout=timeout)
+    f_py = Background(_probe_all_pythons, runner, timeout)
+    f_amd = Background(probe_amd_gpus, runner, root, timeout=timeout)
+    f_glibc = Background(probe_glibc, runner, root, timeout=timeout)
+    nvidia = probe_nvidia_gpus(runner, timeout=timeout)
+    driver, why = probe_driver_version(runner, root, timeout=timeout, nvidia=nvidia)
+    if why:
+        reasons["driver_version"] = why
+    topology: dict[str, str] = {}
+    if len(nvidia.gpus) >= 2:
+        topology, why = probe_topology(runner, timeout=timeout)
+        if why:
+            reasons["topology"] = why
+    elif nvidia.cause:
+        reasons["topology"] = _unknown(nvidia.cause)
 
-        nvidia = probe_nvidia_gpus(runner, timeout=timeout)
-        driver, why = probe_driver_version(runner, root, timeout=timeout, nvidia=nvidia)
-        if why:
-            reasons["driver_version"] = why
-        topology: dict[str, str] = {}
-        if len(nvidia.gpus) >= 2:
-            topology, why = probe_topology(runner, timeout=timeout)
-            if why:
-                reasons["topology"] = why
-        elif nvidia.cause:
-            reasons["topology"] = _unknown(nvidia.cause)
+    os_name, why = probe_os(root)
+    if why:
+        reasons["os"] = why
+    wsl, why = probe_wsl(root)
+    if why:
+        reasons["wsl"] = why
+    arch, why = probe_arch(runner, timeout=timeout)
+    if why:
+        reasons["arch"] = why
 
-        os_name, why = probe_os(root)
-        if why:
-            reasons["os"] = why
-        wsl, why = probe_wsl(root)
-        if why:
-            reasons["wsl"] = why
-        arch, why = probe_arch(runner, timeout=timeout)
-        if why:
-            reasons["arch"] = why
-
-        amd_gpus, amd_cause = f_amd.result()
-        gpus = nvidia.gpus + tuple(
-            Gpu(len(nvidia.gpus) + g.index, g.name, vendor="amd", gfx=g.gfx) for g in amd_gpus
-        )
-        on_bus = {} if gpus else find_pci_gpus(root)  # read once: both reasons below use it
-        why = _gpus_reason(nvidia, amd_cause, bool(gpus), on_bus)
-        if why:
-            reasons["gpus"] = why
-        glibc, why = f_glibc.result()
-        if why:
-            reasons["glibc"] = why
-        pyenv, pythons, why, pyenv_why = f_py.result()
-        if why:
-            reasons["pythons"] = why
-        if pyenv_why:
-            reasons["pyenv"] = pyenv_why
-    finally:
-        # On Ctrl-C do not wait for queued work; running probes end by their timeout.
-        pool.shutdown(wait=True, cancel_futures=True)
+    amd_gpus, amd_cause = f_amd.result()
+    gpus = nvidia.gpus + tuple(
+        Gpu(len(nvidia.gpus) + g.index, g.name, vendor="amd", gfx=g.gfx) for g in amd_gpus
+    )
+    on_bus = {} if gpus else find_pci_gpus(root)  # read once: both reasons below use it
+    why = _gpus_reason(nvidia, amd_cause, bool(gpus), on_bus)
+    if why:
+        reasons["gpus"] = why
+    glibc, why = f_glibc.result()
+    if why:
+        reasons["glibc"] = why
+    pyenv, pythons, why, pyenv_why = f_py.result()
+    if why:
+        reasons["pythons"] = why
+    if pyenv_why:
+        reasons["pyenv"] = pyenv_why
     return HostFacts(
         driver_version=driver,
         gpus=gpus,

@@ -21,7 +21,6 @@ import os
 import re
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from torchfit import cache
@@ -187,6 +186,8 @@ def _pyenv_answers(runner: Runner, exe: str, timeout: float) -> dict[str, tuple[
     # the calls; answers are kept only when they name that root and nothing changed meanwhile.
     guess = (env.get("PYENV_ROOT") or os.path.join(env.get("HOME", ""), ".pyenv")).rstrip("/")
     before = _pyenv_stats(real, guess, env)
+    from concurrent.futures import ThreadPoolExecutor  # here: logging comes with it (~5 ms)
+
     with ThreadPoolExecutor(max_workers=len(_PYENV_CALLS)) as pool:
         futures = {k: pool.submit(_run_tool, runner, [exe, *args], timeout) for k, args in _PYENV_CALLS.items()}
         results = {k: f.result() for k, f in futures.items()}
@@ -282,14 +283,18 @@ def probe_pythons(
     known_versions: dict[str, Any] = record if isinstance(record, dict) else {}
     learned: dict[str, Any] = {}
 
-    def ask(path: str) -> PythonInstall | None:
+    def cached(path: str) -> PythonInstall | None:
         real = os.path.realpath(path)
-        stamp = _native_fingerprint(real)
         hit = known_versions.get(real)
-        if stamp is not None and isinstance(hit, list) and len(hit) == 2 and hit[0] == stamp:
+        if isinstance(hit, list) and len(hit) == 2 and hit[0] == _native_fingerprint(real):
             version = parse_python_version(str(hit[1]))
             if version:
                 return PythonInstall(version, path, "path")
+        return None
+
+    def ask(path: str) -> PythonInstall | None:
+        real = os.path.realpath(path)
+        stamp = _native_fingerprint(real)
         res, cause = _run_tool(runner, [path, "-c", _PY_VERSION_CODE], timeout)
         if res is None or cause is not None:
             return None
@@ -298,12 +303,16 @@ def probe_pythons(
             learned[real] = [stamp, version]
         return PythonInstall(version, path, "path") if version else None
 
-    found: list[PythonInstall] = []
-    if len(candidates) == 1:
-        found = [p for p in map(ask, candidates) if p is not None]
-    elif candidates:
-        with ThreadPoolExecutor(max_workers=min(8, len(candidates))) as pool:
-            found = [p for p in pool.map(ask, candidates) if p is not None]
+    answers = {path: cached(path) for path in candidates}
+    missing = [path for path, hit in answers.items() if hit is None]
+    if len(missing) == 1:
+        answers[missing[0]] = ask(missing[0])
+    elif missing:
+        from concurrent.futures import ThreadPoolExecutor  # here: logging comes with it (~5 ms)
+
+        with ThreadPoolExecutor(max_workers=min(8, len(missing))) as pool:
+            answers.update(zip(missing, pool.map(ask, missing)))
+    found = [p for p in answers.values() if p is not None]
     if learned:
         # Newest last; the record stays small on hosts whose interpreters come and go.
         merged = {**{k: v for k, v in known_versions.items() if k not in learned}, **learned}

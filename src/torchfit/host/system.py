@@ -2,7 +2,6 @@
 and the machine architecture."""
 
 import os
-import platform
 import re
 import sys
 
@@ -101,6 +100,8 @@ def probe_glibc(
 def probe_os(root: str = "/") -> tuple[str | None, str | None]:
     """ "ubuntu:24.04" from /etc/os-release (or /usr/lib/os-release, per os-release(5))."""
     if root == "/" and not sys.platform.startswith("linux"):
+        import platform
+
         return None, _unknown(
             f"this is {platform.system() or sys.platform}, not Linux (out of scope)"
         )
@@ -132,12 +133,13 @@ def probe_arch(
     runner: Runner, *, timeout: float = DEFAULT_TIMEOUT
 ) -> tuple[str | None, str | None]:
     """The CPU architecture as wheel tags spell it (x86_64, aarch64)."""
-    machine = platform.machine()
+    # What platform.machine() returns on POSIX, without importing platform (~2 ms).
+    machine = os.uname().machine if hasattr(os, "uname") else ""
     if not machine:
         res, cause = _run_tool(runner, ["uname", "-m"], timeout)
         if res is None or cause is not None:
             return None, _unknown(cause or "uname -m failed")
         machine = res.stdout.strip()
     if not machine:
-        return None, _unknown("platform.machine() and `uname -m` are empty")
+        return None, _unknown("uname(2) and `uname -m` give no machine name")
     return _ARCH_ALIASES.get(machine.lower(), machine), None
