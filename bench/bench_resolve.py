@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -87,13 +88,21 @@ def _env(cache: Path) -> dict[str, str]:
     return env
 
 
-def _time(argv: list[str], env: dict[str, str]) -> float:
+def _cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _time(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of one run; CPU (user + sys, the children it waited for included)
+    is inflated less than wall time when other work shares the machine."""
+    c0 = _cpu()
     t0 = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, env=env)
     dt = time.perf_counter() - t0
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{argv} failed ({proc.returncode}): {proc.stderr.decode()[-800:]}")
-    return dt
+    return dt, _cpu() - c0
 
 
 def install_torchfit(work: Path, name: str, source: Path) -> Path:
@@ -141,7 +150,7 @@ def main() -> int:
             cases[f"{label}: --version"] = ([tf, "--version"], "warm")
         warm = {label: work / f"cache-{label}" for label in tools}
 
-        def run(name: str) -> float:
+        def run(name: str) -> tuple[float, float]:
             argv, mode = cases[name]
             label = name.split(":")[0]
             if mode == "empty":
@@ -153,19 +162,30 @@ def main() -> int:
         for name in cases:  # fill the page cache and the warm start-up caches; not timed
             run(name)
         times: dict[str, list[float]] = {k: [] for k in cases}
+        cpus: dict[str, list[float]] = {k: [] for k in cases}
         names = list(cases)
+        load0 = os.getloadavg()[0]
         for i in range(args.n):
             for name in names if i % 2 == 0 else names[::-1]:
-                times[name].append(run(name))
+                wall, cpu = run(name)
+                times[name].append(wall)
+                cpus[name].append(cpu)
         base = statistics.median(times["python -c pass"])
+        base_cpu = statistics.median(cpus["python -c pass"])
         result: dict[str, Any] = {"rounds": args.n, "baseline": args.baseline,
-                                  "date": time.strftime("%Y-%m-%d %H:%M"), "cases": {}}
-        print(f"== medians of {args.n} alternating rounds (ms)")
+                                  "date": time.strftime("%Y-%m-%d %H:%M"),
+                                  "load_average_1min": [round(load0, 2), round(os.getloadavg()[0], 2)], "cases": {}}
+        print(f"== medians of {args.n} alternating rounds (ms); load average {load0:.2f} -> {os.getloadavg()[0]:.2f}")
+        print(f"   {'':44s} {'wall':>13s}   {'above bare':>10s}   {'CPU':>6s}   {'above bare':>10s}")
         for name, ts in times.items():
             med = statistics.median(ts)
+            cpu = statistics.median(cpus[name])
             result["cases"][name] = {"median_ms": round(med * 1000, 1), "above_bare_ms": round((med - base) * 1000, 1),
+                                     "cpu_median_ms": round(cpu * 1000, 1),
+                                     "cpu_above_bare_ms": round((cpu - base_cpu) * 1000, 1),
                                      "runs_ms": [round(t * 1000, 1) for t in ts]}
-            print(f"   {name:44s} median {med * 1000:7.1f}   above bare {(med - base) * 1000:7.1f}")
+            print(f"   {name:44s} {med * 1000:13.1f}   {(med - base) * 1000:10.1f}   {cpu * 1000:6.1f}"
+                  f"   {(cpu - base_cpu) * 1000:10.1f}")
         if args.phases:
             result["phases_ms"] = {}
             print("== phases inside one process, medians of fresh processes (ms)")
