@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from typing import TYPE_CHECKING, Any
 
 try:  # CPython's own sha256: hashlib would first load OpenSSL (~3 ms of every start-up)
@@ -96,7 +97,8 @@ def write_record(name: str, key: str, data: Any) -> bool:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         if not _usable(directory):
             return False
-        tmp = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
+        # Per process and thread: two writers never share a temp file; the rename is atomic.
+        tmp = os.path.join(directory, f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(f"{header}\n{body}")
