@@ -51,7 +51,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     Start-up cost: each command module (and what it imports) loads only when its
     verb is the one being run. Without a recognised command (`--help`, no command,
     an unknown one, anything unusual) every command is built, so `torchfit --help`
-    lists them all and argparse reports an unknown command in its one line.
+    lists them all and argparse reports an unknown command in its one line;
+    `--version` alone (with -v at most) builds none.
     """
     only = command_in(argv) if argv is not None else None
     if argv is not None and "--version" in argv and set(argv) <= {"--version", *_TOP_FLAGS}:
