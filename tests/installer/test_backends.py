@@ -183,12 +183,16 @@ wheels = [{ url = "file:///w/mpmath-1.3.0-py3-none-any.whl", hashes = { sha256 =
 
 
 def _compiling_uv(tmp_path: Path, *, offline_fails: bool = False, online_torch: str = "a",
-                  cached_extra: bool = False, early_install_fails: bool = False) -> Path:
+                  cached_extra: bool = False, early_install_fails: bool = False,
+                  cached_unhashed: bool = False) -> Path:
     """A uv that records each argv. `pip compile -o OUT` writes a lock: `--offline` (uv's cache)
     torch + sympy (+ mpmath with `cached_extra`), or fails when told (a cold cache); online
     torch (sha256 `online_torch` * 64) + sympy. The early install fails when told."""
     cached = tmp_path / "lock-cached.toml"
     cached.write_text(_LOCK.format(a="a" * 64, b="b" * 64, extra=_MPMATH if cached_extra else ""))
+    if cached_unhashed:  # a remote file the index gave no hash for: the cached answer is no hint
+        cached.write_text(cached.read_text().replace('file:///w/sympy-1.14.0-py3-none-any.whl", hashes = { sha256 = "'
+                                                     + "b" * 64 + '" }', 'https://f/sympy-1.14.0-py3-none-any.whl"'))
     online = tmp_path / "lock-online.toml"
     online.write_text(_LOCK.format(a=online_torch * 64, b="b" * 64, extra=""))
     log = tmp_path / "calls.txt"
@@ -235,8 +239,9 @@ def test_one_online_resolution_decides_after_uvs_cached_answer(tmp_path: Path, c
     assert [ln for ln in shown if ln.startswith("[resolve]")][1:] == ["[resolve] done"]
 
 
-def test_a_cold_cache_resolves_online_only(tmp_path: Path, ctx: StepContext) -> None:
-    uv = _compiling_uv(tmp_path, offline_fails=True)
+@pytest.mark.parametrize("case", ["cold", "unhashed"])
+def test_no_cached_answer_no_early_install(tmp_path: Path, ctx: StepContext, case: str) -> None:
+    uv = _compiling_uv(tmp_path, offline_fails=case == "cold", cached_unhashed=case == "unhashed")
     _build(tmp_path, ctx, uv)
     calls = _calls(tmp_path)
     assert not [c for c in calls if "pylock.early.toml" in c]

@@ -389,8 +389,12 @@ class UvBackend(Backend):
                 cached = os.path.join(work, "pylock.cached.toml")
                 res = self.ctx.run("resolve", [*base, "--offline", "-o", cached, pyproject], env,
                                    detail + " (uv's cache)", check=False, show=False)
+                hint = None
                 if res.returncode == 0:
-                    on_hint(parse_uv_pylock(cached))
+                    with contextlib.suppress(InstallFailed):  # a file without sha256: no hint
+                        hint = parse_uv_pylock(cached)
+                if hint and all(a.sha256 for d in hint for a in d.artifacts):
+                    on_hint(hint)
             self.ctx.run("resolve", [*base, "-o", out, pyproject], env, detail, show=False)
             locked = parse_uv_pylock(out)
         obs.done("resolve", time.monotonic() - start)
