@@ -246,6 +246,9 @@ def test_no_cached_answer_no_early_install(tmp_path: Path, ctx: StepContext, cas
     calls = _calls(tmp_path)
     assert not [c for c in calls if "pylock.early.toml" in c]
     assert "--offline" not in [c for c in calls if c.startswith("pip compile ")][-1].split()
+    # cold: uv's cache could not resolve, so the install goes straight to the URLs
+    installs = [c.split() for c in calls if "pylock.install.toml" in c]
+    assert len(installs) == 1 and ("--offline" in installs[0]) == (case == "unhashed")
 
 
 def test_local_sources_resolve_once(tmp_path: Path, ctx: StepContext) -> None:

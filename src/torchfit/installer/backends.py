@@ -258,6 +258,7 @@ class UvBackend(Backend):
         super().__init__(ctx)
         self.uv = uv
         self.version = str(version)
+        self.cache_answered: bool | None = None  # did uv's cache resolve the plan offline? (None: not asked)
 
     def _venv_args(self) -> list[str]:
         s = self.ctx.sources
@@ -390,6 +391,7 @@ class UvBackend(Backend):
                 res = self.ctx.run("resolve", [*base, "--offline", "-o", cached, pyproject], env,
                                    detail + " (uv's cache)", check=False, show=False)
                 hint = None
+                self.cache_answered = res.returncode == 0
                 if res.returncode == 0:
                     with contextlib.suppress(InstallFailed):  # a file without sha256: no hint
                         hint = parse_uv_pylock(cached)
@@ -427,7 +429,13 @@ class UvBackend(Backend):
         for host in s.trusted_hosts:
             argv += ["--allow-insecure-host", host]
         detail = f"{len(dists)} packages, the resolved files by URL and sha256"
-        self._run_locked("install", [*argv, *(["--offline"] if s.offline else [])], self._install_env(), detail)
+        if s.offline or self.cache_answered is not False:
+            self._run_locked("install", [*argv, *(["--offline"] if s.offline else [])], self._install_env(), detail)
+        else:
+            # uv's cache could not even resolve this set (cold): an --offline attempt
+            # would miss too, after unpacking what it could (measured: the CUDA set
+            # cold, the files unpacked again by the online run).
+            self.ctx.run("install", argv, self._install_env(), detail)
 
     def _install_env(self) -> dict[str, str]:
         s = self.ctx.sources
