@@ -103,7 +103,19 @@ os.wait()                              # reap the middle one
 time.sleep(600)
 '''
 p = spawn([sys.executable, "-c", child, mark, mark + "-child"], stdout=subprocess.DEVNULL)
-time.sleep(1.2)                        # > two watchdog scans
+def started():                         # the three grandchildren have exec'd (slow on a loaded machine)
+    seen = set()
+    for e in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{e}/cmdline", "rb") as fh:
+                seen.add(fh.read().split(b"\0")[0].decode(errors="replace"))
+        except OSError:
+            pass
+    return {mark + "-samegroup", mark + "-setsid", mark + "-daemon"} <= seen
+end = time.monotonic() + 60
+while not started() and time.monotonic() < end:
+    time.sleep(0.05)
+time.sleep(1.2)                        # > two watchdog scans after they all exist
 print(p.pid, watchdog_pid(), flush=True)
 time.sleep(600)
 """
@@ -139,7 +151,8 @@ def test_grandchildren_die_when_torchfit_is_sigkilled(how: str, tmp_path: Path) 
     try:
         assert tf.stdout is not None
         _child, dog = (int(x) for x in tf.stdout.readline().split())
-        names = {cmd.split()[0] if "-c" not in cmd else cmd.split()[-1] for _, cmd in _marked(mark)}
+        # argv[0] is the name of an exec'd sleeper; the child is `python -c CODE MARK MARK-child`
+        names = {cmd.split()[0] if cmd.startswith(mark) else cmd.split()[-1] for _, cmd in _marked(mark)}
         assert {f"{mark}-samegroup", f"{mark}-setsid", f"{mark}-daemon", f"{mark}-child"} <= names, names
         assert _alive(dog)
         os.killpg(tf.pid, signal.SIGKILL) if how == "group" else tf.kill()
