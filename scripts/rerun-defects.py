@@ -37,7 +37,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -49,6 +48,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the hanging server lives with the tests' (one copy)
+from tests.support.servers import serve
+
 CLASSES = ("data-loss", "orphans", "traceback", "hang", "wrong-exit")
 HANG_S = 120.0
 TAG_VAR = "TORCHFIT_RERUN_TAG"
@@ -219,35 +221,6 @@ def tagged(tag: str, grace: float = 0.0) -> list[tuple[int, str]]:
         time.sleep(0.1)
 
 
-@contextlib.contextmanager
-def hung_server():  # type: ignore[no-untyped-def]
-    """http://127.0.0.1:PORT that accepts every connection and never sends a byte."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
-    sock.settimeout(0.2)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                held.append(sock.accept()[0])
-            except OSError:
-                continue
-
-    t = threading.Thread(target=accept, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        stop.set()
-        t.join(timeout=2)
-        for c in held:
-            c.close()
-        sock.close()
-
-
 def fake_torch_env(parent: Path, name: str, init: str) -> Path:
     """A venv (Python 3.11 when present) whose torch/__init__.py is `init`."""
     py311 = shutil.which("python3.11") or sys.executable
@@ -382,7 +355,7 @@ def d06(b: Box) -> None:
 
 
 def d07(b: Box) -> None:
-    with hung_server() as url:
+    with serve() as url:  # a mirror that accepts and never answers
         b.run(7, "install against a mirror that never answers (uv, PIP_DEFAULT_TIMEOUT=180)",
               ["install", *REQ, "--torch-index-url", url + "/simple", "--allow-insecure-index", "--prefix",
                str(b.work / "d7" / "env")], env={"PIP_DEFAULT_TIMEOUT": "180"}, expect={1},
@@ -438,7 +411,7 @@ def d11(b: Box) -> None:
     fake_torch_env(d, "hang", "import time; time.sleep(10**6)\n")
     b.run(11, "doctor (import torch hangs), SIGTERM after 4 s", ["doctor", "--env", str(d / "hang")],
           during=signal_on(signal.SIGTERM, 4), expect={130})
-    with hung_server() as url:
+    with serve() as url:  # a mirror that accepts and never answers
         b.run(11, "export --format pylock (hung mirror), SIGTERM after 4 s", ["export", "--format", "pylock", *REQ,
               "--torch-index-url", url + "/whl/{variant}", "--allow-insecure-index"],
               during=signal_on(signal.SIGTERM, 4), expect={130})

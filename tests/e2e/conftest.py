@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.installer.conftest import cpu_wheel, torch_index  # noqa: F401  (fixtures)
+from tests.support.servers import serve
 from tests.verify.conftest import scan_tagged, torch_env  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,31 +156,8 @@ def tf(tmp_path: Path) -> Iterator[Tf]:
 @pytest.fixture
 def hung_server() -> Iterator[str]:
     """http://127.0.0.1:PORT: accepts connections and never answers a byte."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        sock.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, _ = sock.accept()
-            except OSError:
-                continue
-            held.append(conn)
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        stop.set()
-        thread.join(timeout=2)
-        for c in held:
-            c.close()
-        sock.close()
+    with serve() as url:
+        yield url
 
 
 def wait_for_tagged(run: Run, needle: str, timeout: float = 120) -> int:

@@ -12,38 +12,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.servers import serve
 from torchfit.errors import IndexUnavailable
 from torchfit.index.client import DEADLINE_ENV, IndexClient, default_deadline
 from torchfit.progress import Progress
-
-
-def _serve(handler) -> Iterator[str]:  # type: ignore[no-untyped-def]
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    sock.settimeout(0.2)
-    stop = threading.Event()
-    conns: list[socket.socket] = []
-
-    def loop() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = sock.accept()
-            except OSError:
-                continue
-            conns.append(conn)
-            threading.Thread(target=handler, args=(conn, stop), daemon=True).start()
-
-    t = threading.Thread(target=loop, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        stop.set()
-        t.join(timeout=2)
-        for c in conns:
-            c.close()
-        sock.close()
 
 
 @pytest.fixture
@@ -51,7 +23,8 @@ def silent_server() -> Iterator[str]:
     """Accepts, reads the request, never answers."""
     def handler(conn: socket.socket, stop: threading.Event) -> None:
         stop.wait()
-    yield from _serve(handler)
+    with serve(handler) as url:
+        yield url
 
 
 @pytest.fixture
@@ -65,7 +38,8 @@ def trickle_server() -> Iterator[str]:
                 conn.sendall(b"<")
         except OSError:
             pass
-    yield from _serve(handler)
+    with serve(handler) as url:
+        yield url
 
 
 class Lines(Progress):
