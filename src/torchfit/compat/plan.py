@@ -41,6 +41,13 @@ class Plan:
     ruled_out_relevant: int = 0
     why: dict[str, str] = field(default_factory=dict)
     hosts: tuple[str, ...] = ()
+    # The user's own project (issue 18): the PEP 508 requirements outside the torch
+    # family, as given (REQ, -r FILE, --project DIR), the `-c` constraints, and, once
+    # uv has resolved the whole set, every package's version (normalized name ->
+    # version, the family included). Empty for a plan of the torch family alone.
+    project: tuple[str, ...] = ()
+    constraints: tuple[str, ...] = ()
+    resolved: dict[str, str] = field(default_factory=dict)
     # The matrix row the plan was made from (not part of the JSON contract): later
     # steps (export's platform and glibc, install's lock check) read it instead of
     # looking the build up again by string. None for a plan read back from JSON
@@ -72,6 +79,9 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
         "ruled_out_relevant": plan.ruled_out_relevant,
         "why": dict(plan.why),
         "hosts": list(plan.hosts),
+        "project": list(plan.project),
+        "constraints": list(plan.constraints),
+        "resolved": dict(plan.resolved),
     }
 
 
@@ -94,6 +104,8 @@ def plan_from_json(data: dict[str, Any], matrix: Matrix | None = None) -> Plan:
             torchaudio=data.get("torchaudio"), index_url=str(data.get("index_url") or ""),
             packages=tup("packages") or ("torch",), reasons=tup("reasons"), warnings=tup("warnings"),
             ruled_out=tup("ruled_out"), ruled_out_relevant=int(data.get("ruled_out_relevant") or 0), why=dict(data.get("why") or {}), hosts=tup("hosts"),
+            project=tup("project"), constraints=tup("constraints"),
+            resolved={str(k): str(v) for k, v in dict(data.get("resolved") or {}).items()},
             build=matrix.find_build(torch, variant) if matrix is not None else None,
         )
     except KeyError as exc:
