@@ -148,3 +148,43 @@ def test_a_failed_pyenv_call_is_not_kept(host: FakeHost) -> None:
         assert pyenv is not None and pyenv.installable == ()
         assert len(host.calls("pyenv")) == 4 * n
     assert not list(Path(cache.cache_dir()).glob("pyenv-*.json"))
+
+
+def _pyenv_shim(root: Path, version_bin: Path, counter: Path) -> Path:
+    """pyenv's shim template (pyenv-rehash) for python3.X, and a `pyenv exec` that runs
+    version_bin's program (#!/bin/bash: the PATH of these probes holds no bash)."""
+    pyenv = root / "libexec" / "pyenv"
+    pyenv.parent.mkdir(parents=True)
+    pyenv.write_text('#!/bin/bash\n[ "$1" = exec ] || exit 1\nprogram="$2"\nshift 2\n'
+                     f'echo x >> "{counter}"\nexec "{version_bin}/$program" "$@"\n')
+    name = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    shim = root / "shims" / name
+    shim.parent.mkdir(parents=True)
+    shim.write_text('#!/bin/bash\nset -e\n[ -n "$PYENV_DEBUG" ] && set -x\n\nprogram="${0##*/}"\n\n'
+                    f'export PYENV_ROOT="{root}"\nexec "{pyenv}" exec "$program" "$@"\n')
+    for f in (pyenv, shim):
+        f.chmod(0o755)
+    return shim
+
+
+def test_a_pyenv_shim_is_resolved_once_to_the_interpreter_it_runs(tmp_path: Path) -> None:
+    # pyenv did not answer (so its shims were not skipped): the shim is run once per probe, for
+    # its version and the interpreter behind it, and that interpreter is what the probe names.
+    root = tmp_path / "pyenv"
+    exe = _elf_python(root / "versions" / "3.x" / "bin")
+    counter = tmp_path / "runs"
+    shim = _pyenv_shim(root, exe.parent, counter)
+    want = ".".join(str(n) for n in sys.version_info[:3])
+    found, _ = probe_pythons(Runner(env_overrides={"PATH": str(shim.parent)}))
+    assert [(p.version, p.path, p.source) for p in found] == [(want, str(exe), "path")]
+    assert counter.read_text() == "x\n"
+    # the interpreter on PATH as well: listed once, by its own path
+    found, _ = probe_pythons(Runner(env_overrides={"PATH": f"{shim.parent}{os.pathsep}{exe.parent}"}))
+    assert [p.path for p in found] == [str(exe)]
+    # a script that is not a shim keeps its own path
+    wrapper = tmp_path / "wrap" / shim.name
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/bash\nexec "{exe}" "$@"\n')
+    wrapper.chmod(0o755)
+    found, _ = probe_pythons(Runner(env_overrides={"PATH": str(wrapper.parent)}))
+    assert [p.path for p in found] == [str(wrapper)]

@@ -9,6 +9,11 @@ the start-up cache (`torchfit.cache`), each keyed by what decides it:
   ctime, and only for a native executable (ELF): a script named python3 (a shim,
   a wrapper) may answer differently per directory or environment, so it is asked
   every time;
+- a pyenv shim on PATH (seen when pyenv itself did not answer, so its shims are
+  not skipped) is resolved once, in the same call that asks its version, to the
+  interpreter it runs (`sys.executable`): that path is the one recorded, so uv and
+  every later step run the interpreter itself, not bash and `pyenv exec` (tens of
+  ms per call, and each uv process asks its interpreter);
 - pyenv's answers, by the environment that steers pyenv and the stats of the
   files and directories its answers are read from (its own executable and
   libexec, $PYENV_ROOT/versions, python-build's definition directories, .git),
@@ -29,6 +34,11 @@ from torchfit.host._io import DEFAULT_TIMEOUT, _run_tool, _unknown
 from torchfit.runner import Runner
 
 _PY_VERSION_CODE = "import sys;print('%d.%d.%d'%sys.version_info[:3])"
+# A pyenv shim is asked for the interpreter it runs as well.
+_PY_SHIM_CODE = "import sys;print('%d.%d.%d'%sys.version_info[:3]);print(sys.executable)"
+# pyenv's shim template (pyenv-rehash): `exec "…/libexec/pyenv" exec "$program" "$@"`;
+# pyenv-virtualenv's shims are the same.
+_PYENV_SHIM = re.compile(rb'exec "[^"\n]*pyenv" exec "\$program"')
 
 _PY_FINAL = re.compile(r"([0-9]+)\.([0-9]+)\.([0-9]+)")
 # The interpreter names looked for on PATH (python3.12, python3; not python3-config).
@@ -264,6 +274,16 @@ def _native_fingerprint(real: str) -> list[int] | None:
     return cache.fingerprint(real)
 
 
+def is_pyenv_shim(real: str) -> bool:
+    """Is this file one of pyenv's shims (a bash script that runs `pyenv exec NAME`)?"""
+    try:
+        with open(real, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return head.startswith(b"#!") and _PYENV_SHIM.search(head) is not None
+
+
 def probe_pythons(
     runner: Runner,
     *,
@@ -275,7 +295,9 @@ def probe_pythons(
 
     `skip_dirs` (pyenv's shims) are left out; `known` interpreters (pyenv's) are not
     run again. Each interpreter is asked for its version, concurrently; one that
-    fails or hangs is left out.
+    fails or hangs is left out. A pyenv shim that is not skipped is replaced by the
+    interpreter it runs (once: the shim is run once, for both answers), and left out
+    when that interpreter is already listed.
     """
     seen = {os.path.realpath(p.path) for p in known if p.path}
     candidates = _path_python_candidates(runner, skip_dirs, seen)
@@ -295,12 +317,18 @@ def probe_pythons(
     def ask(path: str) -> PythonInstall | None:
         real = os.path.realpath(path)
         stamp = _native_fingerprint(real)
-        res, cause = _run_tool(runner, [path, "-c", _PY_VERSION_CODE], timeout)
+        shim = stamp is None and is_pyenv_shim(real)
+        res, cause = _run_tool(runner, [path, "-c", _PY_SHIM_CODE if shim else _PY_VERSION_CODE], timeout)
         if res is None or cause is not None:
             return None
-        version = parse_python_version(res.stdout)
+        lines = res.stdout.splitlines() or [""]
+        version = parse_python_version(lines[0])
         if version and stamp is not None and stamp == _native_fingerprint(real):
             learned[real] = [stamp, version]
+        if version and shim:
+            target = lines[1].strip() if len(lines) > 1 else ""
+            if os.path.isabs(target) and os.path.isfile(target) and os.access(target, os.X_OK):
+                path = target
         return PythonInstall(version, path, "path") if version else None
 
     answers = {path: cached(path) for path in candidates}
@@ -312,7 +340,16 @@ def probe_pythons(
 
         with ThreadPoolExecutor(max_workers=min(8, len(missing))) as pool:
             answers.update(zip(missing, pool.map(ask, missing)))
-    found = [p for p in answers.values() if p is not None]
+    found: list[PythonInstall] = []
+    for candidate, p in answers.items():
+        if p is None:
+            continue
+        if p.path and p.path != candidate:  # a shim, resolved: left out when its interpreter is listed already
+            real = os.path.realpath(p.path)
+            if real in seen:
+                continue
+            seen.add(real)
+        found.append(p)
     if learned:
         # Newest last; the record stays small on hosts whose interpreters come and go.
         merged = {**{k: v for k, v in known_versions.items() if k not in learned}, **learned}
