@@ -29,6 +29,8 @@ from torchfit.errors import BadInput
 # A facts file of a 1 024-GPU host is about 300 KB; a lock of a CUDA torch ~20 KB.
 MAX_FACTS_BYTES = 4 << 20
 MAX_LOCK_BYTES = 8 << 20
+# A requirements file or pyproject.toml: a big monorepo's is ~100 KB.
+MAX_REQUIREMENTS_BYTES = 4 << 20
 MAX_MATRIX_BYTES = 16 << 20
 # doctor reads a training log to explain its errors; it needs the end of a big one.
 MAX_LOG_BYTES = 256 << 20

@@ -77,7 +77,7 @@ def test_assume_on_a_gpu_less_host() -> None:
         (["--facts", "/nonexistent/node.json"], "cannot read"),
         (["--python", "three"], "--python"),
         (["--variant", "cu999"], "no such variant"),
-        (["numpy>=1"], "torchfit resolves torch"),
+        (["numpy>>1"], "is not a PEP 508 requirement"),
         (["--bogus-flag"], "unrecognized arguments"),
     ],
 )

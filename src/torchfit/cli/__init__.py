@@ -31,7 +31,16 @@ class _Parser(argparse.ArgumentParser):
 def add_resolve_options(p: argparse.ArgumentParser) -> None:
     """The options shared by `resolve` and `install`."""
     p.add_argument("requirements", nargs="*", metavar="REQ",
-                   help="torch, torchvision, torchaudio with optional specifiers, e.g. 'torch>=2.4,<2.7'")
+                   help="PEP 508 requirements: the torch family ('torch>=2.4,<2.7', torchvision), whose build "
+                        "torchfit picks for the host, and any other package of your project ('vllm==0.10.2'), "
+                        "resolved with it")
+    p.add_argument("-r", "--requirement", action="append", default=[], metavar="FILE",
+                   help="a pip requirements file (requirements, -c constraints, -r, --extra-index-url, -f, "
+                        "markers); repeatable")
+    p.add_argument("--project", metavar="DIR",
+                   help="a project directory: its pyproject.toml's [project].dependencies")
+    p.add_argument("--extra", action="append", default=[], metavar="NAME",
+                   help="with --project: also this [project.optional-dependencies] group; repeatable")
     p.add_argument("--python", metavar="SPEC", help="Python version or specifier (3.12, '>=3.10,<3.13')")
     p.add_argument("--cuda", metavar="SPEC", help="CUDA version or specifier (12.8, '>=12.6')")
     p.add_argument("--variant", metavar="NAME", help="one variant: cu128, rocm6.4, cpu")
@@ -43,6 +52,42 @@ def add_resolve_options(p: argparse.ArgumentParser) -> None:
                    help="replace a detected fact: driver=, gpu= (repeatable), glibc=, python= (repeatable), "
                         "os=, wsl=yes|no, arch=")
     p.add_argument("--matrix", metavar="FILE", help=argparse.SUPPRESS)
+
+
+def add_source_options(p: argparse.ArgumentParser) -> None:
+    """Where packages come from: shared by `resolve`, `install` and `add`."""
+    from torchfit.compat.matrix import DEFAULT_INDEX, TORCH_INDEX_ENV
+
+    p.add_argument("--torch-index-url", metavar="URL",
+                   help=f"the index of torch/torchvision/torchaudio, {{variant}} substituted (default "
+                        f"{DEFAULT_INDEX}; env {TORCH_INDEX_ENV})")
+    p.add_argument("--index-url", metavar="URL", help="the index for everything else (replaces pip's index-url)")
+    p.add_argument("--extra-index-url", action="append", default=[], metavar="URL",
+                   help="another index for everything else (added to pip's configuration)")
+    p.add_argument("--find-links", action="append", default=[], metavar="PATH",
+                   help="a directory or page of wheels for everything else (added to pip's configuration)")
+    p.add_argument("--offline", action="store_true",
+                   help="use only local sources (file:// indexes, find-links directories, uv's cache)")
+    p.add_argument("--allow-insecure-index", action="store_true",
+                   help="accept plain http:// indexes (packages and credentials travel unencrypted)")
+
+
+def check_source_options(args: argparse.Namespace) -> None:
+    """The source options' URLs, before anything runs: exit 2, one line."""
+    from torchfit.compat.matrix import TORCH_INDEX_ENV
+    from torchfit.inputs import check_index_url
+    from torchfit.installer.sources import check_url
+
+    template = args.torch_index_url or os.environ.get(TORCH_INDEX_ENV)
+    if template:
+        flag = "--torch-index-url" if args.torch_index_url else TORCH_INDEX_ENV
+        check_index_url(template, flag)
+        check_url(template.replace("{variant}", "cpu"), flag, args.allow_insecure_index)
+    for flag, urls in (("--index-url", [args.index_url] if args.index_url else []),
+                       ("--extra-index-url", args.extra_index_url), ("--find-links", args.find_links)):
+        for url in urls:
+            check_index_url(url, flag, allow_path=flag == "--find-links", placeholders=False)
+            check_url(url, flag, args.allow_insecure_index)
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -74,6 +119,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         res = sub.add_parser("resolve", help="pick one consistent set of versions and explain every choice",
                              epilog=EPILOG)
         add_resolve_options(res)
+        add_source_options(res)
         res.add_argument("--json", action="store_true", help="print one JSON object")
         res.add_argument("--explain", action="store_true", help="list what was ruled out and by which fact")
     for module in _command_modules(None if only is None else (only,)):
@@ -137,14 +183,47 @@ def load_hosts(args: argparse.Namespace) -> list[Any]:
     return [apply_assumptions(h, args.assume, names) for h in hosts]
 
 
+def load_project(args: argparse.Namespace) -> Any:
+    """The project of REQ, -r FILE and --project DIR [--extra NAME] (`compat.project.ProjectSpec`)."""
+    from torchfit.compat.project import ProjectSpec, parse_pyproject, parse_requirements_file
+    from torchfit.compat.request import split_requirements
+    from torchfit.inputs import MAX_REQUIREMENTS_BYTES, loads_toml, read_text_file
+
+    family, others = split_requirements(args.requirements)
+    spec = ProjectSpec(others)
+
+    def read(path: str) -> str:
+        return read_text_file(path, "-r", limit=MAX_REQUIREMENTS_BYTES)
+
+    for path in args.requirement:
+        spec = spec + parse_requirements_file(read(path), path, read, os.environ)
+    if args.extra and not args.project:
+        raise BadInput("--extra names an optional-dependencies group of --project DIR; give --project")
+    if args.project:
+        path = os.path.join(os.path.expanduser(args.project), "pyproject.toml")
+        if not os.path.isfile(path):
+            raise BadInput(f"--project {args.project}: no pyproject.toml in it")
+        text = read_text_file(path, "--project", limit=MAX_REQUIREMENTS_BYTES)
+        spec = spec + parse_pyproject(loads_toml(text, path), path, args.extra)
+    for r in spec.family:
+        if r.requirement.marker is not None:
+            raise BadInput(f"{r.origin}: {r.text!r}: environment markers on the torch family are not evaluated; "
+                           "give the requirement without one, and --python/--assume for the target")
+    return family, spec
+
+
 def make_request(args: argparse.Namespace, matrix: Any) -> Any:
     """The resolver's `Request` from the shared resolve options, checked against `matrix`."""
-    from torchfit.compat.request import Request, parse_requirements, parse_spec
+    from dataclasses import replace
+
+    from torchfit.compat.request import Request, parse_spec
 
     if args.variant and args.variant not in {b.variant for b in matrix.builds}:
         raise BadInput(f"--variant {args.variant}: no such variant in the matrix (e.g. cu128, rocm6.4, cpu)")
+    family, project = load_project(args)
     return Request(
-        requirements=parse_requirements(args.requirements),
+        requirements=(*family, *(r.requirement for r in project.family)),
+        project=replace(project, requirements=project.others),
         python=parse_spec(args.python, "--python") if args.python else None,
         cuda=parse_spec(args.cuda, "--cuda") if args.cuda else None,
         variant=args.variant,
@@ -176,9 +255,15 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     from torchfit.compat.resolver import resolve
 
     matrix = load_matrix(args.matrix)
+    check_source_options(args)
     request = make_request(args, matrix)
     hosts = load_hosts(args)
-    plan = resolve(hosts, request, matrix)  # NoCompatibleSet: the boundary prints it (exit 1)
+    if request.project.others:
+        from torchfit.installer.project import resolve_project
+
+        plan = resolve_project(hosts, request, matrix, args)
+    else:
+        plan = resolve(hosts, request, matrix)  # NoCompatibleSet: the boundary prints it (exit 1)
     if args.json:
         print(json.dumps(plan_to_json(plan), indent=2))
     else:

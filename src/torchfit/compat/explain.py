@@ -10,7 +10,7 @@ from packaging.version import Version
 from torchfit.compat.facts import HostFacts
 from torchfit.compat.judgements import describe_gpus
 from torchfit.compat.matrix import Build
-from torchfit.compat.provider import Context
+from torchfit.compat.provider import Context, ProjectCandidate
 from torchfit.compat.rules import (
     RuleResult,
     driver_floor,
@@ -149,3 +149,138 @@ def _version_order(text: str) -> tuple[int, tuple[int, ...], str]:
     if all(p.isdigit() for p in parts):
         return (0, tuple(int(p) for p in parts), "")
     return (1, (), text)
+
+
+# --- the project's pins ---------------------------------------------------------------------
+
+# Releases read to find a working one for a hint (each is one metadata read).
+HINT_RELEASES = 15
+
+
+def explain_project_conflict(ctx: Context) -> tuple[list[str], list[str]]:
+    """Why the project's packages leave no build, naming each package and its torch pin.
+
+    ([], []) when the host (or the user's own constraints) alone leaves no build: the
+    classic explanation says that better. Otherwise: each package none of whose
+    releases pins a torch this host runs ("vllm 0.6.3 requires torch==2.4.0; every
+    such build is ruled out: 2.4.0 cu124: ... sm_120"), else the packages whose pins
+    exclude each other, named together. A hint names a release of the package whose
+    pin a host build meets, found by reading a few more releases' metadata.
+    """
+    feasible = [b for b in ctx.ordered if not ctx.refusals(b)]
+    if not feasible:
+        return [], []
+    conflicts = [f"{host.name}: {describe_host(host)}" for host in ctx.hosts]
+    hints: list[str] = []
+    fits: dict[str, tuple[list[ProjectCandidate], set[Build]]] = {}
+    for r in ctx.project:
+        tried = sorted((ProjectCandidate(f"pkg:{n}", n, v) for n, v in ctx.seen if n == r.name),
+                       key=lambda c: c.version, reverse=True)
+        if not tried:
+            spec = ctx.project_spec(r.name)
+            if not ctx.project_pool(f"pkg:{r.name}"):
+                conflicts.append(f"{r.text} ({r.origin}): the sources offer no release of {r.name}"
+                                 + (f" within {spec}" if str(spec) else ""))
+            continue
+        good = [c for c in tried if _runs(ctx, c, feasible)]
+        fits[r.name] = (tried, {b for c in good for b in feasible if ctx.admits(c, b)})
+        if good:
+            continue
+        newest = tried[0]
+        conflicts.append(f"{_pins(ctx, newest)}; {_why_not(ctx, newest)}"
+                         + (f" ({len(tried) - 1} more {r.name} releases read: none fits either)" if len(tried) > 1 else "")
+                         + (f" [{r.origin}]" if r.origin != "command line" else ""))
+        hint = _working_release(ctx, r.name, {c.version for c in tried}, feasible)
+        if hint:
+            hints.append(hint)
+    if len(conflicts) == len(ctx.hosts):
+        names = list(fits)
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                if fits[a][1] and fits[b][1] and not fits[a][1] & fits[b][1]:
+                    ca = next(c for c in fits[a][0] if _runs(ctx, c, feasible))
+                    cb = next(c for c in fits[b][0] if _runs(ctx, c, feasible))
+                    conflicts.append(f"{_pins(ctx, ca)} and {_pins(ctx, cb)}: no torch build meets both")
+    if len(conflicts) == len(ctx.hosts):
+        return [], []
+    return conflicts, hints
+
+
+def _runs(ctx: Context, cand: ProjectCandidate, feasible: list[Build]) -> bool:
+    """Does some build this host runs meet the release's pins, with a Python both accept?"""
+    meta = ctx.project_meta(cand)
+    rp = meta.requires_python if meta else None
+    for b in feasible:
+        if not ctx.admits(cand, b):
+            continue
+        py = ctx.python_req(b)
+        if any(py.check(p).ok and ctx._python_ok(p) and _python_meets(rp, p.version) for p in ctx.pythons):
+            return True
+    return False
+
+
+def _python_meets(requires_python: str | None, version: str) -> bool:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    if not requires_python:
+        return True
+    try:
+        return SpecifierSet(requires_python).contains(version, prereleases=True)
+    except InvalidSpecifier:
+        return True
+
+
+def _pins(ctx: Context, cand: ProjectCandidate) -> str:
+    pins = ctx.family_pins(cand)
+    meta = ctx.project_meta(cand)
+    what = ", ".join(str(p) for p in pins) or "no torch"
+    if meta and meta.requires_python and not pins:
+        what = f"Python{meta.requires_python}"
+    return f"{cand.label} requires {what}"
+
+
+def _why_not(ctx: Context, cand: ProjectCandidate) -> str:
+    """Why no build this host runs meets a release's pins: the host fact per build."""
+    allowed = [b for b in ctx.ordered if ctx.admits(cand, b)]
+    if not allowed:
+        return "no build in the matrix meets it"
+    texts: list[str] = []
+    # Builds for this host's kind of hardware first (CUDA on NVIDIA...): their refusals say why.
+    for b in sorted(allowed, key=lambda b: not _fits_kind(ctx, b)):
+        fails = ctx.refusals(b)
+        if not fails:
+            texts = []
+            break
+        texts.append(_label_first(fails[0].text, b))
+        if len(texts) == 3:
+            break
+    if not texts:  # a build runs here: the release's Requires-Python is what fails
+        meta = ctx.project_meta(cand)
+        have = ", ".join(p.version for p in ctx.pythons) or "none"
+        return f"its Requires-Python {meta.requires_python if meta else '?'} admits none of the Pythons here ({have})"
+    more = len(allowed) - len(texts)
+    return "every such build is ruled out: " + "; ".join(texts) + (f" (and {more} more builds)" if more > 0 else "")
+
+
+def _fits_kind(ctx: Context, b: Build) -> bool:
+    kinds = {"cuda" for h in ctx.hosts if h.nvidia_gpus} | {"rocm" for h in ctx.hosts if h.amd_gpus}
+    return b.kind in (kinds or {"cpu"})
+
+
+def _label_first(text: str, b: Build) -> str:
+    return text if text.startswith((b.label, b.variant)) else f"{b.label}: {text}"
+
+
+def _working_release(ctx: Context, name: str, tried: set[Version], feasible: list[Build]) -> str | None:
+    """`name==V`, the newest release outside those tried whose pins a build here meets."""
+    if ctx.packages is None:
+        return None
+    for version in list(ctx.packages.versions(name))[:HINT_RELEASES]:
+        if version in tried or version.is_prerelease:
+            continue
+        cand = ProjectCandidate(f"pkg:{name}", name, version)
+        if _runs(ctx, cand, feasible):
+            build = next(b for b in feasible if ctx.admits(cand, b))
+            pins = ", ".join(str(p) for p in ctx.family_pins(cand)) or "no torch pin"
+            return f"{name}=={version} ({pins}) fits: {build.label} runs here"
+    return None

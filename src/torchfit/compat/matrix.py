@@ -25,6 +25,8 @@ from torchfit.errors import BadInput, MatrixError
 
 UNKNOWN = "unknown"
 DEFAULT_INDEX = "https://download.pytorch.org/whl/{variant}"
+# The environment variable that replaces DEFAULT_INDEX (install, resolve, add).
+TORCH_INDEX_ENV = "TORCHFIT_TORCH_INDEX_URL"
 # The default index for everything but the torch family (PEP 503 simple API).
 PYPI_SIMPLE = "https://pypi.org/simple"
 # An unknown glibc floor is taken as the highest floor any torch wheel has had

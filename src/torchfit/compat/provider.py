@@ -3,6 +3,16 @@ that holds the matrix and the hosts, and `TorchProvider` (candidate pools, prefe
 satisfaction). Each requirement and candidate carries its `source`; the host
 constraints are virtual packages (`<driver>@k`, `<gpu-arch>@k`, `<glibc>@k`,
 `<platform>@k`) so a host mismatch is an ordinary resolvelib conflict.
+
+The user's project takes part as `pkg:NAME` identifiers (issue 18): one per direct
+requirement outside the torch family, its candidates the releases the sources offer
+(`compat.project.PackageIndex`), its dependencies only what binds the stack: the
+Requires-Dist on torch/torchvision/torchaudio of the release's METADATA (each a
+requirement on the `torch` build: torchvision==0.23.0 admits the builds whose
+torchvision is 0.23.0) and its Requires-Python. Everything else is uv's to resolve,
+with the family pinned to the chosen build. Project packages are chosen before
+torch, so the newest release of each whose torch pin some host build meets wins,
+and torch is the best host build within the pins.
 """
 
 from __future__ import annotations
@@ -11,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
+from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 from resolvelib import AbstractProvider
@@ -18,6 +29,13 @@ from resolvelib import AbstractProvider
 from torchfit._backports import FROZEN
 from torchfit.compat.facts import HostFacts
 from torchfit.compat.matrix import Build, Matrix
+from torchfit.compat.project import (
+    PackageIndex,
+    PackageMeta,
+    ProjectReq,
+    applies,
+    target_environment,
+)
 from torchfit.compat.request import Request
 from torchfit.compat.rules import (
     RuleResult,
@@ -66,7 +84,24 @@ class BuildCandidate:
     identifier = "torch"
 
 
-Candidate = Union[BuildCandidate, PythonChoice, Companion, HostCandidate]
+@dataclass(**FROZEN)
+class ProjectCandidate:
+    """A release of one of the project's packages."""
+
+    identifier: str  # "pkg:vllm"
+    name: str
+    version: Version
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.version}"
+
+
+Candidate = Union[BuildCandidate, PythonChoice, Companion, HostCandidate, ProjectCandidate]
+
+# Releases of one project package the resolver looks at, newest first: each costs a
+# metadata read; a torch pin older than that many releases is out of the matrix anyway.
+MAX_RELEASES = 40
 
 
 @dataclass(frozen=True)
@@ -96,6 +131,24 @@ def _in_spec(spec: SpecifierSet) -> Callable[[Any], bool]:
     return lambda c: spec.contains(c.version, prereleases=True)
 
 
+def _family_test(name: str, spec: SpecifierSet) -> Callable[[Any], bool]:
+    """A project's requirement on a family package, as a test of a torch build."""
+    from packaging.utils import canonicalize_name
+
+    key = canonicalize_name(name)
+
+    def test(c: Any) -> bool:
+        build = c.build
+        version = build.torch if key == "torch" else getattr(build, key, None)
+        return version is not None and spec.contains(version, prereleases=True)
+
+    return test
+
+
+def _python_in(spec: SpecifierSet) -> Callable[[Any], bool]:
+    return lambda c: spec.contains(c.version, prereleases=True)
+
+
 def _always(check: RuleResult) -> Callable[[Any], RuleResult]:
     """A host requirement's verdict is fixed when the build is: the host has one candidate."""
     return lambda _c: check
@@ -104,7 +157,8 @@ def _always(check: RuleResult) -> Callable[[Any], RuleResult]:
 class Context:
     """Everything the provider needs, computed once: hosts, request, candidate pools."""
 
-    def __init__(self, hosts: Sequence[HostFacts], request: Request, matrix: Matrix) -> None:
+    def __init__(self, hosts: Sequence[HostFacts], request: Request, matrix: Matrix,
+                 packages: PackageIndex | None = None) -> None:
         self.hosts = list(hosts)
         self.request = request
         self.matrix = matrix
@@ -112,6 +166,16 @@ class Context:
         self.pythons = _python_choices(hosts[0])
         self.primary_platform = hosts[0].arch or "x86_64"
         self.ordered = sorted(matrix.builds, key=self.build_order)
+        # The project: the direct requirements that apply on the target, and what the
+        # resolver learnt of each release it looked at (for the plan and the conflicts).
+        self.packages = packages
+        python = self.pythons[0].version if self.pythons else "3.12"
+        self.env = target_environment(self.primary_platform, python)
+        self.project: list[ProjectReq] = [
+            r for r in request.project.others if r.requirement.url is None and applies(r.requirement.marker, self.env)
+        ]
+        self.seen: dict[tuple[str, Version], PackageMeta | None] = {}
+        self.capped: set[str] = set()
 
     # -- per-build requirement sets ------------------------------------------------
     def host_checks(self, build: Build, k: int) -> list[tuple[str, RuleResult]]:
@@ -194,6 +258,61 @@ class Context:
             if spec.contains(v, prereleases=True)
         ]
 
+    # -- the project ----------------------------------------------------------------------
+    def project_spec(self, name: str) -> SpecifierSet:
+        out = SpecifierSet()
+        for r in [*self.project, *self.request.project.constraints]:
+            if r.name == name:
+                out &= r.requirement.specifier
+        return out
+
+    def project_pool(self, identifier: str) -> list[ProjectCandidate]:
+        name = identifier[len("pkg:"):]
+        if self.packages is None:
+            raise BadInput(f"{name}: the project's packages need an index to read (give --index-url or --find-links)")
+        spec = self.project_spec(name)
+        pre = self.request.project.pre or any(s.prereleases for s in spec)
+        versions = [v for v in self.packages.versions(name) if spec.contains(v, prereleases=pre)]
+        if len(versions) > MAX_RELEASES:
+            self.capped.add(name)
+        return [ProjectCandidate(identifier, name, v) for v in versions[:MAX_RELEASES]]
+
+    def project_meta(self, cand: ProjectCandidate) -> PackageMeta | None:
+        key = (cand.name, cand.version)
+        if key not in self.seen:
+            self.seen[key] = self.packages.metadata(cand.name, cand.version) if self.packages else None
+        return self.seen[key]
+
+    def extras_of(self, name: str) -> frozenset[str]:
+        return frozenset(e for r in self.project if r.name == name for e in r.requirement.extras)
+
+    def family_pins(self, cand: ProjectCandidate) -> tuple[Requirement, ...]:
+        """The release's Requires-Dist on the torch family that apply on the target."""
+        meta = self.project_meta(cand)
+        return meta.family_requirements(self.env, self.extras_of(cand.name)) if meta else ()
+
+    def admits(self, cand: ProjectCandidate, build: Build) -> bool:
+        """Does this release's family pins admit `build`?"""
+        return all(_family_test(r.name, r.specifier)(BuildCandidate(build)) for r in self.family_pins(cand))
+
+    def family_reqs(self, cand: ProjectCandidate) -> list[Req]:
+        """What a release requires of the stack: family pins on the build, Requires-Python."""
+        meta = self.project_meta(cand)
+        if meta is None:
+            return []
+        source = f"{cand.label}: {meta.source or 'its METADATA'}"
+        out = []
+        for req in self.family_pins(cand):
+            out.append(Req("torch", f"{req}", source, _family_test(req.name, req.specifier)))
+        if meta.requires_python:
+            try:
+                rp = SpecifierSet(meta.requires_python)
+            except ValueError:
+                rp = None
+            if rp is not None and str(rp):
+                out.append(Req("python", f"Python{rp}", source, _python_in(rp)))
+        return out
+
     def is_full(self, build: Build) -> bool:
         """Every host's driver meets the build's own toolkit floor (PTX JIT, newest APIs)."""
         return all(has_full_driver(build, h, self.matrix) for h in self.hosts)
@@ -251,9 +370,12 @@ class TorchProvider(AbstractProvider):  # type: ignore[type-arg]
         return str(requirement_or_candidate.identifier)
 
     def get_preference(self, identifier: str, *args: Any, **kwargs: Any) -> Any:
-        # torch first (its choice fixes everything else), then Python, then the rest.
-        order = {"torch": 0, "python": 1, "torchvision": 2, "torchaudio": 2}
-        return order.get(identifier, 3)
+        # The project's packages first (their torch pins narrow the builds), then torch
+        # (its choice fixes everything else), then Python, then the rest.
+        if identifier.startswith("pkg:"):
+            return 0
+        order = {"torch": 1, "python": 2, "torchvision": 3, "torchaudio": 3}
+        return order.get(identifier, 4)
 
     def _pool(self, identifier: str) -> Iterable[Any]:
         if identifier == "torch":
@@ -262,6 +384,8 @@ class TorchProvider(AbstractProvider):  # type: ignore[type-arg]
             return [p for p in self.ctx.pythons if self.ctx._python_ok(p)]
         if identifier in ("torchvision", "torchaudio"):
             return self.ctx._companions(identifier)
+        if identifier.startswith("pkg:"):
+            return self.ctx.project_pool(identifier)
         _, _, k = identifier.partition("@")
         return [HostCandidate(identifier, int(k))]
 
@@ -279,6 +403,8 @@ class TorchProvider(AbstractProvider):  # type: ignore[type-arg]
         return requirement.check(candidate).ok
 
     def get_dependencies(self, candidate: Any) -> list[Req]:
+        if isinstance(candidate, ProjectCandidate):
+            return self.ctx.family_reqs(candidate)
         if not isinstance(candidate, BuildCandidate):
             return []
         b = candidate.build
@@ -301,8 +427,8 @@ def root_requirements(ctx: Context) -> list[Req]:
     roots = [
         Req(
             "torch",
-            " ".join(req.describe()) or "torch",
-            "user" if req.describe() else "default",
+            " ".join(req.describe(project=False)) or "torch",
+            "user" if req.describe(project=False) else "default",
             lambda c: all(chk.ok for chk in ctx.user_checks(c.build)),
         )
     ]
@@ -314,4 +440,11 @@ def root_requirements(ctx: Context) -> list[Req]:
             roots.append(
                 Req(name, f"{name}{spec}", "user", _in_spec(spec))
             )
+    for r in ctx.project:
+        roots.append(Req(f"pkg:{r.name}", r.text, r.origin, _release_in(r.requirement.specifier, req.project.pre)))
     return roots
+
+
+def _release_in(spec: SpecifierSet, pre: bool) -> Callable[[Any], bool]:
+    """A project requirement's test of a release (pre-releases only with --pre or a pre specifier)."""
+    return lambda c: spec.contains(c.version, prereleases=pre or None)

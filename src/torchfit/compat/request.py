@@ -17,12 +17,13 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from torchfit._backports import FROZEN
 from torchfit.compat.plan import Plan, plan_from_json, plan_to_json
+from torchfit.compat.project import FAMILY, ProjectReq, ProjectSpec, parse_requirement
 from torchfit.errors import BadInput
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
-PACKAGES = ("torch", "torchvision", "torchaudio")
+PACKAGES = FAMILY
 
 
 @dataclass(**FROZEN)
@@ -80,8 +81,23 @@ def parse_spec(text: str, what: str) -> SpecifierSet:
 
 
 def parse_requirements(items: Iterable[str]) -> tuple[AnyRequirement, ...]:
-    """Positional `torch>=2.4,<2.7` / `torchvision`; only the torch family is resolved."""
-    reqs: list[AnyRequirement] = []
+    """Positional requirements of the torch family (`torch>=2.4,<2.7`, `torchvision`)."""
+    family, others = split_requirements(items)
+    if others:
+        first = others[0]
+        raise BadInput(f"requirement {first.text!r}: only torch, torchvision and torchaudio are taken here")
+    return family
+
+
+def split_requirements(items: Iterable[str]) -> tuple[tuple[AnyRequirement, ...], tuple[ProjectReq, ...]]:
+    """Positional REQs: the torch family's (whose build torchfit picks) and the project's others.
+
+    A family requirement may not carry a URL, extras or a marker: torchfit picks the
+    build, the index and the Python itself, and would drop them without a word. Any
+    other PEP 508 requirement is the project's, resolved with the family by uv.
+    """
+    family: list[AnyRequirement] = []
+    others: list[ProjectReq] = []
     for item in items:
         req: AnyRequirement | None = parse_plain_requirement(item)
         if req is None:
@@ -90,15 +106,12 @@ def parse_requirements(items: Iterable[str]) -> tuple[AnyRequirement, ...]:
             try:
                 req = Requirement(item)
             except InvalidRequirement:
-                raise BadInput(f"requirement {item!r} is not like 'torch>=2.4,<2.7'") from None
-        name = req.name.lower().replace("_", "-")
+                raise BadInput(f"requirement {item!r} is not a PEP 508 requirement like 'torch>=2.4,<2.7' "
+                               "or 'vllm==0.10.2'") from None
+        name = req.name.lower().replace("_", "-").replace(".", "-")
         if name not in PACKAGES:
-            raise BadInput(
-                f"requirement {item!r}: torchfit resolves {', '.join(PACKAGES)}; "
-                "install other packages into the env afterwards"
-            )
-        # torchfit picks the build, the index and the Python itself: a URL, extras or a
-        # marker would be dropped without a word, so they are refused instead.
+            others.append(parse_requirement(item, "command line"))
+            continue
         if req.url:
             raise BadInput(
                 f"requirement {item!r}: a direct URL is not resolved by torchfit; give a version "
@@ -114,8 +127,8 @@ def parse_requirements(items: Iterable[str]) -> tuple[AnyRequirement, ...]:
                 f"requirement {item!r}: environment markers are not evaluated by torchfit; "
                 "use --python/--assume to describe the target instead"
             )
-        reqs.append(req)
-    return tuple(reqs)
+        family.append(req)
+    return tuple(family), tuple(others)
 
 
 @dataclass(**FROZEN)
@@ -127,19 +140,27 @@ class Request:
     cuda: SpecifierSet | None = None
     variant: str | None = None
     strict_driver: bool = False
+    # The project's own requirements (not the family's), its -c constraints, and the
+    # index options its files carry (compat.project).
+    project: ProjectSpec = field(default_factory=ProjectSpec)
 
     def spec(self, name: str) -> SpecifierSet:
+        """The user's specifier on a family package: its requirements and -c constraints."""
         out = SpecifierSet()
         for r in self.requirements:
             if r.name.lower() == name:
                 out &= r.specifier
+        for c in self.project.constraints:
+            if c.name == name:
+                out &= c.requirement.specifier
         return out
 
     def wants(self, name: str) -> bool:
         return any(r.name.lower() == name for r in self.requirements)
 
-    def describe(self) -> list[str]:
-        out = [str(r) for r in self.requirements]
+    def describe(self, project: bool = True) -> list[str]:
+        """The request as the user wrote it; `project=False`: the family's part only."""
+        out = [str(r) for r in self.requirements] + [r.text for r in self.project.others if project]
         if self.python:
             out.append(f"--python {self.python}")
         if self.cuda:
@@ -162,4 +183,5 @@ __all__ = [
     "parse_spec",
     "plan_from_json",
     "plan_to_json",
+    "split_requirements",
 ]

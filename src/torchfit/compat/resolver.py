@@ -20,15 +20,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from packaging.utils import canonicalize_name
 from resolvelib import BaseReporter, ResolutionImpossible, Resolver
 from resolvelib.resolvers import ResolutionTooDeep
 
-from torchfit.compat.explain import explain_conflict
+from torchfit.compat.explain import explain_conflict, explain_project_conflict
 from torchfit.compat.facts import HostFacts, distinct_gpus
 from torchfit.compat.judgements import refuse_unknown_gpus
 from torchfit.compat.matrix import EVIDENCE_WORDS, WEAK_EVIDENCE, Build, Matrix
+from torchfit.compat.project import PackageIndex
 from torchfit.compat.provider import (
     Context,
+    ProjectCandidate,
     PythonChoice,
     TorchProvider,
     root_requirements,
@@ -42,27 +45,48 @@ from torchfit.compat.versions import coverage
 from torchfit.errors import BadInput, NoCompatibleSet
 
 
-def resolve(hosts: Sequence[HostFacts], request: Request, matrix: Matrix) -> Plan:
-    """Pick one stack that fits every host and the request; `NoCompatibleSet` if none does."""
+def resolve(hosts: Sequence[HostFacts], request: Request, matrix: Matrix,
+            packages: PackageIndex | None = None) -> Plan:
+    """Pick one stack that fits every host and the request; `NoCompatibleSet` if none does.
+
+    `packages` reads the project's packages (versions, METADATA) when the request has any.
+    """
     if not hosts:
         raise BadInput("no host facts to resolve for")
     if request.variant != "cpu":
         refuse_unknown_gpus(hosts)
-    ctx = Context(hosts, request, matrix)
+    ctx = Context(hosts, request, matrix, packages)
     provider = TorchProvider(ctx)
     try:
-        result = Resolver(provider, BaseReporter()).resolve(root_requirements(ctx), max_rounds=2000)
+        result = Resolver(provider, BaseReporter()).resolve(root_requirements(ctx), max_rounds=5000)
     except ResolutionImpossible:
-        conflicts, hints = explain_conflict(ctx)
+        conflicts, hints = explain_project_conflict(ctx) if ctx.project else ([], [])
+        if not conflicts:
+            conflicts, hints = explain_conflict(ctx)
         raise NoCompatibleSet(conflicts, hints) from None
     except ResolutionTooDeep:  # pragma: no cover - the matrix is far too small for this
         raise NoCompatibleSet(["the search gave up (too many rounds)"], []) from None
     build = result.mapping["torch"].build
     py = result.mapping["python"]
-    return _make_plan(ctx, build, py)
+    chosen = [c for k, c in result.mapping.items() if k.startswith("pkg:")]
+    return _make_plan(ctx, build, py, chosen)
 
 
-def _make_plan(ctx: Context, build: Build, py: PythonChoice) -> Plan:
+def _project_reasons(ctx: Context, build: Build, chosen: Sequence[ProjectCandidate]) -> tuple[list[str], list[str]]:
+    """Which project package constrained which family package, and the family names it needs."""
+    reasons: list[str] = []
+    needed: list[str] = []
+    for cand in sorted(chosen, key=lambda c: c.name):
+        for req in ctx.family_pins(cand):
+            name = str(canonicalize_name(req.name))
+            version = str(build.torch) if name == "torch" else getattr(build, name, None)
+            reasons.append(f"{name} {version}: required by {cand.label} ({req})")
+            if name != "torch":
+                needed.append(name)
+    return reasons, needed
+
+
+def _make_plan(ctx: Context, build: Build, py: PythonChoice, chosen: Sequence[ProjectCandidate] = ()) -> Plan:
     req, hosts, matrix = ctx.request, ctx.hosts, ctx.matrix
     reasons: list[str] = []
     warnings: list[str] = []
@@ -127,12 +151,19 @@ def _make_plan(ctx: Context, build: Build, py: PythonChoice) -> Plan:
     warnings += _weak_evidence_warnings(ctx, build)
     if build.kind == "cpu" and ctx.want_cpu and any(h.gpus for h in hosts):
         warnings.append("a CPU build on a GPU host, as asked (--variant cpu): the GPUs stay unused")
+    pinned, needed = _project_reasons(ctx, build, chosen)
+    if pinned:
+        why["torch"] += "; " + "; ".join(pinned)
     reasons.append(f"torch {build.torch}: {why['torch']}")
     reasons.append(f"{build.variant}: {why['variant']}")
     gap = _smallest_gap_reason(ctx, build)
     if gap:
         reasons.append(gap)
-    packages = ["torch"] + [n for n in ("torchvision", "torchaudio") if req.wants(n)]
+    packages = ["torch"] + [n for n in ("torchvision", "torchaudio") if req.wants(n) or n in needed]
+    for name in packages[1:]:
+        if getattr(build, name) is None:  # a project package pins it, the matrix knows no match
+            warnings.append(f"{build.label}: the matrix knows no {name} for it; uv resolves {name} from the "
+                            "torch index as the project requires")
     preferred = ctx.ordered[: ctx.ordered.index(build)]
     # Builds for this kind of hardware first (what --explain lists); the rest is counted.
     relevant = [b for b in preferred if _fits_hardware(b, hosts)]
@@ -174,6 +205,8 @@ def _make_plan(ctx: Context, build: Build, py: PythonChoice) -> Plan:
         ruled_out_relevant=len(relevant),
         why=why,
         hosts=tuple(h.name for h in hosts),
+        project=tuple(r.text for r in req.project.others),
+        constraints=tuple(r.text for r in req.project.constraints),
         build=build,
     )
 

@@ -102,3 +102,19 @@ def parse_arch_list(names: Iterable[str]) -> tuple[tuple[BuildArch, ...], tuple[
             sass[a] = True
     entries = tuple(BuildArch(a, p) for a, p in sorted(sass.items()))
     return entries, tuple(sorted(a for a in ptx if a not in sass))
+
+
+# uv's --python-platform knows manylinux_2_17 up to manylinux_2_40 by name (uv's
+# TargetTriple, crates/uv-configuration/src/target_triple.rs).
+UV_MANYLINUX_RANGE = ((2, 17), (2, 40))
+
+
+def uv_platform(arch: str, glibc: tuple[int, int] | None) -> str:
+    """uv's --python-platform for a Linux host: `x86_64-manylinux_2_35` for glibc 2.35.
+
+    Wheels up to the host's own glibc install there; an unknown glibc is taken as 2.28
+    (every torch wheel since 2.7 needs it anyway).
+    """
+    low, high = UV_MANYLINUX_RANGE
+    major, minor = max(low, min(high, glibc or (2, 28)))
+    return f"{arch}-manylinux_{major}_{minor}"

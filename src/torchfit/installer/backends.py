@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -189,6 +190,8 @@ class Backend:
 
     name = "?"
     version = "?"
+    # The project's -c constraints (a plan's `constraints`): they bound what is resolved.
+    constraints: tuple[str, ...] = ()
 
     def __init__(self, ctx: StepContext) -> None:
         self.ctx = ctx
@@ -362,7 +365,8 @@ class UvBackend(Backend):
 
     # -- the resolution ------------------------------------------------------------------------
     def resolve(self, python: str, specs: Sequence[str], nccl_override: str | None, work: str,
-                on_hint: Callable[[list[LockedDist]], None] | None = None) -> list[LockedDist]:
+                on_hint: Callable[[list[LockedDist]], None] | None = None,
+                target: Sequence[str] = ()) -> list[LockedDist]:
         """uv's answer for the plan: every distribution with its exact file and sha256.
 
         One online `uv pip compile` decides. When a source is remote and `on_hint` is
@@ -378,6 +382,9 @@ class UvBackend(Backend):
         out = os.path.join(work, "pylock.resolved.toml")
         base = [self.uv, "pip", "compile", "--format", "pylock.toml", "--no-header", "--python", python,
                 *s.uv_args(family=False)]
+        base += target  # --python-version/--python-platform: resolving for a host, not an env
+        if self.constraints:  # the project's -c files (`uv pip` reads no [tool.uv] constraints)
+            base += ["--constraints", _write(work, "constraints.txt", "".join(f"{c}\n" for c in self.constraints))]
         if nccl_override:
             base += ["--overrides", _write(work, "overrides.txt", nccl_override + "\n")]
         env = s.uv_env(os.environ, family=False)
@@ -400,8 +407,8 @@ class UvBackend(Backend):
             self.ctx.run("resolve", [*base, "-o", out, pyproject], env, detail, show=False)
             locked = parse_uv_pylock(out)
         obs.done("resolve", time.monotonic() - start)
-        names = [canonicalize_name(x.split("=")[0]) for x in specs]
-        missing = set(names) - {d.name for d in locked}
+        names = [canonicalize_name(Requirement(x).name) for x in specs]
+        missing = {n for n, x in zip(names, specs) if Requirement(x).marker is None} - {d.name for d in locked}
         if missing:
             raise InstallFailed("resolve", [], None, f"uv's resolution lacks {sorted(missing)}")
         return locked
@@ -501,14 +508,13 @@ def uv_project(specs: Sequence[str], torch_index: str) -> str:
     [tool.uv.sources] routes to it, and a routed package is looked for nowhere else;
     every other package comes from the user's sources.
     """
-    names = [canonicalize_name(x.split("=")[0].split(";")[0].strip()) for x in specs]
-    return dumps_toml({
-        "project": {"name": "torchfit-env", "version": "0", "dependencies": list(specs)},
-        "tool": {"uv": {
-            "sources": {n: Inline(index=TORCH_INDEX_NAME) for n in names if n in FAMILY},
-            "index": [{"name": TORCH_INDEX_NAME, "url": torch_index, "explicit": True}],
-        }},
-    })
+    names = [canonicalize_name(Requirement(x).name) for x in specs]
+    uv: dict[str, Any] = {
+        "sources": {n: Inline(index=TORCH_INDEX_NAME) for n in names if n in FAMILY},
+        "index": [{"name": TORCH_INDEX_NAME, "url": torch_index, "explicit": True}],
+    }
+    return dumps_toml({"project": {"name": "torchfit-env", "version": "0", "dependencies": list(specs)},
+                       "tool": {"uv": uv}})
 
 
 def parse_uv_pylock(path: str) -> list[LockedDist]:
@@ -580,16 +586,18 @@ class PipBackend(Backend):
                      work: str) -> list[LockedDist]:
         s = self.ctx.sources
         r1 = os.path.join(work, "report-family.json")
+        family_only = [x for x in specs if canonicalize_name(Requirement(x).name) in FAMILY]
         self.ctx.run("install-family",
-                     self._pip(env_dir, "--no-deps", "--only-binary", ":all:", "--report", r1, *specs),
+                     self._pip(env_dir, "--no-deps", "--only-binary", ":all:", "--report", r1, *family_only),
                      s.pip_env(os.environ, family=True), f"the torch family from {redact(s.torch_index)} only")
         family = parse_pip_report(r1)
-        names = {canonicalize_name(x.split("=")[0]) for x in specs}
+        names = {canonicalize_name(Requirement(x).name) for x in family_only}
         if {d.name for d in family} != names:
             raise InstallFailed("install-family", [], None, f"pip installed {[d.name for d in family]}, not {sorted(names)}")
         # The dependency step may see the family only as the exact builds just
         # installed: pip keeps them and cannot fetch another torch from PyPI.
-        pins = _write(work, "family-pins.txt", "".join(f"{d.name}=={d.version}\n" for d in family))
+        pins = _write(work, "family-pins.txt", "".join(f"{d.name}=={d.version}\n" for d in family)
+                      + "".join(f"{c}\n" for c in self.constraints))
         r2 = os.path.join(work, "report-deps.json")
         self.ctx.run("install-deps", self._pip(env_dir, "--report", r2, "-c", pins, *specs),
                      s.pip_env(os.environ, family=False), "the dependencies from the user's sources")
@@ -675,7 +683,14 @@ def family_specs(plan: Any) -> list[str]:
     out = []
     for name in plan.packages:
         version = getattr(plan, name, None) if name != "torch" else plan.torch
-        if name not in FAMILY or not version:
+        if name not in FAMILY or (not version and name == "torch"):
             raise BadInput(f"the plan names {name} without a version")
-        out.append(f"{name}=={version}")
+        # A companion a project package requires but the matrix knows no version of:
+        # uv takes the one the project's pins allow, from the torch index only.
+        out.append(f"{name}=={version}" if version else name)
     return out
+
+
+def install_specs(plan: Any) -> list[str]:
+    """What an install resolves: the family pins, then the project's own requirements."""
+    return [*family_specs(plan), *getattr(plan, "project", ())]

@@ -37,7 +37,7 @@ from torchfit.installer.backends import (
     EnvRunner,
     StepContext,
     env_python,
-    family_specs,
+    install_specs,
     pick_backend,
 )
 from torchfit.installer.background import Background
@@ -244,7 +244,8 @@ class InstallJob:
                 backend.install_locked(tmp.path, dists, work)
                 self._check_closure(ctx, tmp.path)
             else:
-                dists = backend.build(python, tmp.path, self.seed, family_specs(self.plan), self.nccl_override, work)
+                backend.constraints = tuple(self.plan.constraints)
+                dists = backend.build(python, tmp.path, self.seed, install_specs(self.plan), self.nccl_override, work)
             # The check runs the env's Python; meanwhile write what does not depend on
             # its answer (the pin's script, unless LD_PRELOAD's version comes from it).
             checking = Background(self._check, ctx, tmp.path)

@@ -17,13 +17,12 @@ import sys
 from typing import Any
 
 from torchfit.compat.matrix import DEFAULT_INDEX as DEFAULT_TORCH_INDEX
+from torchfit.compat.matrix import TORCH_INDEX_ENV
 from torchfit.inputs import seconds
-
-TORCH_INDEX_ENV = "TORCHFIT_TORCH_INDEX_URL"
 
 
 def add_parser(subparsers: Any, epilog: str) -> None:
-    from torchfit.cli import add_resolve_options
+    from torchfit.cli import add_resolve_options, add_source_options
 
     p = subparsers.add_parser(
         "install",
@@ -51,18 +50,7 @@ def add_parser(subparsers: Any, epilog: str) -> None:
                       help="install this nvidia-nccl-cuXX version instead of the one torch pins")
     nccl.add_argument("--nccl-lib", metavar="PATH",
                       help="pin a system or custom libnccl.so.2 with LD_PRELOAD (in PREFIX/bin/torchfit-env)")
-    p.add_argument("--torch-index-url", metavar="URL",
-                   help=f"the index of torch/torchvision/torchaudio, {{variant}} substituted (default "
-                        f"{DEFAULT_TORCH_INDEX}; env {TORCH_INDEX_ENV})")
-    p.add_argument("--index-url", metavar="URL", help="the index for everything else (replaces pip's index-url)")
-    p.add_argument("--extra-index-url", action="append", default=[], metavar="URL",
-                   help="another index for everything else (added to pip's configuration)")
-    p.add_argument("--find-links", action="append", default=[], metavar="PATH",
-                   help="a directory or page of wheels for everything else (added to pip's configuration)")
-    p.add_argument("--offline", action="store_true",
-                   help="use only local sources (file:// indexes, find-links directories, uv's cache)")
-    p.add_argument("--allow-insecure-index", action="store_true",
-                   help="accept plain http:// indexes (packages and credentials travel unencrypted)")
+    add_source_options(p)
     p.add_argument("--installer", "--backend", dest="installer", choices=("auto", "uv", "pip"), default="auto",
                    help="auto (default): uv (installed with torchfit; else the one on PATH) when it runs here, "
                         "else pip")
@@ -81,13 +69,12 @@ def _validate(args: argparse.Namespace) -> None:
     """Everything checkable before touching the disk: exit 2, one line."""
     from torchfit.errors import BadInput
     from torchfit.installer.nccl import check_nccl_lib, parse_nccl_version
-    from torchfit.installer.sources import check_url
 
     if not args.prefix or not args.prefix.strip():
         raise BadInput("--prefix: give a directory")
     if args.lock:
         given = [flag for flag, val in (
-            ("REQ", args.requirements), ("--python", args.python), ("--cuda", args.cuda),
+            ("REQ", args.requirements), ("-r", args.requirement), ("--project", args.project), ("--python", args.python), ("--cuda", args.cuda),
             ("--variant", args.variant), ("--strict-driver", args.strict_driver), ("--nccl", args.nccl),
         ) if val]
         if given:
@@ -97,18 +84,9 @@ def _validate(args: argparse.Namespace) -> None:
         args.nccl = parse_nccl_version(args.nccl)
     if args.nccl_lib:
         args.nccl_lib = check_nccl_lib(args.nccl_lib)
-    from torchfit.inputs import check_index_url
+    from torchfit.cli import check_source_options
 
-    template = args.torch_index_url or os.environ.get(TORCH_INDEX_ENV)
-    if template:
-        flag = "--torch-index-url" if args.torch_index_url else TORCH_INDEX_ENV
-        check_index_url(template, flag)
-        check_url(template.replace("{variant}", "cpu"), flag, args.allow_insecure_index)
-    for flag, urls in (("--index-url", [args.index_url] if args.index_url else []),
-                       ("--extra-index-url", args.extra_index_url), ("--find-links", args.find_links)):
-        for url in urls:
-            check_index_url(url, flag, allow_path=flag == "--find-links", placeholders=False)
-            check_url(url, flag, args.allow_insecure_index)
+    check_source_options(args)
 
 
 _JOB: list[Any] = []  # the running InstallJob, so an interruption can say what happened
@@ -185,14 +163,21 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
         template = args.torch_index_url or os.environ.get(TORCH_INDEX_ENV) or locked_torch_index(lock)
     else:
         request = make_request(args, matrix)
-        plan = resolve(hosts, request, matrix)  # NoCompatibleSet: exit 1, rendered by the CLI
+        if request.project.others:  # the project's torch pins take part in the choice (issue 18)
+            from torchfit.installer.project import resolve_project
+
+            plan = resolve_project(hosts, request, matrix, args, whole_set=False)
+        else:
+            plan = resolve(hosts, request, matrix)  # NoCompatibleSet: exit 1, rendered by the CLI
         pin, nccl_override = nccl_pin_for(plan, args.nccl, args.nccl_lib)
         template = args.torch_index_url or os.environ.get(TORCH_INDEX_ENV) or plan.index_url or DEFAULT_TORCH_INDEX
     flag = "--torch-index-url" if args.torch_index_url else (
         TORCH_INDEX_ENV if os.environ.get(TORCH_INDEX_ENV) else "the torch index")
+    files = request.project if request is not None else None  # the index lines of -r files
     sources = make_sources(
-        torch_index=torch_index_for(template, plan.variant), index_url=args.index_url,
-        extra_index_urls=args.extra_index_url, find_links=args.find_links, offline=args.offline,
+        torch_index=torch_index_for(template, plan.variant), index_url=args.index_url or (files and files.index_url),
+        extra_index_urls=[*args.extra_index_url, *(files.extra_index_urls if files else ())],
+        find_links=[*args.find_links, *(files.find_links if files else ())], offline=args.offline,
         allow_insecure=args.allow_insecure_index, pip=load_pip_config(), torch_index_flag=flag,
     )
     for w in plan.warnings:

@@ -1,0 +1,218 @@
+"""What the project's packages declare, read from the user's sources: `SourcePackages`.
+
+The resolver (`compat.project.PackageIndex`) asks two things of a package: which
+releases the sources offer, and a release's Requires-Dist and Requires-Python. Both
+are measured from the artifacts: the project pages of the indexes (PEP 503/691,
+through `IndexClient`, so timeouts, retries, the conditional cache and redaction
+apply), find-links directories and `file://` indexes read from disk, and the release's
+core metadata (PEP 658 `.metadata` where the index serves it, else the wheel's
+`*.dist-info/METADATA` by range requests, or from the file itself when it is local).
+The torch family never goes through here: its builds come from the matrix and the
+torch index.
+
+Which file's METADATA: a wheel for Linux on the target arch (or a pure-Python wheel)
+first, since that is what the installer would take; a release with only an sdist is
+read from the sdist's PKG-INFO when its Metadata-Version is 2.2+ and the field is not
+dynamic (PEP 643), else it is reported as `sdist_only` with no requirements.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import os
+import tarfile
+import threading
+import zipfile
+from collections.abc import Sequence
+from urllib.parse import unquote, urlsplit
+
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import Version
+
+from torchfit.compat.project import PackageMeta
+from torchfit.errors import IndexMalformed, IndexUnavailable
+from torchfit.index.client import IndexClient
+from torchfit.index.pages import IndexFile, parse_project_html, project_url
+from torchfit.redact import redact
+
+# A METADATA file is a few KB; a hostile one is refused rather than parsed.
+MAX_METADATA_BYTES = 4 << 20
+
+
+class SourcePackages:
+    """`compat.project.PackageIndex` over indexes and find-links; one read per page and release."""
+
+    def __init__(self, client: IndexClient, index_urls: Sequence[str], find_links: Sequence[str],
+                 arch: str = "x86_64") -> None:
+        self.client = client
+        self.index_urls = list(index_urls)
+        self.find_links = list(find_links)
+        self.arch = arch
+        self._files: dict[str, list[tuple[Version, IndexFile]]] = {}
+        self._meta: dict[tuple[str, Version], PackageMeta | None] = {}
+        self._lock = threading.Lock()
+
+    # -- releases -----------------------------------------------------------------------
+    def versions(self, name: str) -> Sequence[Version]:
+        return sorted({v for v, _ in self.files(name)}, reverse=True)
+
+    def files(self, name: str) -> list[tuple[Version, IndexFile]]:
+        """Every (version, file) of `name` the sources offer, yanked files left out."""
+        key = canonicalize_name(name)
+        with self._lock:
+            if key in self._files:
+                return self._files[key]
+        found: list[IndexFile] = []
+        for url in self.index_urls:
+            found += self._index_files(url, key)
+        for link in self.find_links:
+            found += self._find_links_files(link, key)
+        out = []
+        for f in found:
+            version = _version_of(f.filename, key)
+            if version is not None and not f.yanked:
+                out.append((version, f))
+        with self._lock:
+            self._files[key] = out
+        return out
+
+    def _index_files(self, index_url: str, name: str) -> list[IndexFile]:
+        if index_url.startswith("file://"):
+            page = os.path.join(_local_path(project_url(index_url, name)), "index.html")
+            if not os.path.isfile(page):
+                return []
+            with open(page, encoding="utf-8", errors="replace") as fh:
+                text = fh.read(MAX_METADATA_BYTES)
+            return list(parse_project_html(text, "file://" + page))
+        got = self.client.project_page(index_url, name)
+        return list(got.files) if got else []
+
+    def _find_links_files(self, link: str, name: str) -> list[IndexFile]:
+        path = _local_path(link) if link.startswith("file://") or "://" not in link else None
+        if path is None:  # a find-links page: one HTML page listing files for every project
+            got = self.client.get(link, "text/html")
+            if got.status != 200:
+                raise IndexUnavailable(link, f"HTTP {got.status}")
+            files = parse_project_html(got.body.decode("utf-8", errors="replace"), got.url)
+        elif os.path.isdir(path):
+            files = tuple(IndexFile(n, "file://" + os.path.join(path, n)) for n in sorted(os.listdir(path)))
+        else:
+            return []
+        return [f for f in files if _version_of(f.filename, name) is not None]
+
+    # -- metadata -----------------------------------------------------------------------
+    def metadata(self, name: str, version: Version) -> PackageMeta | None:
+        key = (canonicalize_name(name), version)
+        with self._lock:
+            if key in self._meta:
+                return self._meta[key]
+        files = [f for v, f in self.files(name) if v == version]
+        meta = self._read(key[0], version, files)
+        with self._lock:
+            self._meta[key] = meta
+        return meta
+
+    def _read(self, name: str, version: Version, files: list[IndexFile]) -> PackageMeta | None:
+        wheels = [f for f in files if f.filename.endswith(".whl")]
+        names = tuple(f.filename for f in files)
+        for f in sorted(wheels, key=self._wheel_rank):
+            text = self._wheel_metadata(f)
+            if text is not None:
+                return _parse_metadata(name, version, text, f"METADATA of {f.filename} ({redact(f.url)})", names)
+        sdists = [f for f in files if not f.filename.endswith(".whl")]
+        for f in sdists:
+            text = self._sdist_metadata(f)
+            if text is not None:
+                return _parse_metadata(name, version, text, f"PKG-INFO of {f.filename}", names, sdist_only=True)
+        if sdists:
+            return PackageMeta(name, version, (), None, f"{sdists[0].filename}: an sdist whose requirements are "
+                               "known only after a build", names, sdist_only=True)
+        return None
+
+    def _wheel_rank(self, f: IndexFile) -> tuple[int, str]:
+        """Wheels for this platform first (Linux on the arch), then pure-Python ones, then the rest."""
+        try:
+            _, _, _, tags = parse_wheel_filename(f.filename)
+        except InvalidWheelFilename:
+            return (9, f.filename)
+        platforms = {t.platform for t in tags}
+        if any(p.startswith(("manylinux", "musllinux", "linux")) and p.endswith(self.arch) for p in platforms):
+            return (0, f.filename)
+        if "any" in platforms:
+            return (1, f.filename)
+        return (5, f.filename)
+
+    def _wheel_metadata(self, f: IndexFile) -> str | None:
+        if f.url.startswith("file://"):
+            try:
+                with zipfile.ZipFile(_local_path(f.url)) as zf:
+                    member = next((n for n in zf.namelist() if n.count("/") == 1
+                                   and n.endswith(".dist-info/METADATA")), None)
+                    if member is None or zf.getinfo(member).file_size > MAX_METADATA_BYTES:
+                        return None
+                    return zf.read(member).decode("utf-8", errors="replace")
+            except (OSError, zipfile.BadZipFile):
+                return None
+        try:
+            text = self.client.core_metadata(f, probe=f.metadata is not None)
+        except (IndexUnavailable, IndexMalformed):
+            text = None
+        if text is None:
+            from torchfit.index.wheelmeta import wheel_metadata
+
+            text = wheel_metadata(self.client, f)
+        return text
+
+    def _sdist_metadata(self, f: IndexFile) -> str | None:
+        """PKG-INFO of a local sdist (Metadata 2.2+ with static requirements), else None."""
+        if not f.url.startswith("file://") or not f.filename.endswith(".tar.gz"):
+            return None
+        try:
+            with tarfile.open(_local_path(f.url), "r:gz") as tf:
+                member = next((m for m in tf.getmembers() if m.name.count("/") == 1
+                               and m.name.endswith("/PKG-INFO") and m.isfile()), None)
+                if member is None or member.size > MAX_METADATA_BYTES:
+                    return None
+                fh = tf.extractfile(member)
+                text = fh.read().decode("utf-8", errors="replace") if fh else None
+        except (OSError, tarfile.TarError):
+            return None
+        if text is None:
+            return None
+        head = email.parser.Parser().parsestr(text, headersonly=True)
+        mv = Version(head.get("Metadata-Version", "1.0")) if head.get("Metadata-Version") else Version("1.0")
+        dynamic = {d.lower() for d in head.get_all("Dynamic") or []}
+        return text if mv >= Version("2.2") and "requires-dist" not in dynamic else None
+
+
+def _parse_metadata(name: str, version: Version, text: str, source: str, files: tuple[str, ...],
+                    sdist_only: bool = False) -> PackageMeta:
+    head = email.parser.Parser().parsestr(text, headersonly=True)
+    return PackageMeta(name, version, tuple(head.get_all("Requires-Dist") or ()),
+                       head.get("Requires-Python"), source, files, sdist_only)
+
+
+def _version_of(filename: str, name: str) -> Version | None:
+    """The version of `name`'s file (wheel or sdist), None for another project's or garbage."""
+    try:
+        if filename.endswith(".whl"):
+            got, version, _, _ = parse_wheel_filename(filename)
+        elif filename.endswith((".tar.gz", ".zip")):
+            got, version = parse_sdist_filename(filename)
+        else:
+            return None
+    except (InvalidWheelFilename, InvalidSdistFilename):
+        return None
+    return version if canonicalize_name(got) == name else None
+
+
+def _local_path(url: str) -> str:
+    if url.startswith("file://"):
+        return unquote(urlsplit(url).path)
+    return os.path.abspath(url)

@@ -1,0 +1,179 @@
+"""`torchfit resolve` for a whole project (issue 18): real wheels with real METADATA on
+local PEP 503 indexes served over HTTP on 127.0.0.1, the real uv for the whole set.
+
+The project index holds packages that pin torch the way vllm and xformers do
+(`Requires-Dist: torch==2.8.0`); the torch index holds tiny stand-in torch wheels
+(real METADATA, no code) for the builds uv must find once the pin is chosen.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cli import run_cli
+from tests.support.wheels import make_wheel, serve_dir, write_index
+
+CPU_HOST = ("--assume", "gpu=none", "--assume", "python=3.12", "--assume", "glibc=2.35", "--assume", "arch=x86_64")
+H100_HOST = ("--assume", "gpu=sm_90", "--assume", "driver=570.124.06", "--assume", "glibc=2.35",
+             "--assume", "python=3.12", "--assume", "arch=x86_64")
+RTX5090_HOST = ("--assume", "gpu=sm_120", "--assume", "driver=570.124.06", "--assume", "glibc=2.35",
+                "--assume", "python=3.12", "--assume", "arch=x86_64")
+
+
+@pytest.fixture(scope="module")
+def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    root = tmp_path_factory.mktemp("project-indexes")
+    wheels = root / "wheels"
+    project = [
+        make_wheel(wheels, "pinlib", "1.0", ["torch==2.8.0", "purelib>=1"]),
+        make_wheel(wheels, "pinlib", "2.0", ["torch==2.9.0", "purelib>=1"]),
+        make_wheel(wheels, "xfm", "0.1", ["torch==2.9.0"]),
+        make_wheel(wheels, "oldpin", "0.3", ["torch==2.5.1"]),
+        make_wheel(wheels, "visionpin", "1.0", ["torchvision==0.23.0", "torch>=2.0"]),
+        make_wheel(wheels, "purelib", "1.0"),
+        make_wheel(wheels, "purelib", "1.1"),
+        make_wheel(wheels, "pyonly", "1.0", ["torch>=2.0"], requires_python=">=3.13"),
+    ]
+    torch_wheels = root / "torch-wheels"
+    family = {
+        "cpu": [("torch", "2.8.0"), ("torch", "2.9.0"), ("torch", "2.5.1"), ("torchvision", "0.23.0"),
+                ("torch", "2.13.0"), ("torch", "2.14.1"), ("torch", "2.15.0")],
+        "cu128": [("torch", "2.8.0"), ("torch", "2.9.0"), ("torchvision", "0.23.0")],
+        "cu129": [("torch", "2.8.0")],
+    }
+    for variant, items in family.items():
+        built = [make_wheel(torch_wheels / variant, n, f"{v}+{variant}") for n, v in items]
+        write_index(root / "torch" / variant, built)
+    write_index(root / "pypi", project)
+    with serve_dir(root) as url:
+        yield {"url": url, "root": root, "pypi": f"{url}/pypi/simple",
+               "torch": f"{url}/torch/{{variant}}/simple"}
+
+
+def resolve(indexes: dict[str, Any], *args: str) -> tuple[int, dict[str, Any], str]:
+    out = run_cli("resolve", "--json", "--index-url", indexes["pypi"], "--torch-index-url", indexes["torch"],
+                  "--allow-insecure-index", *args, env={"PIP_CONFIG_FILE": "/dev/null"}, timeout=300)
+    try:
+        data = json.loads(out.stdout)
+    except ValueError:
+        data = {}
+    return out.returncode, data, out.stderr
+
+
+def test_a_package_pinning_an_older_torch_gets_that_release_in_the_hosts_best_variant(indexes: dict[str, Any]) -> None:
+    code, plan, err = resolve(indexes, *H100_HOST, "pinlib==1.0")
+    assert code == 0, err
+    assert plan["torch"] == "2.8.0" and plan["variant"] == "cu128", plan
+    assert plan["project"] == ["pinlib==1.0"]
+    assert plan["resolved"]["torch"].startswith("2.8.0") and plan["resolved"]["pinlib"] == "1.0"
+    assert plan["resolved"]["purelib"] == "1.1"  # uv resolved the rest
+    assert any("required by pinlib 1.0 (torch==2.8.0)" in r for r in plan["reasons"]), plan["reasons"]
+
+
+def test_an_unpinned_package_gets_its_newest_release_the_host_runs(indexes: dict[str, Any]) -> None:
+    code, plan, err = resolve(indexes, *CPU_HOST, "pinlib")
+    assert code == 0, err
+    assert (plan["torch"], plan["variant"], plan["resolved"]["pinlib"]) == ("2.9.0", "cpu", "2.0"), plan
+
+
+def test_a_torch_range_of_the_user_picks_the_package_release_that_meets_it(indexes: dict[str, Any]) -> None:
+    code, plan, err = resolve(indexes, *CPU_HOST, "pinlib", "torch<2.9")
+    assert code == 0, err
+    assert (plan["torch"], plan["resolved"]["pinlib"]) == ("2.8.0", "1.0"), plan
+
+
+def test_a_torchvision_pin_brings_torchvision_from_the_torch_index(indexes: dict[str, Any]) -> None:
+    code, plan, err = resolve(indexes, *CPU_HOST, "visionpin")
+    assert code == 0, err
+    assert plan["torch"] == "2.8.0" and plan["torchvision"] == "0.23.0" and "torchvision" in plan["packages"]
+    assert plan["resolved"]["torchvision"].startswith("0.23.0")
+
+
+def test_two_incompatible_pins_are_named_together(indexes: dict[str, Any]) -> None:
+    code, data, err = resolve(indexes, *CPU_HOST, "pinlib==1.0", "xfm")
+    assert code == 1, err
+    text = "\n".join(data["conflicts"])
+    assert "pinlib 1.0 requires torch==2.8.0 and xfm 0.1 requires torch==2.9.0" in text, text
+
+
+def test_a_pin_no_host_build_meets_is_named_with_the_arch_fact(indexes: dict[str, Any]) -> None:
+    code, data, err = resolve(indexes, *RTX5090_HOST, "oldpin")
+    assert code == 1, err
+    text = "\n".join(data["conflicts"])
+    assert "oldpin 0.3 requires torch==2.5.1" in text and "sm_120" in text, text
+
+
+def test_requires_python_of_a_package_chooses_the_interpreter(indexes: dict[str, Any], tmp_path: Path) -> None:
+    facts = json.loads(run_cli("detect", "--json").stdout)
+    facts["pythons"] = [{"version": "3.12.1", "path": "/usr/bin/python3.12"}]
+    with_pyenv = tmp_path / "with-pyenv.json"
+    with_pyenv.write_text(json.dumps({**facts, "pyenv": {"path": "/opt/pyenv/bin/pyenv", "version": "2.4.0",
+                                                         "installable": ["3.12.1", "3.13.0"]}}))
+    code, plan, err = resolve(indexes, "--facts", str(with_pyenv), "--assume", "gpu=none", "pyonly")
+    assert code == 0, err
+    assert (plan["python"], plan["python_source"]) == ("3.13", "pyenv"), plan
+    no_pyenv = tmp_path / "no-pyenv.json"
+    no_pyenv.write_text(json.dumps({**facts, "pyenv": None}))
+    code, data, err = resolve(indexes, "--facts", str(no_pyenv), "--assume", "gpu=none", "pyonly")
+    assert code == 1, err
+    assert "Requires-Python >=3.13 admits none of the Pythons here (3.12.1)" in "\n".join(data["conflicts"]), data
+
+
+def test_requirements_file_with_constraints_markers_and_an_index_line(indexes: dict[str, Any], tmp_path: Path) -> None:
+    (tmp_path / "constraints.txt").write_text("purelib==1.0\n")
+    req = tmp_path / "requirements.txt"
+    req.write_text(
+        "# the project\n"
+        f"--extra-index-url {indexes['pypi']}\n"
+        "-c constraints.txt\n"
+        "pinlib \\\n"
+        "  ==1.0   # pinned for the cluster\n"
+        "purelib ; python_version >= '3.8'\n"
+        "xfm ; sys_platform == 'win32'\n"
+    )
+    code, plan, err = resolve(indexes, *CPU_HOST, "-r", str(req))
+    assert code == 0, err
+    assert plan["torch"] == "2.8.0" and plan["resolved"]["purelib"] == "1.0", plan
+    assert "xfm" not in plan["resolved"]  # its marker is false on Linux
+    assert plan["constraints"] == ["purelib==1.0"]
+
+
+def test_project_with_an_extra(indexes: dict[str, Any], tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "myapp"\nversion = "0.1"\ndependencies = ["purelib"]\n'
+        '[project.optional-dependencies]\ngpu = ["pinlib==1.0"]\nall = ["myapp[gpu]"]\n')
+    code, plan, err = resolve(indexes, *CPU_HOST, "--project", str(tmp_path), "--extra", "all")
+    assert code == 0, err
+    assert plan["torch"] == "2.8.0" and plan["resolved"]["pinlib"] == "1.0", plan
+    code, plan, err = resolve(indexes, *CPU_HOST, "--project", str(tmp_path))
+    assert code == 0, err
+    assert "pinlib" not in plan["resolved"]
+
+
+@pytest.mark.parametrize(
+    ("files", "args", "needle"),
+    [
+        ({}, ["-r", "/nonexistent/requirements.txt"], "cannot read"),
+        ({"pyproject.toml": '[tool.x]\na = 1\n'}, ["--project", "{d}"], "has no [project] table"),
+        ({"pyproject.toml": '[project]\nname="a"\nversion="1"\n'}, ["--project", "{d}", "--extra", "nope"],
+         "no optional-dependencies group 'nope'"),
+        ({}, ["vllm>>1"], "is not a PEP 508 requirement"),
+        ({"r.txt": "-e .\n"}, ["-r", "{d}/r.txt"], "editable"),
+        ({"r.txt": "-r r.txt\n"}, ["-r", "{d}/r.txt"], "a cycle"),
+        ({"r.txt": "pinlib==\n"}, ["-r", "{d}/r.txt"], "r.txt:1"),
+        ({}, ["--extra", "gpu"], "give --project"),
+    ],
+)
+def test_bad_project_input_is_one_line_exit_2(tmp_path: Path, files: dict[str, str], args: list[str],
+                                              needle: str) -> None:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    out = run_cli("resolve", *CPU_HOST, *[a.replace("{d}", str(tmp_path)) for a in args])
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], out.stderr

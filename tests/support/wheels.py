@@ -1,0 +1,101 @@
+"""Tiny real wheels and real PEP 503 indexes for project tests (issue 18), in one place.
+
+`make_wheel` writes a valid wheel (METADATA with Requires-Dist/Requires-Python, WHEEL,
+RECORD with sha256, one module) that pip and uv install; `write_index` lays out a
+PEP 503 tree over wheels (links with #sha256=, PEP 658 `.metadata` files beside them
+when asked); `serve_dir` serves a directory on 127.0.0.1 with the standard library's
+HTTP server, so the index is read over real HTTP.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import functools
+import hashlib
+import http.server
+import threading
+import zipfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+
+def _digest(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def metadata_text(name: str, version: str, requires: Sequence[str] = (), requires_python: str | None = None) -> str:
+    lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    if requires_python:
+        lines.append(f"Requires-Python: {requires_python}")
+    lines += [f"Requires-Dist: {r}" for r in requires]
+    return "\n".join(lines) + "\n\n"
+
+
+def make_wheel(directory: Path, name: str, version: str, requires: Sequence[str] = (),
+               requires_python: str | None = None, tag: str = "py3-none-any") -> Path:
+    """A real wheel `name-version-TAG.whl` in `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    dist = name.replace("-", "_")
+    info = f"{dist}-{version}.dist-info"
+    files = {
+        f"{dist}_mod/__init__.py": f"VERSION = {version!r}\n".encode(),
+        f"{info}/METADATA": metadata_text(name, version, requires, requires_python).encode(),
+        f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: torchfit-tests\nRoot-Is-Purelib: true\nTag: {tag}\n".encode(),
+    }
+    record = "".join(f"{path},{_digest(data)},{len(data)}\n" for path, data in files.items()) + f"{info}/RECORD,,\n"
+    path = directory / f"{dist}-{version}-{tag}.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name_in_zip, data in files.items():
+            zf.writestr(name_in_zip, data)
+        zf.writestr(f"{info}/RECORD", record)
+    return path
+
+
+def write_index(root: Path, wheels: Sequence[Path], *, pep658: bool = True) -> Path:
+    """root/simple/<project>/index.html over `wheels` (copied under root/files); returns root/simple."""
+    files = root / "files"
+    files.mkdir(parents=True, exist_ok=True)
+    projects: dict[str, list[str]] = {}
+    for wheel in wheels:
+        data = wheel.read_bytes()
+        (files / wheel.name).write_bytes(data)
+        digest = hashlib.sha256(data).hexdigest()
+        attrs = ""
+        if pep658:
+            with zipfile.ZipFile(wheel) as zf:
+                meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+                body = zf.read(meta)
+            (files / (wheel.name + ".metadata")).write_bytes(body)
+            attrs = f' data-core-metadata="sha256={hashlib.sha256(body).hexdigest()}"'
+        project = canonicalize_name(wheel.name.split("-")[0])
+        href = f"../../files/{wheel.name.replace('+', '%2B')}#sha256={digest}"
+        projects.setdefault(project, []).append(f'<a href="{href}"{attrs}>{wheel.name}</a>')
+    simple = root / "simple"
+    for project, links in projects.items():
+        (simple / project).mkdir(parents=True, exist_ok=True)
+        (simple / project / "index.html").write_text("<html><body>\n" + "\n".join(links) + "\n</body></html>\n")
+    (simple / "index.html").write_text(
+        "<html><body>\n" + "\n".join(f'<a href="{p}/">{p}</a>' for p in sorted(projects)) + "\n</body></html>\n")
+    return simple
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def serve_dir(directory: Path) -> Iterator[str]:
+    """`http://127.0.0.1:PORT` serving `directory` until the block ends."""
+    handler = functools.partial(_Quiet, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
