@@ -74,6 +74,12 @@ class MatrixError(BadInput):
         self.what = what
 
 
+class CompanionsError(MatrixError):
+    """data/companions.toml (or a file given in its place) is malformed: `path:line: what`."""
+
+    reference = "bad-companions"
+
+
 # --- resolving ---------------------------------------------------------------------------
 
 

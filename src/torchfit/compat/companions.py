@@ -1,0 +1,502 @@
+"""The only reader of data/companions.toml: packages whose binaries are built against one torch.
+
+xformers, vllm, torchao, torchcodec, torch-tensorrt, flash-attn, PyG's pyg-lib /
+torch-scatter / torch-sparse / torch-cluster, bitsandbytes and triton ship compiled
+code that works with one torch build only, and each says so in its own way (its
+`binding`):
+
+- ``metadata-pin``: the wheel's METADATA requires it (xformers 0.0.32.post2:
+  ``Requires-Dist: torch==2.8.0``; torch-tensorrt 2.8.0: ``torch<2.9.0,>=2.8.0``);
+- ``local-version``: the wheel's local version names torch, CUDA and the C++ ABI
+  (flash-attn's GitHub release assets ``flash_attn-2.8.3+cu12torch2.8cxx11abiTRUE-…``);
+- ``find-links``: one page of wheels per torch build (PyG's
+  ``https://data.pyg.org/whl/torch-2.8.0+cu128.html``);
+- ``none``: nothing in the artifact binds it (torchao, torchcodec, triton: torch
+  pins triton, not the reverse). The torch a release needs is then a documented
+  fact or unknown.
+
+The API (what the resolver calls; every value is frozen):
+
+- ``load_companions(path=None) -> Companions`` (the packaged file, parsed once per
+  process; ``parse_companions(text, path)`` for a text);
+- ``Companions.get(name) -> Companion | None`` (PEP 503-normalized name);
+- ``Companion``: ``name``, ``binding``, ``published``, ``route``/``route_kind``,
+  ``releases`` (newest first; one version may appear once per torch line when
+  its binaries are published per torch, as PyG's are), ``source``;
+- ``CompanionRelease``: ``version``, ``torch`` (SpecifierSet, None when unknown or
+  when only the ``prebuilt`` wheels name it), ``variants`` (None when unknown),
+  ``pypi_variant``, ``python`` (wheel tags), ``requires_python``, ``cxx11abi``,
+  ``sdist_only``, ``build_needs``, ``build_time``, ``prebuilt``, ``evidence``,
+  ``source``;
+- ``Companions.releases_for(name, *, torch, variant, python, cxx11abi=None)``: the
+  releases with a binary for that torch build, newest first, each with
+  ``prebuilt`` narrowed to the wheels that match;
+- ``Companions.routing(name, *, torch, variant) -> str | None``: the index or
+  find-links page that has the matching binary, None when PyPI's is right (or no
+  index is known: a ``prebuilt`` wheel is then named by its URL);
+- ``format_sdist_warning(release) -> str``: what building the sdist needs, how
+  long it takes, and the prebuilt wheel to use instead.
+
+Anything malformed raises ``CompanionsError`` naming ``companions.toml:LINE``. A
+fact written "unknown" is ``None``; each stated fact names its source keys, and
+may carry an evidence label like matrix.toml's (``measured`` > ``primary`` >
+``secondary`` > ``cycle``). The format is in docs/matrix-format.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from torchfit._backports import FROZEN
+from torchfit.compat.datafiles import read_data_text
+from torchfit.compat.matrix import (
+    EVIDENCE,
+    UNKNOWN,
+    VARIANT_RE,
+    _Lines,
+    _need_source,
+    _Reader,
+    _version,
+)
+from torchfit.compat.versions import python_version
+from torchfit.errors import BadInput, CompanionsError, MatrixError
+
+Binding = Literal["metadata-pin", "local-version", "find-links", "none"]
+BINDINGS: tuple[Binding, ...] = ("metadata-pin", "local-version", "find-links", "none")
+RouteKind = Literal["index", "find-links"]
+PYPI = "pypi"
+EVIDENCE_LABELS = EVIDENCE  # the labels of matrix.toml, strongest first
+# A wheel's Python tag as the data file writes it: cp312, cp39-abi3, py3, py39.
+_PYTAG = re.compile(r"^(cp|py)3(\d{1,2})?(-abi3)?$")
+# Placeholders a route or prebuilt URL template may use.
+_ROUTE_FIELDS = frozenset({"torch", "variant"})
+_PREBUILT_FIELDS = frozenset({"version", "cuda", "torch", "cxx11abi", "python"})
+
+
+@dataclass(**FROZEN)
+class Prebuilt:
+    """One prebuilt wheel published outside PyPI (a GitHub release asset)."""
+
+    url: str
+    torch: str  # the torch minor it was built against: "2.8"
+    cuda: str  # the CUDA major: "12"
+    python: str  # "cp312"
+    cxx11abi: bool
+
+    @property
+    def filename(self) -> str:
+        return self.url.rsplit("/", 1)[-1].replace("%2B", "+")
+
+
+@dataclass(**FROZEN)
+class CompanionRelease:
+    """The binaries of one release (for one torch line when they are published per torch)."""
+
+    name: str
+    version: Version
+    torch: SpecifierSet | None  # None: unknown, or named only by the prebuilt wheels
+    variants: tuple[str, ...] | None  # torch variants with a binary ("cu128", "cpu"); None: unknown
+    pypi_variant: str | None  # the variant the PyPI wheel was built for; None: no binary on PyPI or unknown
+    python: tuple[str, ...] | None  # wheel Python tags ("cp39-abi3", "cp312", "py3"); None: unknown
+    requires_python: SpecifierSet | None
+    cxx11abi: bool | None
+    sdist_only: bool  # PyPI has no Linux wheel of this release, only the sdist
+    build_needs: str | None
+    build_time: str | None
+    prebuilt: tuple[Prebuilt, ...]
+    evidence: Mapping[str, str]  # fact -> label (measured, primary, secondary, cycle)
+    source: Mapping[str, str]  # fact -> source keys ("META xformers 0.0.32.post2")
+    unknown_why: Mapping[str, str] = field(default_factory=dict)
+    line: int = 0
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.version}"
+
+    @property
+    def origin(self) -> str:
+        """Where this release's facts live, for messages: 'companions.toml:88'."""
+        return f"companions.toml:{self.line}"
+
+    def supports_python(self, python: str) -> bool:
+        """Whether a binary of this release installs on CPython `python` ("3.12").
+
+        Unknown tags (None) do not exclude; `requires_python` does when stated.
+        """
+        major, minor = python_version(python)
+        if self.requires_python is not None and not self.requires_python.contains(
+                f"{major}.{minor}", prereleases=True):
+            return False
+        if self.python is None:
+            return True
+        return any(_tag_fits(tag, minor) for tag in self.python)
+
+
+@dataclass(**FROZEN)
+class Companion:
+    """One ABI-bound package: how it binds to torch, where its binaries live, its releases."""
+
+    name: str
+    binding: Binding
+    published: tuple[str, ...]  # "pypi", "https://download.pytorch.org/whl/{variant}", ...
+    route: str | None  # template of the index/find-links page for variants PyPI lacks
+    route_kind: RouteKind | None
+    releases: tuple[CompanionRelease, ...]  # newest first
+    source: Mapping[str, str]
+    line: int = 0
+
+
+@dataclass(**FROZEN)
+class Companions:
+    """Every companion package of the data file, by normalized name."""
+
+    packages: Mapping[str, Companion]
+    sources: Mapping[str, str]
+    path: str
+    cxx11abi_since: Version | None = None  # torch wheels use the C++11 ABI from this release on
+
+    def get(self, name: str) -> Companion | None:
+        return self.packages.get(canonicalize_name(name))
+
+    def torch_cxx11abi(self, torch: Version) -> bool | None:
+        """Whether the PyPI/download.pytorch.org build of `torch` uses the C++11 ABI; None if unknown."""
+        if self.cxx11abi_since is None:
+            return None
+        return Version(torch.public) >= self.cxx11abi_since
+
+    def releases_for(self, name: str, *, torch: Version, variant: str, python: str,
+                     cxx11abi: bool | None = None) -> tuple[CompanionRelease, ...]:
+        """Releases of `name` with a binary for torch `torch` in `variant`, on CPython `python`.
+
+        Newest first. A release whose binaries are per variant needs `variant` listed
+        (unknown variants do not exclude); one with only an sdist on PyPI is kept
+        when a prebuilt wheel matches, and comes back with `prebuilt` narrowed to
+        the matching wheels (`cxx11abi` defaults to the torch build's own ABI).
+        Unknown package: empty.
+        """
+        comp = self.get(name)
+        if comp is None:
+            return ()
+        abi = self.torch_cxx11abi(torch) if cxx11abi is None else cxx11abi
+        public = Version(torch.public)
+        out: list[CompanionRelease] = []
+        for rel in comp.releases:
+            if not rel.supports_python(python):
+                continue
+            if rel.torch is not None and not rel.torch.contains(public, prereleases=True):
+                continue
+            wheels = tuple(p for p in rel.prebuilt if _prebuilt_fits(p, public, variant, python, abi))
+            if rel.prebuilt and rel.torch is None and not wheels:
+                continue
+            if rel.torch is None and not rel.prebuilt and comp.binding != "none":
+                continue  # nothing says which torch its binary needs
+            has_binary = bool(wheels) or (not rel.sdist_only and (rel.variants is None or variant in rel.variants))
+            if not has_binary:
+                continue
+            out.append(dataclasses.replace(rel, prebuilt=wheels) if rel.prebuilt else rel)
+        return tuple(out)
+
+    def routing(self, name: str, *, torch: Version, variant: str) -> str | None:
+        """The index or find-links URL that has `name`'s binary for this torch build.
+
+        None when PyPI's wheel is the one (its `pypi_variant` is `variant`, or the
+        package has no route), or when no release has a binary for the build.
+        """
+        comp = self.get(name)
+        if comp is None or comp.route is None:
+            return None
+        public = Version(torch.public)
+        for rel in comp.releases:
+            if rel.torch is None or not rel.torch.contains(public, prereleases=True):
+                continue
+            if rel.pypi_variant == variant and not rel.sdist_only:
+                return None
+            if rel.variants is not None and variant in rel.variants:
+                return comp.route.format(torch=public, variant=variant)
+        return None
+
+
+def _tag_fits(tag: str, minor: int) -> bool:
+    """cp312 fits 3.12 only; cp39-abi3 fits 3.9 and later; py3 fits all; py39 fits 3.9 and later."""
+    m = _PYTAG.match(tag)
+    if m is None:
+        return False
+    kind, num, abi3 = m.group(1), m.group(2), m.group(3)
+    if num is None:
+        return True
+    if kind == "cp" and not abi3:
+        return int(num) == minor
+    return int(num) <= minor
+
+
+def _cuda_major(variant: str) -> str | None:
+    """cu128 -> "12", cu130 -> "13"; None for cpu and ROCm."""
+    m = re.match(r"^cu(\d+)(\d)$", variant)
+    return m.group(1) if m else None
+
+
+def _prebuilt_fits(p: Prebuilt, torch: Version, variant: str, python: str, abi: bool | None) -> bool:
+    major, minor = python_version(python)
+    if p.torch != f"{torch.major}.{torch.minor}" or p.cuda != _cuda_major(variant):
+        return False
+    if p.python != f"cp{major}{minor}":
+        return False
+    return abi is None or p.cxx11abi == abi
+
+
+def format_sdist_warning(release: CompanionRelease) -> str:
+    """The line to show before building `release` from its sdist.
+
+    Names what the build needs and how long it takes, and the prebuilt wheel to use
+    instead when `release.prebuilt` holds one (as `releases_for` narrows it).
+    """
+    parts = [f"{release.label} has only a source distribution on PyPI: installing it compiles it"]
+    needs = release.build_needs or "a compiler toolchain whose needs were not recorded"
+    parts.append(f"; the build needs {needs}")
+    if release.build_time:
+        parts.append(f" and takes {release.build_time}")
+    if release.prebuilt:
+        p = release.prebuilt[0]
+        parts.append(f". A prebuilt wheel matches this torch: {p.url}")
+    else:
+        parts.append(". No prebuilt wheel for this torch build is recorded")
+    return "".join(parts)
+
+
+# ---------------------------------------------------------------------------
+# Reading the file
+# ---------------------------------------------------------------------------
+
+
+def _spec(r: _Reader, key: str) -> SpecifierSet | None:
+    raw = r.text(key, required=False)
+    if raw is None or raw == UNKNOWN:
+        return None
+    try:
+        return SpecifierSet(raw)
+    except InvalidSpecifier:
+        raise r.fail(f"'{key}': {raw!r} is not a version specifier like ==2.8.0 or >=2.8,<2.9") from None
+
+
+def _optional_list(r: _Reader, key: str) -> list[str] | None:
+    if r.t.get(key) == UNKNOWN:
+        return None
+    return r.strlist(key, required=False)
+
+
+def _template(r: _Reader, key: str, text: str, allowed: frozenset[str]) -> str:
+    names = set(re.findall(r"{(\w*)}", text))
+    if not names <= allowed or "{}" in text:
+        raise r.fail(f"'{key}' may only use the placeholders {', '.join('{' + n + '}' for n in sorted(allowed))}")
+    return text
+
+
+def _prebuilt(r: _Reader, version: Version) -> tuple[Prebuilt, ...]:
+    raw = r.t.get("prebuilt")
+    if raw is None or raw == UNKNOWN:
+        return ()
+    p = _Reader(raw, r.path, r.line, r.what + " prebuilt")
+    url = _template(p, "url", p.text("url") or "", _PREBUILT_FIELDS)
+    torches = p.strlist("torch") or []
+    cudas = p.strlist("cuda") or []
+    pys = p.strlist("python") or []
+    abis = p.t.get("cxx11abi")
+    if not isinstance(abis, list) or not abis or not all(isinstance(a, bool) for a in abis):
+        raise p.fail("'cxx11abi' must be a list of true/false")
+    for t in torches:
+        if not re.match(r"^\d+\.\d+$", t):
+            raise p.fail(f"'torch' entries are torch minors like \"2.8\", not {t!r}")
+    for c in cudas:
+        if not c.isdigit():
+            raise p.fail(f"'cuda' entries are CUDA majors like \"12\", not {c!r}")
+    for py in pys:
+        if not re.match(r"^cp3\d{1,2}$", py):
+            raise p.fail(f"'python' entries are CPython tags like cp312, not {py!r}")
+    excludes = p.t.get("exclude", [])
+    if not isinstance(excludes, list) or not all(isinstance(e, dict) for e in excludes):
+        raise p.fail("'exclude' must be a list of tables like { torch = \"2.4\", python = \"cp313\" }")
+    out: list[Prebuilt] = []
+    for t in torches:
+        for c in cudas:
+            for py in pys:
+                for abi in abis:
+                    combo = {"torch": t, "cuda": c, "python": py, "cxx11abi": abi}
+                    if any(all(combo.get(k) == v for k, v in e.items()) for e in excludes):
+                        continue
+                    out.append(Prebuilt(
+                        url.format(version=version, cuda=c, torch=t, python=py,
+                                   cxx11abi="TRUE" if abi else "FALSE").replace("+", "%2B"),
+                        t, c, py, abi))
+    if not out:
+        raise p.fail("names no wheel (every combination is excluded)")
+    return tuple(out)
+
+
+def _release(raw: Any, comp: str, path: str, line: int, known: Mapping[str, str],
+             lines: _Lines) -> CompanionRelease:
+    r = _Reader(raw, path, line, f"{comp} [[package.release]]")
+    version = _version(r, r.text("version") or "", "version")
+    r.what = f"{comp} {version}"
+    src = r.sources(known)
+    ev = r.evidence(src, known, lines)
+    torch = _spec(r, "torch")
+    variants = _optional_list(r, "variants")
+    for v in variants or []:
+        if not VARIANT_RE.match(v):
+            raise r.fail(f"variant {v!r} is not cuXYZ, rocmX.Y or cpu")
+    pypi = r.text("pypi", required=False)
+    if pypi not in (None, "", UNKNOWN) and not VARIANT_RE.match(pypi or ""):
+        raise r.fail(f"'pypi' {pypi!r} is not a variant name (or \"\" for no binary on PyPI)")
+    python = _optional_list(r, "python")
+    for tag in python or []:
+        if not _PYTAG.match(tag):
+            raise r.fail(f"Python tag {tag!r} is not like cp312, cp39-abi3, py3 or py39")
+    requires_python = _spec(r, "requires_python")
+    abi = r.t.get("cxx11abi")
+    if abi is not None and not isinstance(abi, bool):
+        raise r.fail("'cxx11abi' must be true or false (leave it out when it does not matter)")
+    sdist_only = r.t.get("sdist_only", False)
+    if not isinstance(sdist_only, bool):
+        raise r.fail("'sdist_only' must be true or false")
+    build_needs = r.text("build_needs", required=False)
+    build_time = r.text("build_time", required=False)
+    if (build_needs or build_time) and not sdist_only:
+        raise r.fail("'build_needs'/'build_time' are for sdist_only releases")
+    prebuilt = _prebuilt(r, version)
+    stated = {"torch": torch, "variants": variants, "pypi": pypi if pypi != UNKNOWN else None,
+              "python": python, "requires_python": requires_python, "cxx11abi": abi,
+              "build_needs": build_needs, "build_time": build_time, "prebuilt": prebuilt or None}
+    _need_source(r, src, "exists")
+    for fact, val in stated.items():
+        if val is not None:
+            _need_source(r, src, fact)
+    why = r.t.get("unknown", {})
+    if not isinstance(why, dict) or not all(isinstance(x, str) for x in why.values()):
+        raise r.fail("'unknown' must be a table of fact = \"why it is unknown\"")
+    for fact in why:
+        if r.t.get(fact) != UNKNOWN:
+            raise r.fail(f"unknown.{fact} explains a fact that is not \"unknown\"")
+    if variants is not None and pypi and pypi != UNKNOWN and pypi not in variants:
+        raise r.fail(f"'pypi' {pypi!r} is not among 'variants'")
+    if sdist_only and pypi:
+        raise r.fail("an sdist_only release has no PyPI binary: write pypi = \"\" or leave it out")
+    return CompanionRelease(
+        name=comp, version=version, torch=torch,
+        variants=tuple(variants) if variants is not None else None,
+        pypi_variant=pypi or None if pypi != UNKNOWN else None,
+        python=tuple(python) if python is not None else None,
+        requires_python=requires_python, cxx11abi=abi, sdist_only=sdist_only,
+        build_needs=build_needs, build_time=build_time, prebuilt=prebuilt,
+        evidence=ev, source=src, unknown_why=dict(why), line=line,
+    )
+
+
+def parse_companions(text: str, path: str = "companions.toml") -> Companions:
+    """Parse and validate companions TOML text; `CompanionsError` on the first problem found."""
+    from torchfit._backports import tomllib
+
+    try:
+        doc = tomllib.loads(text)
+    except RecursionError:
+        raise CompanionsError(path, None, "nested too deeply to be a companions file") from None
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        raise CompanionsError(path, int(m.group(1)) if m else None, f"not valid TOML: {exc}") from None
+    lines = _Lines(text)
+    try:
+        return _parse(doc, path, lines)
+    except CompanionsError:
+        raise
+    except MatrixError as exc:  # the shared readers of compat.matrix raise MatrixError
+        raise CompanionsError(exc.path, exc.line, exc.what) from None
+
+
+def _parse(doc: dict[str, Any], path: str, lines: _Lines) -> Companions:
+    if doc.get("schema") != 1:
+        raise CompanionsError(path, 1, "expected 'schema = 1' at the top")
+    known = doc.get("sources")
+    if not isinstance(known, dict) or not all(isinstance(v, str) for v in known.values()):
+        raise CompanionsError(path, None, "expected a [sources] table of KEY = \"where the fact was read\"")
+    since: Version | None = None
+    abi_raw = doc.get("torch_cxx11abi")
+    if abi_raw is not None:
+        head = next((n for n, t in enumerate(lines.text_lines, 1) if t.strip() == "[torch_cxx11abi]"), 0)
+        a = _Reader(abi_raw, path, head, "[torch_cxx11abi]")
+        a.sources(known)
+        since = _version(a, a.text("since") or "", "since")
+    packages: dict[str, Companion] = {}
+    release_no = 0
+    for i, raw in enumerate(doc.get("package", [])):
+        r = _Reader(raw, path, lines.of("package", i), "[[package]]")
+        name = canonicalize_name(r.text("name") or "")
+        if not name:
+            raise r.fail("'name' is empty")
+        r.what = f"[[package]] {name}"
+        if name in packages:
+            raise r.fail(f"{name} is listed twice (also line {packages[name].line})")
+        binding = r.text("binding") or ""
+        if binding not in BINDINGS:
+            raise r.fail(f"'binding' {binding!r} is not one of {', '.join(BINDINGS)}")
+        published = tuple(r.strlist("published") or [])
+        if not published:
+            raise r.fail("'published' names no place")
+        route = r.text("route", required=False)
+        kind = r.text("route_kind", required=False)
+        if (route is None) != (kind is None):
+            raise r.fail("'route' and 'route_kind' go together")
+        if kind is not None and kind not in ("index", "find-links"):
+            raise r.fail(f"'route_kind' {kind!r} is not index or find-links")
+        if route is not None:
+            _template(r, "route", route, _ROUTE_FIELDS)
+        src = r.sources(known)
+        r.evidence(src, known, lines)
+        _need_source(r, src, "binding", "published")
+        if route is not None:
+            _need_source(r, src, "route")
+        rels_raw = raw.get("release", [])
+        if not isinstance(rels_raw, list) or not rels_raw:
+            raise r.fail("no [[package.release]] entries")
+        rels: list[CompanionRelease] = []
+        for rel_raw in rels_raw:
+            rels.append(_release(rel_raw, name, path, lines.of("package.release", release_no), known, lines))
+            release_no += 1
+        order = sorted(rels, key=lambda x: x.version, reverse=True)
+        if [x.version for x in order] != [x.version for x in rels]:
+            bad = next(x for x, y in zip(rels, order) if x.version != y.version)
+            raise CompanionsError(path, bad.line, f"{bad.label}: releases must be listed newest first")
+        packages[name] = Companion(
+            name=name, binding=binding, published=published, route=route,
+            route_kind=cast("RouteKind | None", kind), releases=tuple(rels), source=src, line=r.line)
+    if not packages:
+        raise CompanionsError(path, None, "no [[package]] entries")
+    return Companions(packages, dict(known), path, since)
+
+
+# Keyed by name and text: an edited file (a test's tmp copy) is parsed again, the
+# packaged one once. The file is small; parsing it costs a few ms.
+_LOADED: dict[str, Companions] = {}
+
+
+def load_companions(path: str | None = None) -> Companions:
+    """The packaged data/companions.toml (or the file `path`), validated; parsed once per process."""
+    if path is None:
+        text, name = read_data_text("companions.toml"), "companions.toml"
+    else:
+        from torchfit.inputs import MAX_MATRIX_BYTES, read_text_file
+
+        try:
+            text, name = read_text_file(path, "companions file", limit=MAX_MATRIX_BYTES), path
+        except BadInput as exc:
+            raise CompanionsError(path, None, exc.message.split(": ", 1)[-1]) from None
+    key = f"{name}\0{text}"
+    if key not in _LOADED:
+        _LOADED[key] = parse_companions(text, name)
+    return _LOADED[key]
