@@ -1,0 +1,44 @@
+"""`torchfit install` of a whole project (issue 18): the local CPU torch 2.13.0 wheel, a
+package whose METADATA pins torch==2.13.0 and a pure-Python one, real uv, a real env."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.installer.conftest import CPU_ARGS, run_tf
+from tests.support.wheels import make_wheel
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_project_is_installed_with_the_torch_it_pins_and_locked(
+    tmp_path: Path, torch_index: str, state_home: Path
+) -> None:
+    links = tmp_path / "links"
+    make_wheel(links, "pin213", "1.0", ["torch==2.13.0", "purelib"])
+    make_wheel(links, "pin213", "2.0", ["torch==2.99.0"])  # no such torch: the resolver must skip it
+    make_wheel(links, "purelib", "1.0")
+    (tmp_path / "requirements.txt").write_text(f"-f {links}\npin213\npurelib>=1\n")
+    prefix = tmp_path / "env"
+    proc = run_tf("install", *CPU_ARGS, "-r", str(tmp_path / "requirements.txt"), "--torch-index-url",
+                  torch_index, "--prefix", str(prefix), "--json", state=state_home)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["plan"]["project"] == ["pin213", "purelib>=1"], out["plan"]
+    assert any("required by pin213 1.0 (torch==2.13.0)" in r for r in out["plan"]["reasons"]), out["plan"]
+    names = {p["name"]: p["version"] for p in out["packages"]}
+    assert names["pin213"] == "1.0" and names["purelib"] == "1.0" and names["torch"].startswith("2.13.0")
+    ran = subprocess.run([str(prefix / "bin" / "python"), "-c",
+                          "import torch, pin213_mod, purelib_mod; print(torch.__version__, pin213_mod.VERSION)"],
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0 and ran.stdout.split() == ["2.13.0+cpu", "1.0"], ran.stderr
+    with open(prefix / "pylock.toml", "rb") as fh:
+        lock = tomllib.load(fh)
+    locked = {p["name"]: p for p in lock["packages"]}
+    assert locked["pin213"]["wheels"][0]["hashes"]["sha256"]
+    assert lock["tool"]["torchfit"]["plan"]["project"] == ["pin213", "purelib>=1"]
