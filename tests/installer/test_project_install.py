@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import tomllib
 from pathlib import Path
 
 import pytest
 
 from tests.installer.conftest import CPU_ARGS, run_tf
 from tests.support.wheels import make_wheel
+from torchfit._backports import tomllib
 
 pytestmark = pytest.mark.slow
 
