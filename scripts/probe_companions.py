@@ -10,6 +10,7 @@ records the build the wheel was compiled against (torchfit.matrixcheck.companion
   python scripts/probe_companions.py xformers vllm --since 2024-06-01          # TOML rows
   python scripts/probe_companions.py --check [--since 2024-06-01] [NAME...]    # compare
   python scripts/probe_companions.py --json xformers                           # raw facts
+  python scripts/probe_companions.py --record tests/data/projects/pypi xformers==0.0.32.post2
 
 Without --check it prints `[sources]` lines and `[[package.release]]` rows to paste
 (the facts only PyPI has: torch, pypi variant, python tags, requires_python,
@@ -112,16 +113,72 @@ def check(name: str, measured: list[MeasuredRelease]) -> list[str]:
     return problems
 
 
+def record(client: IndexClient, directory: str, pins: list[str]) -> None:
+    """Store the METADATA of one Linux x86_64 wheel of each NAME==VERSION, and a PEP 691 page of them.
+
+    DIRECTORY/NAME/FILE.metadata is the METADATA as PyPI serves it (PEP 658, else read from the
+    wheel); DIRECTORY/NAME/index.json is PyPI's PEP 691 page trimmed to those wheels, each with
+    "core-metadata": {"sha256": ...} of the stored file, so a local index can serve both.
+    """
+    import hashlib
+    import os
+
+    from torchfit.index.pages import JSON_TYPE, project_url
+    from torchfit.matrixcheck.companions import _linux_x86_wheels, _read_metadata
+
+    by_name: dict[str, list[str]] = {}
+    for pin in pins:
+        name, _, version = pin.partition("==")
+        by_name.setdefault(name, []).append(version)
+    for name, versions in by_name.items():
+        got = client.get(project_url("https://pypi.org/simple", name), JSON_TYPE)
+        page = json.loads(got.body)
+        listed = client.project_page("https://pypi.org/simple", name)
+        assert listed is not None
+        keep = []
+        os.makedirs(os.path.join(directory, name), exist_ok=True)
+        for version in versions:
+            wheels = sorted((f for f in _linux_x86_wheels(listed.files) if f"-{version}-" in f.filename),
+                            key=lambda f: f.filename)
+            wheel = wheels[0]
+            text, via = _read_metadata(client, wheel)
+            assert text is not None, wheel.filename
+            data = text.encode()
+            with open(os.path.join(directory, name, wheel.filename + ".metadata"), "wb") as fh:
+                fh.write(data)
+            entry = next(f for f in page["files"] if f["filename"] == wheel.filename)
+            entry["core-metadata"] = {"sha256": hashlib.sha256(data).hexdigest()}
+            entry["x-read-via"] = via
+            keep.append(entry)
+            print(f"{name} {version}: {wheel.filename} (torch{torch_requirement_of(text) or ': none'}) via {via}",
+                  file=sys.stderr)
+        page["files"] = keep
+        page["versions"] = versions
+        with open(os.path.join(directory, name, "index.json"), "w", encoding="utf-8") as fh:
+            json.dump(page, fh, indent=1)
+            fh.write("\n")
+
+
+def torch_requirement_of(text: str) -> str:
+    from torchfit.matrixcheck.companions import torch_requirement
+
+    return torch_requirement(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("names", nargs="*", help=f"packages (default: {' '.join(ALL)})")
     ap.add_argument("--since", default="2024-06-01", help="first upload date to cover (ISO, default 2024-06-01)")
     ap.add_argument("--check", action="store_true", help="compare with companions.toml; exit 1 on a difference")
     ap.add_argument("--json", action="store_true", help="print the raw measured facts as JSON")
+    ap.add_argument("--record", metavar="DIR", help="store METADATA and a trimmed PEP 691 page of NAME==VERSION...")
     ap.add_argument("--torch", default="", help="for triton: comma-separated torch releases whose pin to read")
     args = ap.parse_args(argv)
     client = IndexClient()
     say = (lambda s: print(s, file=sys.stderr)) if not args.json else None
+    if args.record:
+        record(client, args.record, args.names)
+        return 0
     names = args.names or list(ALL)
     problems: list[str] = []
     for name in names:

@@ -384,6 +384,9 @@ def _release(raw: Any, comp: str, path: str, line: int, known: Mapping[str, str]
     for fact in why:
         if r.t.get(fact) != UNKNOWN:
             raise r.fail(f"unknown.{fact} explains a fact that is not \"unknown\"")
+    for fact in ev:
+        if r.t.get(fact) == UNKNOWN:
+            raise r.fail(f"evidence.{fact} labels a fact written \"unknown\"")
     if variants is not None and pypi and pypi != UNKNOWN and pypi not in variants:
         raise r.fail(f"'pypi' {pypi!r} is not among 'variants'")
     if sdist_only and pypi:

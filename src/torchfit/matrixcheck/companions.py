@@ -39,6 +39,7 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
+from torchfit.errors import TorchfitError
 from torchfit.index.client import IndexClient
 from torchfit.index.pages import IndexFile
 from torchfit.index.wheelmeta import HttpRangeSource, WheelArchive, WheelFormatError, wheel_metadata
@@ -152,14 +153,15 @@ def _read_metadata(client: IndexClient, wheel: IndexFile) -> tuple[str | None, s
 
 
 def _read_member(client: IndexClient, wheel: IndexFile, pattern: str) -> str | None:
+    """One member of a remote wheel, through range requests; None when it cannot be read."""
     src = HttpRangeSource(client, wheel.url)
     try:
         tail = src.open()
         archive = WheelArchive(src, tail)
         found = archive.find(pattern)
         return archive.read(found[0]).decode("utf-8", "replace") if found else None
-    except WheelFormatError:
-        return None
+    except (WheelFormatError, TorchfitError):
+        return None  # the build record is a bonus: the release's other facts stand
     finally:
         src.close()
 
@@ -195,7 +197,9 @@ def measure_package(client: IndexClient, name: str, *, since: str = "", index: s
             pattern = BUILD_INFO.get(name)
             if pattern:
                 info = _read_member(client, wheel, pattern)
-                if info is not None:
+                if info is None:
+                    m.notes.append(f"build record {pattern} not read")
+                else:
                     m.build, m.pypi_variant = variant_of_build(name, info)
         out.append(m)
     return out
