@@ -206,3 +206,59 @@ def test_records_are_json_and_nothing_unpickles() -> None:
         names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         assert not names & {"pickle", "marshal", "shelve", "dill", "cloudpickle"}, path
+
+
+# --- data/companions.toml through the cache (issue 18) ------------------------------------
+
+
+def test_the_companions_codec_gives_back_the_same_values() -> None:
+    from torchfit.compat.companions import companions_from_data, companions_to_data, load_companions
+
+    c = load_companions()
+    data = json.loads(json.dumps(companions_to_data(c)))
+    _same(companions_from_data(data), c)
+    data["packages"][0]["releases"][0]["extra"] = 1
+    with pytest.raises(ValueError):
+        companions_from_data(data)
+    with pytest.raises(ValueError):
+        companions_from_data({"path": "x"})
+
+
+def test_companions_second_load_reads_the_record_and_an_edit_parses_again(tmp_path: Path) -> None:
+    from torchfit.compat.companions import (
+        companions_to_data,
+        parse_companions,
+        read_companions_text,
+    )
+
+    first = cache.load_companions()
+    (record,) = _records("companions-")
+    header = json.loads(record.read_text().splitlines()[0])
+    data = companions_to_data(first)
+    data["packages"][0]["releases"][0]["build_needs"] = "from-the-cache"
+    assert cache.write_record(record.stem, header["key"], data)
+    assert cache.load_companions().packages["xformers"].releases[0].build_needs == "from-the-cache"
+    # a file given in its place, then edited: parsed again
+    text, _ = read_companions_text()
+    path = tmp_path / "companions.toml"
+    path.write_text(text)
+    _same(cache.load_companions(str(path)), parse_companions(text, str(path)))
+    edited = text.replace('version = "0.0.35"', 'version = "0.0.99"', 1)
+    path.write_text(edited)
+    assert str(cache.load_companions(str(path)).packages["xformers"].releases[0].version) == "0.0.99"
+
+
+def test_a_bad_companions_file_is_the_same_error_and_is_not_stored(tmp_path: Path) -> None:
+    from torchfit.compat.companions import load_companions
+    from torchfit.errors import CompanionsError
+
+    path = tmp_path / "bad.toml"
+    path.write_text("schema = 1\n[sources]\n")
+    with pytest.raises(CompanionsError) as direct:
+        load_companions(str(path))
+    with pytest.raises(CompanionsError) as cached:
+        cache.load_companions(str(path))
+    assert str(cached.value) == str(direct.value) == f"{path}: no [[package]] entries"
+    assert _records("companions-") == []
+    with pytest.raises(CompanionsError, match=r"missing\.toml: cannot read"):
+        cache.load_companions(str(tmp_path / "missing.toml"))

@@ -12,6 +12,8 @@ What is kept here:
 
 - `load_matrix`: the validated matrix (`compat.matrix.matrix_to_data`), keyed by
   the sha256 of the matrix file's bytes, its name and torchfit's version.
+- `load_companions`: the validated data/companions.toml (`compat.companions.companions_to_data`),
+  keyed the same way.
 - `read_record` / `write_record` for the host probes (interpreter versions keyed by
   the executable's realpath, device, inode, size and mtime; pyenv's answers keyed
   by its files' stats), see `host/pythons.py`.
@@ -33,6 +35,7 @@ except ImportError:  # pragma: no cover - the module is _sha2 from 3.12, absent 
         from hashlib import sha256 as _sha256
 
 if TYPE_CHECKING:
+    from torchfit.compat.companions import Companions
     from torchfit.compat.matrix import Matrix
 
 # Bump when the shape of any record changes, so old records are misses.
@@ -153,3 +156,31 @@ def load_matrix(path: str | None = None) -> Matrix:
     except ValueError:  # a field without a codec: uncached, still correct
         pass
     return matrix
+
+
+def load_companions(path: str | None = None) -> Companions:
+    """`compat.companions.load_companions`, through the cache: the same `Companions`, or the same error.
+
+    Keyed like `load_matrix`: the sha256 of the file's text, its name and torchfit's
+    version. Only a file that validated is stored.
+    """
+    from torchfit import __version__
+    from torchfit.compat.companions import (
+        companions_from_data,
+        companions_to_data,
+        parse_companions,
+        read_companions_text,
+    )
+
+    text, name = read_companions_text(path)
+    key = sha256_hex(f"{__version__}\0{name}\0{text}".encode())
+    slot = "companions-" + sha256_hex(f"{__version__}\0{name}".encode())[:16]
+    data = read_record(slot, key)
+    if data is not None:
+        try:
+            return companions_from_data(data)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            pass  # another shape: parse again, and the write below replaces it
+    comps = parse_companions(text, name)
+    write_record(slot, key, companions_to_data(comps))
+    return comps

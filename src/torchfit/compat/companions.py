@@ -18,7 +18,8 @@ code that works with one torch build only, and each says so in its own way (its
 The API (what the resolver calls; every value is frozen):
 
 - ``load_companions(path=None) -> Companions`` (the packaged file, parsed once per
-  process; ``parse_companions(text, path)`` for a text);
+  process; ``torchfit.cache.load_companions`` keeps it across processes, like
+  ``cache.load_matrix``; ``parse_companions(text, path)`` for a text);
 - ``Companions.get(name) -> Companion | None`` (PEP 503-normalized name);
 - ``Companion``: ``name``, ``binding``, ``published``, ``route``/``route_kind``,
   ``releases`` (newest first; one version may appear once per torch line when
@@ -488,18 +489,102 @@ def _parse(doc: dict[str, Any], path: str, lines: _Lines) -> Companions:
 _LOADED: dict[str, Companions] = {}
 
 
-def load_companions(path: str | None = None) -> Companions:
-    """The packaged data/companions.toml (or the file `path`), validated; parsed once per process."""
+def read_companions_text(path: str | None = None) -> tuple[str, str]:
+    """(text, name) of the packaged file (name "companions.toml") or of the file `path`."""
     if path is None:
-        text, name = read_data_text("companions.toml"), "companions.toml"
-    else:
-        from torchfit.inputs import MAX_MATRIX_BYTES, read_text_file
+        return read_data_text("companions.toml"), "companions.toml"
+    from torchfit.inputs import MAX_MATRIX_BYTES, read_text_file
 
-        try:
-            text, name = read_text_file(path, "companions file", limit=MAX_MATRIX_BYTES), path
-        except BadInput as exc:
-            raise CompanionsError(path, None, exc.message.split(": ", 1)[-1]) from None
+    try:
+        return read_text_file(path, "companions file", limit=MAX_MATRIX_BYTES), path
+    except BadInput as exc:
+        raise CompanionsError(path, None, exc.message.split(": ", 1)[-1]) from None
+
+
+def load_companions(path: str | None = None) -> Companions:
+    """The packaged data/companions.toml (or the file `path`), validated; parsed once per process.
+
+    Commands that start often load it through `torchfit.cache.load_companions`, which
+    keeps the validated values across processes (as `cache.load_matrix` does).
+    """
+    text, name = read_companions_text(path)
     key = f"{name}\0{text}"
     if key not in _LOADED:
         _LOADED[key] = parse_companions(text, name)
     return _LOADED[key]
+
+
+# --- the validated file as plain JSON data (for torchfit.cache.load_companions) -----------
+#
+# tomllib over the ~230 kB file and the validation cost a few hundred ms on a loaded
+# machine; rebuilding the values from JSON costs a few. Exact (a test holds
+# companions_from_data(companions_to_data(c)) == c) and strict: data of another shape
+# raises ValueError, TypeError or KeyError, and the caller parses again.
+
+_RELEASE_FIELDS = tuple(f.name for f in dataclasses.fields(CompanionRelease))
+_PACKAGE_FIELDS = tuple(f.name for f in dataclasses.fields(Companion))
+
+
+def _release_data(r: CompanionRelease) -> dict[str, Any]:
+    return {
+        "name": r.name, "version": str(r.version),
+        "torch": None if r.torch is None else str(r.torch),
+        "variants": None if r.variants is None else list(r.variants),
+        "pypi_variant": r.pypi_variant,
+        "python": None if r.python is None else list(r.python),
+        "requires_python": None if r.requires_python is None else str(r.requires_python),
+        "cxx11abi": r.cxx11abi, "sdist_only": r.sdist_only, "build_needs": r.build_needs,
+        "build_time": r.build_time,
+        "prebuilt": [[p.url, p.torch, p.cuda, p.python, p.cxx11abi] for p in r.prebuilt],
+        "evidence": dict(r.evidence), "source": dict(r.source), "unknown_why": dict(r.unknown_why),
+        "line": r.line,
+    }
+
+
+def _release_value(d: Any) -> CompanionRelease:
+    if not isinstance(d, dict) or set(d) != set(_RELEASE_FIELDS):
+        raise ValueError("a release of another shape")
+    return CompanionRelease(
+        name=str(d["name"]), version=Version(d["version"]),
+        torch=None if d["torch"] is None else SpecifierSet(d["torch"]),
+        variants=None if d["variants"] is None else tuple(d["variants"]),
+        pypi_variant=d["pypi_variant"],
+        python=None if d["python"] is None else tuple(d["python"]),
+        requires_python=None if d["requires_python"] is None else SpecifierSet(d["requires_python"]),
+        cxx11abi=d["cxx11abi"], sdist_only=bool(d["sdist_only"]), build_needs=d["build_needs"],
+        build_time=d["build_time"],
+        prebuilt=tuple(Prebuilt(str(p[0]), str(p[1]), str(p[2]), str(p[3]), bool(p[4])) for p in d["prebuilt"]),
+        evidence=dict(d["evidence"]), source=dict(d["source"]), unknown_why=dict(d["unknown_why"]),
+        line=int(d["line"]),
+    )
+
+
+def companions_to_data(c: Companions) -> dict[str, Any]:
+    """The validated file as JSON-ready data (lists, dicts, str, int, bool, None)."""
+    return {
+        "path": c.path, "sources": dict(c.sources),
+        "cxx11abi_since": None if c.cxx11abi_since is None else str(c.cxx11abi_since),
+        "packages": [{
+            "name": p.name, "binding": p.binding, "published": list(p.published), "route": p.route,
+            "route_kind": p.route_kind, "releases": [_release_data(r) for r in p.releases],
+            "source": dict(p.source), "line": p.line,
+        } for p in c.packages.values()],
+    }
+
+
+def companions_from_data(data: Any) -> Companions:
+    """The `Companions` that `companions_to_data` wrote; ValueError (or TypeError/KeyError) on other data."""
+    if not isinstance(data, dict) or set(data) != {"path", "sources", "cxx11abi_since", "packages"}:
+        raise ValueError("companions data of another shape")
+    packages: dict[str, Companion] = {}
+    for p in data["packages"]:
+        if not isinstance(p, dict) or set(p) != set(_PACKAGE_FIELDS):
+            raise ValueError("a package of another shape")
+        if p["binding"] not in BINDINGS or p["route_kind"] not in (None, "index", "find-links"):
+            raise ValueError("a binding or route kind of another version")
+        packages[str(p["name"])] = Companion(
+            name=str(p["name"]), binding=p["binding"], published=tuple(p["published"]), route=p["route"],
+            route_kind=p["route_kind"], releases=tuple(_release_value(r) for r in p["releases"]),
+            source=dict(p["source"]), line=int(p["line"]))
+    since = data["cxx11abi_since"]
+    return Companions(packages, dict(data["sources"]), str(data["path"]), None if since is None else Version(since))
