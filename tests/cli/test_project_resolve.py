@@ -38,6 +38,7 @@ def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         make_wheel(wheels, "purelib", "1.0"),
         make_wheel(wheels, "purelib", "1.1"),
         make_wheel(wheels, "pyonly", "1.0", ["torch>=2.0"], requires_python=">=3.13"),
+        make_wheel(wheels, "torch-scatter", "2.1.2"),  # PyG: no torch in METADATA, one binary per torch
     ]
     torch_wheels = root / "torch-wheels"
     family = {
@@ -177,3 +178,15 @@ def test_bad_project_input_is_one_line_exit_2(tmp_path: Path, files: dict[str, s
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], out.stderr
+
+
+def test_companions_data_names_where_an_abi_bound_binary_lives(indexes: dict[str, Any]) -> None:
+    """torch-scatter's METADATA names no torch; companions.toml knows its binaries are per torch build."""
+    code, plan, err = resolve(indexes, *CPU_HOST, "torch-scatter", "torch==2.8.0")
+    assert code == 0, err
+    assert any("https://data.pyg.org/whl/torch-2.8.0+cpu.html" in w for w in plan["warnings"]), plan["warnings"]
+    code, plan, err = resolve(indexes, *CPU_HOST, "torch-scatter", "torch==2.13.0")
+    assert code == 0, err
+    # No binary for torch 2.13: PyPI's sdist would be compiled, and the warning says so before the build.
+    assert any(w.startswith("torch-scatter 2.1.2 has only a source distribution on PyPI") for w in plan["warnings"]), \
+        plan["warnings"]

@@ -27,6 +27,7 @@ from packaging.version import Version
 from resolvelib import AbstractProvider
 
 from torchfit._backports import FROZEN
+from torchfit.compat.companions import Companions
 from torchfit.compat.facts import HostFacts
 from torchfit.compat.matrix import Build, Matrix
 from torchfit.compat.project import (
@@ -158,7 +159,7 @@ class Context:
     """Everything the provider needs, computed once: hosts, request, candidate pools."""
 
     def __init__(self, hosts: Sequence[HostFacts], request: Request, matrix: Matrix,
-                 packages: PackageIndex | None = None) -> None:
+                 packages: PackageIndex | None = None, companions: Companions | None = None) -> None:
         self.hosts = list(hosts)
         self.request = request
         self.matrix = matrix
@@ -175,6 +176,7 @@ class Context:
             r for r in request.project.others if r.requirement.url is None and applies(r.requirement.marker, self.env)
         ]
         self.seen: dict[tuple[str, Version], PackageMeta | None] = {}
+        self.companions = companions
         self.capped: set[str] = set()
 
     # -- per-build requirement sets ------------------------------------------------
@@ -287,9 +289,17 @@ class Context:
         return frozenset(e for r in self.project if r.name == name for e in r.requirement.extras)
 
     def family_pins(self, cand: ProjectCandidate) -> tuple[Requirement, ...]:
-        """The release's Requires-Dist on the torch family that apply on the target."""
+        """The release's Requires-Dist on the torch family that apply on the target; where its
+        METADATA names no torch (PyG's wheels, flash-attn's sdist), companions.toml's torch for it."""
         meta = self.project_meta(cand)
-        return meta.family_requirements(self.env, self.extras_of(cand.name)) if meta else ()
+        pins = meta.family_requirements(self.env, self.extras_of(cand.name)) if meta else ()
+        if pins or self.companions is None:
+            return pins
+        comp = self.companions.get(cand.name)
+        lines = [r for r in (comp.releases if comp else ()) if r.version == cand.version and r.torch is not None]
+        if len(lines) == 1 and str(lines[0].torch):  # one torch line: a pin (several: any of them, routed)
+            return (Requirement(f"torch{lines[0].torch}"),)
+        return ()
 
     def admits(self, cand: ProjectCandidate, build: Build) -> bool:
         """Does this release's family pins admit `build`?"""

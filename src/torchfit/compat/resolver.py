@@ -55,7 +55,12 @@ def resolve(hosts: Sequence[HostFacts], request: Request, matrix: Matrix,
         raise BadInput("no host facts to resolve for")
     if request.variant != "cpu":
         refuse_unknown_gpus(hosts)
-    ctx = Context(hosts, request, matrix, packages)
+    companions = None
+    if request.project.others:
+        from torchfit.compat.companions import load_companions
+
+        companions = load_companions()
+    ctx = Context(hosts, request, matrix, packages, companions)
     provider = TorchProvider(ctx)
     try:
         result = Resolver(provider, BaseReporter()).resolve(root_requirements(ctx), max_rounds=5000)
@@ -84,6 +89,36 @@ def _project_reasons(ctx: Context, build: Build, chosen: Sequence[ProjectCandida
             if name != "torch":
                 needed.append(name)
     return reasons, needed
+
+
+def _companion_warnings(ctx: Context, build: Build, py: PythonChoice,
+                        chosen: Sequence[ProjectCandidate]) -> list[str]:
+    """What companions.toml says of the project's ABI-bound packages for this build: a
+    release with only an sdist (what its build needs, the prebuilt wheel instead), a
+    binary that lives on another index, no binary for the build at all."""
+    if ctx.companions is None:
+        return []
+    from torchfit.compat.companions import format_sdist_warning
+
+    out = []
+    for cand in chosen:
+        comp = ctx.companions.get(cand.name)
+        if comp is None:
+            continue
+        fits = ctx.companions.releases_for(cand.name, torch=build.torch, variant=build.variant, python=py.label)
+        mine = [r for r in fits if r.version == cand.version]
+        if any(r.sdist_only for r in mine) or (not mine and any(r.version == cand.version and r.sdist_only
+                                                               for r in comp.releases)):
+            rel = mine[0] if mine else next(r for r in comp.releases if r.version == cand.version)
+            out.append(format_sdist_warning(rel))
+        elif not mine and comp.releases and any(r.version == cand.version for r in comp.releases):
+            out.append(f"{cand.label}: companions.toml knows no binary of it for {build.label} on Python "
+                       f"{py.label}; newest that has one: {fits[0].label if fits else 'none'}")
+        route = ctx.companions.routing(cand.name, torch=build.torch, variant=build.variant)
+        if route:
+            out.append(f"{cand.label}: its {build.variant} binary for torch {build.torch} is on {route} "
+                       f"(not PyPI): give it to install with --find-links/--extra-index-url")
+    return out
 
 
 def _make_plan(ctx: Context, build: Build, py: PythonChoice, chosen: Sequence[ProjectCandidate] = ()) -> Plan:
@@ -152,6 +187,7 @@ def _make_plan(ctx: Context, build: Build, py: PythonChoice, chosen: Sequence[Pr
     if build.kind == "cpu" and ctx.want_cpu and any(h.gpus for h in hosts):
         warnings.append("a CPU build on a GPU host, as asked (--variant cpu): the GPUs stay unused")
     pinned, needed = _project_reasons(ctx, build, chosen)
+    warnings += _companion_warnings(ctx, build, py, chosen)
     if pinned:
         why["torch"] += "; " + "; ".join(pinned)
     reasons.append(f"torch {build.torch}: {why['torch']}")
