@@ -252,6 +252,27 @@ class LockMismatch(TorchfitError):
         return {"conflicts": self.conflicts}
 
 
+class AddRefused(TorchfitError):
+    """`torchfit add`: a package needs another torch family than the env's lock (exit 1).
+
+    Built from the culprits, (package, version, requirement) each, and the command
+    that rebuilds the env for them; nothing in the env or its lock was changed.
+    """
+
+    reference = "add-needs-other-torch"
+
+    def __init__(self, message: str, culprits: Sequence[tuple[str, str, str]], command: str,
+                 locked: dict[str, str]) -> None:
+        super().__init__(message, hint=f"nothing was changed; to rebuild the env for it: {command}")
+        self.culprits = [(n, v, redact(r)) for n, v, r in culprits]
+        self.command = redact(command)
+        self.locked = dict(locked)
+
+    def details(self) -> dict[str, Any]:
+        return {"culprits": [{"package": n, "version": v, "requires": r} for n, v, r in self.culprits],
+                "command": self.command, "locked": self.locked}
+
+
 # --- verify, export, the indexes ---------------------------------------------------------------
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from torchfit.errors import BadInput
@@ -87,3 +89,44 @@ def test_load_expected_is_tolerant(tmp_path) -> None:  # type: ignore[no-untyped
     bad = tmp_path / "bad.toml"
     bad.write_text("[tool.torchfit]\nexpected = 5\n")
     assert load_expected(str(bad))[0] is None and "not a table" in str(load_expected(str(bad))[1])
+
+
+def test_replace_lock_is_atomic(tmp_path: Path) -> None:
+    """The new lock replaces the old one whole, with its mode; a write that fails (here the
+    file-size limit, as a full disk would) leaves the old lock byte for byte and no temp file."""
+    import os
+    import stat
+    import subprocess
+    import sys
+
+    from torchfit.lock.pylock import Artifact, Lock, LockedDist, load_pylock, replace_lock
+
+    def lock(n: int) -> Lock:
+        pkgs = tuple(LockedDist(f"pkg-{i}", "1.0", (Artifact("wheel", "a" * 64, f"file:///w/pkg_{i}-1.0.whl"),))
+                     for i in range(n))
+        return Lock(packages=pkgs, tool={"schema": 1})
+
+    path = tmp_path / "pylock.toml"
+    replace_lock(str(path), lock(1))
+    path.chmod(0o640)
+    replace_lock(str(path), lock(3))
+    assert [d.name for d in load_pylock(str(path)).packages] == ["pkg-0", "pkg-1", "pkg-2"]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    before = path.read_bytes()
+    code = (
+        "import resource, signal, sys\n"
+        "from torchfit.lock.pylock import Artifact, Lock, LockedDist, replace_lock\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({len(before)}, {len(before)}))\n"
+        "pkgs = tuple(LockedDist(f'pkg-{i}', '1.0', (Artifact('wheel', 'a' * 64, f'file:///w/{i}.whl'),))"
+        " for i in range(50))\n"
+        "try:\n"
+        f"    replace_lock({str(path)!r}, Lock(packages=pkgs, tool={{'schema': 1}}))\n"
+        "except OSError as exc:\n"
+        "    print('failed', exc.errno)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert res.stdout.startswith("failed"), res.stdout + res.stderr
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pylock.toml"]

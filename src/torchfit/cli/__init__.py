@@ -134,7 +134,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 # Commands that live in their own module (torchfit.cli.commands.NAME): each has
 # `add_parser(subparsers, epilog)` (cheap: no heavy imports at module level) and
 # `run(args) -> int`. Listed here so start-up imports only what exists.
-COMMAND_MODULES: tuple[str, ...] = ("matrix", "export", "doctor", "verify", "install", "run")
+COMMAND_MODULES: tuple[str, ...] = ("matrix", "export", "doctor", "verify", "install", "add", "run")
 COMMAND_NAMES: tuple[str, ...] = ("detect", "resolve", *COMMAND_MODULES)
 # The top-level options before the command; none of them takes a value.
 _TOP_FLAGS = frozenset(("-v", "--verbose"))

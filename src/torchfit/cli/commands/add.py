@@ -1,0 +1,110 @@
+"""`torchfit add PKG... --env PREFIX`: the command line of installer.add (options, checks, output).
+
+`add_parser` is cheap (argparse only); the work is installer.add's, run under
+PREFIX.lock with SIGTERM/SIGHUP turned into the clean interruption of Ctrl-C.
+Bad input (PREFIX not an env torchfit built, a requirement that does not parse)
+is one line and exit 2 before anything is touched; a package that needs another
+torch is refused with exit 1 and the command that rebuilds the env for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from torchfit.errors import BadInput
+from torchfit.inputs import seconds
+
+
+def add_parser(subparsers: Any, epilog: str) -> None:
+    from torchfit.cli import add_source_options
+
+    p = subparsers.add_parser(
+        "add",
+        help="add packages to an env torchfit built, its torch family pinned to the env's lock",
+        description=(
+            "Resolve the env's locked set plus PKG with uv, the torch family pinned to the locked builds and "
+            "routed to the lock's torch index, the other locked versions kept where possible; install the new "
+            "and changed packages (each file by URL and sha256) and rewrite PREFIX/pylock.toml atomically. "
+            "A package that needs another torch is refused (exit 1) with the command that rebuilds the env "
+            "for it; nothing in the env or its lock changes then."
+        ),
+        epilog=epilog + " See docs/projects.md.",
+    )
+    p.add_argument("packages", nargs="+", metavar="PKG",
+                   help="a PEP 508 requirement: name, 'name>=1.2', 'name[extra]==1.0'")
+    p.add_argument("--env", required=True, metavar="PREFIX", help="the env `torchfit install` built")
+    add_source_options(p)  # --torch-index-url: default here, the torch index the env's lock records
+    p.add_argument("--installer", "--backend", dest="installer", choices=("auto", "uv", "pip"), default="auto",
+                   help="who installs the new files: auto (default) uv, else pip (which needs pip in the "
+                        "env: install --seed); uv always resolves")
+    p.add_argument("--wait", type=seconds(allow_zero=True), default=0.0, metavar="SECONDS",
+                   help="wait this long for another install into PREFIX to finish (default: fail at once)")
+    p.add_argument("--timeout", type=seconds(), default=3600.0, metavar="SECONDS",
+                   help="the longest one step may take (default 3600)")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout (progress stays on stderr)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from torchfit.cli import check_source_options
+    from torchfit.installer import prefix as envbuild
+    from torchfit.installer.add import (
+        AddJob,
+        describe_sources,
+        load_env_lock,
+        parse_new_requirements,
+    )
+    from torchfit.installer.flow import locked_torch_index
+    from torchfit.progress import StderrProgress
+
+    if not args.env or not args.env.strip():
+        raise BadInput("--env: give the env's directory")
+    requirements = parse_new_requirements(args.packages)
+    check_source_options(args)
+    prefix = os.path.abspath(os.path.expanduser(args.env))
+    lock = load_env_lock(prefix)
+    sources = _sources(args, locked_torch_index(lock), str(lock.plan().get("variant") or ""))
+    observer = StderrProgress()
+    job = AddJob(prefix=prefix, lock=lock, requirements=requirements, sources=sources, installer=args.installer,
+                 observer=observer, timeout=args.timeout, source_args=describe_sources(args))
+    with envbuild.interrupts_raise(), envbuild.PrefixLock(prefix, args.wait, observer.info):
+        job.lock = load_env_lock(prefix)  # again, under the lock: another run may have grown it
+        result = job.run()
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        _summary(result)
+    return 0
+
+
+def _sources(args: argparse.Namespace, locked_index: str, variant: str) -> Any:
+    """install's sources: the torch index the lock records (or --torch-index-url, or
+    $TORCHFIT_TORCH_INDEX_URL), the dependency sources from the flags and pip's configuration."""
+    from torchfit.compat.matrix import TORCH_INDEX_ENV
+    from torchfit.installer.sources import load_pip_config, make_sources, torch_index_for
+
+    template = args.torch_index_url or os.environ.get(TORCH_INDEX_ENV) or locked_index
+    flag = "--torch-index-url" if args.torch_index_url else (
+        TORCH_INDEX_ENV if os.environ.get(TORCH_INDEX_ENV) else "the lock's torch index")
+    return make_sources(
+        torch_index=torch_index_for(template, variant), index_url=args.index_url,
+        extra_index_urls=args.extra_index_url, find_links=args.find_links, offline=args.offline,
+        allow_insecure=args.allow_insecure_index, pip=load_pip_config(), torch_index_flag=flag,
+    )
+
+
+def _summary(result: Any) -> None:
+    from torchfit.redact import redact
+
+    added = ", ".join(f"{d.name} {d.version}" for d in result.added) or "nothing new"
+    lines = [f"torchfit: added to {result.prefix} with {result.installer}: {added}"]
+    if result.changed:
+        lines.append("  changed: " + ", ".join(f"{new.name} {old.version} -> {new.version}"
+                                              for old, new in result.changed))
+    lines.append(f"  lock:  {result.lock_path} (rewritten; the torch family as it was)")
+    if result.log_path:
+        lines.append(f"  log:   {result.log_path}")
+    sys.stderr.write(redact("\n".join(lines)) + "\n")

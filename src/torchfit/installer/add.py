@@ -1,0 +1,532 @@
+"""`torchfit add`: more packages into an env torchfit built, its torch family never swapped.
+
+The env's lock (PREFIX/pylock.toml) is the truth: the family is pinned to the locked
+builds (`torch==2.13.0+cpu`, the local label included) and routed to the lock's torch
+index as an explicit index, exactly as install routes it, so no other index can serve
+it. One `uv pip compile` resolves the locked set plus the new requirements:
+
+- every locked package stays a requirement (the env keeps its closure), and the
+  locked versions of the packages outside the family are *constraints* (`-c`), so the
+  first answer changes nothing that is installed;
+- when that fails for a reason outside the family (a new package needs a newer
+  dependency than the locked one), it is retried with the family pinned alone and
+  the env's lock as uv's preferences (the existing output file uv reads): only what
+  must move moves, and the result says what did;
+- when it fails on the family pin, the package is refused: the family pin is
+  replaced by an override (`--overrides`, so uv finds the set the package would
+  bring) and each new package's METADATA is read for its torch-family requirement
+  (uv's message names the package only where the conflict is direct). Nothing is
+  installed, nothing written.
+
+A compatible answer is installed file by file (the new and changed packages only,
+each by its exact URL and sha256, like install's uv path), then the lock is
+rewritten atomically (`lock.pylock.replace_lock`) with the grown package list and
+the plan's project grown. The caller holds PREFIX.lock around all of it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from packaging.markers import default_environment
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from torchfit.errors import AddRefused, BadInput, InstallFailed
+from torchfit.installer import prefix as envbuild
+from torchfit.installer.backends import (
+    EnvRunner,
+    PipBackend,
+    StepContext,
+    UvBackend,
+    env_python,
+    install_lock_text,
+    parse_uv_pylock,
+    pick_backend,
+    uv_project,
+    uv_version,
+)
+from torchfit.installer.sources import Sources
+from torchfit.lock.pylock import (
+    FAMILY,
+    LOCK_NAME,
+    Lock,
+    LockedDist,
+    load_lock,
+    replace_lock,
+    sorted_dists,
+)
+from torchfit.progress import Observer
+from torchfit.redact import redact, strip_credentials
+from torchfit.runner import find_uv, stall_timeout, temp_dir
+
+# uv's "no solution" explanation involves the family pin: "... depends on torch==2.12.0",
+# "torchfit-env depends on torch==2.13.0+cpu" (not `torch-scatter`, not a build's traceback).
+_FAMILY_CONFLICT = re.compile(r"depends? on (torch|torchvision|torchaudio)(?![\w-])")
+# "pins-old-torch==1.0 depends on torch==2.12.0", "all versions of X depend on torchvision<0.20"
+_DEPENDS = re.compile(r"(?:all versions of |only )?([A-Za-z0-9][A-Za-z0-9._-]*?)(?:==([^\s,]+))? depends? on "
+                      r"(torch|torchvision|torchaudio)((?:[<>=!~]=?|===)[^\s,]+)?")
+
+
+@dataclass
+class AddResult:
+    """What `torchfit add` did, for the summary and `--json`."""
+
+    prefix: str
+    requested: tuple[str, ...]
+    added: tuple[LockedDist, ...]
+    changed: tuple[tuple[LockedDist, LockedDist], ...]  # (locked, now)
+    kept_locked: bool  # True: every locked version was kept (the constraints held)
+    lock_path: str
+    installer: str
+    log_path: str | None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": True,
+            "prefix": self.prefix,
+            "requested": list(self.requested),
+            "added": [{"name": d.name, "version": d.version} for d in self.added],
+            "changed": [{"name": new.name, "from": old.version, "to": new.version} for old, new in self.changed],
+            "kept_locked_versions": self.kept_locked,
+            "lock": self.lock_path,
+            "installer": self.installer,
+            "log": self.log_path,
+            "timings": {k: round(v, 3) for k, v in self.timings.items()},
+        }
+
+
+# --- input ---------------------------------------------------------------------------------
+
+
+def parse_new_requirements(texts: Sequence[str]) -> list[Requirement]:
+    """The PKG arguments as PEP 508 requirements; BadInput (one line) for one that does not parse."""
+    if not texts:
+        raise BadInput("give at least one package to add (a PEP 508 requirement: name, name>=1.2, name[extra])")
+    out = []
+    for text in texts:
+        try:
+            out.append(Requirement(text))
+        except InvalidRequirement as exc:
+            why = str(exc).splitlines()[0] if str(exc) else "not a PEP 508 requirement"
+            raise BadInput(f"requirement {text!r}: does not parse as a PEP 508 requirement ({why})") from None
+    return out
+
+
+def load_env_lock(prefix: str) -> Lock:
+    """PREFIX's lock, when PREFIX is an env torchfit built; BadInput (one line) otherwise."""
+    path = os.path.join(prefix, LOCK_NAME)
+    if not os.path.isdir(prefix):
+        raise BadInput(f"--env {prefix}: no such directory")
+    if not os.path.isfile(path) or not os.access(env_python(prefix), os.X_OK):
+        raise BadInput(f"--env {prefix}: not an env torchfit built (no {LOCK_NAME} and bin/python); "
+                       "`torchfit add` adds only to envs made by `torchfit install`")
+    lock = load_lock(path)  # BadInput naming the file: no [tool.torchfit], a file without sha256, ...
+    if lock.find("torch") is None:
+        raise BadInput(f"{path}: locks no torch; not an env torchfit built")
+    return lock
+
+
+# --- the job -------------------------------------------------------------------------------
+
+
+@dataclass
+class AddJob:
+    """Everything one `torchfit add` needs; `run()` does it (PREFIX.lock held by the caller)."""
+
+    prefix: str
+    lock: Lock
+    requirements: Sequence[Requirement]
+    sources: Sources
+    installer: str  # auto | uv | pip
+    observer: Observer
+    timeout: float
+    source_args: Sequence[str] = ()  # the source options given, for the rebuild command
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def run(self) -> AddResult:
+        label = (os.path.basename(self.prefix.rstrip(os.sep)) or "env") + "-add"
+        log = envbuild.InstallLog(label, on_error=self.observer.warn)
+        log.write(f"torchfit add {' '.join(str(r) for r in self.requirements)} into {self.prefix}")
+        for line in self.sources.describe():
+            log.write(line)
+        ctx = StepContext(EnvRunner(), log, self.observer, self.sources, self.timeout, self.timings,
+                          stall=stall_timeout())
+        try:
+            return self._run(ctx, log)
+        except BaseException as exc:
+            if log.path:
+                log.write(f"== failed: {type(exc).__name__}: {exc}")
+                if isinstance(exc, InstallFailed):
+                    raise exc.with_log(log.path) from exc
+            raise
+
+    # -- the steps ------------------------------------------------------------------------------
+    def _run(self, ctx: StepContext, log: envbuild.InstallLog) -> AddResult:
+        family = {d.name: d for d in self.lock.family()}
+        new = self._check_family_requests(family)
+        lock_path = os.path.join(self.prefix, LOCK_NAME)
+        if not new:  # only the locked family asked for: nothing to resolve, nothing written
+            return AddResult(prefix=self.prefix, requested=tuple(str(r) for r in self.requirements), added=(),
+                             changed=(), kept_locked=True, lock_path=lock_path, installer="none",
+                             log_path=log.path, timings=self.timings)
+        backend = pick_backend(self.installer, ctx)
+        uv = backend if isinstance(backend, UvBackend) else self._uv_for_resolving(ctx)
+        with temp_dir("add") as work:
+            result, kept = self._resolve(ctx, uv, family, new, work)
+            locked = {d.name: d for d in self.lock.packages}
+            for d in result:
+                if d.is_family and (d.name not in family or _files(d) != _files(family[d.name])):
+                    self._refuse_family_change(d, family)
+            added = [d for d in result if d.name not in locked]
+            changed = [(locked[d.name], d) for d in result if d.name in locked and not d.is_family
+                       and _files(d) != _files(locked[d.name])]
+            todo = added + [d for _, d in changed]
+            if todo:
+                if isinstance(backend, UvBackend):
+                    backend.install_resolved(self.prefix, todo, work, reinstall=[d.name for _, d in changed])
+                else:
+                    assert isinstance(backend, PipBackend)
+                    backend.install_locked(self.prefix, todo, work)
+            else:
+                self.observer.info("nothing to install: every package asked for is in the env already")
+            start = time.monotonic()
+            self.observer.step("lock", f"{LOCK_NAME}: {len(added)} added, {len(changed)} changed (atomic rewrite)")
+            grown = self._grown_lock(result, [str(r) for r in new])
+            try:
+                replace_lock(lock_path, grown)
+            except OSError as exc:
+                raise InstallFailed("lock", [], None, f"{exc.filename or lock_path}: {exc.strerror or exc}; "
+                                    f"the old {LOCK_NAME} is unchanged, the env holds the new packages") from None
+            self.timings["lock"] = time.monotonic() - start
+            self.observer.done("lock", self.timings["lock"])
+        return AddResult(prefix=self.prefix, requested=tuple(str(r) for r in self.requirements),
+                         added=sorted_dists(added), changed=tuple(changed), kept_locked=kept, lock_path=lock_path,
+                         installer=backend.label, log_path=log.path, timings=self.timings)
+
+    def _check_family_requests(self, family: dict[str, LockedDist]) -> list[Requirement]:
+        """A family package asked for by name is fine only as the locked build; else refused."""
+        out = []
+        for req in self.requirements:
+            name = canonicalize_name(req.name)
+            if name not in FAMILY:
+                out.append(req)
+                continue
+            have = family.get(name)
+            if have is not None and _contains(req, have.version):
+                self.observer.info(f"{req}: the env has {name} {have.version} already")
+                continue
+            self._refuse([(name, "", str(req))], family, asked=True)
+        return out
+
+    def _uv_for_resolving(self, ctx: StepContext) -> UvBackend:
+        """uv resolves even when pip installs (--installer pip): the family pin needs its routing."""
+        uv = find_uv(ctx.runner)
+        version = uv_version(ctx.runner, uv) if uv else None
+        if not uv or version is None:
+            raise BadInput("torchfit add resolves with uv, which is not installed here (pip install uv)")
+        return UvBackend(ctx, uv, version)
+
+    # -- the resolution ---------------------------------------------------------------------------
+    def _resolve(self, ctx: StepContext, uv: UvBackend, family: dict[str, LockedDist],
+                 new: Sequence[Requirement], work: str) -> tuple[list[LockedDist], bool]:
+        """uv's answer for the locked set plus `new`: (the set, whether every locked version held)."""
+        asked = {canonicalize_name(r.name) for r in new}
+        # Everything the env has stays in the set; the family exactly as locked.
+        # The project's recorded requirements hold as they were asked for (unless asked anew).
+        project = [p for p in (str(x) for x in self.lock.plan().get("project") or [])
+                   if _parses(p) and canonicalize_name(Requirement(p).name) not in asked]
+        named = asked | {canonicalize_name(Requirement(p).name) for p in project}
+        specs = [f"{d.name}=={d.version}" for d in family.values()] + project
+        specs += [d.name + (f" ; {d.marker}" if d.marker else "") for d in self.lock.rest() if d.name not in named]
+        specs += [str(r) for r in new]
+        keep = [f"{d.name}=={d.version}" for d in self.lock.rest() if d.name not in asked and d.version]
+        res, out = self._compile(ctx, uv, specs, work, "keep", constraints=keep,
+                                 detail="the locked set plus the new packages, every locked version kept")
+        if res.returncode == 0:
+            return parse_uv_pylock(out), True
+        message = _uv_error(res.stderr or res.stdout)
+        if "No solution found" not in message:  # a build that failed, a package that does not exist
+            raise InstallFailed("resolve", [], res.returncode, _tail(res.stderr or res.stdout),
+                                what=f"uv cannot add {', '.join(str(r) for r in new)} to this env: "
+                                     f"{_first_line(message)[:200]}; nothing was changed")
+        if not _is_family_conflict(message):
+            # Outside the family (a locked dependency too old for a new package): let them move.
+            self.observer.info("the locked versions cannot all be kept; resolving with the torch family pinned alone")
+            res, out = self._compile(ctx, uv, specs, work, "free", prefer=True,
+                                     detail="the locked set plus the new packages, the torch family pinned")
+            if res.returncode == 0:
+                return parse_uv_pylock(out), False
+            message = _uv_error(res.stderr or res.stdout)
+            if not _is_family_conflict(message):
+                raise InstallFailed("resolve", [], res.returncode, _tail(res.stderr or res.stdout),
+                                    what=f"uv cannot add {', '.join(str(r) for r in new)} to this env: "
+                                         f"{_first_line(message)[:200]}; nothing was changed")
+        culprits = self._find_culprits(ctx, uv, specs, family, work, message)
+        self._refuse(culprits, family, uv_message=message)
+        raise AssertionError("unreachable")
+
+    def _compile(self, ctx: StepContext, uv: UvBackend, specs: Sequence[str], work: str, name: str, *,
+                 detail: str, constraints: Sequence[str] = (), overrides: Sequence[str] = (),
+                 prefer: bool = False) -> tuple[Any, str]:
+        s = self.sources
+        project = os.path.join(work, name)
+        os.makedirs(project, mode=0o700, exist_ok=True)
+        pyproject = _write(project, "pyproject.toml", uv_project(specs, s.torch_index))
+        out = os.path.join(work, f"pylock.{name}.toml")  # uv insists on pylock.*.toml
+        if prefer:
+            # uv prefers the versions of an existing output file: the env's lock, so that only
+            # what must move moves (measured: without it uv also moved mpmath and sympy).
+            _write(work, os.path.basename(out), install_lock_text(self.lock.packages))
+        argv = [uv.uv, "pip", "compile", "--format", "pylock.toml", "--no-header", "--quiet",
+                "--python", env_python(self.prefix), *s.uv_args(family=False)]
+        if constraints:
+            argv += ["-c", _write(work, f"constraints.{name}.txt", "".join(c + "\n" for c in constraints))]
+        if overrides:
+            argv += ["--overrides", _write(work, f"overrides.{name}.txt", "".join(c + "\n" for c in overrides))]
+        argv += ["-o", out, pyproject]
+        res = ctx.run("resolve", argv, s.uv_env(os.environ, family=False), detail, check=False)
+        if res.returncode < 0:
+            raise InstallFailed("resolve", argv, res.returncode, redact((res.stderr or res.stdout)[-3000:]))
+        return res, out
+
+    def _find_culprits(self, ctx: StepContext, uv: UvBackend, specs: Sequence[str], family: dict[str, LockedDist],
+                       work: str, message: str) -> list[tuple[str, str, str]]:
+        """Which new packages require another torch family, from their METADATA (uv's message as fallback)."""
+        pins = [f"{d.name}=={d.version}" for d in family.values()]
+        res, out = self._compile(ctx, uv, specs, work, "why", overrides=pins,
+                                 detail="which package needs another torch (the family pin as an override)")
+        culprits: list[tuple[str, str, str]] = []
+        if res.returncode == 0:
+            locked = {d.name: d for d in self.lock.packages}
+            env = _marker_env(self.lock)
+            for d in parse_uv_pylock(out):
+                if d.is_family or (d.name in locked and _files(d) == _files(locked[d.name])):
+                    continue
+                for req in _family_requirements(read_metadata(d), env):
+                    have = family.get(canonicalize_name(req.name))
+                    if have is None or not _contains(req, have.version):
+                        culprits.append((d.name, d.version or "", str(req)))
+        if not culprits:  # uv's own words: "X==1.0 depends on torch==2.12.0"
+            for m in _DEPENDS.finditer(message):
+                if m.group(1) not in ("torchfit-env", "your", "requirements") and m.group(4):
+                    culprits.append((canonicalize_name(m.group(1)), m.group(2) or "", m.group(3) + m.group(4)))
+        return list(dict.fromkeys(culprits))
+
+    # -- refusals -------------------------------------------------------------------------------
+    def _refuse(self, culprits: Sequence[tuple[str, str, str]], family: dict[str, LockedDist], *,
+                asked: bool = False, uv_message: str = "") -> None:
+        torch = family["torch"]
+        where = f"{self.prefix} is locked to " + ", ".join(f"{d.name} {d.version}" for d in family.values())
+        if asked:
+            (name, _, req), = culprits
+            what = f"{req} asks for another {name} than the env's"
+        elif culprits:
+            what = "; ".join(f"{n}{' ' + v if v else ''} requires {r}" for n, v, r in culprits)
+        else:
+            what = f"uv cannot add it with torch {torch.version} pinned: {_first_line(uv_message)}"
+        message = f"{what}; {where}, and `torchfit add` never replaces the torch family"
+        raise AddRefused(message, culprits, self.rebuild_command([n for n, _, _ in culprits]),
+                         {d.name: d.version or "" for d in family.values()})
+
+    def _refuse_family_change(self, d: LockedDist, family: dict[str, LockedDist]) -> None:
+        have = family.get(d.name)
+        if have is None:
+            why = (f"the new packages need {d.name}, which this env does not have; torchfit add does not add "
+                   f"to the torch family (its build must match torch {family['torch'].version})")
+        else:
+            why = f"uv's answer has {d.name} {d.version} instead of the locked {have.version}"
+        raise AddRefused(f"{why}; nothing was changed", [(d.name, d.version or "", d.name)],
+                         self.rebuild_command([d.name]), {n: x.version or "" for n, x in family.items()})
+
+    def rebuild_command(self, extra_names: Sequence[str] = ()) -> str:
+        """`torchfit install --force --prefix PREFIX ...`: the lock's recorded request, the
+        family unpinned (the joint resolution picks the build the packages need), the
+        project so far and the new requirements."""
+        args: list[str] = []
+        reqs: list[str] = []
+        for item in self.lock.request().get("args") or []:
+            text = str(item)
+            if text.startswith("--"):
+                flag, _, value = text.partition(" ")
+                args += [flag, value] if value else [flag]
+                continue
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue
+            name = canonicalize_name(req.name)
+            reqs.append(name if name in FAMILY else text)
+        project = [str(p) for p in self.lock.plan().get("project") or []]
+        asked = [str(r) for r in self.requirements]
+        names = {canonicalize_name(Requirement(x).name) for x in [*reqs, *project, *asked] if _parses(x)}
+        extra = [n for n in extra_names if n in FAMILY and n not in names]
+        index = strip_credentials(self.lock.torch_index_url()).rstrip("/")
+        plan_index = str(self.lock.plan().get("index_url") or "").rstrip("/")
+        if index and index != plan_index and "--torch-index-url" not in self.source_args:
+            args += ["--torch-index-url", index]  # the mirror the env was built from
+        words = ["torchfit", "install", "--force", "--prefix", self.prefix, *args, *self.source_args,
+                 *dict.fromkeys([*reqs, *extra, *project, *asked])]
+        return " ".join(shlex.quote(w) for w in words)
+
+    # -- the new lock ---------------------------------------------------------------------------
+    def _grown_lock(self, result: Sequence[LockedDist], asked: Sequence[str]) -> Lock:
+        """The lock with uv's answer merged in and the plan's project grown (same family entries)."""
+        locked = {d.name: d for d in self.lock.packages}
+        merged = dict(locked)
+        for d in result:
+            if d.is_family:
+                continue  # the locked entries (with their index) stay as they are
+            merged[d.name] = d
+        plan = dict(self.lock.plan())
+        project = [str(p) for p in plan.get("project") or []]
+        for text in asked:
+            name = canonicalize_name(Requirement(text).name)
+            project = [p for p in project if not (_parses(p) and canonicalize_name(Requirement(p).name) == name)]
+            project.append(text)
+        plan["project"] = project
+        plan["resolved"] = {d.name: d.version for d in sorted_dists(list(merged.values())) if d.version}
+        tool = dict(self.lock.tool)
+        tool["plan"] = plan
+        history = [dict(h) for h in tool.get("added") or [] if isinstance(h, dict)]
+        history.append({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "requirements": list(asked),
+                        "sources": self.sources.describe()})
+        tool["added"] = history
+        return replace(self.lock, packages=sorted_dists(list(merged.values())), tool=tool)
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def _files(d: LockedDist) -> tuple[str | None, tuple[str | None, ...]]:
+    return d.version, tuple(sorted(a.sha256 or "" for a in d.artifacts))
+
+
+def _contains(req: Requirement, version: str | None) -> bool:
+    if version is None:
+        return False
+    try:
+        return req.specifier.contains(Version(version), prereleases=True)
+    except InvalidVersion:
+        return False
+
+
+def _parses(text: str) -> bool:
+    try:
+        Requirement(text)
+    except InvalidRequirement:
+        return False
+    return True
+
+
+def _write(directory: str, name: str, text: str) -> str:
+    path = os.path.join(directory, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # may hold a credentialed URL
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return path
+
+
+def _uv_error(text: str) -> str:
+    """uv's failure, its lines joined (it wraps its explanation over several)."""
+    return " ".join(line.strip() for line in text.strip().splitlines() if line.strip())
+
+
+def _is_family_conflict(message: str) -> bool:
+    """Did uv find no solution because of the torch family's pin (not a build failure, not a
+    missing package)?"""
+    return "No solution found" in message and bool(_FAMILY_CONFLICT.search(message))
+
+
+def _tail(text: str, lines: int = 30) -> str:
+    return redact("\n".join(ln for ln in text.strip().splitlines() if ln.strip())[-4000:])
+
+
+def _first_line(text: str) -> str:
+    text = re.sub(r"^error: No solution found when resolving dependencies:?\s*(cause:)?\s*", "", text.strip())
+    return text[:400] or "no output"
+
+
+def _marker_env(lock: Lock) -> dict[str, str]:
+    """The marker environment of the env's Python (its version from the lock), for Requires-Dist."""
+    env = dict(default_environment())
+    full = str(lock.tool.get("python-version") or lock.plan().get("python_version") or "")
+    if re.match(r"^\d+\.\d+", full):
+        env["python_full_version"] = full
+        env["python_version"] = ".".join(full.split(".")[:2])
+    env["extra"] = ""
+    return env
+
+
+def _family_requirements(metadata: str | None, env: dict[str, str]) -> list[Requirement]:
+    """The torch-family Requires-Dist of a METADATA text that apply to `env`."""
+    out = []
+    for line in (metadata or "").splitlines():
+        if not line.lower().startswith("requires-dist:"):
+            continue
+        try:
+            req = Requirement(line.split(":", 1)[1].strip())
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) in FAMILY and (req.marker is None or req.marker.evaluate(env)):
+            out.append(req)
+    return out
+
+
+def read_metadata(d: LockedDist) -> str | None:
+    """A resolved package's METADATA, from its wheel: a local file read directly, a remote one
+    with range requests (index.wheelmeta; nothing downloaded whole). None where unreadable."""
+    from urllib.parse import unquote, urlsplit
+
+    from torchfit.errors import IndexUnavailable, WheelFormatError
+    from torchfit.index.wheelmeta import FileSource, WheelArchive
+
+    wheel = next((a for a in d.artifacts if a.kind == "wheel"), None)
+    if wheel is None:
+        return None
+    location = wheel.url or wheel.path or ""
+    parts = urlsplit(location)
+    try:
+        if parts.scheme in ("", "file"):
+            src = FileSource(unquote(parts.path) if parts.scheme == "file" else location)
+            try:
+                archive = WheelArchive(src)
+                found = archive.find(r"^[^/]+\.dist-info/METADATA$")
+                return archive.read(found[0]).decode("utf-8", "replace") if found else None
+            finally:
+                src.close()
+        from torchfit.index.client import IndexClient
+        from torchfit.index.pages import IndexFile
+        from torchfit.index.wheelmeta import wheel_metadata
+
+        client = IndexClient(timeout=30.0, retries=1)
+        name = wheel.filename or location.rsplit("/", 1)[-1]
+        return wheel_metadata(client, IndexFile(name, location, {"sha256": wheel.sha256} if wheel.sha256 else {}))
+    except (WheelFormatError, IndexUnavailable, OSError):
+        return None
+
+
+def describe_sources(args: Any) -> list[str]:
+    """The source options as given on the command line (credentials stripped), for the rebuild command."""
+    out: list[str] = []
+    if getattr(args, "torch_index_url", None):
+        out += ["--torch-index-url", strip_credentials(args.torch_index_url)]
+    if getattr(args, "index_url", None):
+        out += ["--index-url", strip_credentials(args.index_url)]
+    for url in getattr(args, "extra_index_url", None) or []:
+        out += ["--extra-index-url", strip_credentials(url)]
+    for url in getattr(args, "find_links", None) or []:
+        out += ["--find-links", strip_credentials(url)]
+    if getattr(args, "offline", False):
+        out.append("--offline")
+    if getattr(args, "allow_insecure_index", False):
+        out.append("--allow-insecure-index")
+    return out

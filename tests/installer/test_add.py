@@ -1,0 +1,192 @@
+"""`torchfit add` on a real CPU env (torch 2.13.0 from the local wheel, uv): tiny wheels with
+real METADATA in a find-links directory, one pinning torch==2.12.0 (refused: torch's files
+and pylock.toml byte-identical after), one needing torch==2.13.0 and a pure-Python one
+(installed, locked with sha256, `verify --lock` passes), a locked dependency that must
+move; and the bad input that never touches anything (one line, exit 2)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.installer.conftest import (
+    CPU_ARGS,
+    env_dists,
+    needs_uv,
+    one_line_error,
+    run_tf,
+    sha256_of,
+)
+from tests.support.wheels import make_wheel
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+def _tree_digest(root: Path) -> str:
+    """One sha256 over every file under `root` (relative path and bytes), e.g. the env's torch/."""
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            h.update(str(path.relative_to(root)).encode() + b"\0")
+            h.update(path.read_bytes() if not path.is_symlink() else os.readlink(path).encode())
+    return h.hexdigest()
+
+
+def _site(prefix: Path) -> Path:
+    return next((prefix / "lib").glob("python3.*")) / "site-packages"
+
+
+def _packages(prefix: Path) -> dict[str, dict[str, Any]]:
+    return {p["name"]: p for p in tomllib.loads((prefix / "pylock.toml").read_text())["packages"]}
+
+
+@pytest.fixture(scope="module")
+def links(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A find-links directory of tiny wheels, their METADATA as real packages write it."""
+    d = tmp_path_factory.mktemp("links")
+    make_wheel(d, "pins-old-torch", "1.0", ["torch==2.12.0"])
+    make_wheel(d, "deep-pin", "1.0", ["pins-old-torch>=1"])  # needs torch 2.12.0 one level down
+    make_wheel(d, "needs-torch", "1.0", ["torch==2.13.0", "numpy; python_version < '3'"])
+    make_wheel(d, "pure-pkg", "1.0")
+    make_wheel(d, "helper-dep", "1.0")
+    make_wheel(d, "uses-helper", "1.0", ["helper-dep"])
+    return d
+
+
+@pytest.fixture(scope="module")
+def add_env(tmp_path_factory: pytest.TempPathFactory, torch_index: str, state_home: Path) -> Path:
+    """A CPU torch 2.13.0 env built by `torchfit install` (uv), this module's own (it grows)."""
+    prefix = tmp_path_factory.mktemp("add") / "env"
+    proc = run_tf("install", *CPU_ARGS, "--torch-index-url", torch_index, "--prefix", str(prefix), state=state_home)
+    assert proc.returncode == 0, proc.stderr
+    return prefix
+
+
+@needs_uv
+@pytest.mark.slow
+def test_a_package_pinning_another_torch_is_refused_and_nothing_changes(add_env: Path, links: Path,
+                                                                      state_home: Path) -> None:
+    lock_before = (add_env / "pylock.toml").read_bytes()
+    torch_before = _tree_digest(_site(add_env) / "torch")
+    dists_before = env_dists(add_env)
+    proc = run_tf("add", "pins-old-torch", "--env", str(add_env), "--find-links", str(links), state=state_home)
+    assert proc.returncode == 1, proc.stderr
+    err = proc.stderr
+    assert "pins-old-torch 1.0 requires torch==2.12.0" in err, err
+    assert "locked to torch 2.13.0+cpu" in err and "[add-needs-other-torch]" in err
+    assert f"torchfit install --force --prefix {add_env} " in err and err.rstrip().endswith("pins-old-torch")
+    assert "--variant cpu" in err and "Traceback" not in err
+    # a requirement one level down: the package that pins torch is named, read from its METADATA
+    proc = run_tf("add", "deep-pin", "--env", str(add_env), "--find-links", str(links), "--json", state=state_home)
+    assert proc.returncode == 1, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["reference"] == "add-needs-other-torch"
+    assert out["culprits"] == [{"package": "pins-old-torch", "version": "1.0", "requires": "torch==2.12.0"}]
+    assert out["locked"] == {"torch": "2.13.0+cpu"} and out["command"].endswith(" deep-pin")
+    # asking for another torch directly is the same refusal
+    proc = run_tf("add", "torch==2.12.0", "--env", str(add_env), state=state_home)
+    assert proc.returncode == 1 and "[add-needs-other-torch]" in proc.stderr, proc.stderr
+    # the locked build itself: nothing to do, nothing written
+    proc = run_tf("add", "torch", "--env", str(add_env), state=state_home)
+    assert proc.returncode == 0 and "nothing new" in proc.stderr, proc.stderr
+    # nothing changed: the lock byte for byte, torch's files, the env's distributions
+    assert (add_env / "pylock.toml").read_bytes() == lock_before
+    assert _tree_digest(_site(add_env) / "torch") == torch_before
+    assert env_dists(add_env) == dists_before
+    assert not [p for p in add_env.iterdir() if p.name.startswith(".pylock.toml.")]
+
+
+@needs_uv
+@pytest.mark.slow
+def test_compatible_packages_are_installed_locked_and_verified(add_env: Path, links: Path, state_home: Path,
+                                                               tmp_path: Path) -> None:
+    before = _packages(add_env)
+    torch_before = _tree_digest(_site(add_env) / "torch")
+    proc = run_tf("add", "needs-torch", "pure-pkg>=1", "--env", str(add_env), "--find-links", str(links), "--json",
+                  state=state_home)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert {(d["name"], d["version"]) for d in out["added"]} == {("needs-torch", "1.0"), ("pure-pkg", "1.0")}
+    assert out["changed"] == [] and out["kept_locked_versions"] is True
+    # the env has them; torch is the same files
+    dists = env_dists(add_env)
+    assert dists["needs-torch"] == "1.0" and dists["pure-pkg"] == "1.0" and dists["torch"] == "2.13.0+cpu"
+    assert _tree_digest(_site(add_env) / "torch") == torch_before
+    # the lock lists them with the sha256 of the very wheels, keeps every earlier entry as it was
+    after = _packages(add_env)
+    for name in ("needs-torch", "pure-pkg"):
+        (wheel,) = after[name]["wheels"]
+        assert wheel["hashes"]["sha256"] == sha256_of(links / wheel["name"])
+    assert {n: p for n, p in after.items() if n in before} == before
+    tool = tomllib.loads((add_env / "pylock.toml").read_text())["tool"]["torchfit"]
+    assert tool["plan"]["project"] == ["needs-torch", "pure-pkg>=1"]
+    assert tool["plan"]["resolved"]["pure-pkg"] == "1.0" and tool["plan"]["resolved"]["torch"] == "2.13.0+cpu"
+    assert tool["added"][-1]["requirements"] == ["needs-torch", "pure-pkg>=1"]
+    # verify --lock: the closure check (and the rest, on gloo) passes on the grown env
+    from tests.verify.conftest import Verify
+
+    r = Verify(tmp_path).run("--env", str(add_env), "--lock", str(add_env / "pylock.toml"), "--json",
+                             "--no-bandwidth", "--nproc", "1", timeout=300)
+    assert r.code == 0, r
+    assert r.check("lock-deps")["status"] == "pass" and r.check("lock")["status"] == "pass"
+
+
+@needs_uv
+@pytest.mark.slow
+def test_a_locked_dependency_moves_only_when_it_must(add_env: Path, links: Path, state_home: Path) -> None:
+    proc = run_tf("add", "uses-helper", "--env", str(add_env), "--find-links", str(links), state=state_home)
+    assert proc.returncode == 0, proc.stderr
+    assert _packages(add_env)["helper-dep"]["version"] == "1.0"
+    # a newer helper appears, and a package that needs it: the locked 1.0 cannot be kept
+    make_wheel(links, "helper-dep", "2.0")
+    make_wheel(links, "needs-helper2", "1.0", ["helper-dep>=2"])
+    proc = run_tf("add", "needs-helper2", "--env", str(add_env), "--find-links", str(links), "--json",
+                  state=state_home)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["changed"] == [{"name": "helper-dep", "from": "1.0", "to": "2.0"}]
+    assert out["kept_locked_versions"] is False
+    assert env_dists(add_env)["helper-dep"] == "2.0" and _packages(add_env)["helper-dep"]["version"] == "2.0"
+    # the earlier project requirements still hold in a later resolution
+    project = tomllib.loads((add_env / "pylock.toml").read_text())["tool"]["torchfit"]["plan"]["project"]
+    assert project[-2:] == ["uses-helper", "needs-helper2"]
+
+
+# --- bad input: one line, exit 2, nothing touched --------------------------------------------
+
+
+def _foreign_env(root: Path, lock_text: str | None) -> Path:
+    env = root / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
+    if lock_text is not None:
+        (env / "pylock.toml").write_text(lock_text)
+    return env
+
+
+def test_bad_input_is_one_line(tmp_path: Path, state_home: Path) -> None:
+    assert "PEP 508" in one_line_error(run_tf("add", "pkg==>1", "--env", str(tmp_path), state=state_home))
+    assert "no such directory" in one_line_error(run_tf("add", "x", "--env", str(tmp_path / "nope"),
+                                                        state=state_home))
+    plain = _foreign_env(tmp_path / "plain", None)
+    assert "not an env torchfit built" in one_line_error(run_tf("add", "x", "--env", str(plain), state=state_home))
+    foreign = _foreign_env(tmp_path / "foreign", 'lock-version = "1.0"\n[[packages]]\nname = "x"\nversion = "1"\n')
+    before = (foreign / "pylock.toml").read_bytes()
+    assert "[tool.torchfit]" in one_line_error(run_tf("add", "x", "--env", str(foreign), state=state_home))
+    assert (foreign / "pylock.toml").read_bytes() == before
+    assert "--env" in one_line_error(run_tf("add", "x", state=state_home))
+    assert "--find-links" in one_line_error(run_tf("add", "x", "--env", str(foreign), "--find-links", "ftp://x/y",
+                                                   state=state_home))
