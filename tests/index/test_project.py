@@ -1,0 +1,106 @@
+"""`SourcePackages` over recorded PyPI pages and METADATA of real releases (issue 18).
+
+tests/data/projects/pypi holds what PyPI served on 2026-12-01 (its README names the
+URLs): PEP 691 pages and each release's METADATA. A real HTTP server on 127.0.0.1
+serves them as an index (file URLs pointed at itself), and the resolver, reading the
+project through it, must land on the torch each release pins.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from torchfit.cache import load_matrix
+from torchfit.compat.facts import HostFacts, PythonInstall
+from torchfit.compat.project import ProjectSpec
+from torchfit.compat.request import Request, split_requirements
+from torchfit.compat.resolver import resolve
+from torchfit.index.client import IndexClient
+from torchfit.index.project import SourcePackages
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "projects" / "pypi"
+
+
+@pytest.fixture(scope="module")
+def recorded_index() -> Iterator[str]:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            base = f"http://127.0.0.1:{self.server.server_address[1]}"
+            parts = self.path.strip("/").split("/")
+            body: bytes | None = None
+            ctype = "application/vnd.pypi.simple.v1+json"
+            if len(parts) == 2 and parts[0] == "simple" and (DATA / parts[1] / "index.json").is_file():
+                page = json.loads((DATA / parts[1] / "index.json").read_text())
+                for f in page["files"]:
+                    f["url"] = f"{base}/files/{parts[1]}/{f['filename']}"
+                body = json.dumps(page).encode()
+            elif len(parts) == 3 and parts[0] == "files" and (DATA / parts[1] / parts[2]).is_file():
+                body, ctype = (DATA / parts[1] / parts[2]).read_bytes(), "text/plain"
+            if body is None:
+                self.send_response(404)
+                self.end_headers()
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/simple"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def h100() -> HostFacts:
+    from torchfit.compat.facts import Gpu
+
+    return HostFacts(name="h100", driver_version="570.124.06", gpus=(Gpu(0, "NVIDIA H100 80GB HBM3", "9.0"),),
+                     glibc="2.35", os="ubuntu:22.04", arch="x86_64",
+                     pythons=(PythonInstall("3.12.3", "/usr/bin/python3.12"),
+                              PythonInstall("3.10.12", "/usr/bin/python3.10")))
+
+
+@pytest.mark.parametrize(
+    ("requirement", "torch", "extra"),
+    [
+        ("xformers==0.0.32.post2", "2.8.0", {}),
+        ("xformers==0.0.29.post3", "2.6.0", {}),
+        ("vllm==0.10.1.1", "2.7.1", {"torchvision": "0.22.1", "torchaudio": "2.7.1"}),
+        ("vllm==0.13.0", "2.9.0", {"torchvision": "0.24.0", "torchaudio": "2.9.0"}),
+        ("torchao==0.3.0", "2.3.1", {}),
+        ("torchao==0.13.0", "2.8.0", {}),  # no torch in its METADATA: companions.toml's documented torch
+    ],
+)
+def test_recorded_releases_resolve_to_the_torch_they_pin(recorded_index: str, tmp_path: Path, requirement: str,
+                                                        torch: str, extra: dict[str, str]) -> None:
+    family, others = split_requirements([requirement])
+    packages = SourcePackages(IndexClient(cache_dir=tmp_path), [recorded_index], [], "x86_64")
+    plan = resolve([h100()], Request(requirements=family, project=ProjectSpec(others)), load_matrix(None), packages)
+    assert plan.torch == torch, plan.reasons
+    for name, version in extra.items():
+        assert getattr(plan, name) == version and name in plan.packages
+    assert plan.variant.startswith("cu"), plan.variant
+    assert any(f"required by {requirement.replace('==', ' ')}" in r for r in plan.reasons) or not others
+
+
+def test_versions_and_metadata_are_read_from_the_pages(recorded_index: str, tmp_path: Path) -> None:
+    packages = SourcePackages(IndexClient(cache_dir=tmp_path), [recorded_index], [], "x86_64")
+    assert packages.versions("vllm") == [Version("0.13.0"), Version("0.10.1.1")]
+    meta = packages.metadata("vllm", Version("0.10.1.1"))
+    assert meta is not None and meta.requires_python == "<3.13,>=3.9"
+    assert any(r.startswith("torch==2.7.1") for r in meta.requires_dist)
+    assert packages.versions("no-such-project") == []
