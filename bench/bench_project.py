@@ -1,0 +1,87 @@
+"""Project resolve against bare `uv pip compile` of the same requirements (issue 18).
+
+Both sides resolve the same project against the same local indexes on 127.0.0.1 (real
+HTTP, warm caches), side by side in alternating rounds, medians reported:
+
+- torchfit: `torchfit resolve --json -r requirements.txt` for a CPU host (it reads the
+  project's torch pins from METADATA, chooses the build, then runs uv once for the set);
+- bare uv: `uv pip compile` of the same requirements with the torch pin given
+  (`torch==X` from the torch index), what a user would run knowing the answer.
+
+    python bench/bench_project.py --rounds 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests.support.wheels import make_wheel, serve_dir, write_index  # noqa: E402
+
+
+def build(root: Path) -> None:
+    wheels = root / "w"
+    project = []
+    for i in range(20):  # a project of 20 packages, a few of them pinning torch
+        deps = [f"dep{i}-a>=1", f"dep{i}-b"] + (["torch==2.8.0"] if i % 5 == 0 else [])
+        project.append(make_wheel(wheels, f"pkg{i}", "1.0", deps))
+        project += [make_wheel(wheels, f"dep{i}-a", v) for v in ("1.0", "1.1", "2.0")]
+        project.append(make_wheel(wheels, f"dep{i}-b", "0.5"))
+    write_index(root / "pypi", project)
+    write_index(root / "torch" / "cpu", [make_wheel(root / "tw", "torch", "2.8.0+cpu")])
+    (root / "requirements.txt").write_text("".join(f"pkg{i}\n" for i in range(20)))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=7)
+    args = ap.parse_args()
+    bindir = Path(sys.executable).parent
+    uv = str(bindir / "uv")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        build(root)
+        with serve_dir(root) as url:
+            env = {**os.environ, "PIP_CONFIG_FILE": "/dev/null", "XDG_CACHE_HOME": str(root / "cache"),
+                   "UV_CACHE_DIR": str(root / "uvcache")}
+            req = str(root / "requirements.txt")
+            tf = [str(bindir / "torchfit"), "resolve", "--json", "-r", req, "--index-url", f"{url}/pypi/simple",
+                  "--torch-index-url", url + "/torch/{variant}/simple", "--allow-insecure-index",
+                  "--assume", "gpu=none", "--assume", "python=3.11"]
+            pyproject = root / "bare" / "pyproject.toml"
+            pyproject.parent.mkdir()
+            pyproject.write_text(
+                '[project]\nname = "bare"\nversion = "0"\ndependencies = ['
+                + ", ".join(f'"pkg{i}"' for i in range(20)) + ', "torch==2.8.0"]\n'
+                '[tool.uv.sources]\ntorch = { index = "torch" }\n'
+                f'[[tool.uv.index]]\nname = "torch"\nurl = "{url}/torch/cpu/simple"\nexplicit = true\n')
+            bare = [uv, "pip", "compile", str(pyproject), "--format", "pylock.toml", "-o", str(root / "bare" / "pylock.toml"),
+                    "--no-config", "--python-version", "3.11", "--python-platform", "x86_64-manylinux_2_28",
+                    "--default-index", f"{url}/pypi/simple", "--no-header", "--quiet"]
+            times: dict[str, list[float]] = {"torchfit": [], "bare uv": []}
+            for argv in (tf, bare):  # warm both caches once
+                subprocess.run(argv, env=env, check=True, capture_output=True)
+            for _ in range(args.rounds):
+                for name, argv in (("torchfit", tf), ("bare uv", bare)):
+                    start = time.perf_counter()
+                    subprocess.run(argv, env=env, check=True, capture_output=True)
+                    times[name].append(time.perf_counter() - start)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    load = os.getloadavg()[0]
+    print(f"rounds {args.rounds}, load average {load:.2f}")
+    for k, v in times.items():
+        print(f"{k:9s} median {med[k]:.3f} s  ({', '.join(f'{x:.3f}' for x in v)})")
+    print(f"ratio torchfit / bare uv: {med['torchfit'] / med['bare uv']:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
