@@ -263,7 +263,7 @@ def format_sdist_warning(release: CompanionRelease) -> str:
     needs = release.build_needs or "a compiler toolchain whose needs were not recorded"
     parts.append(f"; the build needs {needs}")
     if release.build_time:
-        parts.append(f" and takes {release.build_time}")
+        parts.append(f"; it takes {release.build_time}")
     if release.prebuilt:
         p = release.prebuilt[0]
         parts.append(f". A prebuilt wheel matches this torch: {p.url}")
