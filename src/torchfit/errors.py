@@ -117,6 +117,21 @@ class GpuFactsUnknown(TorchfitError):
         self.cause = cause
 
 
+class FleetNodesUnknown(TorchfitError):
+    """Nodes of a fleet file gave no facts to the gather (exit 1): their GPUs are
+    unknown, so no stack is picked as if they were not there."""
+
+    reference = "fleet-nodes-unknown"
+
+    def __init__(self, nodes: str, why: str, fix: str) -> None:
+        super().__init__(f"{nodes}: no facts in the fleet file ({why}); torchfit will not pick a stack "
+                         "for a fleet whose nodes it cannot see", hint=fix)
+        self.nodes = nodes
+
+    def details(self) -> dict[str, Any]:
+        return {"nodes": self.nodes}
+
+
 class ProbeFailed(TorchfitError):
     """A host tool exists but misbehaved in a way that is not just 'fact unknown'."""
 

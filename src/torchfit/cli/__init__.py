@@ -52,6 +52,8 @@ def add_resolve_options(p: argparse.ArgumentParser) -> None:
                    help="replace a detected fact: driver=, gpu= (repeatable), glibc=, python= (repeatable), "
                         "os=, wsl=yes|no, arch=")
     p.add_argument("--matrix", metavar="FILE", help=argparse.SUPPRESS)
+    p.add_argument("--exclude", action="append", default=[], metavar="LIST",
+                   help="with a fleet file: leave these nodes out (Slurm notation, gpu[07-09]); repeatable")
 
 
 def add_source_options(p: argparse.ArgumentParser) -> None:
@@ -114,6 +116,19 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         det.add_argument("--json", action="store_true", help="print one JSON object (the --facts format)")
         det.add_argument("--timeout", type=seconds(), default=10.0, metavar="S",
                          help="timeout for each probe command (default 10 s)")
+        fleet = det.add_argument_group("a whole Slurm cluster (docs/cluster.md)")
+        fleet.add_argument("--slurm", action="store_true",
+                           help="gather every node's facts through one srun into a fleet file (nodes grouped "
+                                "by hardware)")
+        fleet.add_argument("--partition", metavar="NAME", help="with --slurm: the nodes of this partition")
+        fleet.add_argument("--nodelist", metavar="LIST",
+                           help="with --slurm: only these nodes (Slurm notation, gpu[01-16])")
+        fleet.add_argument("-o", "--output", metavar="FILE", help="with --slurm: also write the fleet file to FILE")
+        fleet.add_argument("--deadline", type=seconds(), metavar="S",
+                           help="with --slurm: stop waiting for the nodes after S seconds (default 60 + 3 x "
+                                "--timeout); a node that has not answered is listed as such")
+        # What each srun task runs: its facts framed for the gather (fleet.gather).
+        det.add_argument("--fleet-task", action="store_true", help=argparse.SUPPRESS)
 
     if only in (None, "resolve"):
         res = sub.add_parser("resolve", help="pick one consistent set of versions and explain every choice",
@@ -122,6 +137,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         add_source_options(res)
         res.add_argument("--json", action="store_true", help="print one JSON object")
         res.add_argument("--explain", action="store_true", help="list what was ruled out and by which fact")
+        res.add_argument("--each-group", action="store_true",
+                         help="with a fleet file: one plan per group of nodes instead of one for all")
     for module in _command_modules(None if only is None else (only,)):
         module.add_parser(sub, EPILOG)
     for p in sub.choices.values():
@@ -163,22 +180,30 @@ def _command_modules(names: Sequence[str] | None = None) -> list[Any]:
 
 def load_hosts(args: argparse.Namespace) -> list[Any]:
     """Host facts: from --facts files, else probed here; then --assume applied to each."""
+    from torchfit.cli.commands._fleet import load_facts_file
     from torchfit.compat.facts import apply_assumptions, facts_from_json
     from torchfit.compat.gpunames import load_gpu_names
     from torchfit.inputs import MAX_FACTS_BYTES, loads_json, read_text_file
 
     hosts = []
+    exclude = getattr(args, "exclude", None) or []
+    fleets = 0
     if args.facts:
         for path in args.facts:
             # The one reader of facts files: bounded in size and depth (inputs.py).
             text = read_text_file(path, "--facts", limit=MAX_FACTS_BYTES)
             name = "stdin" if path == "-" else path
-            hosts.append(facts_from_json(loads_json(text, name), name))
+            data = loads_json(text, name)
+            group_hosts = load_facts_file(data, name, exclude)  # a fleet file: one host per group
+            fleets += group_hosts is not None
+            hosts += group_hosts if group_hosts is not None else [facts_from_json(data, name)]
     else:
         from torchfit.host import probe_host
         from torchfit.runner import Runner
 
         hosts.append(probe_host(Runner()))
+    if exclude and not fleets:
+        raise BadInput("--exclude needs a fleet file (--facts FLEET.json from `torchfit detect --slurm`)")
     names = load_gpu_names() if any(a.lower().startswith("gpu=") for a in args.assume) else {}
     return [apply_assumptions(h, args.assume, names) for h in hosts]
 
@@ -238,8 +263,18 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
     if not args.timeout > 0:  # also NaN
         raise BadInput(f"--timeout {args.timeout:g}: must be a positive number of seconds")
+    if args.slurm:
+        from torchfit.cli.commands._fleet import run_detect_slurm
+
+        return run_detect_slurm(args)
+    if args.partition or args.nodelist or args.output or args.deadline is not None:
+        raise BadInput("--partition, --nodelist, --output and --deadline go with --slurm")
     facts = probe_host(Runner(), timeout=args.timeout)
     data = facts_to_json(facts)
+    if args.fleet_task:
+        from torchfit.cli.commands._fleet import fleet_task
+
+        return fleet_task(data)
     if args.json:
         print(json.dumps(data, indent=2))
     else:
@@ -258,6 +293,10 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     check_source_options(args)
     request = make_request(args, matrix)
     hosts = load_hosts(args)
+    if args.each_group:
+        from torchfit.cli.commands._fleet import resolve_each_group
+
+        return resolve_each_group(args, hosts, request, matrix)
     if request.project.others:
         from torchfit.installer.project import resolve_project
 

@@ -24,6 +24,7 @@ from packaging.utils import canonicalize_name
 from resolvelib import BaseReporter, ResolutionImpossible, Resolver
 from resolvelib.resolvers import ResolutionTooDeep
 
+from torchfit.compat.binding import binding_reasons
 from torchfit.compat.explain import explain_conflict, explain_project_conflict
 from torchfit.compat.facts import HostFacts, distinct_gpus
 from torchfit.compat.judgements import refuse_unknown_gpus
@@ -203,6 +204,7 @@ def _make_plan(ctx: Context, build: Build, py: PythonChoice, chosen: Sequence[Pr
     preferred = ctx.ordered[: ctx.ordered.index(build)]
     # Builds for this kind of hardware first (what --explain lists); the rest is counted.
     relevant = [b for b in preferred if _fits_hardware(b, hosts)]
+    reasons += binding_reasons(ctx, relevant)  # several hosts: which of them rule out what
     others = [b for b in preferred if not _fits_hardware(b, hosts)]
     ruled = [
         f"{b.label}: " + "; ".join(_strip(c.text, b) for c in ctx.refusals(b))

@@ -50,6 +50,9 @@ def add_parser(subparsers: Any, epilog: str) -> argparse.ArgumentParser:
                    help="read /proc, /sys, /dev, /etc, /lib/modules under DIR instead of / (tests, images)")
     p.add_argument("--timeout", type=seconds(), default=10.0, metavar="S",
                    help="timeout for each tool it runs (default 10 s; importing torch gets at least 300 s)")
+    p.add_argument("--node-check", action="store_true",
+                   help="fast node health check for Slurm's HealthCheckProgram/Prolog: driver and environment "
+                        "checks only (no torch), one line, exit 0 healthy or 1 with the reason (docs/cluster.md)")
     return p
 
 
@@ -119,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.timeout > 0:
         raise BadInput(f"--timeout {args.timeout}: must be a positive number of seconds")
     environ = dict(os.environ)
+    if args.node_check:
+        return _node_check(args, root, environ)
     python, source = pick_python(args, environ)
     log_text = read_log(args.log)
     ctx = Context(
@@ -137,6 +142,28 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report_json(checks, ctx), indent=2))
     else:
         render_report(checks, ctx)
+    return 1 if failed else 0
+
+
+def _node_check(args: argparse.Namespace, root: str, environ: dict[str, str]) -> int:
+    import sys
+
+    from torchfit.doctor import Context
+    from torchfit.doctor.nodecheck import format_node_line, node_check
+
+    if args.env or args.python or args.log:
+        raise BadInput("--node-check looks at the node, not an environment: drop --env/--python/--log")
+    ctx = Context(root=root, environ=environ, python=None, python_source="--node-check", timeout=args.timeout)
+    checks, seconds = node_check(ctx, verbose=getattr(args, "verbose", False))
+    failed = any(c.status == "fail" for c in checks)
+    if args.json:
+        data = report_json(checks, ctx)
+        data["seconds"] = round(seconds, 3)
+        print(json.dumps(data, indent=2))
+    else:
+        # One line on stdout whatever the verdict: a Prolog or health-check wrapper
+        # passes it to `scontrol update ... reason=`.
+        sys.stdout.write(f"torchfit node-check: {format_node_line(checks, seconds)}\n")
     return 1 if failed else 0
 
 

@@ -1,0 +1,129 @@
+"""The CLI side of fleets: `detect --slurm` options and output, fleet files as `--facts`,
+`--exclude` and `resolve --each-group`. The work is in torchfit.fleet."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from torchfit.errors import BadInput
+
+
+def fleet_task(data: dict[str, Any]) -> int:
+    import socket
+
+    from torchfit.fleet.gather import task_record
+
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    sys.stdout.write(task_record(node, data))
+    return 0
+
+
+def run_detect_slurm(args: argparse.Namespace) -> int:
+    from torchfit.cli.commands.verify import slurm_name
+    from torchfit.fleet.gather import gather
+    from torchfit.fleet.model import fleet_to_json
+    from torchfit.runner import Runner
+
+    if args.partition:
+        try:
+            slurm_name(args.partition)
+        except argparse.ArgumentTypeError as exc:
+            raise BadInput(f"--partition: {exc}") from None
+    if args.deadline is not None and not args.deadline > 0:
+        raise BadInput(f"--deadline {args.deadline:g}: must be a positive number of seconds")
+    fleet = gather(Runner(), partition=args.partition, nodelist=args.nodelist, timeout=args.timeout,
+                   bound=args.deadline)
+    data = fleet_to_json(fleet)
+    if args.output:
+        try:
+            write_file(args.output, json.dumps(data, indent=2) + "\n")
+        except OSError as exc:
+            raise BadInput(f"--output {args.output}: cannot write ({exc.strerror or exc})") from None
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        for line in format_fleet(fleet):
+            print(line)
+    return 0 if fleet.groups else 1
+
+
+def write_file(path: str, text: str) -> None:
+    """Atomically: a reader never sees half a fleet file, and a failed write leaves the old one."""
+    import tempfile
+
+    target = os.path.abspath(path)
+    folder = os.path.dirname(target)
+    if not os.path.isdir(folder):
+        raise BadInput(f"--output {path}: no directory {folder}")
+    fd, tmp = tempfile.mkstemp(prefix=".torchfit-fleet-", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def format_fleet(fleet: Any) -> list[str]:
+    """One line per group (and per reason nodes were not gathered)."""
+    gathered = sum(len(g.nodes) for g in fleet.groups)
+    lost = sum(len(m.nodes) for m in fleet.missing)
+    lines = [f"fleet: {gathered} node(s) in {len(fleet.groups)} group(s)"
+             + (f", {lost} without facts" if lost else "") + (f"; {fleet.source}" if fleet.source else "")]
+    rows = [(g.hostlist, g.signature) for g in fleet.groups]
+    rows += [(m.hostlist, f"NO FACTS: {m.why}") for m in fleet.missing]
+    width = min(max((len(r[0]) for r in rows), default=0), 32)
+    lines += [f"  {name:<{width}}  {text}" for name, text in rows]
+    return lines
+
+
+def load_facts_file(data: Any, name: str, exclude: list[str]) -> list[Any] | None:
+    """A fleet file given to --facts -> one HostFacts per group (None: not a fleet file)."""
+    from torchfit.fleet.model import exclude_nodes, fleet_from_json, fleet_hosts, is_fleet_json
+
+    if not is_fleet_json(data):
+        return None
+    fleet = fleet_from_json(data, name)
+    if exclude:
+        fleet = exclude_nodes(fleet, exclude)
+    return fleet_hosts(fleet, name)
+
+
+def resolve_each_group(args: argparse.Namespace, hosts: list[Any], request: Any, matrix: Any) -> int:
+    """`resolve --each-group`: one plan per group; exit 1 when any group has none."""
+    from torchfit.compat.plan import plan_to_json
+    from torchfit.compat.resolver import resolve
+
+    if not args.facts or (len(hosts) < 2 and not any(h.source.startswith("fleet: ") for h in hosts)):
+        raise BadInput("--each-group needs a fleet file (--facts FLEET.json from `torchfit detect --slurm`)")
+    results: list[tuple[Any, Any, Any]] = []
+    for host in hosts:
+        try:
+            results.append((host, resolve([host], request, matrix), None))
+        except BadInput:
+            raise
+        except Exception as exc:  # NoCompatibleSet, GpuFactsUnknown: that group's answer
+            from torchfit.errors import TorchfitError
+
+            if not isinstance(exc, TorchfitError):
+                raise
+            results.append((host, None, exc))
+    if args.json:
+        print(json.dumps({"ok": all(p is not None for _, p, _ in results), "groups": [
+            {"nodes": h.name, **(plan_to_json(p) if p is not None else err.to_json())} for h, p, err in results
+        ]}, indent=2))
+    else:
+        from torchfit.cli.ui import render_plan
+
+        for host, plan, err in results:
+            print(f"== {host.name}")
+            if plan is not None:
+                render_plan(plan, explain=args.explain)
+            else:
+                print(f"no stack: {err.message}")
+    return 0 if all(p is not None for _, p, _ in results) else 1

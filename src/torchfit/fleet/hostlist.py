@@ -1,0 +1,132 @@
+"""Slurm hostlist notation, both ways (pure): `gpu[01-03,07]` <-> gpu01 gpu02 gpu03 gpu07.
+
+Slurm's own engine for this is `scontrol show hostnames` / `show hostlistsorted`; it
+runs only where Slurm is installed and configured. A fleet file is resolved on a
+login node, a laptop or in CI as well, so the notation is read and written here too,
+and the Slurm tests hold this module to scontrol's answers (tests/fleet/test_slurm.py).
+The grammar is Slurm's (slurm.conf(5) "NodeName", scontrol(1) "hostnames"): items
+separated by commas outside brackets; an item is a prefix, at most one bracketed
+list of numbers and ranges (`[1-4,7]`, zero-padded `[01-16]`), and a suffix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from torchfit.errors import BadInput
+
+# More names than any cluster has: a typo like `n[1-99999999]` must not exhaust memory.
+MAX_NAMES = 1_000_000
+_ITEM = re.compile(r"^([^\[\],]*)(?:\[([0-9,\-]+)\])?([^\[\],]*)$")
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,253}$")
+_TAIL = re.compile(r"^(.*?)([0-9]+)$")
+
+
+def _split_items(text: str) -> list[str]:
+    items, depth, cur = [], 0, []
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise BadInput(f"hostlist {text[:80]!r}: ']' without '['")
+        if ch == "," and depth == 0:
+            items.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if depth:
+        raise BadInput(f"hostlist {text[:80]!r}: '[' without ']'")
+    items.append("".join(cur))
+    return [i.strip() for i in items if i.strip()]
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """`gpu[01-02,05],login` -> ["gpu01", "gpu02", "gpu05", "login"] (order kept, duplicates
+    dropped); BadInput (one line) for anything that is not Slurm's notation."""
+    out: dict[str, None] = {}
+    for item in _split_items(text.strip()):
+        m = _ITEM.match(item)
+        if not m:
+            raise BadInput(f"hostlist {text[:80]!r}: {item[:40]!r} is not a name or name[ranges]")
+        prefix, ranges, suffix = m.groups()
+        if ranges is None:
+            names = [prefix + suffix]
+        else:
+            names = []
+            for part in ranges.split(","):
+                lo, sep, hi = part.partition("-")
+                if not lo.isdigit() or (sep and not hi.isdigit()):
+                    raise BadInput(f"hostlist {text[:80]!r}: {part!r} is not a number or a range a-b")
+                a, b = int(lo), int(hi) if sep else int(lo)
+                if b < a:
+                    raise BadInput(f"hostlist {text[:80]!r}: range {part} runs backwards")
+                if len(out) + len(names) + b - a >= MAX_NAMES:
+                    raise BadInput(f"hostlist {text[:80]!r}: more than {MAX_NAMES} names")
+                width = len(lo) if len(lo) > 1 and lo.startswith("0") else 0
+                names += [f"{prefix}{str(n).zfill(width)}{suffix}" for n in range(a, b + 1)]
+        for name in names:
+            if not _NAME.match(name):
+                raise BadInput(f"hostlist {text[:80]!r}: {name[:60]!r} is not a host name")
+            out[name] = None
+    return list(out)
+
+
+def _key(name: str, padded: dict[str, list[int]] | None = None) -> tuple[str, int, int, str]:
+    """(prefix, zero-padding width, number, name). A number without leading zeros joins the
+    widest padded run of its prefix that its digits fill (gpu099, gpu100 -> gpu[099-100]),
+    as Slurm writes them."""
+    m = _TAIL.match(name)
+    if not m:
+        return (name, -1, -1, name)
+    prefix, digits = m.groups()
+    if digits.startswith("0") and len(digits) > 1:
+        width = len(digits)
+    else:
+        width = max((w for w in (padded or {}).get(prefix, ()) if w <= len(digits)), default=0)
+    return (prefix, width, int(digits), name)
+
+
+def _padded_widths(names: Iterable[str]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for name in names:
+        m = _TAIL.match(name)
+        if m and m.group(2).startswith("0") and len(m.group(2)) > 1:
+            out.setdefault(m.group(1), []).append(len(m.group(2)))
+    return out
+
+
+def compress_hostlist(names: Iterable[str]) -> str:
+    """The names in Slurm's notation, sorted and without duplicates: ["gpu02", "gpu01",
+    "gpu03", "gpu07"] -> "gpu[01-03,07]" (what `scontrol show hostlistsorted` prints)."""
+    unique = set(names)
+    padded = _padded_widths(unique)
+    keys = sorted({_key(n, padded) for n in unique})
+    parts: list[str] = []
+    i = 0
+    while i < len(keys):
+        prefix, width, num, name = keys[i]
+        if num < 0:
+            parts.append(name)
+            i += 1
+            continue
+        ranges: list[tuple[int, int]] = []
+        while i < len(keys) and keys[i][0] == prefix and keys[i][1] == width and keys[i][2] >= 0:
+            n = keys[i][2]
+            if ranges and n == ranges[-1][1] + 1:
+                ranges[-1] = (ranges[-1][0], n)
+            else:
+                ranges.append((n, n))
+            i += 1
+
+        def fmt(n: int, w: int = width) -> str:
+            return str(n).zfill(w)
+
+        if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+            parts.append(f"{prefix}{fmt(ranges[0][0])}")
+        else:
+            body = ",".join(fmt(a) if a == b else f"{fmt(a)}-{fmt(b)}" for a, b in ranges)
+            parts.append(f"{prefix}[{body}]")
+    return ",".join(parts)

@@ -1,0 +1,58 @@
+"""Slurm hostlist notation (fleet/hostlist.py): the pure side; test_cluster.py holds it
+to scontrol's own answers."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from torchfit.errors import BadInput
+from torchfit.fleet.hostlist import compress_hostlist, expand_hostlist
+
+CASES = [
+    (["gpu01", "gpu02", "gpu03", "gpu05", "gpu10"], "gpu[01-03,05,10]"),
+    (["n3", "n1", "n2"], "n[1-3]"),
+    (["n9", "n10", "n11"], "n[9-11]"),
+    (["b1", "a2", "a1"], "a[1-2],b1"),
+    (["login", "n1"], "login,n1"),
+    (["n7"], "n7"),
+    (["x1y", "x2y"], "x1y,x2y"),
+]
+
+
+@pytest.mark.parametrize(("names", "text"), CASES)
+def test_compress_and_expand(names: list[str], text: str) -> None:
+    assert compress_hostlist(names) == text
+    assert sorted(expand_hostlist(text)) == sorted(set(names))
+
+
+def test_expand_keeps_padding_and_order() -> None:
+    assert expand_hostlist("gpu[08-10],login1") == ["gpu08", "gpu09", "gpu10", "login1"]
+    assert expand_hostlist("rack1-n[1-2]") == ["rack1-n1", "rack1-n2"]
+
+
+@pytest.mark.parametrize("bad", ["gpu[01-", "gpu]1", "n[3-1]", "n[a-b]", "n[1-2]x[3]", "n[1-99999999]", "a b"])
+def test_bad_hostlists_are_one_line_bad_input(bad: str) -> None:
+    with pytest.raises(BadInput):
+        expand_hostlist(bad)
+
+
+names = st.lists(
+    st.builds(lambda p, n, w: f"{p}{str(n).zfill(w)}", st.sampled_from(["gpu", "n", "node-a", "x"]),
+              st.integers(0, 300), st.sampled_from([0, 3])),
+    max_size=60,
+)
+
+
+@given(names)
+def test_round_trip(names: list[str]) -> None:
+    assert sorted(expand_hostlist(compress_hostlist(names))) == sorted(set(names)) if names else True
+
+
+@given(st.text(max_size=40))
+def test_garbage_never_raises_anything_but_bad_input(text: str) -> None:
+    try:
+        expand_hostlist(text)
+    except BadInput:
+        pass
