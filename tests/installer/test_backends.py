@@ -180,21 +180,22 @@ name = "mpmath"
 version = "1.3.0"
 wheels = [{ url = "file:///w/mpmath-1.3.0-py3-none-any.whl", hashes = { sha256 = "%s" } }]
 """ % ("c" * 64)
+_PIP = _MPMATH.replace("mpmath", "pip").replace("1.3.0", "26.3").replace("c" * 64, "e" * 64)
 
 
 def _compiling_uv(tmp_path: Path, *, offline_fails: bool = False, online_torch: str = "a",
                   cached_extra: bool = False, early_install_fails: bool = False,
-                  cached_unhashed: bool = False) -> Path:
+                  cached_unhashed: bool = False, pip: bool = False) -> Path:
     """A uv that records each argv. `pip compile -o OUT` writes a lock: `--offline` (uv's cache)
     torch + sympy (+ mpmath with `cached_extra`), or fails when told (a cold cache); online
-    torch (sha256 `online_torch` * 64) + sympy. The early install fails when told."""
+    torch (sha256 `online_torch` * 64) + sympy; both + pip with `pip`. The early install fails when told."""
     cached = tmp_path / "lock-cached.toml"
-    cached.write_text(_LOCK.format(a="a" * 64, b="b" * 64, extra=_MPMATH if cached_extra else ""))
+    cached.write_text(_LOCK.format(a="a" * 64, b="b" * 64, extra=(_MPMATH if cached_extra else "") + (_PIP if pip else "")))
     if cached_unhashed:  # a remote file the index gave no hash for: the cached answer is no hint
         cached.write_text(cached.read_text().replace('file:///w/sympy-1.14.0-py3-none-any.whl", hashes = { sha256 = "'
                                                      + "b" * 64 + '" }', 'https://f/sympy-1.14.0-py3-none-any.whl"'))
     online = tmp_path / "lock-online.toml"
-    online.write_text(_LOCK.format(a=online_torch * 64, b="b" * 64, extra=""))
+    online.write_text(_LOCK.format(a=online_torch * 64, b="b" * 64, extra=_PIP if pip else ""))
     log = tmp_path / "calls.txt"
     body = f"""echo "$*" >> {log}
 out=""; prev=""
@@ -261,6 +262,42 @@ def test_local_sources_resolve_once(tmp_path: Path, ctx: StepContext) -> None:
     compiles = [c for c in _calls(tmp_path) if c.startswith("pip compile ")]
     assert len(compiles) == 1 and "--offline" not in compiles[0].split()
     assert not [c for c in _calls(tmp_path) if "pylock.early.toml" in c]
+
+
+def test_a_find_links_directory_is_read_by_one_resolution(tmp_path: Path, ctx: StepContext) -> None:
+    """uv's cached answer is asked without the find-links directories (a hint needs none); the
+    online resolution, the one that decides, reads them; `uv venv` without --seed gets no sources."""
+    from dataclasses import replace
+
+    ctx.sources = replace(ctx.sources, find_links=("/opt/wheels", "/more/wheels"))
+    uv = _compiling_uv(tmp_path)
+    _build(tmp_path, ctx, uv)
+    calls = _calls(tmp_path)
+    compiles = [c.split() for c in calls if c.startswith("pip compile ")]
+    assert len(compiles) == 2 and "--offline" in compiles[0]
+    assert "--find-links" not in compiles[0]
+    links = [compiles[1][i + 1] for i, a in enumerate(compiles[1]) if a == "--find-links"]
+    assert links == ["/opt/wheels", "/more/wheels"]
+    assert [c for c in calls if c.startswith("venv ")] and not [
+        c for c in calls if "--find-links" in c.split() and not c.startswith("pip compile ")]
+
+
+def test_seed_is_resolved_with_the_plan(tmp_path: Path, ctx: StepContext) -> None:
+    """--seed: uv's seed packages are requirements of the one resolution (from the user's sources,
+    never routed to the torch index) and go in with the plan; `uv venv` itself seeds nothing."""
+    from torchfit._backports import tomllib
+
+    uv = _compiling_uv(tmp_path, pip=True)
+    work = tmp_path / "work"
+    work.mkdir()
+    locked = _uv(ctx, uv).build("/usr/bin/python3", str(tmp_path / "env"), True, ["torch==2.13.0"], None, str(work))
+    assert "pip" in [d.name for d in locked]  # in the lock with the rest
+    venv = [c.split() for c in _calls(tmp_path) if c.startswith("venv ")]
+    assert len(venv) == 1 and "--seed" not in venv[0]
+    project = tomllib.loads((work / "project" / "pyproject.toml").read_text())
+    assert project["project"]["dependencies"] == ["torch==2.13.0", "pip", 'setuptools; python_version < "3.12"',
+                                                  'wheel; python_version < "3.12"']
+    assert list(project["tool"]["uv"]["sources"]) == ["torch"]
 
 
 @pytest.mark.parametrize("case", ["same", "other-torch-file", "early-install-failed", "cached-had-more"])

@@ -75,6 +75,10 @@ UV_MIN = Version("0.8.0")  # `uv pip compile --format pylock.toml`, explicit ind
 TORCH_INDEX_NAME = "torchfit-torch"
 PIP_MIN = Version("22.2")  # `pip install --report`
 TAIL_LINES = 30
+# What `uv venv --seed` puts in the env (uv's docs: pip; setuptools and wheel below
+# Python 3.12; uv 0.13.9 measured: pip 26.3, setuptools, wheel and wheel's packaging
+# for 3.11, pip alone for 3.12), as requirements resolved with the plan (`--seed`).
+SEED = ("pip", 'setuptools; python_version < "3.12"', 'wheel; python_version < "3.12"')
 
 from torchfit._backports import tomllib
 
@@ -281,7 +285,9 @@ class UvBackend(Backend):
         # --seed (pip, and setuptools/wheel below Python 3.12, in the env) only when asked
         # for: it costs most of a warm install (0.7-0.9 s of ~1.5 s, measured) and an
         # env built by uv is kept up with `uv pip install --python PREFIX/bin/python`.
-        argv = [self.uv, "venv", *(["--seed"] if seed else []), "--python", python, *self._venv_args(), path]
+        # Only seeding reads the sources (uv resolves the seed packages from them).
+        sources = self._venv_args() if seed else ["--no-config", "--no-python-downloads"]
+        argv = [self.uv, "venv", *(["--seed"] if seed else []), "--python", python, *sources, path]
         self.ctx.run("venv", argv, s.uv_env(os.environ, family=False),
                      f"uv venv{' --seed' if seed else ''} ({python})")
 
@@ -302,8 +308,13 @@ class UvBackend(Backend):
         the cached answer got right, reinstalls every package whose file differs
         (`--reinstall-package`) and removes what it does not name; the env ends up
         exactly the resolved files, as if nothing had been installed early.
+
+        `seed`: uv's seed packages (`SEED`: what `uv venv --seed` puts in) are resolved
+        with the plan, from the user's sources, and installed with it, so they are in
+        the lock. `uv venv --seed` would resolve them on its own first, online (0.3-0.5 s,
+        measured), before anything could be linked into the env.
         """
-        venv = Background(self.create_venv, python, env_dir, seed)
+        venv = Background(self.create_venv, python, env_dir, False)
         early: list[tuple[list[LockedDist], Background[RunResult]]] = []
 
         def cached_answer(hint: list[LockedDist]) -> None:
@@ -311,7 +322,8 @@ class UvBackend(Backend):
             early.append((hint, Background(self._install_early, env_dir, hint, work)))
 
         try:
-            locked = self.resolve(python, specs, nccl_override, work, on_hint=cached_answer)
+            locked = self.resolve(python, [*specs, *SEED] if seed else specs, nccl_override, work,
+                                  on_hint=cached_answer)
             venv.result()
             reinstall: list[str] = []
             for hint, job in early:
@@ -372,7 +384,11 @@ class UvBackend(Backend):
         One online `uv pip compile` decides. When a source is remote and `on_hint` is
         given, uv's cache is asked first (`--offline`: what the answer was when uv last
         saw these pages, in ms) and `on_hint` gets that answer to act on while the
-        indexes are asked; nothing of it is taken into the result.
+        indexes are asked; nothing of it is taken into the result. The cached answer
+        is asked without the find-links directories: the online resolution reads each
+        directory once (a large one costs a listing, and uv hashes a file it picks
+        there); a package only a directory holds leaves no cached answer, so nothing
+        is installed early.
         """
         s = self.ctx.sources
         work_project = os.path.join(work, "project")
@@ -380,8 +396,8 @@ class UvBackend(Backend):
         # may hold the index's credentials: 0600, removed with the work directory
         pyproject = _write(work_project, "pyproject.toml", uv_project(specs, s.torch_index))
         out = os.path.join(work, "pylock.resolved.toml")
-        base = [self.uv, "pip", "compile", "--format", "pylock.toml", "--no-header", "--python", python,
-                *s.uv_args(family=False)]
+        args = s.uv_args(family=False)
+        base = [self.uv, "pip", "compile", "--format", "pylock.toml", "--no-header", "--python", python]
         base += target  # --python-version/--python-platform: resolving for a host, not an env
         if self.constraints:  # the project's -c files (`uv pip` reads no [tool.uv] constraints)
             base += ["--constraints", _write(work, "constraints.txt", "".join(f"{c}\n" for c in self.constraints))]
@@ -395,8 +411,8 @@ class UvBackend(Backend):
         with obs.running("resolve"):
             if on_hint is not None and _any_remote(s):
                 cached = os.path.join(work, "pylock.cached.toml")
-                res = self.ctx.run("resolve", [*base, "--offline", "-o", cached, pyproject], env,
-                                   detail + " (uv's cache)", check=False, show=False)
+                res = self.ctx.run("resolve", [*base, *_without_find_links(args), "--offline", "-o", cached,
+                                               pyproject], env, detail + " (uv's cache)", check=False, show=False)
                 hint = None
                 self.cache_answered = res.returncode == 0
                 if res.returncode == 0:
@@ -404,7 +420,7 @@ class UvBackend(Backend):
                         hint = parse_uv_pylock(cached)
                 if hint and all(a.sha256 for d in hint for a in d.artifacts):
                     on_hint(hint)
-            self.ctx.run("resolve", [*base, "-o", out, pyproject], env, detail, show=False)
+            self.ctx.run("resolve", [*base, *args, "-o", out, pyproject], env, detail, show=False)
             locked = parse_uv_pylock(out)
         obs.done("resolve", time.monotonic() - start)
         names = [canonicalize_name(Requirement(x).name) for x in specs]
@@ -490,6 +506,20 @@ def _any_remote(s: Sources) -> bool:
     remote = [s.torch_index, *([] if s.no_index else [s.index_url or PYPI_SIMPLE, *s.extra_index_urls]),
               *s.find_links]
     return not s.offline and not all(is_local(u) for u in remote)
+
+
+def _without_find_links(args: Sequence[str]) -> list[str]:
+    """uv options less every `--find-links DIR`."""
+    out: list[str] = []
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == "--find-links":
+            skip = True
+        else:
+            out.append(a)
+    return out
 
 
 def install_lock_text(dists: Sequence[LockedDist]) -> str:
