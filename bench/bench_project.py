@@ -8,7 +8,13 @@ HTTP, warm caches), side by side in alternating rounds, medians reported:
 - bare uv: `uv pip compile` of the same requirements with the torch pin given
   (`torch==X` from the torch index), what a user would run knowing the answer.
 
-    python bench/bench_project.py --rounds 7
+    python bench/bench_project.py --rounds 7            # local indexes (tiny wheels)
+    python bench/bench_project.py --rounds 7 --pypi     # real PyPI, a real project
+
+`--pypi`: the project `transformers==4.56.1 accelerate xformers==0.0.32.post2 sentencepiece`
+resolved against pypi.org (the machine reaches PyPI; warm caches), the torch family taken
+from PyPI too (download.pytorch.org is out of reach here), torch==2.8.0 given to bare uv
+(xformers 0.0.32.post2 pins it: what torchfit finds by itself).
 """
 
 from __future__ import annotations
@@ -24,7 +30,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tests.support.wheels import make_wheel, serve_dir, write_index  # noqa: E402
+from tests.support.wheels import make_wheel, serve_dir, write_index
+
+
+PYPI_PROJECT = "transformers==4.56.1\naccelerate\nxformers==0.0.32.post2\nsentencepiece\n"
 
 
 def build(root: Path) -> None:
@@ -43,29 +52,38 @@ def build(root: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--pypi", action="store_true", help="a real project against pypi.org")
     args = ap.parse_args()
     bindir = Path(sys.executable).parent
     uv = str(bindir / "uv")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         build(root)
+        if args.pypi:
+            (root / "requirements.txt").write_text(PYPI_PROJECT)
         with serve_dir(root) as url:
-            env = {**os.environ, "PIP_CONFIG_FILE": "/dev/null", "XDG_CACHE_HOME": str(root / "cache"),
+            pypi = "https://pypi.org/simple" if args.pypi else f"{url}/pypi/simple"
+            torch_index = "https://pypi.org/simple" if args.pypi else url + "/torch/{variant}/simple"
+            # The same configuration on both sides: none (no pip.conf, no PIP_* variables).
+            env = {**{k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))},
+                   "PIP_CONFIG_FILE": "/dev/null", "XDG_CACHE_HOME": str(root / "cache"),
                    "UV_CACHE_DIR": str(root / "uvcache")}
             req = str(root / "requirements.txt")
-            tf = [str(bindir / "torchfit"), "resolve", "--json", "-r", req, "--index-url", f"{url}/pypi/simple",
-                  "--torch-index-url", url + "/torch/{variant}/simple", "--allow-insecure-index",
+            tf = [str(bindir / "torchfit"), "resolve", "--json", "-r", req, "--index-url", pypi,
+                  "--torch-index-url", torch_index, "--allow-insecure-index",
                   "--assume", "gpu=none", "--assume", "python=3.11"]
             pyproject = root / "bare" / "pyproject.toml"
             pyproject.parent.mkdir()
+            deps = [line.strip() for line in (root / "requirements.txt").read_text().splitlines() if line.strip()]
             pyproject.write_text(
                 '[project]\nname = "bare"\nversion = "0"\ndependencies = ['
-                + ", ".join(f'"pkg{i}"' for i in range(20)) + ', "torch==2.8.0"]\n'
+                + ", ".join(f'"{d}"' for d in deps) + ', "torch==2.8.0"]\n'
                 '[tool.uv.sources]\ntorch = { index = "torch" }\n'
-                f'[[tool.uv.index]]\nname = "torch"\nurl = "{url}/torch/cpu/simple"\nexplicit = true\n')
+                f'[[tool.uv.index]]\nname = "torch"\nurl = "{torch_index.replace("{variant}", "cpu")}"\n'
+                'explicit = true\n')
             bare = [uv, "pip", "compile", str(pyproject), "--format", "pylock.toml", "-o", str(root / "bare" / "pylock.toml"),
                     "--no-config", "--python-version", "3.11", "--python-platform", "x86_64-manylinux_2_28",
-                    "--default-index", f"{url}/pypi/simple", "--no-header", "--quiet"]
+                    "--default-index", pypi, "--no-header", "--quiet"]
             times: dict[str, list[float]] = {"torchfit": [], "bare uv": []}
             for argv in (tf, bare):  # warm both caches once
                 subprocess.run(argv, env=env, check=True, capture_output=True)
@@ -76,7 +94,8 @@ def main() -> int:
                     times[name].append(time.perf_counter() - start)
     med = {k: statistics.median(v) for k, v in times.items()}
     load = os.getloadavg()[0]
-    print(f"rounds {args.rounds}, load average {load:.2f}")
+    print(f"{'pypi.org, ' + PYPI_PROJECT.replace(chr(10), ' ') if args.pypi else 'local indexes, 20 packages'}; "
+          f"rounds {args.rounds}, load average {load:.2f}")
     for k, v in times.items():
         print(f"{k:9s} median {med[k]:.3f} s  ({', '.join(f'{x:.3f}' for x in v)})")
     print(f"ratio torchfit / bare uv: {med['torchfit'] / med['bare uv']:.2f}x")

@@ -104,3 +104,36 @@ def test_versions_and_metadata_are_read_from_the_pages(recorded_index: str, tmp_
     assert meta is not None and meta.requires_python == "<3.13,>=3.9"
     assert any(r.startswith("torch==2.7.1") for r in meta.requires_dist)
     assert packages.versions("no-such-project") == []
+
+
+def test_a_page_the_server_calls_fresh_is_not_asked_again(tmp_path: Path) -> None:
+    """Cache-Control max-age (PyPI sends 600) is honoured by the project's reader, as pip and uv do."""
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            body = b'{"meta": {"api-version": "1.1"}, "name": "a", "files": []}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+            self.send_header("ETag", '"v1"')
+            self.send_header("Cache-Control", "max-age=600, public")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/simple"
+    try:
+        fresh = IndexClient(cache_dir=tmp_path, honor_max_age=True)
+        assert fresh.project_page(url, "a") is not None and fresh.project_page(url, "a") is not None
+        assert len(hits) == 1
+        plain = IndexClient(cache_dir=tmp_path)  # matrix check: always revalidates
+        assert plain.project_page(url, "a") is not None and len(hits) == 2
+    finally:
+        server.shutdown()
+        server.server_close()

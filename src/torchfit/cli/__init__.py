@@ -7,6 +7,7 @@ input or usage (one line, `-v` adds the traceback); 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import json
 import os
@@ -292,16 +293,26 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     matrix = load_matrix(args.matrix)
     check_source_options(args)
     request = make_request(args, matrix)
-    hosts = load_hosts(args)
     if args.each_group:
         from torchfit.cli.commands._fleet import resolve_each_group
 
-        return resolve_each_group(args, hosts, request, matrix)
+        return resolve_each_group(args, load_hosts(args), request, matrix)
     if request.project.others:
-        from torchfit.installer.project import resolve_project
+        from torchfit.installer.background import Background
+        from torchfit.installer.project import package_reader, resolve_project
 
-        plan = resolve_project(hosts, request, matrix, args)
+        # The host probe waits on subprocesses, the project's reads on the indexes: both at once.
+        probing = Background(load_hosts, args)
+        try:
+            reader = package_reader(args, request)
+        except BaseException:
+            with contextlib.suppress(BaseException):  # the first failure is the one to show
+                probing.result()
+            raise
+        hosts = probing.result()
+        plan = resolve_project(hosts, request, matrix, args, reader=reader)
     else:
+        hosts = load_hosts(args)
         plan = resolve(hosts, request, matrix)  # NoCompatibleSet: the boundary prints it (exit 1)
     if args.json:
         print(json.dumps(plan_to_json(plan), indent=2))

@@ -25,6 +25,7 @@ from resolvelib import BaseReporter, ResolutionImpossible, Resolver
 from resolvelib.resolvers import ResolutionTooDeep
 
 from torchfit.compat.binding import binding_reasons
+from torchfit.compat.companions import Companions
 from torchfit.compat.explain import explain_conflict, explain_project_conflict
 from torchfit.compat.facts import HostFacts, distinct_gpus
 from torchfit.compat.judgements import refuse_unknown_gpus
@@ -47,17 +48,17 @@ from torchfit.errors import BadInput, NoCompatibleSet
 
 
 def resolve(hosts: Sequence[HostFacts], request: Request, matrix: Matrix,
-            packages: PackageIndex | None = None) -> Plan:
+            packages: PackageIndex | None = None, companions: Companions | None = None) -> Plan:
     """Pick one stack that fits every host and the request; `NoCompatibleSet` if none does.
 
-    `packages` reads the project's packages (versions, METADATA) when the request has any.
+    `packages` reads the project's packages (versions, METADATA) when the request has
+    any; `companions` is data/companions.toml (read here when not given).
     """
     if not hosts:
         raise BadInput("no host facts to resolve for")
     if request.variant != "cpu":
         refuse_unknown_gpus(hosts)
-    companions = None
-    if request.project.others:
+    if request.project.others and companions is None:
         from torchfit.compat.companions import load_companions
 
         companions = load_companions()

@@ -139,6 +139,7 @@ class IndexClient:
         sleep: Callable[[float], None] = time.sleep,
         progress: Progress | None = None,
         deadline: float | None = None,
+        honor_max_age: bool = False,
     ) -> None:
         import requests
 
@@ -156,6 +157,9 @@ class IndexClient:
         self.sleep = sleep
         self.progress = progress or Progress()
         self.requests_made = 0
+        # Serve a cached body the server called fresh (Cache-Control max-age) without asking:
+        # for the project's reads at every resolve. `matrix check` always revalidates.
+        self.honor_max_age = honor_max_age
 
     # -- plumbing ---------------------------------------------------------------
 
@@ -295,6 +299,9 @@ class IndexClient:
         cached = self.cache.load(key) if self.cache else None
         if cached and expect_sha256 and cached[0].get("sha256") == expect_sha256.lower():
             return Fetched(self._final_url(url, cached[0]), 200, cached[0].get("content_type", ""), cached[1], True)
+        if cached and self.honor_max_age and float(cached[0].get("fresh_until") or 0) > time.time():
+            # Still fresh by the server's own Cache-Control (PyPI: max-age=600), as pip and uv read it.
+            return Fetched(self._final_url(url, cached[0]), 200, cached[0].get("content_type", ""), cached[1], True)
         headers = {"Accept": accept}
         if cached:
             if cached[0].get("etag"):
@@ -304,6 +311,9 @@ class IndexClient:
         resp = self._send(url, headers)
         final = resp.url or url
         if resp.status_code == 304 and cached:
+            fresh = _fresh_until(resp.headers.get("Cache-Control"))
+            if self.cache and fresh:
+                self.cache.store(key, {**cached[0], "fresh_until": fresh}, cached[1])
             return Fetched(self._final_url(url, cached[0]), 200, cached[0].get("content_type", ""), cached[1], True)
         if resp.status_code in (404, 410):
             return Fetched(final, resp.status_code, "", b"")
@@ -326,6 +336,7 @@ class IndexClient:
                 "etag": etag,
                 "last_modified": modified,
                 "content_type": ctype,
+                "fresh_until": _fresh_until(resp.headers.get("Cache-Control")),
             }, body)
         return Fetched(final, 200, ctype, body)
 
@@ -365,6 +376,23 @@ class IndexClient:
                 raise IndexUnavailable(file.metadata_url, f"HTTP {got.status} for advertised metadata")
             return None
         return got.body.decode("utf-8", errors="replace")
+
+
+def _fresh_until(cache_control: str | None) -> float | None:
+    """The time until which a response may be used without asking again (RFC 9111 max-age)."""
+    if not cache_control:
+        return None
+    directives = [d.strip().lower() for d in cache_control.split(",")]
+    if any(d in ("no-cache", "no-store") for d in directives):
+        return None
+    for d in directives:
+        if d.startswith("max-age="):
+            try:
+                age = float(d.split("=", 1)[1])
+            except ValueError:
+                return None
+            return time.time() + min(age, 3600.0) if age > 0 else None
+    return None
 
 
 def _user_agent() -> str:

@@ -18,14 +18,17 @@ dynamic (PEP 643), else it is reported as `sdist_only` with no requirements.
 
 from __future__ import annotations
 
+import contextlib
 import email.parser
 import os
 import tarfile
 import threading
 import zipfile
 from collections.abc import Sequence
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from packaging.specifiers import SpecifierSet
 from packaging.utils import (
     InvalidSdistFilename,
     InvalidWheelFilename,
@@ -57,6 +60,23 @@ class SourcePackages:
         self._files: dict[str, list[tuple[Version, IndexFile]]] = {}
         self._meta: dict[tuple[str, Version], PackageMeta | None] = {}
         self._lock = threading.Lock()
+
+    def prefetch(self, wanted: Sequence[tuple[str, SpecifierSet]]) -> None:
+        """Read each package's pages and its newest wanted release's METADATA, all at once.
+
+        One thread per package: the resolver's first question about each then finds its
+        answer here instead of waiting on the indexes one package after another.
+        """
+        def one(name: str, spec: SpecifierSet) -> None:
+            newest = next((v for v in self.versions(name) if spec.contains(v)), None)
+            if newest is not None:
+                self.metadata(name, newest)
+
+        threads = [threading.Thread(target=_quietly, args=(one, name, spec), daemon=True) for name, spec in wanted]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
 
     # -- releases -----------------------------------------------------------------------
     def versions(self, name: str) -> Sequence[Version]:
@@ -189,6 +209,12 @@ class SourcePackages:
         mv = Version(head.get("Metadata-Version", "1.0")) if head.get("Metadata-Version") else Version("1.0")
         dynamic = {d.lower() for d in head.get_all("Dynamic") or []}
         return text if mv >= Version("2.2") and "requires-dist" not in dynamic else None
+
+
+def _quietly(fn: Any, *args: Any) -> None:
+    """A prefetch: what fails here fails again, with its message, when the resolver asks."""
+    with contextlib.suppress(Exception):
+        fn(*args)
 
 
 def _parse_metadata(name: str, version: Version, text: str, source: str, files: tuple[str, ...],

@@ -48,23 +48,34 @@ def project_sources(args: argparse.Namespace, request: Request, variant: str) ->
     )
 
 
-def package_reader(sources: Sources, arch: str, progress: Progress | None = None) -> Any:
-    """The project's packages as the resolver reads them: the dependency sources, never the torch index."""
+def package_reader(args: argparse.Namespace, request: Request, arch: str | None = None,
+                   progress: Progress | None = None) -> Any:
+    """The project's packages as the resolver reads them (the dependency sources, never the
+    torch index), each direct requirement's pages and newest METADATA already read, in parallel."""
     from torchfit.index.client import IndexClient
     from torchfit.index.project import SourcePackages
 
+    sources = project_sources(args, request, "cpu")
     indexes = [] if sources.no_index else [sources.index_url or PYPI_SIMPLE, *sources.extra_index_urls]
-    return SourcePackages(IndexClient(progress=progress), indexes, list(sources.find_links), arch)
+    reader = SourcePackages(IndexClient(progress=progress, honor_max_age=True), indexes, list(sources.find_links),
+                            arch or os.uname().machine)
+    reader.prefetch([(r.name, r.requirement.specifier) for r in request.project.others if r.requirement.url is None])
+    return reader
 
 
 def resolve_project(hosts: Sequence[HostFacts], request: Request, matrix: Matrix, args: argparse.Namespace,
-                    *, whole_set: bool = True, progress: Progress | None = None) -> Plan:
-    """The plan for a project: the joint choice, then (with `whole_set`) uv's versions of everything."""
+                    *, whole_set: bool = True, progress: Progress | None = None, reader: Any = None) -> Plan:
+    """The plan for a project: the joint choice, then (with `whole_set`) uv's versions of everything.
+
+    `reader`: a `package_reader` made already (while the host was probed).
+    """
+    from torchfit.cache import load_companions
     from torchfit.compat.resolver import resolve
 
     arch = hosts[0].arch or os.uname().machine
-    sources = project_sources(args, request, "cpu")
-    plan = resolve(hosts, request, matrix, package_reader(sources, arch, progress))
+    if reader is None:
+        reader = package_reader(args, request, arch, progress)
+    plan = resolve(hosts, request, matrix, reader, load_companions())
     if not whole_set:
         return plan
     sources = project_sources(args, request, plan.variant)
