@@ -40,6 +40,9 @@ def render_pylock(stack: Stack, *, today: _dt.date | None = None) -> str:
         "created-by": "torchfit",
         "packages": packages,
         "tool": {"torchfit": {"torch": stack.torch or None, "variant": stack.variant or None,
-                              "python": stack.python or None, "index-url": index or None}},
+                              "python": stack.python or None, "index-url": index or None,
+                              # the project the stack was resolved (or the env grown) for
+                              "project": list(stack.project) or None,
+                              "constraints": list(stack.constraints) or None}},
     }
     return comment(head) + dumps_toml(doc)

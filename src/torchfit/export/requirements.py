@@ -2,9 +2,11 @@
 
 pip cannot tie an index to a package, so from a plan the file names the variant
 index as the *only* index and pins torch with its local label (`+cu128`), which no
-PyPI file can carry. From a lock, every file is hash-pinned instead, and the lock's
-other indexes may be named: with `--require-hashes` an index can only serve the
-exact file locked.
+PyPI file can carry. A plan with a project (issue 18) needs a second index for it:
+the variant index stays first, torch keeps its label pin, and every other package
+of the resolved set is pinned to its exact version. From a lock, every file is
+hash-pinned instead, and the lock's other indexes may be named: with
+`--require-hashes` an index can only serve the exact file locked.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ def render_requirements(stack: Stack, *, pypi_url: str = PYPI_SIMPLE, today: _dt
     head = header(stack, "requirements", today)
     index = public_url(stack.index_url)
     py = f"python{stack.python}" if stack.python else "python3"
+    if not stack.locked and (stack.project or stack.resolved):
+        return _render_project(stack, head, index, py, public_url(pypi_url))
     if not stack.locked:
         head += [
             f"Install: {py} -m pip install -r requirements.txt",
@@ -61,4 +65,33 @@ def render_requirements(stack: Stack, *, pypi_url: str = PYPI_SIMPLE, today: _dt
         if hashed and hashes:
             line += " \\\n" + " \\\n".join(f"    --hash={h}" for h in hashes)
         body.append(line)
+    return comment(head) + "\n".join(body) + "\n"
+
+
+def _render_project(stack: Stack, head: list[str], index: str, py: str, pypi: str) -> str:
+    """A plan with a project (issue 18): the family from its index, the project from `pypi`.
+
+    One file needs both indexes. torch keeps the label pin no PyPI file can carry; every
+    other package of the resolved set is pinned to the version resolved with this stack
+    (a higher version elsewhere cannot win), the project's requirements as asked.
+    """
+    head += [
+        f"Install: {py} -m pip install -r requirements.txt",
+        "",
+        f"Two indexes: the {stack.variant} index for the torch family and {pypi} for the project.",
+        "pip takes each name from whichever index offers the best version, so torch is pinned with",
+        "its local label (no PyPI file can carry it) and every other package of the set resolved with",
+        "this stack is pinned to its exact version. For a hash-checked file, export the env's lock:",
+        "  torchfit export --format requirements --lock PREFIX/pylock.toml",
+    ]
+    body = [f"--index-url {index}"] + ([f"--extra-index-url {pypi}"] if pypi != index else [])
+    body += [pin(n, v, stack.variant, local=(n == "torch")) for n, v in stack.family]
+    if stack.project:
+        body += ["# the project, as asked", *stack.project]
+    if stack.resolved:
+        body += ["# the rest of the set, as resolved with this stack", *(f"{n}=={v}" for n, v in stack.resolved)]
+    elif stack.constraints:
+        # A requirements file can name a constraints file (-c FILE), not hold constraints.
+        body += ["# the project's constraints: keep them in a file and add `-c FILE` here",
+                 *(f"#   {c}" for c in stack.constraints)]
     return comment(head) + "\n".join(body) + "\n"

@@ -38,6 +38,12 @@ class Stack:
     locked: tuple[LockedDist, ...] = ()
     origin: str = "plan"  # "plan" | "lock FILE"
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # The project around the family (issue 18): its PEP 508 requirements as asked, the
+    # constraints of its -c files, and (from a plan whose whole set was resolved) the
+    # version of every other package of that set, (name, version), sorted.
+    project: tuple[str, ...] = ()
+    constraints: tuple[str, ...] = ()
+    resolved: tuple[tuple[str, str], ...] = ()
 
     @property
     def index_name(self) -> str:
@@ -54,7 +60,8 @@ def stack_from_plan(plan: Plan, *, arches: Sequence[str] = (), glibc: str | None
     return Stack(
         torch=plan.torch, variant=plan.variant, python=plan.python, index_url=plan.index_url,
         family=tuple(family), arches=tuple(dict.fromkeys(arches)) or ("x86_64",), glibc=glibc,
-        hosts=plan.hosts,
+        hosts=plan.hosts, project=tuple(plan.project), constraints=tuple(plan.constraints),
+        resolved=tuple(sorted((n, v) for n, v in plan.resolved.items() if n not in PACKAGES)),
     )
 
 
@@ -90,7 +97,13 @@ def stack_from_lock(lock: Lock, path: str) -> Stack:
     return Stack(
         torch=str(tv.public), variant=variant, python=python or "", index_url=index, family=family,
         arches=arches, locked=packages, origin=f"lock {path}",
+        # What the env was asked for beyond the family (install's project, `torchfit add`'s).
+        project=_strings(plan.get("project")), constraints=_strings(plan.get("constraints")),
     )
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    return tuple(str(x) for x in value) if isinstance(value, (list, tuple)) else ()
 
 
 def load_lock(path: str) -> Stack:

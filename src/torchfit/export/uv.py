@@ -1,8 +1,10 @@
 """`--format uv`: a pyproject.toml for uv.
 
 An explicit `[[tool.uv.index]]` serves only the packages `[tool.uv.sources]` routes
-to it (the torch family); everything else comes from the default index. From a lock,
-the other packages' versions become `constraint-dependencies`.
+to it (the torch family); everything else comes from the default index. The
+project's requirements (issue 18) follow the family in `dependencies`; the other
+packages' versions (a lock's, or a plan's resolved set) and the project's `-c`
+constraints become `constraint-dependencies`.
 """
 
 from __future__ import annotations
@@ -25,16 +27,26 @@ def render_uv(
             "come from it; everything else comes from the default index."]
     family_names = [n for n, _ in stack.family]
     deps = [pin(n, v, stack.variant, local=(n == "torch")) for n, v in stack.family]
+    deps += [r for r in stack.project if r not in deps]  # the project, as asked
+    if stack.project:
+        head += ["The project's own requirements follow the torch family in `dependencies`; the versions",
+                 "they resolved to with this stack are `constraint-dependencies`, so uv rebuilds the same set."]
     out = [comment(head), "[project]\n", 'name = "torchfit-stack"\n', 'version = "0"\n']
     if stack.python:
         out.append(f"requires-python = {toml_value(f'=={stack.python}.*')}\n")
     out.append(f"dependencies = {toml_array(deps)}\n\n")
     out.append("[tool.uv]\n")
     out.append(f"environments = {toml_array(environments(stack))}\n")
-    others = sorted((d for d in stack.locked if d.name not in family_names and d.version), key=lambda d: d.name)
-    if others:
-        out.append("# The lock's other versions, as constraints (uv re-locks with hashes itself).\n")
-        out.append(f"constraint-dependencies = {toml_array([f'{d.name}=={d.version}' for d in others])}\n")
+    pins = _pins(stack)
+    constraints = constraint_lines(stack)
+    if constraints:
+        if pins:
+            where = "The lock's" if stack.locked else "The resolved set's"
+            also = " and the project's -c constraints" if stack.constraints else ""
+            out.append(f"# {where} other versions{also}, as constraints (uv re-locks with hashes itself).\n")
+        else:
+            out.append("# The project's -c constraints.\n")
+        out.append(f"constraint-dependencies = {toml_array(constraints)}\n")
     out.append("\n[[tool.uv.index]]\n")
     out.append(f"name = {toml_value(stack.index_name)}\nurl = {toml_value(public(stack.index_url))}\nexplicit = true\n")
     if public_url(pypi_url) != PYPI_SIMPLE:
@@ -44,3 +56,19 @@ def render_uv(
     for n in family_names:
         out.append(f"{n} = {{ index = {toml_value(stack.index_name)} }}\n")
     return "".join(out)
+
+
+def _pins(stack: Stack) -> list[str]:
+    """`name==version` of every package outside the family: a lock's, else a plan's resolved set."""
+    family = {n for n, _ in stack.family}
+    others = sorted((d for d in stack.locked if d.name not in family and d.version), key=lambda d: d.name)
+    return [f"{d.name}=={d.version}" for d in others] or [f"{n}=={v}" for n, v in stack.resolved]
+
+
+def constraint_lines(stack: Stack) -> list[str]:
+    """The `constraint-dependencies` of the uv export: the project's -c constraints, then the pins.
+
+    `uv lock`/`uv sync` read them from the file; `uv pip compile` does not (a project
+    setting), so `uvlock.lock_with_uv` hands the same lines over with `-c`.
+    """
+    return list(dict.fromkeys([*stack.constraints, *_pins(stack)]))

@@ -16,7 +16,7 @@ from typing import Any
 from torchfit.compat.matrix import PYPI_SIMPLE
 from torchfit.errors import BadInput, ExportFailed
 from torchfit.export.stack import Stack
-from torchfit.export.uv import render_uv
+from torchfit.export.uv import constraint_lines, render_uv
 from torchfit.lock.pylock import load_pylock
 from torchfit.redact import redact
 
@@ -60,6 +60,12 @@ def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str = PYPI_SIMPLE, on_w
             "--python-platform", uv_platform(stack.arches[0], stack.glibc),
             "--default-index", pypi_url,
         ]
+        constraints = constraint_lines(stack)
+        if constraints:  # [tool.uv] constraint-dependencies is a project setting `uv pip` ignores
+            path = os.path.join(tmp, "constraints.txt")
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write("".join(c + "\n" for c in constraints))
+            argv += ["-c", path]
         # Bounded and visible: uv's per-request timeout, a stall limit (no bytes moved), and
         # `on_wait` for a progress line naming what is awaited.
         from torchfit.runner import stall_timeout

@@ -16,7 +16,7 @@ from torchfit.errors import BadInput
 
 
 def add_parser(subparsers: Any, epilog: str) -> None:
-    from torchfit.cli import add_resolve_options
+    from torchfit.cli import add_resolve_options, add_source_options
 
     p = subparsers.add_parser(
         "export", help="write the resolved stack as requirements.txt, uv project config or pylock.toml",
@@ -29,21 +29,20 @@ def add_parser(subparsers: Any, epilog: str) -> None:
     p.add_argument("--lock", metavar="FILE",
                    help="export this PEP 751 lock (pylock.toml) instead of resolving: exact files and hashes")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
-    p.add_argument("--torch-index-url", metavar="URL",
-                   help="serve the torch family from this index instead of the plan's "
-                        "('{variant}' is substituted), e.g. a mirror; default $TORCHFIT_TORCH_INDEX_URL")
-    p.add_argument("--allow-insecure-index", action="store_true",
-                   help="accept plain http:// indexes (packages and credentials travel unencrypted)")
+    # install's: where the family comes from in the file, and (a project) where the
+    # resolution reads the project's packages
+    add_source_options(p)
     p.add_argument("--pypi-url", metavar="URL", default=None,
                    help="the index for everything but the torch family: uv's default index, pylock's "
-                        "dependencies, a --lock's packages that name none (default https://pypi.org/simple)")
+                        "dependencies, a --lock's packages that name none, the project's index in a "
+                        "requirements file (default --index-url, else https://pypi.org/simple)")
 
 
 def run(args: argparse.Namespace) -> int:
     import torchfit.export as export
     from torchfit.compat.matrix import PYPI_SIMPLE
 
-    pypi_url = (args.pypi_url or PYPI_SIMPLE).rstrip("/")
+    pypi_url = (args.pypi_url or args.index_url or PYPI_SIMPLE).rstrip("/")
     for opt, url in (("--torch-index-url", args.torch_index_url), ("--pypi-url", args.pypi_url)):
         if url and not url.split("://", 1)[0] in ("http", "https", "file"):
             raise BadInput(f"{opt} {url}: not an http(s):// or file:// URL")
@@ -59,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
         if url:
             refuse_insecure(url, opt, args.allow_insecure_index)
     if args.lock:
-        resolving = [o for o, v in (("REQ", args.requirements), ("--python", args.python), ("--cuda", args.cuda),
+        resolving = [o for o, v in (("REQ", args.requirements), ("-r", args.requirement), ("--project", args.project),
+                                    ("--python", args.python), ("--cuda", args.cuda),
                                     ("--variant", args.variant), ("--facts", args.facts),
                                     ("--assume", args.assume), ("--strict-driver", args.strict_driver)) if v]
         if resolving:
@@ -97,14 +97,20 @@ def run(args: argparse.Namespace) -> int:
 
 def _resolve_stack(args: argparse.Namespace) -> Any:
     from torchfit.cache import load_matrix
-    from torchfit.cli import load_hosts, make_request
+    from torchfit.cli import check_source_options, load_hosts, make_request
     from torchfit.compat.resolver import resolve
     from torchfit.export import stack_from_plan
 
     matrix = load_matrix(args.matrix)
+    check_source_options(args)
     request = make_request(args, matrix)
     hosts = load_hosts(args)
-    plan = resolve(hosts, request, matrix)  # NoCompatibleSet: exit 1 with the conflicts
+    if request.project.others:  # the project's pins take part; uv resolves the whole set (issue 18)
+        from torchfit.installer.project import resolve_project
+
+        plan = resolve_project(hosts, request, matrix, args)
+    else:
+        plan = resolve(hosts, request, matrix)  # NoCompatibleSet: exit 1 with the conflicts
     build = plan.build  # the resolver's plan keeps its matrix row
     assert build is not None
     arches = [h.arch for h in hosts if h.arch in build.platforms] or [build.platforms[0]]
