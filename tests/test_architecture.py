@@ -6,11 +6,18 @@ import direction, a pure `compat/`, standalone workers) and ruff's banned-api TI
 first two tests run both over the real tree. The others copy the tree to a temporary
 directory, plant one forbidden import, and show that the same command, with the same
 configuration, now fails and names the rule: a checker that cannot fail proves nothing.
+
+One owner per name (architecture-review-2 §9.1): every name is imported from the module
+that defines it. A module that imports a name only to hand it on needs `# noqa: F401`, a
+redundant alias (`import x as x`) or an `__all__` entry naming the import; `re_exports`
+finds all three in src/, and a planted shim shows that it does.
 """
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -128,3 +135,45 @@ def test_ruff_allows_the_banned_api_where_it_belongs(tree: Path) -> None:
     _plant(tree, "torchfit.index.planted", "import requests")
     out = _ruff(tree, "--select", "TID251", "src")
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+# --- one owner per name ----------------------------------------------------------------------
+
+_REDUNDANT_ALIAS = re.compile(r"\bimport\b.*\b(\w+) as \1\b")
+
+
+def re_exports(src: Path) -> list[str]:
+    """`path:line: why` for every re-export in `src`: a `noqa: F401`, a redundant alias,
+    or an `__all__` entry the module imports instead of defining."""
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        text = path.read_text()
+        rel = path.relative_to(src)
+        for n, line in enumerate(text.splitlines(), 1):
+            if re.search(r"noqa:[^#]*\bF401\b", line):
+                found.append(f"{rel}:{n}: noqa: F401")
+            if _REDUNDANT_ALIAS.search(line):
+                found.append(f"{rel}:{n}: redundant alias")
+        tree = ast.parse(text)
+        imported = {a.asname or a.name.split(".")[0]: node.lineno for node in tree.body
+                    if isinstance(node, (ast.Import, ast.ImportFrom)) for a in node.names}
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+                for elt in getattr(node.value, "elts", []):
+                    if isinstance(elt, ast.Constant) and elt.value in imported:
+                        found.append(f"{rel}:{node.lineno}: __all__ re-exports {elt.value}")
+    return found
+
+
+def test_every_name_has_one_home() -> None:
+    assert re_exports(ROOT / "src") == []
+
+
+@pytest.mark.parametrize(("source", "found"), [
+    ("from torchfit.runner import Runner  # noqa: F401  (re-exported)", "3: noqa: F401"),
+    ("from torchfit.runner import Runner as Runner", "3: redundant alias"),
+    ('from torchfit.runner import Runner\n\n__all__ = ["Runner"]', "5: __all__ re-exports Runner"),
+])
+def test_re_exports_catches_a_planted_shim(tree: Path, source: str, found: str) -> None:
+    _plant(tree, "torchfit.installer.planted", source)
+    assert re_exports(tree / "src") == [f"torchfit/installer/planted.py:{found}"]

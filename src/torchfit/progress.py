@@ -65,9 +65,6 @@ class Progress:
         return None
 
 
-# The name install's code was written against.
-Observer = Progress
-
 
 class StderrProgress(Progress):
     """`torchfit: [step] detail` lines on stderr; an elapsed-time ticker on a terminal.

@@ -95,7 +95,8 @@ def test_d02_one_judgement_for_resolve_and_doctor(tmp_path: Path) -> None:
     """doctor fails the same host resolve refuses, through the same function."""
     from torchfit.compat.facts import HostFacts
     from torchfit.compat.judgements import judge_gpu_host
-    from torchfit.host import NvidiaProbe, nvidia_failure
+    from torchfit.host import nvidia_failure
+    from torchfit.host.nvidia import NvidiaProbe
 
     probe = NvidiaProbe((), None, "nvidia-smi failed: Failed to initialize NVML: Driver/library version mismatch")
     judged = judge_gpu_host(HostFacts(nvidia_failure=nvidia_failure(probe)))

@@ -14,7 +14,8 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from tests.conftest import DATA, make_facts
-from torchfit.compat.request import Request, parse_requirements, parse_spec, plan_to_json
+from torchfit.compat.plan import plan_to_json
+from torchfit.compat.request import Request, parse_requirements, parse_spec
 from torchfit.compat.resolver import resolve
 from torchfit.compat.versions import Arch, coverage
 from torchfit.errors import NoCompatibleSet

@@ -10,6 +10,7 @@ from torchfit.compat import tags, versions
 from torchfit.compat.versions import Arch
 from torchfit.doctor import parse
 from torchfit.doctor.logs import parse_log
+from torchfit.workers.torchfit_runtime import lib_kind
 
 TEXT = st.text(max_size=400) | st.sampled_from([
     fixture("h200-ldconfig-p.txt"), fixture("lspci-nn-dgx-h200.txt"), fixture("dkms-status-fc28.txt"),
@@ -25,7 +26,7 @@ def _garbled(text: str) -> st.SearchStrategy[str]:
 
 STR_PARSERS = [
     parse.parse_lspci, parse.parse_proc_modules, parse.parse_dkms_status, parse.parse_dmesg, parse.parse_smi_banner,
-    parse.parse_nvml_mismatch, parse.parse_libnvidia_ml_version, parse.parse_ldconfig, parse.lib_kind,
+    parse.parse_nvml_mismatch, parse.parse_libnvidia_ml_version, parse.parse_ldconfig, lib_kind,
     parse.version_from_filename, parse.parse_found_version, parse.parse_wheel_tags, tags.glibc_of_tag,
     tags.parse_arch_flags, parse.parse_cuda_visible_devices, parse.parse_nccl_ifname, parse.parse_mount_size,
     parse.parse_env_file, parse.parse_osrelease, parse.dotted, parse.first_line, parse.head,

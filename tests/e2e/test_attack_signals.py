@@ -57,7 +57,8 @@ def _start(tf: Tf, command: str, tmp_path: Path, torch_index: str, torch_env: Pa
 
 def _assert_sweepable(run: Run, tmp_path: Path, why: str) -> None:
     """After SIGKILL: every directory left is marked as the dead run's, and sweeping removes it."""
-    from torchfit.installer.prefix import owner_alive, read_marker, scan_temps
+    from torchfit.installer.prefix import scan_temps
+    from torchfit.owned import owner_alive, read_marker
     from torchfit.runner import sweep_temp_dirs
 
     for name in run.temp_dirs():

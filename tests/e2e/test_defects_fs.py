@@ -113,7 +113,8 @@ def test_d03_relocate_rewrites_shell_quoted_forms(tmp_path: Path) -> None:
 
 
 def test_d03_relocate_refuses_to_leave_the_temporary_path(tmp_path: Path) -> None:
-    from torchfit.installer.prefix import RelocationFailed, relocate
+    from torchfit.errors import RelocationFailed
+    from torchfit.installer.prefix import relocate
 
     built = tmp_path / ".env.torchfit-1-abc" / "env"
     (built / "bin").mkdir(parents=True)
@@ -276,7 +277,8 @@ def test_d12_a_lookalike_directory_beside_prefix_is_never_deleted(
 
 
 def test_d12_only_a_marked_directory_of_a_dead_run_is_stale(tmp_path: Path) -> None:
-    from torchfit.installer.prefix import make_marked_dir, scan_temps
+    from torchfit.installer.prefix import scan_temps
+    from torchfit.owned import make_marked_dir
 
     prefix = str(tmp_path / "env")
     dead = subprocess.Popen(["true"])

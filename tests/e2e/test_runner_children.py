@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from torchfit.runner import Runner, ToolStalled, kill_all, live_children, spawn
+from torchfit.errors import ToolStalled
+from torchfit.runner import Runner, kill_all, live_children, spawn
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -26,39 +26,45 @@ from hypothesis import strategies as st
 import torchfit.host.pythons as pythons_mod
 from torchfit.compat.gpunames import find_capability, load_gpu_names, parse_gpu_names
 from torchfit.compat.versions import Arch
-from torchfit.errors import MatrixError, ProbeFailed
-from torchfit.host import (
-    GPU_FIELDS,
-    parse_confstr_glibc,
+from torchfit.errors import MatrixError, ProbeFailed, ToolMissing, ToolTimeout
+from torchfit.host import probe_host
+from torchfit.host.amd import (
     parse_gfx_target_version,
-    parse_invalid_field,
     parse_kfd_properties,
-    parse_ldd_version,
+    parse_rocm_agents,
+    parse_rocminfo,
+    probe_amd_gpus,
+)
+from torchfit.host.nvidia import (
+    GPU_FIELDS,
+    parse_invalid_field,
     parse_module_version,
     parse_nvrm_version,
-    parse_os_release,
-    parse_pci_vendor,
+    parse_query_gpu,
+    parse_topology,
+    probe_driver_version,
+    probe_nvidia_gpus,
+)
+from torchfit.host.pci import parse_pci_vendor
+from torchfit.host.pythons import (
     parse_pyenv_install_list,
     parse_pyenv_version,
     parse_pyenv_versions,
     parse_python_version,
-    parse_query_gpu,
-    parse_rocm_agents,
-    parse_rocminfo,
-    parse_topology,
-    parse_wsl,
-    probe_amd_gpus,
-    probe_driver_version,
-    probe_glibc,
-    probe_host,
-    probe_nvidia_gpus,
-    probe_os,
     probe_pyenv,
     probe_pythons,
+)
+from torchfit.host.system import (
+    parse_confstr_glibc,
+    parse_ldd_version,
+    parse_os_release,
+    parse_wsl,
+    probe_glibc,
+    probe_os,
     probe_wsl,
 )
 from torchfit.redact import redact
-from torchfit.runner import Runner, RunResult, ToolMissing, ToolTimeout
+from torchfit.runner import Runner, RunResult
 
 FIXTURES = Path(__file__).resolve().parent.parent / "data"
 H200 = FIXTURES / "h200-x2"

@@ -10,18 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.indexes import PT, PYPI, body
-from torchfit.index.client import (
-    ACCEPT_SIMPLE,
-    IndexClient,
-    IndexMalformed,
-    IndexUnavailable,
+from torchfit.errors import IndexMalformed, IndexUnavailable
+from torchfit.index.client import ACCEPT_SIMPLE, IndexClient
+from torchfit.index.pages import (
     parse_project_html,
     parse_project_json,
     parse_project_page,
     project_url,
 )
 from torchfit.index.wheelmeta import wheel_metadata
-from torchfit.matrixcheck.check import parse_pins, parse_wheel
+from torchfit.matrixcheck.wheels import parse_pins, parse_wheel
 
 
 def client(**kw) -> IndexClient:  # type: ignore[no-untyped-def]
@@ -78,7 +76,7 @@ def test_pep691_metadata_keys(key: str) -> None:
 
 
 def test_wheel_tags_and_glibc_floors() -> None:
-    from torchfit.index.client import IndexFile
+    from torchfit.index.pages import IndexFile
 
     def w(name: str):  # type: ignore[no-untyped-def]
         return parse_wheel(IndexFile(name, f"https://h/whl/cpu/{name}"))
@@ -171,7 +169,7 @@ def test_cache_never_stores_credentials(rsps, tmp_path) -> None:
 
 
 def test_metadata_hash_is_checked_and_pins_the_cache(rsps, tmp_path) -> None:
-    from torchfit.index.client import IndexFile
+    from torchfit.index.pages import IndexFile
 
     meta = body("download.pytorch.org/torch-2.8.0+cu128-cp311-cp311-manylinux_2_28_x86_64.whl.metadata")
     import hashlib
@@ -190,7 +188,7 @@ def test_metadata_hash_is_checked_and_pins_the_cache(rsps, tmp_path) -> None:
 
 
 def test_unadvertised_metadata_is_probed_once(rsps) -> None:
-    from torchfit.index.client import IndexFile
+    from torchfit.index.pages import IndexFile
 
     rsps.add("GET", "https://h/t.whl.metadata", status=404)
     c = client(use_cache=False)
@@ -282,7 +280,7 @@ def _serve_ranges(rsps, url: str, blob: bytes, honour: bool = True) -> None:  # 
 
 @pytest.mark.parametrize("noise", [0, 300_000])
 def test_metadata_by_range_requests(rsps, tmp_path, noise: int) -> None:
-    from torchfit.index.client import IndexFile
+    from torchfit.index.pages import IndexFile
 
     meta = body("pypi.org/torch-2.8.0-cp311-cp311-manylinux_2_28_x86_64.whl.metadata")
     url = "https://files.example/torch-2.8.0-cp311-cp311-manylinux_2_28_x86_64.whl"
@@ -298,7 +296,7 @@ def test_metadata_by_range_requests(rsps, tmp_path, noise: int) -> None:
 
 
 def test_metadata_by_range_needs_range_support(rsps) -> None:
-    from torchfit.index.client import IndexFile
+    from torchfit.index.pages import IndexFile
 
     url = "https://files.example/t-1.0-py3-none-any.whl"
     _serve_ranges(rsps, url, _zip_with_metadata("Name: t\n"), honour=False)

@@ -194,8 +194,7 @@ def env_dists(prefix: Path) -> dict[str, str]:
 
 
 def have_uv() -> bool:
-    from torchfit.installer.backends import find_uv
-    from torchfit.runner import Runner
+    from torchfit.runner import Runner, find_uv
 
     return find_uv(Runner()) is not None
 

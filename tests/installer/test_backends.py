@@ -13,20 +13,14 @@ from typing import Any
 import pytest
 
 from torchfit.errors import BadInput
-from torchfit.installer.backends import (
-    EnvRunner,
-    PipBackend,
-    StepContext,
-    UvBackend,
-    find_uv,
-    pick_backend,
-)
+from torchfit.installer.backends import EnvRunner, PipBackend, StepContext, UvBackend, pick_backend
 from torchfit.installer.prefix import InstallLog
 from torchfit.installer.sources import PipConfig, make_sources
-from torchfit.progress import Observer
+from torchfit.progress import Progress
+from torchfit.runner import find_uv
 
 
-class Recorder(Observer):
+class Recorder(Progress):
     def __init__(self) -> None:
         self.lines: list[str] = []
 
@@ -126,7 +120,7 @@ def _logging_uv(tmp_path: Path, offline_fails: bool) -> Path:
 
 @pytest.mark.parametrize("cold", [False, True])
 def test_locked_install_asks_uvs_cache_first(tmp_path: Path, ctx: StepContext, cold: bool) -> None:
-    from torchfit.lock.pylock import Artifact, LockedDist
+    from torchfit.lock.model import Artifact, LockedDist
 
     uv = _logging_uv(tmp_path, offline_fails=cold)
     backend = UvBackend(ctx, str(uv), __import__("packaging.version").version.Version("0.9.0"))
@@ -149,7 +143,7 @@ def test_a_killed_offline_attempt_fails_the_step(tmp_path: Path, ctx: StepContex
     from packaging.version import Version
 
     from torchfit.errors import InstallFailed
-    from torchfit.lock.pylock import Artifact, LockedDist
+    from torchfit.lock.model import Artifact, LockedDist
 
     log = tmp_path / "calls.txt"
     uv = _script(tmp_path / "fakeuv" / "uv", f'echo "$*" >> {log}\nkill -9 $$')
@@ -325,7 +319,7 @@ def test_the_cached_answer_goes_in_early_and_the_resolution_corrects_it(tmp_path
 @pytest.mark.parametrize("cold", [False, True])
 def test_the_env_is_one_install_of_the_resolved_files(tmp_path: Path, ctx: StepContext, cold: bool) -> None:
     from torchfit._backports import tomllib
-    from torchfit.lock.pylock import Artifact, LockedDist
+    from torchfit.lock.model import Artifact, LockedDist
 
     uv = _logging_uv(tmp_path, offline_fails=cold)
     work = tmp_path / "work"
@@ -348,7 +342,7 @@ def test_the_env_is_one_install_of_the_resolved_files(tmp_path: Path, ctx: StepC
 
 def test_a_file_without_sha256_is_never_installed(tmp_path: Path, ctx: StepContext) -> None:
     from torchfit.errors import InstallFailed
-    from torchfit.lock.pylock import Artifact, LockedDist
+    from torchfit.lock.model import Artifact, LockedDist
 
     uv = _logging_uv(tmp_path, offline_fails=False)
     (tmp_path / "work").mkdir()

@@ -13,8 +13,8 @@ import pytest
 
 from tests.installer.conftest import DATA, leftovers, run_tf
 from tests.installer.test_e2e import _facts_without_python, have_pyenv_version
-from torchfit.errors import InstallFailed
-from torchfit.installer.pyenv import PythonUnavailable, diagnose_build, ensure_python
+from torchfit.errors import InstallFailed, PythonUnavailable
+from torchfit.installer.pyenv import diagnose_build, ensure_python
 from torchfit.runner import Runner
 
 pytestmark = pytest.mark.filterwarnings("ignore")

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from torchfit.compat.request import Plan
+from torchfit.compat.plan import Plan
 from torchfit.compat.versions import decode_nccl_code, version_text
-from torchfit.errors import BadInput
+from torchfit.errors import BadInput, PrefixBusy
 from torchfit.installer.buildcheck import compare_build, parse_probe
 from torchfit.installer.nccl import (
     NcclPin,
     check_nccl_lib,
     render_env_script,
 )
-from torchfit.installer.prefix import PrefixBusy, PrefixLock, relocate, swap_into_place
+from torchfit.installer.prefix import PrefixLock, relocate, swap_into_place
 from torchfit.installer.sources import (
     PipConfig,
     load_pip_config,

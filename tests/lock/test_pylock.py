@@ -7,16 +7,9 @@ from pathlib import Path
 import pytest
 
 from torchfit.errors import BadInput
-from torchfit.lock.pylock import (
-    Artifact,
-    Inline,
-    Lock,
-    LockedDist,
-    load_expected,
-    parse_lock,
-    parse_pylock,
-    render_lock,
-)
+from torchfit.lock.model import Artifact, Lock, LockedDist
+from torchfit.lock.pylock import load_expected, parse_lock, parse_pylock, render_lock
+from torchfit.lock.toml import Inline
 
 
 def _dist(name: str, version: str, url: str) -> LockedDist:
@@ -99,7 +92,8 @@ def test_replace_lock_is_atomic(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from torchfit.lock.pylock import Artifact, Lock, LockedDist, load_pylock, replace_lock
+    from torchfit.lock.model import Artifact, Lock, LockedDist
+    from torchfit.lock.pylock import load_pylock, replace_lock
 
     def lock(n: int) -> Lock:
         pkgs = tuple(LockedDist(f"pkg-{i}", "1.0", (Artifact("wheel", "a" * 64, f"file:///w/pkg_{i}-1.0.whl"),))

@@ -85,7 +85,8 @@ def test_update_of_the_real_matrix_stays_valid() -> None:
     """A proposal against data/matrix.toml parses (propose_update re-validates it)."""
     from torchfit.cli.commands.matrix import _matrix_text
     from torchfit.compat.matrix import load_matrix
-    from torchfit.matrixcheck.check import DRIFT, CheckReport, Finding, propose_update
+    from torchfit.matrixcheck.report import DRIFT, CheckReport, Finding
+    from torchfit.matrixcheck.update import propose_update
 
     matrix = load_matrix()
     text, path = _matrix_text(None)

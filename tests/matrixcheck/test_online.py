@@ -8,7 +8,7 @@ from packaging.version import Version
 from tests.support.cli import run_main
 from torchfit.compat.matrix import PYPI_SIMPLE
 from torchfit.index.client import IndexClient
-from torchfit.matrixcheck.check import parse_pins, parse_wheel
+from torchfit.matrixcheck.wheels import parse_pins, parse_wheel
 
 pytestmark = pytest.mark.online
 

@@ -27,13 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.cli import run_cli
-from torchfit.index.wheelmeta import (
-    FileSource,
-    WheelArchive,
-    WheelFormatError,
-    parse_central_directory,
-    parse_eocd,
-)
+from torchfit.errors import WheelFormatError
+from torchfit.index.wheelmeta import FileSource, WheelArchive, parse_central_directory, parse_eocd
 from torchfit.matrixcheck.probe import (
     cuda_arch_to_matrix,
     elf_glibc_needs,

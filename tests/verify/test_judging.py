@@ -146,7 +146,7 @@ def test_nvlink_status_of_the_h200_fixture() -> None:
 
 
 def test_promise_nv18_on_h200() -> None:
-    from torchfit.host import parse_topology
+    from torchfit.host.nvidia import parse_topology
 
     topo = parse_topology((H200 / "topo-m.txt").read_text())
     nvlink = hlinks.parse_nvlink_status((H200 / "nvlink-s.txt").read_text())
@@ -672,9 +672,10 @@ def test_one_record_protocol_on_stdout_and_in_files(
 
 
 def test_lib_kind_is_written_once() -> None:
-    from torchfit.doctor import parse
+    from torchfit.doctor import context, shadowing
 
-    assert parse.lib_kind is rt.lib_kind
+    # doctor's readers use the worker's function itself, not a copy.
+    assert shadowing.lib_kind is rt.lib_kind and context.lib_kind is rt.lib_kind
     assert [
         rt.lib_kind(p)
         for p in (

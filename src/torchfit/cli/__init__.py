@@ -287,7 +287,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 def cmd_resolve(args: argparse.Namespace) -> int:
     from torchfit.cache import load_matrix
-    from torchfit.compat.request import plan_to_json
+    from torchfit.compat.plan import plan_to_json
     from torchfit.compat.resolver import resolve
 
     matrix = load_matrix(args.matrix)

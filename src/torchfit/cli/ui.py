@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from torchfit.compat.facts import HostFacts
-from torchfit.compat.request import Plan
+from torchfit.compat.plan import Plan
 from torchfit.errors import BadInput, NoCompatibleSet, TorchfitError
 from torchfit.inputs import terminal_text
 from torchfit.redact import redact

@@ -1,9 +1,8 @@
-"""What the user asks for (`Request`) and what the resolver answers (`Plan`).
+"""What the user asks for: `Request`, and the parsers of its requirement strings.
 
-Both are values: the CLI builds a `Request` from its arguments, the resolver
-returns a `Plan`, and `plan_to_json` is the `torchfit resolve --json` contract
-(DESIGN.md, "Contracts": keys may be added, never renamed). `Plan` and its JSON
-live in `compat.plan`; they are re-exported here.
+A value: the CLI builds a `Request` from its arguments and the resolver answers it
+with a `compat.plan.Plan` (whose JSON, `plan_to_json`, is the `torchfit resolve
+--json` contract: DESIGN.md, "Contracts").
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from typing import TYPE_CHECKING, Union
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from torchfit._backports import FROZEN
-from torchfit.compat.plan import Plan, plan_from_json, plan_to_json
 from torchfit.compat.project import FAMILY, ProjectReq, ProjectSpec, parse_requirement
 from torchfit.errors import BadInput
 
@@ -176,12 +174,9 @@ __all__ = [
     "PACKAGES",
     "AnyRequirement",
     "PlainRequirement",
-    "Plan",
     "Request",
     "parse_plain_requirement",
     "parse_requirements",
     "parse_spec",
-    "plan_from_json",
-    "plan_to_json",
     "split_requirements",
 ]

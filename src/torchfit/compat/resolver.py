@@ -30,6 +30,7 @@ from torchfit.compat.explain import explain_conflict, explain_project_conflict
 from torchfit.compat.facts import HostFacts, distinct_gpus
 from torchfit.compat.judgements import refuse_unknown_gpus
 from torchfit.compat.matrix import EVIDENCE_WORDS, WEAK_EVIDENCE, Build, Matrix
+from torchfit.compat.plan import Plan
 from torchfit.compat.project import PackageIndex
 from torchfit.compat.provider import (
     Context,
@@ -39,7 +40,7 @@ from torchfit.compat.provider import (
     root_requirements,
     version_key,
 )
-from torchfit.compat.request import Plan, Request
+from torchfit.compat.request import Request
 from torchfit.compat.rules import (
     has_full_driver,
 )

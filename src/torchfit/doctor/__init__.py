@@ -11,10 +11,11 @@ target environment's Python. docs/doctor.md lists every check.
 
 from __future__ import annotations
 
+from torchfit.checks import Check
 from torchfit.doctor.context import Context
-from torchfit.doctor.model import AREAS, Check, check_to_json, load_all, run_checks, status_word
+from torchfit.doctor.model import load_all, run_checks
 
-__all__ = ["AREAS", "Check", "Context", "check_to_json", "diagnose", "status_word"]
+__all__ = ["diagnose"]
 
 
 def diagnose(ctx: Context, verbose: bool = False) -> list[Check]:

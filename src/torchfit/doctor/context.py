@@ -22,9 +22,10 @@ from typing import Any, NamedTuple
 from torchfit.compat import versions
 from torchfit.compat.facts import Gpu
 from torchfit.doctor import parse
-from torchfit.errors import ProbeFailed
-from torchfit.runner import Runner, ToolMissing, ToolTimeout, temp_dir
+from torchfit.errors import ProbeFailed, ToolMissing, ToolTimeout
+from torchfit.runner import Runner, temp_dir
 from torchfit.workers import last_record, read_records, worker_argv
+from torchfit.workers.torchfit_runtime import lib_kind
 
 
 class ToolOutput(NamedTuple):
@@ -211,7 +212,7 @@ class Context:
     @cached_property
     def nvidia(self) -> Any:
         """probes.probe_nvidia_gpus: GPUs from `nvidia-smi --query-gpu`, or the cause."""
-        from torchfit.host import probe_nvidia_gpus
+        from torchfit.host.nvidia import probe_nvidia_gpus
 
         found = probe_nvidia_gpus(self.runner, timeout=self.timeout)
         if found.cause and "timed out" in found.cause:
@@ -237,7 +238,7 @@ class Context:
                                                        f"({parse.first_line(res.stdout, 80)!r})")
             devices = parse.parse_lspci(res.stdout)
             return PciFacts(devices, len(devices), "lspci -nn", None)
-        from torchfit.host import find_pci_gpus
+        from torchfit.host.pci import find_pci_gpus
 
         sysfs = self.path("/sys/bus/pci/devices")
         if os.path.isdir(sysfs):
@@ -262,7 +263,7 @@ class Context:
 
     @cached_property
     def kernel_module_version(self) -> str | None:
-        from torchfit.host import parse_module_version, parse_nvrm_version
+        from torchfit.host.nvidia import parse_module_version, parse_nvrm_version
 
         if self.nvrm_text:
             found = parse_nvrm_version(self.nvrm_text)
@@ -383,7 +384,7 @@ class Context:
 
     @cached_property
     def topology(self) -> tuple[dict[str, str], str | None]:
-        from torchfit.host import parse_topology
+        from torchfit.host.nvidia import parse_topology
 
         res = self.tool(["nvidia-smi", "topo", "-m"])
         if res.cause:
@@ -393,7 +394,7 @@ class Context:
 
     @cached_property
     def p2p(self) -> tuple[dict[str, str], str | None]:
-        from torchfit.host import parse_topology
+        from torchfit.host.nvidia import parse_topology
 
         # `topo -p2p r` prints the same GPU matrix layout as `topo -m`, with
         # OK/CNS/GNS/TNS/NS/DR/U cells, so the topology parser reads it.
@@ -405,13 +406,13 @@ class Context:
 
     @cached_property
     def glibc(self) -> tuple[str | None, str | None]:
-        from torchfit.host import probe_glibc
+        from torchfit.host.system import probe_glibc
 
         return probe_glibc(self.runner, self.root, timeout=self.timeout)
 
     @cached_property
     def wsl(self) -> tuple[bool | None, str | None]:
-        from torchfit.host import probe_wsl
+        from torchfit.host.system import probe_wsl
 
         return probe_wsl(self.root)
 
@@ -437,7 +438,7 @@ class Context:
 
 def decode_lib(lib: Mapping[str, Any], path: str) -> tuple[tuple[int, ...] | None, str | None]:
     """A worker's {"kind", "code"} -> (version, how it was found)."""
-    kind = lib.get("kind") or parse.lib_kind(path)
+    kind = lib.get("kind") or lib_kind(path)
     code = lib.get("code")
     if isinstance(code, int) and not isinstance(code, bool):
         decoder = {"nccl": versions.decode_nccl_code, "cudnn": versions.decode_cudnn_code,

@@ -10,6 +10,7 @@ prints a traceback; `-v` shows it on stderr).
 
 from __future__ import annotations
 
+import importlib
 import sys
 import traceback
 from collections.abc import Callable, Iterable
@@ -102,7 +103,8 @@ def check(id: str, area: str, title: str, *, needs_log: bool = False) -> Callabl
 
 def load_all() -> list[Spec]:
     """Import every area module (each registers its checks) and return the specs in area order."""
-    from torchfit.doctor import build, driver, environment, logs, shadowing, topology  # noqa: F401
+    for area_module in ("build", "driver", "environment", "logs", "shadowing", "topology"):
+        importlib.import_module(f"torchfit.doctor.{area_module}")
 
     order = {a: i for i, a in enumerate(AREAS)}
     specs = list(REGISTRY.values())

@@ -12,10 +12,6 @@ from typing import NamedTuple
 
 from torchfit.compat.versions import decode_cudnn_code, decode_nccl_code
 
-# Which library a path is ("nccl", "cudnn", "cudart", "cuda"): one definition,
-# shared with the worker that lists an environment's libraries.
-from torchfit.workers.torchfit_runtime import lib_kind as lib_kind
-
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _DOTTED = re.compile(r"[0-9]+(?:\.[0-9]+)+")
 

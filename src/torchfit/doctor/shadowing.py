@@ -24,10 +24,11 @@ from torchfit.doctor import parse
 from torchfit.doctor.build import loaded_lib, mapped_libs, torch_info
 from torchfit.doctor.context import Context, decode_lib
 from torchfit.doctor.model import Verdict, check, fail, ok, unknown, warn
+from torchfit.workers.torchfit_runtime import lib_kind
 
 
 class Kind(NamedTuple):
-    kind: str  # parse.lib_kind value
+    kind: str  # torchfit_runtime.lib_kind value
     name: str  # for people
     package: str  # regex of the env's package names
     precision: int  # how many version parts must agree
@@ -61,7 +62,7 @@ def required_by_torch(ctx: Context, kind: Kind) -> str | None:
 
 
 def package_lib(dist: dict[str, Any], kind: Kind) -> str | None:
-    libs = [p for p in dist.get("libs") or [] if parse.lib_kind(str(p)) == kind.kind and ".so." in os.path.basename(str(p))]
+    libs = [p for p in dist.get("libs") or [] if lib_kind(str(p)) == kind.kind and ".so." in os.path.basename(str(p))]
     return str(libs[0]) if libs else None
 
 
@@ -85,7 +86,7 @@ def loader_candidates(ctx: Context, kind: Kind) -> list[Candidate]:
     """Every copy of the library the loader could pick, with how it would get there."""
     out: list[Candidate] = []
     for p in split_paths(ctx.environ.get("LD_PRELOAD")):
-        if parse.lib_kind(p) == kind.kind:
+        if lib_kind(p) == kind.kind:
             out.append(Candidate(p, "LD_PRELOAD"))
     dirs = [(d, "LD_LIBRARY_PATH") for d in split_paths(ctx.environ.get("LD_LIBRARY_PATH"))]
     prefix = conda_prefix(ctx)
@@ -97,11 +98,11 @@ def loader_candidates(ctx: Context, kind: Kind) -> list[Candidate]:
         except OSError:
             continue
         for name in names:
-            if parse.lib_kind(name) == kind.kind and re.search(r"\.so\.[0-9]+$", name):
+            if lib_kind(name) == kind.kind and re.search(r"\.so\.[0-9]+$", name):
                 out.append(Candidate(os.path.join(d, name), via))
     entries, _ = ctx.ldconfig
     for e in entries:
-        if parse.lib_kind(e.soname) == kind.kind and re.search(r"\.so\.[0-9]+$", e.soname):
+        if lib_kind(e.soname) == kind.kind and re.search(r"\.so\.[0-9]+$", e.soname):
             out.append(Candidate(e.path, "ldconfig -p"))
     seen: set[str] = set()
     unique = []
@@ -263,7 +264,7 @@ def check_nccl_families(ctx: Context) -> Verdict:
     want = required_by_torch(ctx, NCCL)
     keep = want or "the one torch requires"
     drop = [str(d.get("name")) for d in dists if not want or _norm(d.get("name")) != want.split("==")[0]]
-    files = sorted({str(p) for d in dists for p in d.get("libs") or [] if parse.lib_kind(str(p)) == "nccl"})
+    files = sorted({str(p) for d in dists for p in d.get("libs") or [] if lib_kind(str(p)) == "nccl"})
     on_disk = ""
     if files:
         versions = ctx.lib_versions(files[:2])

@@ -21,17 +21,13 @@ from collections.abc import Callable
 from typing import Any
 
 from torchfit.compat.matrix import PYPI_SIMPLE
-from torchfit.errors import BadInput, ExportFailed
+from torchfit.errors import BadInput
 from torchfit.export.pylock import render_pylock
 from torchfit.export.requirements import render_requirements
-from torchfit.export.stack import Stack, load_lock, stack_from_lock, stack_from_plan, with_index
+from torchfit.export.stack import Stack
 from torchfit.export.uv import render_uv
-from torchfit.export.uvlock import lock_with_uv, uv_platform
 
-__all__ = [
-    "FORMATS", "ExportFailed", "Stack", "load_lock", "lock_with_uv", "render", "render_pylock",
-    "render_requirements", "render_uv", "stack_from_lock", "stack_from_plan", "uv_platform", "with_index",
-]
+__all__ = ["FORMATS", "render"]
 
 Renderer = Callable[..., str]
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 from packaging.version import InvalidVersion, Version
 
 from torchfit._backports import FROZEN
-from torchfit.compat.request import PACKAGES, Plan
+from torchfit.compat.plan import Plan
+from torchfit.compat.request import PACKAGES
 from torchfit.errors import BadInput
 from torchfit.lock.model import Lock, LockedDist
 from torchfit.lock.pylock import load_pylock

@@ -20,97 +20,19 @@ from torchfit.host._io import (
     Background,
     _unknown,
 )
-from torchfit.host.amd import (
-    parse_gfx_target_version,
-    parse_kfd_properties,
-    parse_rocm_agents,
-    parse_rocminfo,
-    probe_amd_gpus,
-    probe_rocm_version,
-)
+from torchfit.host.amd import probe_amd_gpus, probe_rocm_version
 from torchfit.host.nvidia import (
-    GPU_FIELDS,
     NvidiaProbe,
-    SmiGpus,
-    parse_invalid_field,
-    parse_module_version,
-    parse_nvrm_version,
-    parse_query_gpu,
-    parse_topology,
     probe_driver_version,
     probe_nvidia_gpus,
     probe_topology,
 )
-from torchfit.host.pci import (
-    find_pci_gpus,
-    parse_pci_vendor,
-)
-from torchfit.host.pythons import (
-    _probe_all_pythons,
-    find_pyenv,
-    interpreter_in,
-    parse_pyenv_install_list,
-    parse_pyenv_version,
-    parse_pyenv_versions,
-    parse_python_version,
-    probe_pyenv,
-    probe_pythons,
-    pyenv_python,
-)
-from torchfit.host.system import (
-    parse_confstr_glibc,
-    parse_ldd_version,
-    parse_os_release,
-    parse_wsl,
-    probe_arch,
-    probe_glibc,
-    probe_os,
-    probe_wsl,
-)
+from torchfit.host.pci import find_pci_gpus
+from torchfit.host.pythons import _probe_all_pythons
+from torchfit.host.system import probe_arch, probe_glibc, probe_os, probe_wsl
 from torchfit.runner import Runner
 
-__all__ = [
-    "DEFAULT_TIMEOUT",
-    "GPU_FIELDS",
-    "NvidiaProbe",
-    "SmiGpus",
-    "find_pci_gpus",
-    "find_pyenv",
-    "interpreter_in",
-    "nvidia_failure",
-    "parse_confstr_glibc",
-    "parse_gfx_target_version",
-    "parse_invalid_field",
-    "parse_kfd_properties",
-    "parse_ldd_version",
-    "parse_module_version",
-    "parse_nvrm_version",
-    "parse_os_release",
-    "parse_pci_vendor",
-    "parse_pyenv_install_list",
-    "parse_pyenv_version",
-    "parse_pyenv_versions",
-    "parse_python_version",
-    "parse_query_gpu",
-    "parse_rocm_agents",
-    "parse_rocminfo",
-    "parse_topology",
-    "parse_wsl",
-    "probe_amd_gpus",
-    "probe_arch",
-    "probe_driver_version",
-    "probe_glibc",
-    "probe_gpu_host",
-    "probe_host",
-    "probe_nvidia_gpus",
-    "probe_os",
-    "probe_pyenv",
-    "probe_pythons",
-    "probe_rocm_version",
-    "probe_topology",
-    "probe_wsl",
-    "pyenv_python",
-]
+__all__ = ["nvidia_failure", "probe_gpu_host", "probe_host"]
 
 
 def nvidia_failure(nvidia: NvidiaProbe, pci_nvidia: int | None = 0) -> str | None:

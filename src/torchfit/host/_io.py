@@ -6,8 +6,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from torchfit.errors import ProbeFailed
-from torchfit.runner import Runner, RunResult, ToolMissing, ToolTimeout
+from torchfit.errors import ProbeFailed, ToolMissing, ToolTimeout
+from torchfit.runner import Runner, RunResult
 
 # nvidia-smi hangs for minutes on a wedged driver (GPU fallen off the bus, Xid 79);
 # 10 s is far above a healthy query (~0.1-0.5 s on the H200 host) and the CLI's

@@ -14,7 +14,7 @@ sends them as Basic auth, and every message, error and cache record passes throu
 `IndexUnavailable` or `IndexMalformed` with the URL redacted.
 
 The page parsers live in `index.pages` (pure, raising only `IndexMalformed`) and
-the disk cache in `index.cache`; their names are re-exported here.
+the disk cache in `index.cache`.
 """
 
 from __future__ import annotations
@@ -35,13 +35,10 @@ from urllib.parse import urlsplit, urlunsplit
 from torchfit.errors import IndexMalformed, IndexUnavailable
 from torchfit.index.cache import DiskCache, default_cache_dir
 from torchfit.index.pages import (
-    JSON_TYPE,
     Fetched,
     IndexFile,
     ProjectPage,
     normalize_name,
-    parse_project_html,
-    parse_project_json,
     parse_project_page,
     project_url,
 )
@@ -401,8 +398,4 @@ def _user_agent() -> str:
     return f"torchfit/{__version__} (+matrix check)"
 
 
-__all__ = [
-    "ACCEPT_SIMPLE", "JSON_TYPE", "DiskCache", "Fetched", "IndexClient", "IndexFile",
-    "IndexMalformed", "IndexUnavailable", "ProjectPage", "default_cache_dir", "normalize_name",
-    "parse_project_html", "parse_project_json", "parse_project_page", "project_url",
-]
+__all__ = ["ACCEPT_SIMPLE", "IndexClient"]

@@ -35,7 +35,8 @@ from torchfit.errors import WheelFormatError
 from torchfit.redact import redact
 
 if TYPE_CHECKING:
-    from torchfit.index.client import IndexClient, IndexFile
+    from torchfit.index.client import IndexClient
+    from torchfit.index.pages import IndexFile
 
 TAIL = 65536  # the EOCD record plus a comment of at most 65535 bytes fits in this
 _EOCD = b"PK\x05\x06"
@@ -226,7 +227,7 @@ class HttpRangeSource:
         self._tail: tuple[int, bytes] | None = None
 
     def _get(self, spec: str) -> tuple[int, bytes, int | None]:
-        from torchfit.index.client import IndexUnavailable
+        from torchfit.errors import IndexUnavailable
 
         self.requests += 1
         resp = self.client._send(self.url, {"Range": f"bytes={spec}", "Accept-Encoding": "identity"}, stream=True)
@@ -441,7 +442,16 @@ def sha256_of(source: ByteSource) -> str | None:
 
 
 __all__ = [
-    "ByteSource", "FileSource", "HttpRangeSource", "WheelArchive", "WheelFormatError", "ZipMember",
-    "copy_to_temp", "parse_central_directory", "parse_eocd", "parse_eocd64", "parse_local_header",
-    "sha256_of", "wheel_metadata",
+    "ByteSource",
+    "FileSource",
+    "HttpRangeSource",
+    "WheelArchive",
+    "ZipMember",
+    "copy_to_temp",
+    "parse_central_directory",
+    "parse_eocd",
+    "parse_eocd64",
+    "parse_local_header",
+    "sha256_of",
+    "wheel_metadata",
 ]

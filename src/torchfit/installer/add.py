@@ -40,7 +40,6 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from torchfit.errors import AddRefused, BadInput, InstallFailed
-from torchfit.installer import prefix as envbuild
 from torchfit.installer.backends import (
     EnvRunner,
     PipBackend,
@@ -53,17 +52,11 @@ from torchfit.installer.backends import (
     uv_project,
     uv_version,
 )
+from torchfit.installer.prefix import InstallLog
 from torchfit.installer.sources import Sources
-from torchfit.lock.pylock import (
-    FAMILY,
-    LOCK_NAME,
-    Lock,
-    LockedDist,
-    load_lock,
-    replace_lock,
-    sorted_dists,
-)
-from torchfit.progress import Observer
+from torchfit.lock.model import FAMILY, Lock, LockedDist, sorted_dists
+from torchfit.lock.pylock import LOCK_NAME, load_lock, replace_lock
+from torchfit.progress import Progress
 from torchfit.redact import redact, strip_credentials
 from torchfit.runner import find_uv, stall_timeout, temp_dir
 
@@ -147,14 +140,14 @@ class AddJob:
     requirements: Sequence[Requirement]
     sources: Sources
     installer: str  # auto | uv | pip
-    observer: Observer
+    observer: Progress
     timeout: float
     source_args: Sequence[str] = ()  # the source options given, for the rebuild command
     timings: dict[str, float] = field(default_factory=dict)
 
     def run(self) -> AddResult:
         label = (os.path.basename(self.prefix.rstrip(os.sep)) or "env") + "-add"
-        log = envbuild.InstallLog(label, on_error=self.observer.warn)
+        log = InstallLog(label, on_error=self.observer.warn)
         log.write(f"torchfit add {' '.join(str(r) for r in self.requirements)} into {self.prefix}")
         for line in self.sources.describe():
             log.write(line)
@@ -170,7 +163,7 @@ class AddJob:
             raise
 
     # -- the steps ------------------------------------------------------------------------------
-    def _run(self, ctx: StepContext, log: envbuild.InstallLog) -> AddResult:
+    def _run(self, ctx: StepContext, log: InstallLog) -> AddResult:
         family = {d.name: d for d in self.lock.family()}
         new = self._check_family_requests(family)
         lock_path = os.path.join(self.prefix, LOCK_NAME)

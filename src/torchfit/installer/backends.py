@@ -45,31 +45,16 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from torchfit.compat.matrix import PYPI_SIMPLE
-from torchfit.errors import BadInput, InstallFailed
+from torchfit.errors import BadInput, InstallFailed, ToolMissing, ToolStalled, ToolTimeout
 from torchfit.installer.background import Background
 from torchfit.installer.prefix import InstallLog
 from torchfit.installer.sources import Sources, is_local
-from torchfit.lock.pylock import (
-    FAMILY,
-    LOCK_VERSION,
-    Artifact,
-    Inline,
-    LockedDist,
-    dumps_toml,
-    package_table,
-    requirements_text,
-)
-from torchfit.progress import Observer
+from torchfit.lock.model import FAMILY, Artifact, LockedDist
+from torchfit.lock.pylock import LOCK_VERSION, package_table, requirements_text
+from torchfit.lock.toml import Inline, dumps_toml
+from torchfit.progress import Progress
 from torchfit.redact import redact
-from torchfit.runner import (
-    Runner,
-    RunResult,
-    ToolMissing,
-    ToolStalled,
-    ToolTimeout,
-    find_uv,
-    kill_stray_children,
-)
+from torchfit.runner import Runner, RunResult, find_uv, kill_stray_children
 
 UV_MIN = Version("0.8.0")  # `uv pip compile --format pylock.toml`, explicit indexes
 TORCH_INDEX_NAME = "torchfit-torch"
@@ -108,7 +93,7 @@ class StepContext:
 
     runner: EnvRunner
     log: InstallLog
-    observer: Observer
+    observer: Progress
     sources: Sources
     timeout: float
     timings: dict[str, float]

@@ -8,7 +8,7 @@ leaves PREFIX as it was:
   ->  the build check  ->  bin/torchfit-env + activate hook  ->  pylock.toml
   ->  relocate the env's scripts to PREFIX  ->  atomic swap into PREFIX
 
-The caller holds PREFIX.lock (envbuild.PrefixLock) around all of it.
+The caller holds PREFIX.lock (installer.prefix.PrefixLock) around all of it.
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ from torchfit.compat.matrix import Matrix
 from torchfit.compat.plan import Plan, plan_from_json, plan_to_json
 from torchfit.compat.request import Request
 from torchfit.compat.rules import host_checks
-from torchfit.errors import BadInput, InstallFailed, NoCompatibleSet
-from torchfit.installer import prefix as envbuild
+from torchfit.errors import BadInput, InstallFailed, LockMismatch, NoCompatibleSet
 from torchfit.installer.backends import (
     Backend,
     EnvRunner,
@@ -49,19 +48,14 @@ from torchfit.installer.nccl import (
     nccl_package,
     write_env_script,
 )
+from torchfit.installer.prefix import InstallLog, TempEnv, relocate, swap_into_place
 from torchfit.installer.sources import Sources
-from torchfit.lock.pylock import (
-    LOCK_NAME,
-    TOOL_SCHEMA,
-    Lock,
-    LockedDist,
-    LockMismatch,
-    sorted_dists,
-    write_lock,
-)
-from torchfit.progress import Observer
+from torchfit.lock.model import Lock, LockedDist, sorted_dists
+from torchfit.lock.pylock import LOCK_NAME, TOOL_SCHEMA, write_lock
+from torchfit.owned import remove_tree
+from torchfit.progress import Progress
 from torchfit.redact import redact, strip_credentials
-from torchfit.runner import STALL_ENV, STALL_S, stall_timeout  # noqa: F401  (re-exported)
+from torchfit.runner import kill_stray_children, stall_timeout
 
 WORK_DIR = ".torchfit-work"
 
@@ -102,13 +96,14 @@ class InstallResult:
 # --- the interpreter ----------------------------------------------------------------------
 
 
-def find_interpreter(plan: Plan, runner: EnvRunner, observer: Observer, log: envbuild.InstallLog,
+def find_interpreter(plan: Plan, runner: EnvRunner, observer: Progress, log: InstallLog,
                      timings: dict[str, float], timeout: float) -> str:
     """The plan's Python: its path when present, else pyenv install -s."""
     path = plan.python_path
     if plan.python_source != "pyenv" and path and os.access(path, os.X_OK):
         return path
-    from torchfit.installer.pyenv import ensure_python, interpreter_in  # when the Python is missing
+    from torchfit.host.pythons import interpreter_in
+    from torchfit.installer.pyenv import ensure_python
 
     version = plan.python_version
     if plan.python_source != "pyenv":
@@ -136,7 +131,7 @@ def find_interpreter(plan: Plan, runner: EnvRunner, observer: Observer, log: env
 
 
 def check_lock_host(lock: Lock, hosts: Sequence[HostFacts], matrix: Matrix, force: bool,
-                    observer: Observer) -> Plan:
+                    observer: Progress) -> Plan:
     """Re-run the resolver for the locked build on this host; LockMismatch if it does not fit.
 
     The request is the lock itself: torch==X, its variant, its companions, its
@@ -196,7 +191,7 @@ class InstallJob:
     sources: Sources
     pin: NcclPin
     installer: str  # auto | uv | pip
-    observer: Observer
+    observer: Progress
     timeout: float
     lock: Lock | None = None  # rebuild this lock instead of resolving packages
     nccl_override: str | None = None  # "nvidia-nccl-cu13==2.28.3"
@@ -210,7 +205,7 @@ class InstallJob:
     def run(self) -> InstallResult:
         runner = EnvRunner()
         label = os.path.basename(self.prefix.rstrip(os.sep)) or "env"
-        log = envbuild.InstallLog(label, on_error=self._log_trouble)
+        log = InstallLog(label, on_error=self._log_trouble)
         log.write(f"torchfit {__version__} install into {self.prefix}")
         for line in self.sources.describe():
             log.write(line)
@@ -222,7 +217,7 @@ class InstallJob:
             return self._run(runner, ctx, log)
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt) and not self.swapped:
-                for pid in envbuild.kill_child_groups():
+                for pid in kill_stray_children():
                     log.write(f"== killed child process group {pid}")
             if log.path:
                 log.write(f"== failed: {type(exc).__name__}: {exc}")
@@ -230,11 +225,11 @@ class InstallJob:
                     raise exc.with_log(log.path) from exc
             raise
 
-    def _run(self, runner: EnvRunner, ctx: StepContext, log: envbuild.InstallLog) -> InstallResult:
+    def _run(self, runner: EnvRunner, ctx: StepContext, log: InstallLog) -> InstallResult:
         python = find_interpreter(self.plan, runner, self.observer, log, self.timings, self.timeout)
         backend = pick_backend(self.installer, ctx)
         replaced = os.path.lexists(self.prefix)
-        with envbuild.TempEnv(self.prefix) as tmp:
+        with TempEnv(self.prefix) as tmp:
             # Beside the env, not in it: uv's resolution runs while `uv venv` creates the env.
             work = os.path.join(tmp.root, WORK_DIR)
             os.makedirs(work, mode=0o700, exist_ok=True)
@@ -261,13 +256,13 @@ class InstallJob:
             lock_path = os.path.join(tmp.path, LOCK_NAME)
             with self._python_step("lock", f"{LOCK_NAME}: {len(dists)} packages with sha256"):
                 write_lock(lock_path, self._make_lock(dists, pin, report, backend))
-                envbuild.remove_tree(work)
-                envbuild.relocate(tmp.path, self.prefix)
+                remove_tree(work)
+                relocate(tmp.path, self.prefix)
             with self._python_step("swap", f"{'replace' if replaced else 'create'} {self.prefix}"):
                 def exchanged() -> None:
                     tmp.committed = self.swapped = True
 
-                outcome = envbuild.swap_into_place(tmp.path, self.prefix, on_exchanged=exchanged)
+                outcome = swap_into_place(tmp.path, self.prefix, on_exchanged=exchanged)
                 self.late_signals = outcome.late
         log_path = log.move_into(self.prefix)
         return InstallResult(

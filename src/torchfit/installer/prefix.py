@@ -39,18 +39,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from torchfit.errors import BadInput, PrefixBusy, RelocationFailed
-from torchfit.owned import (  # re-exported: the owner marker lives below the runner
+from torchfit.owned import (
     make_marked_dir,
     mark_existing,
     owner_alive,
     read_marker,
     remove_marked,
-    remove_tree,
 )
 from torchfit.redact import redact
-from torchfit.runner import (  # re-exported: the signal machinery lives with the runner
+from torchfit.runner import (
     Interrupted,
-    interrupts_raise,
     kill_stray_children,
     signals_deferred,
     take_pending,
@@ -58,14 +56,6 @@ from torchfit.runner import (  # re-exported: the signal machinery lives with th
 
 TEMP_MARK = ".torchfit-"
 ENV_SUBDIR = "env"
-__all__ = ["Interrupted", "interrupts_raise", "remove_tree", "signals_deferred"]
-
-
-
-
-def kill_child_groups() -> list[int]:
-    """Kept for callers: the runner's `kill_stray_children`."""
-    return kill_stray_children()
 
 
 # --- the PREFIX lock -----------------------------------------------------------------------
@@ -266,7 +256,7 @@ class TempEnv:
 
     def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
-            kill_child_groups()  # first: a stray pip would keep writing into the tree
+            kill_stray_children()  # first: a stray pip would keep writing into the tree
         # Committed: root/env is PREFIX now (or holds the old env, already removed).
         remove_marked(self.root, self.token)
 

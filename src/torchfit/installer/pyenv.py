@@ -15,9 +15,9 @@ import re
 from dataclasses import dataclass
 
 from torchfit._backports import FROZEN
-from torchfit.errors import PythonBuildFailed, PythonUnavailable
+from torchfit.errors import PythonBuildFailed, PythonUnavailable, ToolMissing
 from torchfit.host.pythons import find_pyenv, interpreter_in
-from torchfit.runner import Runner, ToolMissing
+from torchfit.runner import Runner
 
 PYENV_TIMEOUT = 3600.0
 

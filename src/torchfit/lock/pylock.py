@@ -26,25 +26,17 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from torchfit.errors import BadInput, LockMismatch
+from torchfit.errors import BadInput
 from torchfit.inputs import MAX_LOCK_BYTES, loads_toml, read_text_file
-from torchfit.lock.model import EXPECTED_KEYS, FAMILY, Artifact, Lock, LockedDist, sorted_dists
-from torchfit.lock.toml import Inline, drop_none, dumps_toml, toml_value
+from torchfit.lock.model import Artifact, Lock, LockedDist
+from torchfit.lock.toml import Inline, drop_none, dumps_toml
 from torchfit.redact import redact, strip_credentials
 
 __all__ = [
-    "EXPECTED_KEYS",
-    "FAMILY",
     "LOCK_NAME",
     "LOCK_VERSION",
     "TOOL_SCHEMA",
-    "Artifact",
-    "Inline",
-    "Lock",
-    "LockMismatch",
-    "LockedDist",
     "artifact_table",
-    "dumps_toml",
     "load_expected",
     "load_lock",
     "load_pylock",
@@ -54,8 +46,6 @@ __all__ = [
     "render_lock",
     "replace_lock",
     "requirements_text",
-    "sorted_dists",
-    "toml_value",
     "write_lock",
 ]
 

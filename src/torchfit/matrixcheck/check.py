@@ -14,7 +14,7 @@ rows) and reports each disagreement as a `Finding`:
 
 The package is one module a step: `wheels` (file names, METADATA pins), this
 module (the check), `report` (findings, text), `update` (`propose_update`, the
-diff). Their public names are re-exported here.
+diff).
 """
 
 from __future__ import annotations
@@ -28,16 +28,11 @@ from packaging.version import Version
 
 from torchfit.compat.matrix import DEFAULT_INDEX, PLATFORMS, PYPI_SIMPLE, VARIANT_RE, Build, Matrix
 from torchfit.compat.versions import Dotted
-from torchfit.errors import BadInput
-from torchfit.index.client import (
-    IndexClient,
-    IndexMalformed,
-    IndexUnavailable,
-    ProjectPage,
-)
+from torchfit.errors import BadInput, IndexMalformed, IndexUnavailable
+from torchfit.index.client import IndexClient
+from torchfit.index.pages import ProjectPage
 from torchfit.index.wheelmeta import wheel_metadata
-from torchfit.matrixcheck.report import DRIFT, ERROR, NOTE, CheckReport, Finding, format_report
-from torchfit.matrixcheck.update import propose_update
+from torchfit.matrixcheck.report import DRIFT, ERROR, NOTE, CheckReport, Finding
 from torchfit.matrixcheck.wheels import Wheel, parse_pins, parse_wheel, same_version
 from torchfit.progress import Progress
 from torchfit.redact import redact
@@ -428,8 +423,4 @@ def _discover(
     return out
 
 
-__all__ = [
-    "DRIFT", "ERROR", "NOTE", "CheckReport", "Finding", "Wheel", "check_base_url", "check_matrix",
-    "combined_index", "format_report", "parse_pins", "parse_wheel", "propose_update", "select_builds",
-    "variant_index",
-]
+__all__ = ["check_base_url", "check_matrix", "combined_index", "select_builds", "variant_index"]

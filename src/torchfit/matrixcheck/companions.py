@@ -39,10 +39,10 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
-from torchfit.errors import TorchfitError
+from torchfit.errors import TorchfitError, WheelFormatError
 from torchfit.index.client import IndexClient
 from torchfit.index.pages import IndexFile
-from torchfit.index.wheelmeta import HttpRangeSource, WheelArchive, WheelFormatError, wheel_metadata
+from torchfit.index.wheelmeta import HttpRangeSource, WheelArchive, wheel_metadata
 from torchfit.matrixcheck.wheels import linux_requirements
 
 PYPI = "https://pypi.org/simple"

@@ -38,14 +38,8 @@ from typing import IO, Any
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from torchfit.index.wheelmeta import (
-    ByteSource,
-    FileSource,
-    WheelArchive,
-    WheelFormatError,
-    ZipMember,
-    copy_to_temp,
-)
+from torchfit.errors import WheelFormatError
+from torchfit.index.wheelmeta import ByteSource, FileSource, WheelArchive, ZipMember, copy_to_temp
 from torchfit.matrixcheck.wheels import linux_requirements, parse_pins
 
 # get_arch_list()'s tokens: sm_90, sm_90a, sm_100f, compute_120 (CUDA); gfx942,
@@ -597,7 +591,7 @@ def find_index_wheels(
     index a wheel belongs to `variant` by its local label or its directory; on PyPI
     (`pypi`) wheels are unlabelled. Pre-releases are skipped.
     """
-    from torchfit.matrixcheck.check import parse_wheel
+    from torchfit.matrixcheck.wheels import parse_wheel
 
     groups: dict[tuple[str, str], list[Any]] = {}
     plats = set(platforms)

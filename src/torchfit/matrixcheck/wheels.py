@@ -22,9 +22,7 @@ from torchfit._backports import FROZEN
 from torchfit.compat.matrix import PLATFORMS, VARIANT_RE
 from torchfit.compat.tags import parse_linux_tag
 from torchfit.compat.versions import Dotted
-from torchfit.index.client import (
-    IndexFile,
-)
+from torchfit.index.pages import IndexFile
 
 
 @dataclass(**FROZEN)

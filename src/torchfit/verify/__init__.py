@@ -28,6 +28,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from torchfit.checks import Check
 from torchfit.host.links import probe_links
 from torchfit.lock.pylock import load_expected
 from torchfit.progress import Progress
@@ -36,12 +37,12 @@ from torchfit.runner import owned_temp_dir, remove_owned_dir
 from torchfit.verify.bandwidth import bandwidth_report, smi_indices
 from torchfit.verify.ddp import early_plan, judge_ddp, plan_ddp, rank_to_json, visible_gpus_guess
 from torchfit.verify.inspection import judge_inspection
-from torchfit.verify.model import Check, Options, Report
+from torchfit.verify.model import Options, Report
 from torchfit.verify.peers import compare_peers
 from torchfit.verify.sizes import format_bytes, sweep_sizes
 from torchfit.verify.watch import DdpRun, Inspection, child_env
 
-__all__ = ["Check", "Options", "Report", "verify"]
+__all__ = ["verify"]
 
 POLL_S = 0.1
 

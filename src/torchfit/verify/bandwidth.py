@@ -11,9 +11,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from torchfit.checks import Check
 from torchfit.compat.ncclenv import is_nccl_switch_on
 from torchfit.verify.inspection import cvd_entries
-from torchfit.verify.model import Check
 from torchfit.verify.sizes import MIB, format_bytes
 
 # Below this fraction of what the links promise, bandwidth is a warning. Measured

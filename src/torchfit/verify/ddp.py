@@ -8,8 +8,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from torchfit.checks import Check
 from torchfit.verify.inspection import code_text
-from torchfit.verify.model import Check, Options
+from torchfit.verify.model import Options
 from torchfit.verify.watch import RankState, exit_text, last_stage, lines_tail, tail_file
 
 _TORCHRUN_FAILURE = re.compile(

@@ -9,10 +9,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from torchfit.checks import Check
 from torchfit.compat import versions
 from torchfit.compat.tags import parse_arch_list
 from torchfit.compat.versions import Arch, coverage
-from torchfit.verify.model import Check
 from torchfit.verify.watch import lines_tail
 
 # --- what the numbers mean ----------------------------------------------------------------

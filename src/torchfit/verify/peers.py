@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from torchfit.host import parse_module_version, parse_nvrm_version
+from torchfit.host.nvidia import parse_module_version, parse_nvrm_version
 from torchfit.verify.inspection import code_text
 
 

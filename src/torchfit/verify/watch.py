@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchfit import runner
+from torchfit.checks import Check
 from torchfit.errors import BadInput
 from torchfit.redact import redact
-from torchfit.verify.model import Check, Options
+from torchfit.verify.model import Options
 from torchfit.verify.sizes import iteration_plan
 from torchfit.workers import JsonlTail, script, worker_argv
 

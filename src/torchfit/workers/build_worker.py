@@ -22,6 +22,7 @@ It runs on every install's critical path, so it reads files instead of importing
 `*.dist-info/METADATA` headers on sys.path give each distribution's name and version.
 """
 
+import importlib
 import json
 import os
 import sys
@@ -121,7 +122,7 @@ def probe(argv):
     lib = argv[1] if len(argv) > 1 else ""
     if len(argv) > 2 and argv[2] == "import":
         try:
-            import torch  # noqa: F401
+            importlib.import_module("torch")
 
             out["import"] = {"ok": True}
         except BaseException as exc:

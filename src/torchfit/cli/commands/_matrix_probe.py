@@ -19,8 +19,7 @@ from torchfit.errors import BadInput
 
 def run_probe(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], Any],
               say: Callable[[str], None]) -> int:
-    from torchfit.index.client import IndexUnavailable
-    from torchfit.index.wheelmeta import WheelFormatError
+    from torchfit.errors import IndexUnavailable, WheelFormatError
     from torchfit.matrixcheck import probe as pr
 
     targets = _targets(args)
@@ -38,7 +37,7 @@ def run_probe(args: argparse.Namespace, make_client: Callable[[argparse.Namespac
             else:
                 client = client or make_client(args)
                 if kind == "url":
-                    from torchfit.index.client import IndexFile
+                    from torchfit.index.pages import IndexFile
 
                     wheel = _url_wheel(IndexFile(target.rsplit("/", 1)[-1].split("#")[0], target))
                 else:
@@ -74,7 +73,7 @@ def run_probe(args: argparse.Namespace, make_client: Callable[[argparse.Namespac
 
 
 def _url_wheel(file: Any) -> Any:
-    from torchfit.matrixcheck.check import parse_wheel
+    from torchfit.matrixcheck.wheels import parse_wheel
 
     w = parse_wheel(file)
     if w is None:
@@ -159,7 +158,7 @@ def _index_targets(args: argparse.Namespace) -> list[tuple[str, Any, list[str]]]
             from torchfit.cli.commands.matrix import _client
 
             client = client or _client(args)
-            from torchfit.index.client import IndexMalformed, IndexUnavailable
+            from torchfit.errors import IndexMalformed, IndexUnavailable
 
             try:
                 pages[idx] = client.project_page(idx, "torch")

@@ -50,7 +50,6 @@ def add_parser(subparsers: Any, epilog: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from torchfit.cli import check_source_options
-    from torchfit.installer import prefix as envbuild
     from torchfit.installer.add import (
         AddJob,
         describe_sources,
@@ -58,7 +57,9 @@ def run(args: argparse.Namespace) -> int:
         parse_new_requirements,
     )
     from torchfit.installer.flow import locked_torch_index
+    from torchfit.installer.prefix import PrefixLock
     from torchfit.progress import StderrProgress
+    from torchfit.runner import interrupts_raise
 
     if not args.env or not args.env.strip():
         raise BadInput("--env: give the env's directory")
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     observer = StderrProgress()
     job = AddJob(prefix=prefix, lock=lock, requirements=requirements, sources=sources, installer=args.installer,
                  observer=observer, timeout=args.timeout, source_args=describe_sources(args))
-    with envbuild.interrupts_raise(), envbuild.PrefixLock(prefix, args.wait, observer.info):
+    with interrupts_raise(), PrefixLock(prefix, args.wait, observer.info):
         job.lock = load_env_lock(prefix)  # again, under the lock: another run may have grown it
         result = job.run()
     if args.json:

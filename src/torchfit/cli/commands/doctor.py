@@ -20,7 +20,8 @@ from torchfit.errors import BadInput
 from torchfit.inputs import seconds
 
 if TYPE_CHECKING:
-    from torchfit.doctor import Check, Context
+    from torchfit.checks import Check
+    from torchfit.doctor.context import Context
 
 LOG_LIMIT = 64 << 20  # read at most the last 64 MiB of a --log file
 
@@ -114,7 +115,8 @@ def read_log(path: str | None) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from torchfit.doctor import Context, diagnose
+    from torchfit.doctor import diagnose
+    from torchfit.doctor.context import Context
 
     root = os.path.abspath(os.path.expanduser(args.root))
     if not os.path.isdir(root):
@@ -168,7 +170,7 @@ def _node_check(args: argparse.Namespace, root: str, environ: dict[str, str]) ->
 
 
 def summary(checks: Sequence[Check]) -> dict[str, int]:
-    from torchfit.doctor import status_word
+    from torchfit.doctor.model import status_word
 
     counts = {"ok": 0, "warn": 0, "fail": 0, "unknown": 0}
     for c in checks:
@@ -178,7 +180,7 @@ def summary(checks: Sequence[Check]) -> dict[str, int]:
 
 
 def report_json(checks: Sequence[Check], ctx: Context) -> dict[str, Any]:
-    from torchfit.doctor import check_to_json
+    from torchfit.doctor.model import check_to_json
 
     return {
         "ok": not any(c.status == "fail" for c in checks),
@@ -214,7 +216,7 @@ def format_report(checks: Sequence[Check], ctx: Context, width: int = 80) -> lis
     """The doctor report as plain lines (render_report colours them)."""
     import textwrap
 
-    from torchfit.doctor import status_word
+    from torchfit.doctor.model import status_word
     from torchfit.inputs import terminal_text
     from torchfit.redact import redact
 

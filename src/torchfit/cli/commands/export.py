@@ -39,8 +39,10 @@ def add_parser(subparsers: Any, epilog: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torchfit.export as export
     from torchfit.compat.matrix import PYPI_SIMPLE
+    from torchfit.export import render
+    from torchfit.export.stack import load_lock, with_index
+    from torchfit.export.uvlock import lock_with_uv
 
     pypi_url = (args.pypi_url or args.index_url or PYPI_SIMPLE).rstrip("/")
     for opt, url in (("--torch-index-url", args.torch_index_url), ("--pypi-url", args.pypi_url)):
@@ -50,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
             from torchfit.inputs import check_index_url
 
             check_index_url(url, opt, placeholders=opt == "--torch-index-url")
-    from torchfit.cli.commands.install import TORCH_INDEX_ENV
+    from torchfit.compat.matrix import TORCH_INDEX_ENV
     from torchfit.installer.sources import refuse_insecure
 
     for opt, url in (("--torch-index-url", args.torch_index_url), ("--pypi-url", args.pypi_url),
@@ -64,13 +66,13 @@ def run(args: argparse.Namespace) -> int:
                                     ("--assume", args.assume), ("--strict-driver", args.strict_driver)) if v]
         if resolving:
             raise BadInput(f"--lock exports the lock as it is; drop {', '.join(resolving)}")
-        stack = export.load_lock(args.lock)
+        stack = load_lock(args.lock)
     else:
         stack = _resolve_stack(args)
     # The same mirror `torchfit install` would use (docs/mirrors.md), unless given here.
-    from torchfit.cli.commands.install import TORCH_INDEX_ENV
+    from torchfit.compat.matrix import TORCH_INDEX_ENV
 
-    stack = export.with_index(stack, args.torch_index_url or os.environ.get(TORCH_INDEX_ENV) or None)
+    stack = with_index(stack, args.torch_index_url or os.environ.get(TORCH_INDEX_ENV) or None)
     if stack.index_url:  # a --lock's own index obeys the same rule
         refuse_insecure(stack.index_url, "the lock's torch index", args.allow_insecure_index)
     if args.format == "pylock" and not stack.locked:
@@ -81,9 +83,9 @@ def run(args: argparse.Namespace) -> int:
         what = f"uv pip compile (the torch index {stack.index_url}, dependencies from {pypi_url})"
         progress.info(f"export: locking with {what}")
         with progress.running("export"):
-            stack = export.lock_with_uv(stack, Runner(), pypi_url=pypi_url,
+            stack = lock_with_uv(stack, Runner(), pypi_url=pypi_url,
                                         on_wait=progress.waiting("export", what))
-    text = export.render(args.format, stack, pypi_url=pypi_url)
+    text = render(args.format, stack, pypi_url=pypi_url)
     if args.output:
         from torchfit.cli.ui import write_output
 
@@ -99,7 +101,7 @@ def _resolve_stack(args: argparse.Namespace) -> Any:
     from torchfit.cache import load_matrix
     from torchfit.cli import check_source_options, load_hosts, make_request
     from torchfit.compat.resolver import resolve
-    from torchfit.export import stack_from_plan
+    from torchfit.export.stack import stack_from_plan
 
     matrix = load_matrix(args.matrix)
     check_source_options(args)

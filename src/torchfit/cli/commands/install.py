@@ -132,7 +132,6 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
     from torchfit.cli import make_request
     from torchfit.compat.resolver import resolve
     from torchfit.errors import BadInput
-    from torchfit.installer import prefix as envbuild
     from torchfit.installer.flow import (
         InstallJob,
         check_ld_preload_lib,
@@ -142,9 +141,12 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
         nccl_pin_for,
     )
     from torchfit.installer.nccl import NcclPin, pin_from_json
+    from torchfit.installer.prefix import PrefixLock, scan_temps
     from torchfit.installer.sources import load_pip_config, make_sources, torch_index_for
     from torchfit.lock.pylock import load_lock
+    from torchfit.owned import remove_marked
     from torchfit.progress import StderrProgress
+    from torchfit.runner import interrupts_raise
 
     check_prefix(prefix, args.force)
     observer = StderrProgress()
@@ -193,13 +195,13 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
     except OSError as exc:
         raise BadInput(f"--prefix {args.prefix}: cannot create {parent} ({exc.strerror})") from None
     _JOB.append(job)
-    with envbuild.interrupts_raise(), envbuild.PrefixLock(prefix, args.wait, observer.info):
+    with interrupts_raise(), PrefixLock(prefix, args.wait, observer.info):
         check_prefix(prefix, args.force)  # again, now that no other install can race us
-        scan = envbuild.scan_temps(prefix)
+        scan = scan_temps(prefix)
         for stale in scan.stale:
             # Its marker proves a torchfit run made it, and that run is gone.
             observer.info(f"removing {stale}, left by a torchfit install that was killed")
-            envbuild.remove_marked(stale)
+            remove_marked(stale)
         for other in scan.unproven:
             observer.warn(f"leaving {other} alone: its name looks like a torchfit temporary env, "
                           "but nothing proves torchfit made it")

@@ -138,6 +138,8 @@ def _check(args: argparse.Namespace, *, update: bool) -> int:
     from torchfit.compat.matrix import PYPI_SIMPLE
     from torchfit.installer.sources import refuse_insecure
     from torchfit.matrixcheck import check as mc
+    from torchfit.matrixcheck.report import format_report
+    from torchfit.matrixcheck.update import propose_update
 
     base = mc.check_base_url(args.index_url, "--index-url") if args.index_url else None
     pypi_url = mc.check_base_url(args.pypi_url, "--pypi-url") if args.pypi_url else PYPI_SIMPLE
@@ -157,8 +159,8 @@ def _check(args: argparse.Namespace, *, update: bool) -> int:
     )
     if update:
         text, path = _matrix_text(args.matrix)
-        diff = mc.propose_update(text, matrix, report, path=path)
-        sys.stderr.write(mc.format_report(report, notes=False))
+        diff = propose_update(text, matrix, report, path=path)
+        sys.stderr.write(format_report(report, notes=False))
         if args.output:
             from torchfit.cli.ui import write_output
 
@@ -172,7 +174,7 @@ def _check(args: argparse.Namespace, *, update: bool) -> int:
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
-        sys.stdout.write(mc.format_report(report, notes=not args.quiet))
+        sys.stdout.write(format_report(report, notes=not args.quiet))
     return 0 if report.ok else 1
 
 
