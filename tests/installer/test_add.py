@@ -1,8 +1,9 @@
-"""`torchfit add` on a real CPU env (torch 2.13.0 from the local wheel, uv): tiny wheels with
-real METADATA in a find-links directory, one pinning torch==2.12.0 (refused: torch's files
-and pylock.toml byte-identical after), one needing torch==2.13.0 and a pure-Python one
-(installed, locked with sha256, `verify --lock` passes), a locked dependency that must
-move; and the bad input that never touches anything (one line, exit 2)."""
+"""`torchfit add` on a real CPU project env (torch 2.13.0 from the local wheel, uv, a package
+pinning torch==2.13.0 and a pure-Python one): tiny wheels with real METADATA in a find-links
+directory; one pinning torch==2.12.0 is refused (torch's files and pylock.toml byte-identical
+after), compatible ones are installed and locked with sha256 and `verify --lock` passes, a
+locked dependency moves only when it must; and the bad input that never touches anything
+(one line, exit 2)."""
 
 from __future__ import annotations
 
@@ -62,17 +63,23 @@ def links(tmp_path_factory: pytest.TempPathFactory) -> Path:
     make_wheel(d, "deep-pin", "1.0", ["pins-old-torch>=1"])  # needs torch 2.12.0 one level down
     make_wheel(d, "needs-torch", "1.0", ["torch==2.13.0", "numpy; python_version < '3'"])
     make_wheel(d, "pure-pkg", "1.0")
+    make_wheel(d, "plugin-pkg", "1.0", ["needs-torch", "torch>=2.13"])
+    make_wheel(d, "extra-pure", "1.0")
     make_wheel(d, "helper-dep", "1.0")
     make_wheel(d, "uses-helper", "1.0", ["helper-dep"])
     return d
 
 
 @pytest.fixture(scope="module")
-def add_env(tmp_path_factory: pytest.TempPathFactory, torch_index: str, state_home: Path) -> Path:
-    """A CPU torch 2.13.0 env built by `torchfit install` (uv), this module's own (it grows)."""
+def add_env(tmp_path_factory: pytest.TempPathFactory, torch_index: str, links: Path, state_home: Path) -> Path:
+    """A project env built by `torchfit install` (uv): CPU torch 2.13.0, a package pinning
+    torch==2.13.0 and a pure-Python one; this module's own (it grows)."""
     prefix = tmp_path_factory.mktemp("add") / "env"
-    proc = run_tf("install", *CPU_ARGS, "--torch-index-url", torch_index, "--prefix", str(prefix), state=state_home)
+    proc = run_tf("install", CPU_ARGS[0], "needs-torch", "pure-pkg", *CPU_ARGS[1:], "--find-links", str(links), "--torch-index-url",
+                  torch_index, "--prefix", str(prefix), state=state_home)
     assert proc.returncode == 0, proc.stderr
+    assert tomllib.loads((prefix / "pylock.toml").read_text())["tool"]["torchfit"]["plan"]["project"] == [
+        "needs-torch", "pure-pkg"]
     return prefix
 
 
@@ -88,7 +95,8 @@ def test_a_package_pinning_another_torch_is_refused_and_nothing_changes(add_env:
     err = proc.stderr
     assert "pins-old-torch 1.0 requires torch==2.12.0" in err, err
     assert "locked to torch 2.13.0+cpu" in err and "[add-needs-other-torch]" in err
-    assert f"torchfit install --force --prefix {add_env} " in err and err.rstrip().endswith("pins-old-torch")
+    assert f"torchfit install --force --prefix {add_env} " in err
+    assert err.rstrip().endswith(" torch needs-torch pure-pkg pins-old-torch"), err  # the project so far, grown
     assert "--variant cpu" in err and "Traceback" not in err
     # a requirement one level down: the package that pins torch is named, read from its METADATA
     proc = run_tf("add", "deep-pin", "--env", str(add_env), "--find-links", str(links), "--json", state=state_home)
@@ -116,26 +124,26 @@ def test_compatible_packages_are_installed_locked_and_verified(add_env: Path, li
                                                                tmp_path: Path) -> None:
     before = _packages(add_env)
     torch_before = _tree_digest(_site(add_env) / "torch")
-    proc = run_tf("add", "needs-torch", "pure-pkg>=1", "--env", str(add_env), "--find-links", str(links), "--json",
+    proc = run_tf("add", "plugin-pkg", "extra-pure>=1", "--env", str(add_env), "--find-links", str(links), "--json",
                   state=state_home)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert {(d["name"], d["version"]) for d in out["added"]} == {("needs-torch", "1.0"), ("pure-pkg", "1.0")}
+    assert {(d["name"], d["version"]) for d in out["added"]} == {("plugin-pkg", "1.0"), ("extra-pure", "1.0")}
     assert out["changed"] == [] and out["kept_locked_versions"] is True
     # the env has them; torch is the same files
     dists = env_dists(add_env)
-    assert dists["needs-torch"] == "1.0" and dists["pure-pkg"] == "1.0" and dists["torch"] == "2.13.0+cpu"
+    assert dists["plugin-pkg"] == "1.0" and dists["extra-pure"] == "1.0" and dists["torch"] == "2.13.0+cpu"
     assert _tree_digest(_site(add_env) / "torch") == torch_before
     # the lock lists them with the sha256 of the very wheels, keeps every earlier entry as it was
     after = _packages(add_env)
-    for name in ("needs-torch", "pure-pkg"):
+    for name in ("plugin-pkg", "extra-pure"):
         (wheel,) = after[name]["wheels"]
         assert wheel["hashes"]["sha256"] == sha256_of(links / wheel["name"])
     assert {n: p for n, p in after.items() if n in before} == before
     tool = tomllib.loads((add_env / "pylock.toml").read_text())["tool"]["torchfit"]
-    assert tool["plan"]["project"] == ["needs-torch", "pure-pkg>=1"]
-    assert tool["plan"]["resolved"]["pure-pkg"] == "1.0" and tool["plan"]["resolved"]["torch"] == "2.13.0+cpu"
-    assert tool["added"][-1]["requirements"] == ["needs-torch", "pure-pkg>=1"]
+    assert tool["plan"]["project"] == ["needs-torch", "pure-pkg", "plugin-pkg", "extra-pure>=1"]
+    assert tool["plan"]["resolved"]["extra-pure"] == "1.0" and tool["plan"]["resolved"]["torch"] == "2.13.0+cpu"
+    assert tool["added"][-1]["requirements"] == ["plugin-pkg", "extra-pure>=1"]
     # verify --lock: the closure check (and the rest, on gloo) passes on the grown env
     from tests.verify.conftest import Verify
 
