@@ -23,7 +23,8 @@ from tests.support.wheels import make_wheel, serve_dir, write_index
 from torchfit._backports import tomllib
 from torchfit.compat.facts import facts_to_json
 from torchfit.compat.plan import plan_from_json
-from torchfit.export import render, stack_from_lock, stack_from_plan
+from torchfit.export import render
+from torchfit.export.stack import stack_from_lock, stack_from_plan
 from torchfit.lock.model import Artifact, Lock, LockedDist
 from torchfit.lock.pylock import parse_lock, render_lock
 
@@ -206,7 +207,7 @@ def test_the_pylock_export_of_a_project_keeps_its_constraints(indexes: dict[str,
     """`--format pylock` from a plan locks with `uv pip compile`, which ignores [tool.uv]
     constraint-dependencies: the project's constraints reach it with -c."""
     _uv()
-    from torchfit.export import lock_with_uv
+    from torchfit.export.uvlock import lock_with_uv
     from torchfit.runner import Runner
 
     plan = _plan(index_url=indexes["torch"], project=list(PROJECT), constraints=["helper-dep<2"])

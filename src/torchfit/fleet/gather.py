@@ -28,10 +28,10 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from torchfit.errors import BadInput, ProbeFailed, TorchfitError
+from torchfit.errors import BadInput, ProbeFailed, ToolMissing, ToolTimeout, TorchfitError
 from torchfit.fleet.hostlist import compress_hostlist, expand_hostlist
 from torchfit.fleet.model import Fleet, Missing, group_nodes
-from torchfit.runner import Runner, ToolMissing, ToolTimeout
+from torchfit.runner import Runner
 
 BEGIN = "torchfit-fleet-node"
 END = "torchfit-fleet-end"

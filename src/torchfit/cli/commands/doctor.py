@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
 def _node_check(args: argparse.Namespace, root: str, environ: dict[str, str]) -> int:
     import sys
 
-    from torchfit.doctor import Context
+    from torchfit.doctor.context import Context
     from torchfit.doctor.nodecheck import format_node_line, node_check
 
     if args.env or args.python or args.log:
