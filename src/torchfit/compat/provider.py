@@ -177,6 +177,7 @@ class Context:
         ]
         self.seen: dict[tuple[str, Version], PackageMeta | None] = {}
         self.companions = companions
+        self.chosen: list[ProjectCandidate] = []  # set by the resolver once it has chosen
         self.capped: set[str] = set()
 
     # -- per-build requirement sets ------------------------------------------------
@@ -239,6 +240,10 @@ class Context:
             if not any(comp.check(c).ok for c in self._companions(comp.identifier)):
                 fails.append(RuleResult(False, f"{build.label}: {comp.text}", "companion"))
         fails += [c for c in self.user_checks(build) if not c.ok]
+        for cand in self.chosen:  # the project's pins, once its releases are chosen
+            for pin in self.family_pins(cand):
+                if not _family_test(pin.name, pin.specifier)(BuildCandidate(build)):
+                    fails.append(RuleResult(False, f"{build.label}: outside {pin} ({cand.label})", "user"))
         return fails
 
     def _python_refusal(self, build: Build, choices: list[PythonChoice]) -> str:

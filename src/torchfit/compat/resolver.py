@@ -77,6 +77,7 @@ def resolve(hosts: Sequence[HostFacts], request: Request, matrix: Matrix,
     build = result.mapping["torch"].build
     py = result.mapping["python"]
     chosen = [c for k, c in result.mapping.items() if k.startswith("pkg:")]
+    ctx.chosen = chosen  # the builds the project's pins exclude are refused for that reason
     return _make_plan(ctx, build, py, chosen)
 
 
@@ -191,8 +192,11 @@ def _make_plan(ctx: Context, build: Build, py: PythonChoice, chosen: Sequence[Pr
         warnings.append("a CPU build on a GPU host, as asked (--variant cpu): the GPUs stay unused")
     pinned, needed = _project_reasons(ctx, build, chosen)
     warnings += _companion_warnings(ctx, build, py, chosen)
-    if pinned:
-        why["torch"] += "; " + "; ".join(pinned)
+    torch_pins = [p.split(": ", 1)[1] for p in pinned if p.startswith("torch ")]
+    if torch_pins:  # the project decided the release, not "newest that fits"
+        why["torch"] = "; ".join(torch_pins) + (
+            " (newer releases: outside that pin; see --explain)" if newer else "")
+    reasons += [p for p in pinned if not p.startswith("torch ")]
     reasons.append(f"torch {build.torch}: {why['torch']}")
     reasons.append(f"{build.variant}: {why['variant']}")
     gap = _smallest_gap_reason(ctx, build)
