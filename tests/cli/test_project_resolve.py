@@ -190,3 +190,15 @@ def test_companions_data_names_where_an_abi_bound_binary_lives(indexes: dict[str
     # No binary for torch 2.13: PyPI's sdist would be compiled, and the warning says so before the build.
     assert any(w.startswith("torch-scatter 2.1.2 has only a source distribution on PyPI") for w in plan["warnings"]), \
         plan["warnings"]
+
+
+def test_an_index_that_does_not_answer_is_bounded_and_named() -> None:
+    """A project index that accepts connections and never answers: the index deadline ends the
+    read, exit 1 naming the URL (never a hang, never a traceback)."""
+    from tests.support.servers import serve
+
+    with serve() as url:
+        out = run_cli("resolve", *CPU_HOST, "pinlib", "--index-url", f"{url}/simple", "--allow-insecure-index",
+                      env={"PIP_CONFIG_FILE": "/dev/null", "TORCHFIT_INDEX_DEADLINE": "3"}, timeout=120)
+    assert out.returncode == 1, out.stderr
+    assert "127.0.0.1" in out.stderr and "Traceback" not in out.stderr, out.stderr
