@@ -39,6 +39,8 @@ def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         make_wheel(wheels, "purelib", "1.1"),
         make_wheel(wheels, "pyonly", "1.0", ["torch>=2.0"], requires_python=">=3.13"),
         make_wheel(wheels, "torch-scatter", "2.1.2"),  # PyG: no torch in METADATA, one binary per torch
+        # "PyPI's" xformers: its METADATA readable, its binary for no Python here (PyPI's is a cu128 build)
+        make_wheel(wheels, "xformers", "0.0.32.post2", ["torch==2.8.0"], tag="cp99-cp99-manylinux_2_28_x86_64"),
     ]
     torch_wheels = root / "torch-wheels"
     family = {
@@ -46,9 +48,12 @@ def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
                 ("torch", "2.13.0"), ("torch", "2.14.1"), ("torch", "2.15.0")],
         "cu128": [("torch", "2.8.0"), ("torch", "2.9.0"), ("torchvision", "0.23.0")],
         "cu129": [("torch", "2.8.0")],
+        "cu126": [("torch", "2.8.0")],
     }
     for variant, items in family.items():
         built = [make_wheel(torch_wheels / variant, n, f"{v}+{variant}") for n, v in items]
+        if variant == "cu126":  # the torch index's own xformers build, as download.pytorch.org has
+            built.append(make_wheel(torch_wheels / variant, "xformers", "0.0.32.post2", ["torch==2.8.0"]))
         write_index(root / "torch" / variant, built)
     write_index(root / "pypi", project)
     with serve_dir(root) as url:
@@ -202,3 +207,16 @@ def test_an_index_that_does_not_answer_is_bounded_and_named() -> None:
                       env={"PIP_CONFIG_FILE": "/dev/null", "TORCHFIT_INDEX_DEADLINE": "3"}, timeout=120)
     assert out.returncode == 1, out.stderr
     assert "127.0.0.1" in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_an_abi_bound_package_comes_from_the_torch_index_when_pypis_binary_is_another_build(
+        indexes: dict[str, Any]) -> None:
+    """Driver 560 runs cu126 fully: torch 2.8.0 cu126. PyPI's xformers 0.0.32.post2 is a cu128 build
+    (companions.toml, measured); the cu126 one is on the torch index, and uv is sent there."""
+    host = ("--assume", "gpu=sm_90", "--assume", "driver=560.35.05", "--assume", "glibc=2.35",
+            "--assume", "python=3.12", "--assume", "arch=x86_64")
+    code, plan, err = resolve(indexes, *host, "xformers==0.0.32.post2")
+    assert code == 0, err
+    assert (plan["torch"], plan["variant"], plan["routed"]) == ("2.8.0", "cu126", ["xformers"]), plan
+    assert plan["resolved"]["xformers"] == "0.0.32.post2"  # found only on the torch index
+    assert any("its cu126 binary comes from the torch index" in r for r in plan["reasons"]), plan["reasons"]

@@ -48,6 +48,9 @@ class Plan:
     project: tuple[str, ...] = ()
     constraints: tuple[str, ...] = ()
     resolved: dict[str, str] = field(default_factory=dict)
+    # Project packages whose binary for this build comes from the torch index, as the
+    # family's does (companions.toml: xformers' cuXXX builds); routed there by install.
+    routed: tuple[str, ...] = ()
     # The matrix row the plan was made from (not part of the JSON contract): later
     # steps (export's platform and glibc, install's lock check) read it instead of
     # looking the build up again by string. None for a plan read back from JSON
@@ -82,6 +85,7 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
         "project": list(plan.project),
         "constraints": list(plan.constraints),
         "resolved": dict(plan.resolved),
+        "routed": list(plan.routed),
     }
 
 
@@ -104,7 +108,7 @@ def plan_from_json(data: dict[str, Any], matrix: Matrix | None = None) -> Plan:
             torchaudio=data.get("torchaudio"), index_url=str(data.get("index_url") or ""),
             packages=tup("packages") or ("torch",), reasons=tup("reasons"), warnings=tup("warnings"),
             ruled_out=tup("ruled_out"), ruled_out_relevant=int(data.get("ruled_out_relevant") or 0), why=dict(data.get("why") or {}), hosts=tup("hosts"),
-            project=tup("project"), constraints=tup("constraints"),
+            project=tup("project"), constraints=tup("constraints"), routed=tup("routed"),
             resolved={str(k): str(v) for k, v in dict(data.get("resolved") or {}).items()},
             build=matrix.find_build(torch, variant) if matrix is not None else None,
         )

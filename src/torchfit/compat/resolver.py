@@ -95,16 +95,24 @@ def _project_reasons(ctx: Context, build: Build, chosen: Sequence[ProjectCandida
     return reasons, needed
 
 
-def _companion_warnings(ctx: Context, build: Build, py: PythonChoice,
-                        chosen: Sequence[ProjectCandidate]) -> list[str]:
-    """What companions.toml says of the project's ABI-bound packages for this build: a
-    release with only an sdist (what its build needs, the prebuilt wheel instead), a
-    binary that lives on another index, no binary for the build at all."""
-    if ctx.companions is None:
-        return []
-    from torchfit.compat.companions import format_sdist_warning
+def _companion_notes(ctx: Context, build: Build, py: PythonChoice,
+                     chosen: Sequence[ProjectCandidate]) -> tuple[list[str], list[str], list[str]]:
+    """What companions.toml says of the project's ABI-bound packages for this build.
 
-    out = []
+    (reasons, warnings, routed): a binary the torch index serves for this variant (PyPI's
+    is another CUDA: xformers 0.0.32.post2 on PyPI is cu128) is taken from the torch index,
+    the family's own source (`routed`); a binary on a third-party page (PyG) is named, not
+    added as a source without the user's word; a release with only an sdist gets the
+    warning of what its build needs; no binary for the build at all is said.
+    """
+    reasons: list[str] = []
+    warnings: list[str] = []
+    routed: list[str] = []
+    if ctx.companions is None:
+        return reasons, warnings, routed
+    from torchfit.compat.companions import format_sdist_warning
+    from torchfit.compat.matrix import DEFAULT_INDEX
+
     for cand in chosen:
         comp = ctx.companions.get(cand.name)
         if comp is None:
@@ -114,15 +122,19 @@ def _companion_warnings(ctx: Context, build: Build, py: PythonChoice,
         if any(r.sdist_only for r in mine) or (not mine and any(r.version == cand.version and r.sdist_only
                                                                for r in comp.releases)):
             rel = mine[0] if mine else next(r for r in comp.releases if r.version == cand.version)
-            out.append(format_sdist_warning(rel))
+            warnings.append(format_sdist_warning(rel))
         elif not mine and comp.releases and any(r.version == cand.version for r in comp.releases):
-            out.append(f"{cand.label}: companions.toml knows no binary of it for {build.label} on Python "
-                       f"{py.label}; newest that has one: {fits[0].label if fits else 'none'}")
+            warnings.append(f"{cand.label}: companions.toml knows no binary of it for {build.label} on Python "
+                            f"{py.label}; newest that has one: {fits[0].label if fits else 'none'}")
         route = ctx.companions.routing(cand.name, torch=build.torch, variant=build.variant)
-        if route:
-            out.append(f"{cand.label}: its {build.variant} binary for torch {build.torch} is on {route} "
-                       f"(not PyPI): give it to install with --find-links/--extra-index-url")
-    return out
+        if route and comp.route == DEFAULT_INDEX:
+            routed.append(cand.name)
+            reasons.append(f"{cand.label}: its {build.variant} binary comes from the torch index, like torch "
+                           f"(PyPI's wheel is another build; {comp.source.get('route', 'companions.toml')})")
+        elif route:
+            warnings.append(f"{cand.label}: its {build.variant} binary for torch {build.torch} is on {route} "
+                            "(not PyPI): give it to install with --find-links/--extra-index-url")
+    return reasons, warnings, routed
 
 
 def _make_plan(ctx: Context, build: Build, py: PythonChoice, chosen: Sequence[ProjectCandidate] = ()) -> Plan:
@@ -191,12 +203,13 @@ def _make_plan(ctx: Context, build: Build, py: PythonChoice, chosen: Sequence[Pr
     if build.kind == "cpu" and ctx.want_cpu and any(h.gpus for h in hosts):
         warnings.append("a CPU build on a GPU host, as asked (--variant cpu): the GPUs stay unused")
     pinned, needed = _project_reasons(ctx, build, chosen)
-    warnings += _companion_warnings(ctx, build, py, chosen)
+    notes, cautions, routed = _companion_notes(ctx, build, py, chosen)
+    warnings += cautions
     torch_pins = [p.split(": ", 1)[1] for p in pinned if p.startswith("torch ")]
     if torch_pins:  # the project decided the release, not "newest that fits"
         why["torch"] = "; ".join(torch_pins) + (
             " (newer releases: outside that pin; see --explain)" if newer else "")
-    reasons += [p for p in pinned if not p.startswith("torch ")]
+    reasons += [p for p in pinned if not p.startswith("torch ")] + notes
     reasons.append(f"torch {build.torch}: {why['torch']}")
     reasons.append(f"{build.variant}: {why['variant']}")
     gap = _smallest_gap_reason(ctx, build)
@@ -251,6 +264,7 @@ def _make_plan(ctx: Context, build: Build, py: PythonChoice, chosen: Sequence[Pr
         hosts=tuple(h.name for h in hosts),
         project=tuple(r.text for r in req.project.others),
         constraints=tuple(r.text for r in req.project.constraints),
+        routed=tuple(routed),
         build=build,
     )
 

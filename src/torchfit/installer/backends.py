@@ -181,6 +181,8 @@ class Backend:
     version = "?"
     # The project's -c constraints (a plan's `constraints`): they bound what is resolved.
     constraints: tuple[str, ...] = ()
+    # Project packages whose binary comes from the torch index (a plan's `routed`).
+    routed: tuple[str, ...] = ()
 
     def __init__(self, ctx: StepContext) -> None:
         self.ctx = ctx
@@ -379,7 +381,7 @@ class UvBackend(Backend):
         work_project = os.path.join(work, "project")
         os.makedirs(work_project, mode=0o700, exist_ok=True)
         # may hold the index's credentials: 0600, removed with the work directory
-        pyproject = _write(work_project, "pyproject.toml", uv_project(specs, s.torch_index))
+        pyproject = _write(work_project, "pyproject.toml", uv_project(specs, s.torch_index, self.routed))
         out = os.path.join(work, "pylock.resolved.toml")
         args = s.uv_args(family=False)
         base = [self.uv, "pip", "compile", "--format", "pylock.toml", "--no-header", "--python", python]
@@ -516,7 +518,7 @@ def install_lock_text(dists: Sequence[LockedDist]) -> str:
                        "packages": [package_table(d) for d in dists]})
 
 
-def uv_project(specs: Sequence[str], torch_index: str) -> str:
+def uv_project(specs: Sequence[str], torch_index: str, routed: Sequence[str] = ()) -> str:
     """The pyproject.toml uv resolves: the family pinned to the torch index as an explicit index.
 
     uv's own mechanism for PyTorch: an *explicit* index serves only the packages that
@@ -525,7 +527,7 @@ def uv_project(specs: Sequence[str], torch_index: str) -> str:
     """
     names = [canonicalize_name(Requirement(x).name) for x in specs]
     uv: dict[str, Any] = {
-        "sources": {n: Inline(index=TORCH_INDEX_NAME) for n in names if n in FAMILY},
+        "sources": {n: Inline(index=TORCH_INDEX_NAME) for n in names if n in FAMILY or n in routed},
         "index": [{"name": TORCH_INDEX_NAME, "url": torch_index, "explicit": True}],
     }
     return dumps_toml({"project": {"name": "torchfit-env", "version": "0", "dependencies": list(specs)},
@@ -601,7 +603,7 @@ class PipBackend(Backend):
                      work: str) -> list[LockedDist]:
         s = self.ctx.sources
         r1 = os.path.join(work, "report-family.json")
-        family_only = [x for x in specs if canonicalize_name(Requirement(x).name) in FAMILY]
+        family_only = [x for x in specs if canonicalize_name(Requirement(x).name) in (*FAMILY, *self.routed)]
         self.ctx.run("install-family",
                      self._pip(env_dir, "--no-deps", "--only-binary", ":all:", "--report", r1, *family_only),
                      s.pip_env(os.environ, family=True), f"the torch family from {redact(s.torch_index)} only")

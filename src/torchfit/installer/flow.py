@@ -240,6 +240,7 @@ class InstallJob:
                 self._check_closure(ctx, tmp.path)
             else:
                 backend.constraints = tuple(self.plan.constraints)
+                backend.routed = tuple(self.plan.routed)
                 dists = backend.build(python, tmp.path, self.seed, install_specs(self.plan), self.nccl_override, work)
             # The check runs the env's Python; meanwhile write what does not depend on
             # its answer (the pin's script, unless LD_PRELOAD's version comes from it).

@@ -106,6 +106,7 @@ def compile_set(plan: Plan, sources: Sources, arch: str, glibc: tuple[int, int] 
     ctx = StepContext(runner, _NoLog(), progress or Progress(), sources, timeout, {}, stall=stall_timeout())  # type: ignore[arg-type]
     backend = UvBackend(ctx, uv, version)
     backend.constraints = tuple(plan.constraints)
+    backend.routed = tuple(plan.routed)
     # The target as values, so the set is right for another host too (resolve --facts):
     # its Python version and its platform (arch, glibc), whatever interpreter runs uv.
     target = ["--python-version", plan.python_version, "--python-platform", uv_platform(arch, glibc)]
