@@ -79,8 +79,10 @@ def _dist(name: str, version: str, sha: str, index: str | None = None) -> Locked
 
 def _project_lock() -> Lock:
     """A lock as `torchfit install` + `torchfit add` leave it: the project in [tool.torchfit.plan]."""
+    local = LockedDist("local-pkg", "1.0", (Artifact("wheel", "e" * 64, "file:///srv/wheels/local_pkg-1.0-py3-none-any.whl",
+                                                     None, "local_pkg-1.0-py3-none-any.whl"),))
     packages = (_dist("torch", "2.13.0+cpu", "a", TORCH_URL), _dist("sympy", "1.14.0", "b"),
-                _dist("needs-torch", "1.0", "c"), _dist("pure-pkg", "1.0", "d"))
+                _dist("needs-torch", "1.0", "c"), _dist("pure-pkg", "1.0", "d"), local)
     plan = {"python": "3.11", "python_version": "3.11.7", "torch": "2.13.0", "variant": "cpu",
             "index_url": TORCH_URL, "packages": ["torch"], "project": list(PROJECT)}
     tool = {"schema": 1, "torch-index-url": TORCH_URL, "plan": plan}
@@ -92,12 +94,15 @@ def test_a_lock_with_project_packages_in_each_format() -> None:
     stack = stack_from_lock(_project_lock(), "pylock.toml")
     assert stack.project == PROJECT
     req = render("requirements", stack, pypi_url=PYPI)
-    assert _lines(req)[:2] == [f"--index-url {TORCH_URL}", f"--extra-index-url {PYPI}"]
+    # a file from a find-links directory (uv's lock names no index for it): that directory
+    assert _lines(req)[:3] == [f"--index-url {TORCH_URL}", f"--extra-index-url {PYPI}",
+                               "--find-links /srv/wheels"]
     for name, version, sha in (("needs-torch", "1.0", "c"), ("pure-pkg", "1.0", "d"), ("torch", "2.13.0+cpu", "a")):
         assert f"{name}=={version} \\\n    --hash=sha256:{sha * 64}" in req
     doc = tomllib.loads(render("uv", stack, pypi_url=PYPI))
     assert doc["project"]["dependencies"] == ["torch==2.13.0+cpu", *PROJECT]
-    assert doc["tool"]["uv"]["constraint-dependencies"] == ["needs-torch==1.0", "pure-pkg==1.0", "sympy==1.14.0"]
+    assert doc["tool"]["uv"]["constraint-dependencies"] == ["local-pkg==1.0", "needs-torch==1.0", "pure-pkg==1.0",
+                                                            "sympy==1.14.0"]
     assert doc["tool"]["uv"]["sources"] == {"torch": {"index": "pytorch-cpu"}}
     lock = tomllib.loads(render("pylock", stack))
     by_name = {p["name"]: p for p in lock["packages"]}

@@ -16,6 +16,7 @@ import datetime as _dt
 from torchfit.compat.matrix import PYPI_SIMPLE
 from torchfit.errors import ExportFailed
 from torchfit.export.stack import Stack, comment, header, pin, public_url
+from torchfit.lock.model import LockedDist
 
 
 def render_requirements(stack: Stack, *, pypi_url: str = PYPI_SIMPLE, today: _dt.date | None = None) -> str:
@@ -42,9 +43,13 @@ def render_requirements(stack: Stack, *, pypi_url: str = PYPI_SIMPLE, today: _dt
         return comment(head) + "\n".join(body) + "\n"
     hashed = all(any(a.sha256 for a in d.artifacts) for d in stack.locked)
     family = {n for n, _ in stack.family}
-    # A package the lock does not place came from the default index (`--pypi-url`).
+    # A package the lock does not place came from the default index (`--pypi-url`), unless
+    # its files are local (a find-links directory, a file:// index: uv's lock names no
+    # index for them); pip then finds them in their directory.
+    links = sorted({d2 for d in stack.locked if d.name not in family and not d.index
+                    for d2 in [_local_dir(d)] if d2})
     others = sorted({public_url(d.index or pypi_url) for d in stack.locked
-                     if d.name not in family} - {index})
+                     if d.name not in family and (d.index or not _local_dir(d))} - {index})
     head += [
         f"Install: {py} -m pip install -r requirements.txt",
         "",
@@ -55,6 +60,7 @@ def render_requirements(stack: Stack, *, pypi_url: str = PYPI_SIMPLE, today: _dt
         head += ["in --require-hashes mode, so each index named below can serve only the files locked,",
                  "and naming several indexes is safe."]
     body = [f"--index-url {index}"] + [f"--extra-index-url {o}" for o in others]
+    body += [f"--find-links {d}" for d in links]
     for d in sorted(stack.locked, key=lambda d: d.name):
         if not d.version:
             raise ExportFailed(f"the lock gives no version for {d.name}: a requirements file needs one")
@@ -66,6 +72,21 @@ def render_requirements(stack: Stack, *, pypi_url: str = PYPI_SIMPLE, today: _dt
             line += " \\\n" + " \\\n".join(f"    --hash={h}" for h in hashes)
         body.append(line)
     return comment(head) + "\n".join(body) + "\n"
+
+
+def _local_dir(d: LockedDist) -> str | None:
+    """The one local directory every file of `d` lies in (file:// URL or path), else None."""
+    from urllib.parse import unquote, urlsplit
+
+    dirs = set()
+    for a in d.artifacts:
+        loc = a.url or a.path or ""
+        parts = urlsplit(loc)
+        if parts.scheme not in ("", "file") or not loc:
+            return None
+        path = unquote(parts.path) if parts.scheme == "file" else loc
+        dirs.add(path.rsplit("/", 1)[0] or "/")
+    return dirs.pop() if len(dirs) == 1 else None
 
 
 def _render_project(stack: Stack, head: list[str], index: str, py: str, pypi: str) -> str:
