@@ -198,3 +198,28 @@ def test_bad_input_is_one_line(tmp_path: Path, state_home: Path) -> None:
     assert "--env" in one_line_error(run_tf("add", "x", state=state_home))
     assert "--find-links" in one_line_error(run_tf("add", "x", "--env", str(foreign), "--find-links", "ftp://x/y",
                                                    state=state_home))
+
+
+def test_a_companion_whose_binary_is_the_torch_index_s_is_routed_there() -> None:
+    """xformers for a cu126 env: PyPI's wheel is another CUDA build (companions.toml), so uv
+    may take it only from the lock's torch index, as install routes it; the lock's own
+    routed packages stay routed."""
+    from packaging.requirements import Requirement
+
+    from torchfit.installer.add import AddJob
+    from torchfit.installer.backends import uv_project
+    from torchfit.lock.model import Artifact, Lock, LockedDist
+    from torchfit.progress import Progress
+
+    torch = LockedDist("torch", "2.8.0+cu126", (Artifact("wheel", "a" * 64, "https://x/torch.whl"),))
+    lock = Lock(packages=(torch,), tool={"plan": {"variant": "cu126", "routed": ["some-routed"]}})
+    job = AddJob(prefix="/env", lock=lock, requirements=[], sources=None, installer="uv",  # type: ignore[arg-type]
+                 observer=Progress(), timeout=60)
+    routed = job._routed({"torch": torch}, [Requirement("xformers"), Requirement("pure-pkg")])
+    assert routed == ["some-routed", "xformers"]
+    doc = tomllib.loads(uv_project(["torch==2.8.0+cu126", "xformers", "pure-pkg"], "https://idx/cu126", routed))
+    assert set(doc["tool"]["uv"]["sources"]) == {"torch", "xformers"}
+    # a CPU env: PyPI's xformers is no CPU build either, but the torch index has none: not routed
+    cpu = LockedDist("torch", "2.13.0+cpu", (Artifact("wheel", "a" * 64, "https://x/torch.whl"),))
+    job.lock = Lock(packages=(cpu,), tool={"plan": {"variant": "cpu"}})
+    assert job._routed({"torch": cpu}, [Requirement("xformers")]) == []

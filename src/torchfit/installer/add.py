@@ -143,6 +143,7 @@ class AddJob:
     observer: Progress
     timeout: float
     source_args: Sequence[str] = ()  # the source options given, for the rebuild command
+    routed: list[str] = field(default_factory=list)  # project packages whose binary is the torch index's
     timings: dict[str, float] = field(default_factory=dict)
 
     def run(self) -> AddResult:
@@ -233,6 +234,7 @@ class AddJob:
                  new: Sequence[Requirement], work: str) -> tuple[list[LockedDist], bool]:
         """uv's answer for the locked set plus `new`: (the set, whether every locked version held)."""
         asked = {canonicalize_name(r.name) for r in new}
+        self.routed = self._routed(family, new)
         # Everything the env has stays in the set; the family exactly as locked.
         # The project's recorded requirements hold as they were asked for (unless asked anew).
         project = [p for p in (str(x) for x in self.lock.plan().get("project") or [])
@@ -267,13 +269,38 @@ class AddJob:
         self._refuse(culprits, family, uv_message=message)
         raise AssertionError("unreachable")
 
+    def _routed(self, family: dict[str, LockedDist], new: Sequence[Requirement]) -> list[str]:
+        """The packages uv must take from the torch index besides the family: those the lock
+        routed there, and the new ones whose binary for the locked build lives there
+        (companions.toml: xformers' cuXXX wheels; PyPI's wheel is another CUDA build), as
+        install routes them (compat.resolver, `Plan.routed`)."""
+        from torchfit.cache import load_companions
+        from torchfit.compat.matrix import DEFAULT_INDEX
+
+        routed = [canonicalize_name(str(x)) for x in self.lock.plan().get("routed") or []]
+        variant = str(self.lock.plan().get("variant") or "")
+        try:
+            torch = Version(family["torch"].version or "")
+        except InvalidVersion:
+            return routed
+        companions = load_companions()
+        for req in new:
+            name = canonicalize_name(req.name)
+            comp = companions.get(name)
+            if comp is not None and comp.route == DEFAULT_INDEX and name not in routed \
+                    and companions.routing(name, torch=torch, variant=variant):
+                self.observer.info(f"{name}: its {variant} binary for torch {torch.public} comes from the torch "
+                                   "index, like torch (companions.toml)")
+                routed.append(name)
+        return routed
+
     def _compile(self, ctx: StepContext, uv: UvBackend, specs: Sequence[str], work: str, name: str, *,
                  detail: str, constraints: Sequence[str] = (), overrides: Sequence[str] = (),
                  prefer: bool = False) -> tuple[Any, str]:
         s = self.sources
         project = os.path.join(work, name)
         os.makedirs(project, mode=0o700, exist_ok=True)
-        pyproject = _write(project, "pyproject.toml", uv_project(specs, s.torch_index))
+        pyproject = _write(project, "pyproject.toml", uv_project(specs, s.torch_index, self.routed))
         out = os.path.join(work, f"pylock.{name}.toml")  # uv insists on pylock.*.toml
         if prefer:
             # uv prefers the versions of an existing output file: the env's lock, so that only
@@ -295,7 +322,7 @@ class AddJob:
                        work: str, message: str) -> list[tuple[str, str, str]]:
         """Which new packages require another torch family, from their METADATA (uv's message as fallback)."""
         pins = [f"{d.name}=={d.version}" for d in family.values()]
-        res, out = self._compile(ctx, uv, specs, work, "why", overrides=pins,
+        res, out = self._compile(ctx, uv, specs, work, "why", overrides=pins, prefer=True,
                                  detail="which package needs another torch (the family pin as an override)")
         culprits: list[tuple[str, str, str]] = []
         if res.returncode == 0:
@@ -386,6 +413,8 @@ class AddJob:
             project = [p for p in project if not (_parses(p) and canonicalize_name(Requirement(p).name) == name)]
             project.append(text)
         plan["project"] = project
+        if self.routed:
+            plan["routed"] = list(dict.fromkeys(self.routed))
         plan["resolved"] = {d.name: d.version for d in sorted_dists(list(merged.values())) if d.version}
         tool = dict(self.lock.tool)
         tool["plan"] = plan
