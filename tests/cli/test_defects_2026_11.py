@@ -240,13 +240,14 @@ def test_d21_export_finds_uv_beside_torchfit(tmp_path: Path) -> None:
     ids=["newline-partition", "space-account", "time-abc", "time-4-parts"],
 )
 def test_d22_slurm_values_are_checked(args: list[str]) -> None:
-    proc = tf("verify", "--slurm", "--nodes", "2", "--gpus-per-node", "8", "--python", sys.executable, *args)
+    proc = tf("verify", "--slurm", "--print-script", "--nodes", "2", "--gpus-per-node", "8", "--python", sys.executable,
+              *args)
     bad_input(proc)
     assert "pwned" not in proc.stdout
 
 
 def test_d22_good_slurm_values_still_work() -> None:
-    proc = tf("verify", "--slurm", "--nodes", "2", "--gpus-per-node", "8", "--python", sys.executable,
+    proc = tf("verify", "--slurm", "--print-script", "--nodes", "2", "--gpus-per-node", "8", "--python", sys.executable,
               "--partition", "gpu-h200", "--account", "ml_team", "--time", "1-12:00:00")
     assert proc.returncode == 0, proc.stderr
     assert "#SBATCH --partition=gpu-h200" in proc.stdout and "#SBATCH --time=1-12:00:00" in proc.stdout

@@ -124,8 +124,11 @@ def test_node_running_another_nccl_is_flagged(
         report = res.json
         assert report["failed"] == ["nodes-agree"], res
         hosts = [n["host"] for n in report["nodes"]]
+        # The NCCL that runs, and the LD_PRELOAD that makes it so (issue 19: the environment
+        # that must agree across nodes is compared too).
         assert report["node_disagreements"] == [
-            f"nccl: node 0 ({hosts[0]}) none, node 1 ({hosts[1]}) 2.30.7"
+            f"nccl: node 0 ({hosts[0]}) none, node 1 ({hosts[1]}) 2.30.7",
+            f"LD_PRELOAD: node 0 ({hosts[0]}) unset, node 1 ({hosts[1]}) {str(other_nccl)!r}",
         ]
         by_node = {n["node"]: n for n in report["nodes"]}
         assert by_node[1]["nccl_path"] == str(other_nccl) and by_node[0]["nccl_path"] == "None"
@@ -266,7 +269,10 @@ def test_env_without_torch(verify: Verify, empty_env: Path) -> None:
         ),
         (["--nnodes", "2"], "torchfit: error: --nnodes > 1 needs --rdzv-endpoint HOST:PORT"),
         (["--sizes", "1X"], "torchfit: error: --sizes: '1X' is not a size"),
-        (["--slurm"], "torchfit: error: --slurm needs --nodes N and --gpus-per-node G"),
+        (["--slurm"], "torchfit: error: --slurm needs --nodes N or --nodelist LIST"),
+        (["--slurm", "--print-script"],
+         "torchfit: error: --slurm --print-script needs --nodes N and --gpus-per-node G"),
+        (["--slurm", "--nodelist", "n[1-"], "torchfit: error: hostlist 'n[1-': '[' without ']'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(verify: Verify, args: list[str], message: str) -> None:
@@ -277,7 +283,7 @@ def test_bad_input_is_one_line_and_exit_2(verify: Verify, args: list[str], messa
 
 def test_slurm_prints_an_sbatch_script(verify: Verify) -> None:
     res = verify.run(
-        "--slurm", "--nodes", "2", "--gpus-per-node", "8", "--python", "/opt/env/bin/python"
+        "--slurm", "--print-script", "--nodes", "2", "--gpus-per-node", "8", "--python", "/opt/env/bin/python"
     )
     assert res.code == 0, res
     assert res.out.startswith("#!/bin/bash\n") and "#SBATCH --nodes=2" in res.out

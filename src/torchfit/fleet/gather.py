@@ -9,9 +9,7 @@ torchfit: the usual case is shared storage (a venv or pipx install under /home o
 srun's own error line is what the fleet file says about it. Nodes that are down,
 drained or busy are not asked; they are listed with their Slurm state and reason.
 
-Each task prints its facts as one JSON line between two marker lines. srun's `--label`
-prefixes every line with the task number and cuts lines longer than 1024 bytes into
-pieces (measured, Slurm 22.05), so the pieces of a task are joined back by label.
+Each task prints its facts framed (fleet.srun: srun's --label cuts long lines).
 Bounds: each probe on a node has `timeout` (a hung nvidia-smi is cut off and reported
 by the node itself); the whole srun has `bound`, after which the runner stops it
 (SIGTERM, then SIGKILL to its process group: srun then cancels the step, and Slurm
@@ -21,86 +19,31 @@ kills the tasks), and a node that said nothing by then is "no answer within N s"
 from __future__ import annotations
 
 import datetime
-import json
 import os
-import re
 import sys
 from collections.abc import Mapping
 from typing import Any
 
-from torchfit.errors import BadInput, ProbeFailed, ToolMissing, ToolTimeout, TorchfitError
+from torchfit.errors import BadInput
 from torchfit.fleet.hostlist import compress_hostlist, expand_hostlist
 from torchfit.fleet.model import Fleet, Missing, group_nodes
+from torchfit.fleet.srun import (
+    framed,
+    parse_framed,
+    parse_task_errors,
+    run_srun,
+    run_tool,
+    srun_complaint,
+)
 from torchfit.runner import Runner
 
-BEGIN = "torchfit-fleet-node"
-END = "torchfit-fleet-end"
 # sinfo's long state names (sinfo(1) "NODE STATE CODES") that take a new job step.
 USABLE = frozenset(("idle", "mixed"))
-_LABEL = re.compile(r"^ *([0-9]+): ?(.*)$")
-_TASK_ERROR = re.compile(r"^srun: error: ([A-Za-z0-9_.\-]+): tasks? ([0-9,\-]+): (.*)$")
-
-
-class SlurmMissing(TorchfitError):
-    reference = "slurm-missing"
-    exit_code = 2
-
-    def __init__(self, tool: str) -> None:
-        super().__init__(f"{tool} not found on PATH: --slurm needs Slurm's client commands (sinfo, srun)",
-                         hint="run it on a login node of the cluster, or give --facts files instead")
 
 
 def task_record(node: str, facts: Mapping[str, Any]) -> str:
     """What `detect --json --fleet-task` prints: the node's name and its facts, framed."""
-    return f"{BEGIN}\n{json.dumps({'node': node, 'facts': facts}, separators=(',', ':'))}\n{END}\n"
-
-
-def parse_task_output(stdout: str) -> dict[str, Any]:
-    """srun --label output of the tasks -> {node: facts}; pieces joined per task label."""
-    pieces: dict[str, list[str]] = {}
-    inside: dict[str, bool] = {}
-    for line in stdout.splitlines():
-        m = _LABEL.match(line)
-        if not m:
-            continue
-        label, text = m.groups()
-        if text == BEGIN:
-            inside[label], pieces[label] = True, []
-        elif text == END:
-            inside[label] = False
-        elif inside.get(label):
-            pieces[label].append(text)
-    out: dict[str, Any] = {}
-    for label, parts in pieces.items():
-        if inside.get(label):
-            continue  # cut off mid-record: no answer
-        try:
-            rec = json.loads("".join(parts))
-        except ValueError:
-            continue
-        if isinstance(rec, dict) and isinstance(rec.get("node"), str) and isinstance(rec.get("facts"), dict):
-            out[rec["node"]] = rec["facts"]
-    return out
-
-
-def parse_task_errors(stderr: str) -> dict[str, str]:
-    """srun's "srun: error: NODE: task K: Exited with exit code 2" and the labelled lines
-    of task K ("K: slurmstepd-NODE: error: execve(): ...") -> {node: first cause}."""
-    by_label: dict[str, str] = {}
-    for line in stderr.splitlines():
-        m = _LABEL.match(line)
-        if m and m.group(1) not in by_label and m.group(2).strip():
-            by_label[m.group(1)] = m.group(2).strip()
-    out: dict[str, str] = {}
-    for line in stderr.splitlines():
-        m = _TASK_ERROR.match(line.strip())
-        if m:
-            node, tasks, what = m.groups()
-            first = tasks.split(",")[0].split("-")[0]
-            cause = by_label.get(first) or what
-            # "slurmstepd-n2: error: ..." -> "slurmstepd: error: ...": nodes with one cause group.
-            out.setdefault(node, cause.replace(f"slurmstepd-{node}:", "slurmstepd:"))
-    return out
+    return framed(node, facts)
 
 
 def node_states(runner: Runner, partition: str | None, nodelist: str | None, timeout: float) -> dict[str, str]:
@@ -110,7 +53,7 @@ def node_states(runner: Runner, partition: str | None, nodelist: str | None, tim
         argv.append(f"--partition={partition}")
     if nodelist:
         argv.append(f"--nodes={nodelist}")
-    res = _run(runner, argv, timeout)
+    res = run_tool(runner, argv, timeout)
     states: dict[str, str] = {}
     for line in res.stdout.splitlines():
         name, _, rest = line.partition("|")
@@ -119,16 +62,6 @@ def node_states(runner: Runner, partition: str | None, nodelist: str | None, tim
             shown = state.strip() + (f" (reason: {reason.strip()})" if reason.strip() not in ("", "none") else "")
             states.setdefault(name.strip(), shown)
     return states
-
-
-def _run(runner: Runner, argv: list[str], timeout: float) -> Any:
-    try:
-        res = runner.run(argv, timeout=timeout)
-    except ToolMissing:
-        raise SlurmMissing(argv[0]) from None
-    if res.returncode != 0:
-        raise ProbeFailed(argv, res.returncode, res.stderr or res.stdout)
-    return res
 
 
 def gather(
@@ -179,18 +112,10 @@ def gather(
     hostlist = compress_hostlist(nodes)
     argv = srun_argv(hostlist, len(nodes), python or sys.executable, timeout, partition=partition,
                      immediate=None if job else max(5, int(bound / 2)))
-    stdout = stderr = ""
-    timed_out = False
-    try:
-        res = runner.run(argv, timeout=bound)
-        stdout, stderr = res.stdout, res.stderr
-    except ToolMissing:
-        raise SlurmMissing("srun") from None
-    except ToolTimeout as exc:
-        stdout, stderr, timed_out = exc.stdout, exc.stderr, True
-    facts = parse_task_output(stdout)
+    stdout, stderr, timed_out = run_srun(runner, argv, bound)
+    facts = parse_framed(stdout)
     errors = parse_task_errors(stderr)
-    general = _srun_complaint(stderr)
+    general = srun_complaint(stderr)
     for node in nodes:
         if node in facts:
             continue
@@ -204,14 +129,6 @@ def gather(
         missing.append(Missing((node,), why))
     return group_nodes(facts, missing, gathered_at=stamp,
                        source=f"one srun on {where}: {len(nodes)} task(s), one per node of {hostlist}")
-
-
-def _srun_complaint(stderr: str) -> str | None:
-    for line in stderr.splitlines():
-        line = line.strip()
-        if line.startswith("srun: error:") and ": task" not in line:
-            return line[len("srun: error:"):].strip()[:200]
-    return None
 
 
 def srun_argv(hostlist: str, count: int, python: str, timeout: float, *, partition: str | None,

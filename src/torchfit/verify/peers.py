@@ -22,6 +22,24 @@ def parse_driver(info: Mapping[str, Any]) -> str | None:
 
 
 COMPARED = ("driver", "torch", "cuda", "cudnn", "nccl")
+# The environment that must agree across nodes (issue 19): a node whose ranks see another
+# GPU count, another NCCL interface or HCA, or another import or library path runs
+# another program. CUDA_VISIBLE_DEVICES is compared by how many GPUs it names.
+ENV_COMPARED = ("CUDA_VISIBLE_DEVICES count", "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "PYTHONPATH",
+                "LD_LIBRARY_PATH", "LD_PRELOAD")
+
+
+def env_row(env: Mapping[str, Any]) -> dict[str, str]:
+    """The compared environment of one rank, each value as shown ("unset" when absent)."""
+    out = {}
+    for key in ENV_COMPARED:
+        if key == "CUDA_VISIBLE_DEVICES count":
+            cvd = env.get("CUDA_VISIBLE_DEVICES")
+            out[key] = "unset (all)" if cvd is None else str(len([e for e in str(cvd).split(",") if e.strip()]))
+        else:
+            value = env.get(key)
+            out[key] = "unset" if value is None else repr(str(value))
+    return out
 
 
 def peer_row(info: Mapping[str, Any]) -> dict[str, Any]:
@@ -31,7 +49,9 @@ def peer_row(info: Mapping[str, Any]) -> dict[str, Any]:
         "group": info.get("group_rank", 0),
         "node": label if label is not None else info.get("group_rank", 0),
         "rank": info.get("rank"),
-        "host": info.get("hostname"),
+        # Under Slurm the node's name (slurmd's SLURMD_NODENAME), which is what sinfo and the
+        # admin call it; several slurmds can share one host name.
+        "host": (info.get("env") or {}).get("SLURMD_NODENAME") or info.get("hostname"),
         "driver": parse_driver(info) or "none",
         "torch": info.get("torch") or "none",
         "cuda": info.get("cuda") or (f"hip {info['hip']}" if info.get("hip") else "none"),
@@ -39,6 +59,7 @@ def peer_row(info: Mapping[str, Any]) -> dict[str, Any]:
         "nccl": code_text(info.get("nccl_code")) or "none",
         "nccl_path": info.get("nccl_path"),
         "env": info.get("env") or {},
+        **env_row(info.get("env") or {}),
     }
 
 
@@ -67,10 +88,11 @@ def compare_peers(
                     f"node {node}: ranks disagree on {key}: "
                     + ", ".join(f"rank {m['rank']} {m[key]}" for m in members)
                 )
+        merged.update({key: members[0][key] for key in ENV_COMPARED})
         nodes.append(merged)
     node_diffs = []
     if len(nodes) > 1:
-        for key in COMPARED:
+        for key in (*COMPARED, *ENV_COMPARED):
             distinct = {n[key] for n in nodes}
             if len(distinct) > 1:
                 node_diffs.append(

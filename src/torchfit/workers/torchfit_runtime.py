@@ -59,6 +59,9 @@ ENV_NAMES = (
     "LD_LIBRARY_PATH",
     "CUDA_MODULE_LOADING",
     "OMP_NUM_THREADS",
+    # Compared across nodes (verify --slurm): what the ranks import and which node they are.
+    "PYTHONPATH",
+    "SLURMD_NODENAME",
 )
 
 # basename patterns of the libraries whose mapped copy is the truth.

@@ -112,10 +112,20 @@ def add_parser(subparsers: Any, epilog: str) -> None:
         help="static rendezvous instead of c10d (with --master-port)",
     )
     multi.add_argument("--master-port", type=port, metavar="PORT")
-    slurm = p.add_argument_group("Slurm: print an sbatch script instead of running")
-    slurm.add_argument("--slurm", action="store_true")
+    slurm = p.add_argument_group("Slurm: verify across nodes through srun (docs/cluster.md)")
+    slurm.add_argument("--slurm", action="store_true",
+                       help="run on N nodes through one srun (inside an allocation: a step of it), torchrun's "
+                            "c10d rendezvous on the first node, one report of every node")
+    slurm.add_argument("--print-script", action="store_true",
+                       help="with --slurm: print the equivalent sbatch script instead of running")
     slurm.add_argument("--nodes", type=count(minimum=1, maximum=65536), metavar="N")
-    slurm.add_argument("--gpus-per-node", type=count(minimum=1, maximum=1024), metavar="G")
+    slurm.add_argument("--nodelist", metavar="LIST", help="these nodes (Slurm notation, gpu[01-04])")
+    slurm.add_argument("--gpus-per-node", type=count(minimum=1, maximum=1024), metavar="G",
+                       help="with --print-script: GPUs per node (srun runs use --nproc)")
+    slurm.add_argument("--rdzv-port", type=port, default=29400, metavar="PORT",
+                       help="the c10d rendezvous port on the first node (default 29400)")
+    # What each srun task runs: its place in the run from srun's variables, its report framed.
+    slurm.add_argument("--slurm-task", action="store_true", help=argparse.SUPPRESS)
     slurm.add_argument("--partition", type=slurm_name, metavar="NAME")
     slurm.add_argument("--account", type=slurm_name, metavar="NAME")
     slurm.add_argument("--time", type=slurm_time, default="00:15:00", metavar="HH:MM:SS")
@@ -230,8 +240,14 @@ def _options(args: argparse.Namespace, python: str, prefix: str | None) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.slurm:
+    if args.slurm_task:
+        return _slurm_task(args)
+    if args.print_script and not args.slurm:
+        raise BadInput("--print-script goes with --slurm")
+    if args.slurm and args.print_script:
         return _slurm(args)
+    if args.slurm:
+        return _slurm_run(args)
     python, prefix = find_python(args)
     opts = _options(args, python, prefix)
     from torchfit.progress import StderrProgress
@@ -246,11 +262,68 @@ def run(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _slurm_task(args: argparse.Namespace) -> int:
+    """One node's part of `verify --slurm`: the ordinary multi-node verify, its report framed."""
+    from torchfit.fleet.srun import framed
+    from torchfit.runner import Runner
+    from torchfit.verify import verify
+    from torchfit.verify.slurm import task_rendezvous
+
+    place = task_rendezvous(os.environ, Runner(), args.rdzv_port)
+    for key, value in place.items():
+        setattr(args, key, value)
+    python, prefix = find_python(args)
+    report = verify(_options(args, python, prefix), None)
+    node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
+    sys.stdout.write(framed(node, report.to_json()))
+    return 0 if report.ok else 1
+
+
+def _slurm_run(args: argparse.Namespace) -> int:
+    """`verify --slurm`: one srun, a task per node, one report (verify.slurm)."""
+    from torchfit.fleet.hostlist import expand_hostlist
+    from torchfit.runner import Runner
+    from torchfit.verify.slurm import format_slurm_run, run_slurm_verify
+
+    python, prefix = find_python(args)
+    if args.nodelist:
+        expand_hostlist(args.nodelist)  # BadInput on a malformed list, before anything runs
+    if not (args.nodes or args.nodelist or os.environ.get("SLURM_JOB_ID")):
+        raise BadInput("--slurm needs --nodes N or --nodelist LIST (or run it inside an allocation)")
+    if args.nnodes != 1 or args.rdzv_endpoint or args.master_addr:
+        raise BadInput("--slurm sets the nodes and the rendezvous itself: drop --nnodes/--rdzv-endpoint/--master-addr")
+    _options(args, python, prefix)  # the same checks a node will make, here, once
+    task = [sys.executable, "-m", "torchfit", "verify", "--slurm-task", "--json",
+            "--rdzv-port", str(args.rdzv_port), "--timeout", f"{args.timeout:g}",
+            "--rdzv-timeout", f"{args.rdzv_timeout:g}"]
+    task += ["--env", prefix] if prefix else ["--python", python]
+    for flag, value in (("--nproc", args.nproc), ("--backend", args.backend), ("--iters", args.iters),
+                        ("--warmup", args.warmup), ("--lock", args.lock)):
+        if value is not None:
+            task += [flag, str(value)]
+    if args.bandwidth is not None:
+        task.append("--bandwidth" if args.bandwidth else "--no-bandwidth")
+    if args.sizes:
+        task += ["--sizes", *args.sizes]
+    if args.keep:
+        task.append("--keep")
+    # Each stage is bounded on the node; the whole run on top: rendezvous, two stages, start-up.
+    bound = args.rdzv_timeout + 3 * args.timeout + 60
+    run = run_slurm_verify(Runner(), task, nodes=args.nodes, nodelist=args.nodelist, partition=args.partition,
+                           account=args.account, time_limit=args.time, bound=bound, environ=os.environ)
+    if args.json:
+        print(json.dumps(run.to_json(), indent=2, default=str))
+    else:
+        for line in format_slurm_run(run):
+            print(line)
+    return 0 if run.ok else 1
+
+
 def _slurm(args: argparse.Namespace) -> int:
     from torchfit.verify.slurm import format_slurm_script
 
     if not args.nodes or args.nodes < 1 or not args.gpus_per_node or args.gpus_per_node < 1:
-        raise BadInput("--slurm needs --nodes N and --gpus-per-node G")
+        raise BadInput("--slurm --print-script needs --nodes N and --gpus-per-node G")
     python = os.path.abspath(args.env + "/bin/python") if args.env else args.python or "python3"
     extra = []
     if args.timeout != 120.0:
@@ -312,7 +385,9 @@ def render_report(report: Any) -> None:
         for n in report.nodes:
             table.add_column(f"node {n['node']} ({escape(str(n['host']))})")
         bad = {d.split(":")[0] for d in report.node_disagreements}
-        for key in ("driver", "torch", "cuda", "cudnn", "nccl", "nccl_path"):
+        from torchfit.verify.peers import ENV_COMPARED
+
+        for key in ("driver", "torch", "cuda", "cudnn", "nccl", "nccl_path", *ENV_COMPARED):
             style = "red" if key in bad else ""
             table.add_row(
                 key,

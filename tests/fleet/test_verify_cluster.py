@@ -1,0 +1,96 @@
+"""`torchfit verify --slurm` on the test Slurm: one srun, torchrun's c10d rendezvous on the
+first node, gloo on the CPU-torch env, one report naming the nodes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.slurm import SlurmCluster
+from tests.verify.conftest import torch_env  # noqa: F401 (the session's CPU-torch venv)
+
+pytestmark = pytest.mark.slurm
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def verify_argv(env: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "torchfit", "verify", "--slurm", "--env", str(env), "--backend", "gloo",
+            "--nproc", "1", "--timeout", "90", "--rdzv-timeout", "90", "--rdzv-port", str(free_port()), *extra]
+
+
+def no_job_left(slurm: SlurmCluster, within: float = 20.0) -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        queue = slurm.run(slurm.tools["squeue"], "--noheader").stdout.strip()
+        if not queue and not slurm.leftovers():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"left behind: squeue {queue!r}, processes {slurm.leftovers()}")
+
+
+def test_verify_slurm_passes_across_three_nodes_and_names_them(slurm: SlurmCluster, torch_env: Path) -> None:  # noqa: F811
+    res = subprocess.run(verify_argv(torch_env, "--nodelist", "n[1-3]"), env=slurm.client_env(),
+                         capture_output=True, text=True, timeout=400)
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("torchfit verify --slurm: n[1-3], 3 node(s) x 1 rank(s), gloo backend; one srun")
+    for node in ("n1", "n2", "n3"):
+        assert any(ln.strip().startswith(f"{node} ") and "PASS" in ln and "nodes-agree ok" in ln for ln in lines)
+    assert "3 in all on 3 nodes" in res.stdout
+    assert lines[-1] == "verify: PASS on 3 node(s) (n[1-3])"
+    no_job_left(slurm)
+
+
+def test_a_node_with_another_interface_or_gpu_count_is_named(slurm: SlurmCluster, torch_env: Path,  # noqa: F811
+                                                               tmp_path: Path) -> None:
+    # What a node's own profile would do: n2 names another NCCL interface, n3 another GPU set.
+    (tmp_path / "sitecustomize.py").write_text(
+        "import os\n"
+        "node = os.environ.get('SLURMD_NODENAME')\n"
+        "if node == 'n2':\n    os.environ['NCCL_SOCKET_IFNAME'] = '^docker'\n"
+        "if node == 'n3':\n    os.environ['CUDA_VISIBLE_DEVICES'] = '0,1'\n"
+        "elif node:\n    os.environ['CUDA_VISIBLE_DEVICES'] = '0'\n")
+    res = subprocess.run(verify_argv(torch_env, "--nodelist", "n[1-3]", "--json"),
+                         env=slurm.client_env({"PYTHONPATH": str(tmp_path)}),
+                         capture_output=True, text=True, timeout=400)
+    assert res.returncode == 1, res.stdout + res.stderr
+    data = json.loads(res.stdout)
+    assert data["failed_nodes"] == {
+        "n2": "NCCL_SOCKET_IFNAME is '^docker', the other node(s) have unset (n[1,3])",
+        "n3": "CUDA_VISIBLE_DEVICES count is 2, the other node(s) have 1 (n[1-2])",
+    }
+    for node in ("n1", "n2", "n3"):
+        agree = next(c for c in data["reports"][node]["checks"] if c["name"] == "nodes-agree")
+        assert agree["status"] == "fail"
+        assert "CUDA_VISIBLE_DEVICES count" in agree["summary"] and "NCCL_SOCKET_IFNAME" in agree["summary"]
+    no_job_left(slurm)
+
+
+def test_an_interrupted_run_leaves_no_task_on_any_node(slurm: SlurmCluster, torch_env: Path) -> None:  # noqa: F811
+    proc = subprocess.Popen(verify_argv(torch_env, "--nodelist", "n[1-3]"), env=slurm.client_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(slurm.leftovers()) < 6:  # tasks started on the nodes
+            time.sleep(0.3)
+        assert slurm.leftovers(), "the run never started on the nodes"
+        os.kill(proc.pid, signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    no_job_left(slurm)
