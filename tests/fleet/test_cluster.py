@@ -100,10 +100,10 @@ def test_a_node_that_never_answers_is_listed_and_nothing_is_left_running(slurm: 
     took = time.monotonic() - t0
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
-    assert [g["nodes"] for g in data["groups"]] == ["n1", "n2"]
+    assert [g["nodes"] for g in data["groups"]] == ["n1", "n2"], res.stdout
     assert data["missing"] == [{"nodes": "n3", "why": "no answer within 20 s (srun stopped; Slurm cancelled the step)"}]
     assert took < 40
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline and (slurm.leftovers() or slurm.run(
             slurm.tools["squeue"], "--noheader").stdout.strip()):
         time.sleep(0.5)
