@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -223,3 +224,35 @@ def test_a_companion_whose_binary_is_the_torch_index_s_is_routed_there() -> None
     cpu = LockedDist("torch", "2.13.0+cpu", (Artifact("wheel", "a" * 64, "https://x/torch.whl"),))
     job.lock = Lock(packages=(cpu,), tool={"plan": {"variant": "cpu"}})
     assert job._routed({"torch": cpu}, [Requirement("xformers")]) == []
+
+
+def _immutable(path: Path, on: bool) -> bool:
+    """chattr +i/-i: no entry of `path` itself can be created or renamed (its subdirectories stay writable)."""
+    chattr = shutil.which("chattr")
+    if chattr is None:
+        return False
+    return subprocess.run([chattr, "+i" if on else "-i", str(path)], capture_output=True).returncode == 0
+
+
+@needs_uv
+@pytest.mark.slow
+def test_a_lock_that_cannot_be_rewritten_rolls_the_env_back(add_env: Path, links: Path, state_home: Path) -> None:
+    """The packages are installed, then the new lock cannot be written beside the old one (the
+    env directory made immutable: a real EPERM): what was added is removed, what was changed
+    gets its locked files back, the lock is byte-identical; the env matches its lock again."""
+    proc = run_tf("add", "uses-helper", "--env", str(add_env), "--find-links", str(links), state=state_home)
+    assert proc.returncode == 0, proc.stderr  # a locked helper-dep (a no-op after the test above)
+    make_wheel(links, "helper-dep", "3.0")
+    make_wheel(links, "needs-helper3", "1.0", ["helper-dep>=3"])
+    lock_before = (add_env / "pylock.toml").read_bytes()
+    dists_before = env_dists(add_env)
+    if not _immutable(add_env, True):
+        pytest.skip("chattr +i is not possible here (needs root and a filesystem with the attribute)")
+    try:
+        proc = run_tf("add", "needs-helper3", "--env", str(add_env), "--find-links", str(links), state=state_home)
+    finally:
+        _immutable(add_env, False)
+    assert proc.returncode == 1, proc.stderr
+    assert "cannot rewrite" in proc.stderr and "rolled back: removed needs-helper3; restored helper-dep" in proc.stderr
+    assert (add_env / "pylock.toml").read_bytes() == lock_before
+    assert env_dists(add_env) == dists_before

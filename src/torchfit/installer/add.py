@@ -184,27 +184,55 @@ class AddJob:
             changed = [(locked[d.name], d) for d in result if d.name in locked and not d.is_family
                        and _files(d) != _files(locked[d.name])]
             todo = added + [d for _, d in changed]
-            if todo:
-                if isinstance(backend, UvBackend):
+            if not todo:
+                self.observer.info("nothing to install: every package asked for is in the env already")
+            try:
+                if todo and isinstance(backend, UvBackend):
                     backend.install_resolved(self.prefix, todo, work, reinstall=[d.name for _, d in changed])
-                else:
+                elif todo:
                     assert isinstance(backend, PipBackend)
                     backend.install_locked(self.prefix, todo, work)
-            else:
-                self.observer.info("nothing to install: every package asked for is in the env already")
-            start = time.monotonic()
-            self.observer.step("lock", f"{LOCK_NAME}: {len(added)} added, {len(changed)} changed (atomic rewrite)")
-            grown = self._grown_lock(result, [str(r) for r in new])
-            try:
-                replace_lock(lock_path, grown)
-            except OSError as exc:
-                raise InstallFailed("lock", [], None, f"{exc.filename or lock_path}: {exc.strerror or exc}; "
-                                    f"the old {LOCK_NAME} is unchanged, the env holds the new packages") from None
+                start = time.monotonic()
+                self.observer.step("lock", f"{LOCK_NAME}: {len(added)} added, {len(changed)} changed "
+                                           "(atomic rewrite)")
+                grown = self._grown_lock(result, [str(r) for r in new])
+                try:
+                    replace_lock(lock_path, grown)
+                except OSError as exc:
+                    raise InstallFailed("lock", [], None, f"{exc.filename or lock_path}: {exc.strerror or exc}",
+                                        what=f"cannot rewrite {lock_path} ({exc.strerror or exc}); the old lock "
+                                             "is unchanged") from None
+            except BaseException:
+                if todo:  # the env goes back to what its (unchanged) lock says
+                    self._roll_back(ctx, uv, added, changed, work)
+                raise
             self.timings["lock"] = time.monotonic() - start
             self.observer.done("lock", self.timings["lock"])
         return AddResult(prefix=self.prefix, requested=tuple(str(r) for r in self.requirements),
                          added=sorted_dists(added), changed=tuple(changed), kept_locked=kept, lock_path=lock_path,
                          installer=backend.label, log_path=log.path, timings=self.timings)
+
+    def _roll_back(self, ctx: StepContext, uv: UvBackend, added: Sequence[LockedDist],
+                   changed: Sequence[tuple[LockedDist, LockedDist]], work: str) -> None:
+        """After a failed install or lock write: remove what was added, put the locked files
+        of what was changed back (by URL and sha256), so the env matches its lock again.
+        Best effort (a second interruption stops it); what it did or could not do is said."""
+        python = env_python(self.prefix)
+        try:
+            if added:
+                ctx.run("roll-back", [uv.uv, "pip", "uninstall", "--python", python, "--no-config",
+                                      *(d.name for d in added)], self.sources.uv_env(os.environ, family=False),
+                        f"remove {', '.join(d.name for d in added)}")
+            if changed:
+                uv.install_resolved(self.prefix, [old for old, _ in changed], work,
+                                    reinstall=[old.name for old, _ in changed])
+        except BaseException as exc:
+            self.observer.warn(f"the roll-back failed ({type(exc).__name__}: {exc}); the env may hold packages "
+                               f"its lock does not list: `torchfit verify --env {self.prefix}` says what")
+            return
+        what = [f"removed {', '.join(d.name for d in added)}"] if added else []
+        what += [f"restored {', '.join(f'{o.name} {o.version}' for o, _ in changed)}"] if changed else []
+        self.observer.warn(f"rolled back: {'; '.join(what)}; the env matches its lock again")
 
     def _check_family_requests(self, family: dict[str, LockedDist]) -> list[Requirement]:
         """A family package asked for by name is fine only as the locked build; else refused."""
