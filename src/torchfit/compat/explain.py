@@ -268,7 +268,12 @@ def _fits_kind(ctx: Context, b: Build) -> bool:
 
 
 def _label_first(text: str, b: Build) -> str:
-    return text if text.startswith((b.label, b.variant)) else f"{b.label}: {text}"
+    """The refusal led by the build's full label ("torch 2.5.1 cu124: ..."), once."""
+    if text.startswith(b.label):
+        return text
+    if text.startswith(f"{b.variant}: "):
+        text = text[len(b.variant) + 2:]
+    return f"{b.label}: {text}"
 
 
 def _working_release(ctx: Context, name: str, tried: set[Version], feasible: list[Build]) -> str | None:
