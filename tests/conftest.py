@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.envs import build_cpu_torch_env
 from torchfit.compat.facts import Gpu, HostFacts, Pyenv, PythonInstall
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,3 +65,10 @@ def matrix():  # type: ignore[no-untyped-def]
     from torchfit.compat.matrix import load_matrix
 
     return load_matrix()
+
+
+@pytest.fixture(scope="session")
+def cpu_torch_env() -> Path:
+    """A venv prefix with the real CPU torch 2.13.0 wheel (Python 3.11), built once per
+    cache (tests/support/envs.py); doctor, verify and the e2e tests share it."""
+    return build_cpu_torch_env()

@@ -11,14 +11,13 @@ import json
 import os
 import pickle
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import torchfit.cache
 from tests.conftest import ROOT
+from tests.support.cli import run_cli
 from torchfit import cache
 from torchfit.compat.matrix import (
     load_matrix,
@@ -170,8 +169,8 @@ def test_an_unwritable_cache_dir_changes_nothing(tmp_path: Path, monkeypatch: py
     assert cache.write_record("x", "k", {"a": 1}) is False
     assert cache.read_record("x", "k") is None
     # And the CLI: the answer as always, nothing on stderr.
-    out = subprocess.run([sys.executable, "-m", "torchfit", "resolve", "torch==2.13.0", "--variant", "cpu",
-                          "--assume", "python=3.11", "--json"], capture_output=True, text=True, cwd=ROOT)
+    out = run_cli("resolve", "torch==2.13.0", "--variant", "cpu", "--assume", "python=3.11", "--json",
+                  cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["torch"] == "2.13.0"
     assert out.stderr == ""

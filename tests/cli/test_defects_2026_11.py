@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.support.cli import run_cli, start_cli
 from tests.support.fake_smi import EIGHT_H100, HANGS, NVML_MISMATCH, install_fake_smi
 
 
@@ -40,8 +41,7 @@ def tf_env(**extra: str) -> dict[str, str]:
 
 def tf(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
        **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "torchfit", *args], capture_output=True, text=True,
-                          env=env or tf_env(), timeout=timeout, cwd=str(kw.pop("cwd", ROOT)), **kw)  # type: ignore[call-overload]
+    return run_cli(*args, base_env=env or tf_env(), timeout=timeout, cwd=str(kw.pop("cwd", ROOT)), **kw)
 
 
 def bad_input(proc: subprocess.CompletedProcess[str]) -> str:
@@ -260,8 +260,7 @@ def test_d22_good_slurm_values_still_work() -> None:
                                   ["matrix", "show", "--json"], ["matrix", "show"]])
 def test_d23_full_disk_on_stdout_is_not_a_bug(args: list[str]) -> None:
     with open("/dev/full", "w") as full:
-        proc = subprocess.run([sys.executable, "-m", "torchfit", *args], stdout=full, stderr=subprocess.PIPE,
-                              text=True, env=tf_env(), timeout=120)
+        proc = run_cli(*args, stdout=full, base_env=tf_env(), timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
     assert "No space left on device" in proc.stderr
@@ -269,8 +268,7 @@ def test_d23_full_disk_on_stdout_is_not_a_bug(args: list[str]) -> None:
 
 @pytest.mark.parametrize("args", [["resolve", "--assume", "gpu=none"], ["matrix", "show"], ["detect"]])
 def test_d23_closed_pipe_exits_0(args: list[str]) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "torchfit", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=tf_env())
+    proc = start_cli(*args, base_env=tf_env(), text=False)
     assert proc.stdout is not None
     proc.stdout.readline()
     proc.stdout.close()

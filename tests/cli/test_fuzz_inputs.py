@@ -10,8 +10,6 @@ small example budget.
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT
+from tests.support.cli import run_cli
 from torchfit.cli import build_parser, main
 from torchfit.errors import BadInput
 
@@ -164,7 +163,7 @@ def test_matrix_file_garbage(tmp_path: Path, capsys: pytest.CaptureFixture[str],
     ids=lambda a: "-".join(a)[:40],
 )
 def test_garbage_end_to_end(args: list[str]) -> None:
-    proc = subprocess.run([sys.executable, "-m", "torchfit", *args], capture_output=True, text=True, timeout=60,
-                          cwd=ROOT, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "src")})
+    proc = run_cli(*args, timeout=60, cwd=ROOT,
+                   base_env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "src")})
     _one_line_or_answer(proc.returncode, proc.stderr)
     assert proc.returncode == 2

@@ -16,11 +16,12 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
+from tests.support.cli import run_cli
 from torchfit.cli import COMMAND_NAMES, build_parser, command_in
 
 
 def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "torchfit", *argv], capture_output=True, text=True, cwd=ROOT)
+    return run_cli(*argv, cwd=ROOT)
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:  # type: ignore[type-arg]

@@ -4,8 +4,8 @@ Every test runs `python -m torchfit doctor --json --root ROOT` as a real subproc
 Tools are executables on a PATH that holds nothing else: a fake `nvidia-smi` that
 replays outputs captured on real machines (fixtures/, each with its provenance in
 a `# ` header ending at `# ---`), and shell scripts for lspci, ldconfig, dkms,
-dmesg and ldd. Environments are real venvs: the CPU torch 2.13.0 one is built once
-and cached under ~/.cache/torchfit-tests; "CUDA" ones hold a fake torch package
+dmesg and ldd. Environments are real venvs: the CPU torch 2.13.0 one is tests/conftest.py's
+`cpu_torch_env` (built once, cached: tests/support/envs.py); "CUDA" ones hold a fake torch package
 whose libtorch_cuda.so is a real shared object, compiled here with the wheel's
 DT_NEEDED (libnccl.so.2, libcudnn.so.9) and DT_RPATH ($ORIGIN/../../nvidia/...),
 so the real dynamic loader decides which libnccl a process maps (LD_PRELOAD,
@@ -14,7 +14,6 @@ DT_RPATH, LD_LIBRARY_PATH), exactly as with a pip-installed torch.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -28,13 +27,14 @@ from typing import Any
 
 import pytest
 
+from tests.support.cli import run_cli
+from tests.support.envs import CACHE
+
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE.parent / "data" / "doctor"
 # The H200 `nvidia-smi topo -m` capture, stored once (tests/data/h200-x2/PROVENANCE.md).
 H200_TOPO = HERE.parent / "data" / "h200-x2" / "topo-m.txt"
 SRC = HERE.parent.parent / "src"
-CACHE = Path(os.environ.get("TORCHFIT_TEST_CACHE", Path.home() / ".cache" / "torchfit-tests"))
-CPU_TORCH = "2.13.0"
 
 # Variables that would leak the developer's machine into a fake host.
 _SCRUB_PREFIXES = ("NCCL_", "CUDA_", "SLURM_", "PET_")
@@ -214,13 +214,13 @@ class Host:
                root: bool = True, timeout: float = 120) -> Result:
         full = dict(self.env)
         full.update(env or {})
-        argv = [sys.executable, "-m", "torchfit", "doctor"]
+        argv = ["doctor"]
         if json_out:
             argv.append("--json")
         if root:
             argv += ["--root", str(self.root)]
         argv += list(args)
-        proc = subprocess.run(argv, capture_output=True, text=True, env=full, timeout=timeout, cwd=self.tmp)
+        proc = run_cli(*argv, base_env=full, timeout=timeout, cwd=self.tmp)
         return Result(proc)
 
 
@@ -234,32 +234,7 @@ def h200(tmp_path: Path) -> Host:
     return Host(tmp_path).h200()
 
 
-# --- environments -------------------------------------------------------------------------
-
-
-def _locked(name: str):  # type: ignore[no-untyped-def]
-    CACHE.mkdir(parents=True, exist_ok=True)
-    fh = open(CACHE / f".{name}.lock", "w")
-    fcntl.flock(fh, fcntl.LOCK_EX)
-    return fh
-
-
-@pytest.fixture(scope="session")
-def cpu_torch_python() -> str:
-    """A venv with the real CPU torch 2.13.0 wheel, cached by version across runs."""
-    env_dir = CACHE / f"torch-{CPU_TORCH}-cpu-py311"
-    python = env_dir / "bin" / "python"
-    with _locked(env_dir.name):
-        if not (env_dir / ".complete").exists():
-            shutil.rmtree(env_dir, ignore_errors=True)
-            base = shutil.which("python3.11") or sys.executable
-            subprocess.run([base, "-m", "venv", str(env_dir)], check=True, capture_output=True)
-            proc = subprocess.run([str(python), "-m", "pip", "install", "-q", f"torch=={CPU_TORCH}"],
-                                  capture_output=True, text=True, timeout=900)
-            if proc.returncode != 0:
-                pytest.skip(f"cannot install torch=={CPU_TORCH} here: {proc.stderr[-500:]}")
-            (env_dir / ".complete").write_text("ok\n")
-    return str(python)
+# --- fake CUDA libraries -------------------------------------------------------------------------
 
 
 def _cc() -> str:

@@ -18,8 +18,9 @@ TOO_OLD = ("The NVIDIA driver on your system is too old (found version 11040). P
            "version of the CUDA driver.")
 
 
-def test_real_cpu_torch_on_a_gpu_host_is_a_cpu_build_failure(h200: Host, cpu_torch_python: str) -> None:
-    r = h200.doctor("--python", cpu_torch_python)
+@pytest.mark.slow
+def test_real_cpu_torch_on_a_gpu_host_is_a_cpu_build_failure(h200: Host, cpu_torch_env: Path) -> None:
+    r = h200.doctor("--python", str(cpu_torch_env / "bin" / "python"))
     assert r.rc == 1
     imp = r.check("torch-import")
     assert imp["status"] == "ok" and "2.13.0+cpu" in imp["evidence"] and "CPU-only build" in imp["evidence"]
@@ -34,11 +35,12 @@ def test_real_cpu_torch_on_a_gpu_host_is_a_cpu_build_failure(h200: Host, cpu_tor
         assert r.status(cid) == "ok" and "not a CUDA build" in r.check(cid)["evidence"], r.check(cid)
 
 
-def test_real_cpu_torch_on_a_cpu_host_is_fine_and_glibc_too_old_fails(host: Host, cpu_torch_python: str) -> None:
+@pytest.mark.slow
+def test_real_cpu_torch_on_a_cpu_host_is_fine_and_glibc_too_old_fails(host: Host, cpu_torch_env: Path) -> None:
     host.tool("lspci", "")
     # CentOS 6's ldd (pytorch/pytorch#14274 quotes `ldd (GNU libc) 2.12`).
     host.tool("ldd", "ldd (GNU libc) 2.12\nCopyright (C) 2010 Free Software Foundation, Inc.\n")
-    r = host.doctor("--python", cpu_torch_python)
+    r = host.doctor("--python", str(cpu_torch_env / "bin" / "python"))
     assert r.status("torch-cpu-build") == "ok"
     assert "no NVIDIA GPU" in r.check("torch-cpu-build")["evidence"]
     g = r.check("glibc-too-old")

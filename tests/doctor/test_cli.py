@@ -6,7 +6,6 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.doctor.conftest import Host, h200_env
+from tests.support.cli import start_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 STATUSES = {"ok", "warn", "fail", "unknown"}
@@ -135,9 +135,8 @@ def test_ctrl_c_stops_the_worker_and_exits_130(host: Host) -> None:
     hang.write_text(f"#!/bin/sh\nexec /bin/sleep {marker}\n")
     hang.chmod(0o755)
     env = dict(host.env)
-    proc = subprocess.Popen([sys.executable, "-m", "torchfit", "doctor", "--json", "--root", str(host.root),
-                             "--python", str(hang)], env=env, cwd=host.tmp, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = start_cli("doctor", "--json", "--root", str(host.root), "--python", str(hang), base_env=env,
+                     cwd=host.tmp)
     time.sleep(2.0)
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=30)

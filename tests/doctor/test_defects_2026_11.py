@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.doctor.conftest import SRC, Host, fake_lib, h200_env, system_libs
+from tests.support.cli import run_cli
 
 
 def _raising_env(parent: Path) -> Path:
@@ -37,8 +38,7 @@ def test_d04_relative_env_is_inspected(host: Host, tmp_path: Path, how: list[str
         env["VIRTUAL_ENV"] = "."
         cwd = tmp_path / "raise"
         args = []
-    proc = subprocess.run([sys.executable, "-m", "torchfit", "doctor", "--json", "--root", str(host.root), *args],
-                          env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+    proc = run_cli("doctor", "--json", "--root", str(host.root), *args, base_env=env, cwd=cwd, timeout=300)
     data = json.loads(proc.stdout)
     imp = next(c for c in data["checks"] if c["id"] == "torch-import")
     assert imp["status"] == "fail" and "broken" in imp["evidence"], imp
@@ -61,19 +61,19 @@ def test_d09_uninspectable_python_is_not_a_clean_bill(host: Host, tmp_path: Path
     r = host.doctor("--python", python)
     assert r.rc == 1, r
     assert r.status("torch-import") == "fail"
-    text = subprocess.run([sys.executable, "-m", "torchfit", "doctor", "--root", str(host.root), "--python", python],
-                          env=host.env, capture_output=True, text=True, timeout=300).stdout
+    text = run_cli("doctor", "--root", str(host.root), "--python", python, base_env=host.env, timeout=300).stdout
     assert "Nothing failed" not in text
 
 
-def test_d08_cpu_torch_on_a_gpu_host_same_verdict_in_verify_and_doctor(h200: Host, cpu_torch_python: str) -> None:
+@pytest.mark.slow
+def test_d08_cpu_torch_on_a_gpu_host_same_verdict_in_verify_and_doctor(h200: Host, cpu_torch_env: Path) -> None:
     """The one judgement (compat.judgements.judge_torch_build), from both commands."""
-    doc = h200.doctor("--python", cpu_torch_python)
+    doc = h200.doctor("--python", str(cpu_torch_env / "bin" / "python"))
     assert doc.status("torch-cpu-build") == "fail"
     env = dict(h200.env)
     env["PYTHONPATH"] = str(SRC)
-    ver = subprocess.run([sys.executable, "-m", "torchfit", "verify", "--json", "--python", cpu_torch_python,
-                          "--no-bandwidth", "--nproc", "1"], env=env, capture_output=True, text=True, timeout=300)
+    ver = run_cli("verify", "--json", "--python", str(cpu_torch_env / "bin" / "python"), "--no-bandwidth", "--nproc", "1",
+                  base_env=env, timeout=300)
     assert ver.returncode == 1, ver.stderr[-2000:]
     gpus = next(c for c in json.loads(ver.stdout)["checks"] if c["name"] == "gpus")
     assert gpus["status"] == "fail" and "CPU-only build on a host with GPUs" in gpus["summary"]
@@ -100,19 +100,17 @@ def test_ux_shadowed_nccl_same_verdict_in_doctor_and_verify(h200: Host, tmp_path
     assert check.status == status
 
 
-def test_ux_doctor_report_reads_at_80_columns(host: Host, cpu_torch_python: str) -> None:
+@pytest.mark.slow
+def test_ux_doctor_report_reads_at_80_columns(host: Host, cpu_torch_env: Path) -> None:
     env = dict(host.env, COLUMNS="80")
-    proc = subprocess.run([sys.executable, "-m", "torchfit", "doctor", "--root", str(host.root), "--python",
-                           cpu_torch_python, "--log", os.devnull], env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = run_cli("doctor", "--root", str(host.root), "--python", str(cpu_torch_env / "bin" / "python"), "--log", os.devnull,
+                   base_env=env, timeout=300)
     lines = proc.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80, max(lines, key=len)
     ok = [ln for ln in lines if ln.startswith("  ok ")]
     assert ok and all("fix:" not in ln for ln in ok)
-    data = json.loads(subprocess.run([sys.executable, "-m", "torchfit", "doctor", "--json", "--root", str(host.root),
-                                      "--python", cpu_torch_python, "--log", os.devnull], env=env,
-                                     capture_output=True, text=True,
-                                     timeout=300).stdout)
+    data = json.loads(run_cli("doctor", "--json", "--root", str(host.root), "--python", str(cpu_torch_env / "bin" / "python"),
+                              "--log", os.devnull, base_env=env, timeout=300).stdout)
     assert len(ok) == sum(1 for c in data["checks"] if c["status"] == "ok")
     bad = [c["id"] for c in data["checks"] if c["status"] in ("warn", "fail") and c["fix"]]
     fixes = [ln for ln in lines if ln.strip().startswith("fix:")]

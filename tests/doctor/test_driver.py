@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.doctor.conftest import SRC, Host, capture, fixture
+from tests.support.cli import run_cli
 
 DRIVER_CHECKS = ("nvidia-smi", "gpu-on-pci-bus", "driver-loaded", "driver-module-for-kernel",
                  "dev-nvidia-nodes", "nvml-mismatch", "dmesg-nvrm")
@@ -202,10 +202,10 @@ def test_device_nodes_this_user_cannot_open() -> None:
             d.chmod(0o755)
         for f in (p for p in (base / "src").rglob("*") if p.is_file()):
             f.chmod(0o644)
-        argv = [str(shutil.which("setpriv")), "--reuid=65534", "--regid=65534", "--clear-groups", py, "-m", "torchfit", "doctor",
-                "--json", "--root", str(root)]
+        setpriv = [str(shutil.which("setpriv")), "--reuid=65534", "--regid=65534", "--clear-groups"]
         env = {"PATH": "/nonexistent", "PYTHONPATH": str(base / "src"), "HOME": str(base)}
-        proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, cwd=base)
+        proc = run_cli("doctor", "--json", "--root", str(root), python=py, via=setpriv, base_env=env, timeout=60,
+                       cwd=base)
         import json
 
         try:

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from tests.installer.conftest import cpu_wheel, torch_index  # noqa: F401  (fixtures)
+from tests.support.cli import start_cli
 from tests.support.servers import serve
-from tests.verify.conftest import scan_tagged, torch_env  # noqa: F401  (fixtures)
+from tests.verify.conftest import scan_tagged
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU_ARGS = ("torch==2.13.0", "--variant", "cpu", "--python", "3.11")
@@ -132,9 +133,7 @@ class Tf:
         tag = uuid.uuid4().hex
         tmp = tmp or self.tmp_path / f"tmp-{tag[:8]}"
         tmp.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.Popen([sys.executable, "-m", "torchfit", *args], stdout=stdout,
-                                stderr=subprocess.PIPE, text=True, env=self.env(tmp, tag, env),
-                                cwd=str(self.tmp_path))
+        proc = start_cli(*args, stdout=stdout, base_env=self.env(tmp, tag, env), cwd=str(self.tmp_path))
         run = Run(proc, tag, tmp)
         self.runs.append(run)
         return run

@@ -43,16 +43,16 @@ def _moment(command: str, attack: str) -> float:
     return round(rng.uniform(0.05, DURATION[command]), 2)
 
 
-def _start(tf: Tf, command: str, tmp_path: Path, torch_index: str, torch_env: Path, hung: str) -> Run:
+def _start(tf: Tf, command: str, tmp_path: Path, torch_index: str, cpu_torch_env: Path, hung: str) -> Run:
     if command == "install":
         return tf.start("install", *CPU_ARGS, "--torch-index-url", torch_index, "--prefix", str(tmp_path / "env"))
     if command == "doctor":
-        return tf.start("doctor", "--env", str(torch_env))
+        return tf.start("doctor", "--env", str(cpu_torch_env))
     if command == "export":
         # a mirror that never answers: uv pip compile waits on it for the whole window
         return tf.start("export", "--format", "pylock", *CPU_ARGS, "--assume", "gpu=none",
                         "--torch-index-url", hung + "/whl/{variant}", "--allow-insecure-index", env=UV_ON_PATH)
-    return tf.start("verify", "--env", str(torch_env), "--nproc", "2", "--timeout", "120")
+    return tf.start("verify", "--env", str(cpu_torch_env), "--nproc", "2", "--timeout", "120")
 
 
 def _assert_sweepable(run: Run, tmp_path: Path, why: str) -> None:
@@ -74,11 +74,11 @@ def _assert_sweepable(run: Run, tmp_path: Path, why: str) -> None:
 @pytest.mark.parametrize("attack", ATTACKS)
 @pytest.mark.parametrize("command", COMMANDS)
 def test_signal_at_a_random_moment_leaves_nothing(
-        tf: Tf, tmp_path: Path, torch_index: str, torch_env: Path, hung_server: str,
+        tf: Tf, tmp_path: Path, torch_index: str, cpu_torch_env: Path, hung_server: str,
         command: str, attack: str) -> None:
     delay = _moment(command, attack)
     why = f"{command}, {attack} after {delay} s (TORCHFIT_ATTACK_SEED={SEED})"
-    run = _start(tf, command, tmp_path, torch_index, torch_env, hung_server)
+    run = _start(tf, command, tmp_path, torch_index, cpu_torch_env, hung_server)
     time.sleep(delay)
     finished_before = run.proc.poll() is not None
     run.signal(getattr(signal, attack))

@@ -71,6 +71,7 @@ def test_d01_planted_prefix_lock_is_refused_and_its_target_untouched(
 # --- #3: quotes in PREFIX -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @needs_uv
 def test_d03_apostrophe_and_space_in_prefix_give_a_working_env(tf: Tf, tmp_path: Path, torch_index: str) -> None:
     prefix = tmp_path / "o'brien" / "it's env"
@@ -127,6 +128,7 @@ def test_d03_relocate_refuses_to_leave_the_temporary_path(tmp_path: Path) -> Non
 # --- #5: the swap is reported as it happened ---------------------------------------------------
 
 
+@pytest.mark.slow
 @needs_uv
 def test_d05_signal_after_the_exchange_is_reported_as_late_not_as_unchanged(
         tf: Tf, tmp_path: Path, torch_index: str) -> None:
@@ -176,6 +178,7 @@ def test_d05_signal_pending_before_the_exchange_cancels_it(tmp_path: Path) -> No
 # --- #7: a hung mirror is bounded and visible ---------------------------------------------------
 
 
+@pytest.mark.slow
 @needs_uv
 def test_d07_install_against_a_hung_mirror_says_what_it_waits_for_and_ends(
         tf: Tf, tmp_path: Path, hung_server: str) -> None:
@@ -191,6 +194,7 @@ def test_d07_install_against_a_hung_mirror_says_what_it_waits_for_and_ends(
     assert run.left() == [] and leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 @needs_uv
 def test_d07_export_against_a_hung_mirror_says_what_it_waits_for(tf: Tf, hung_server: str) -> None:
     run = tf.start("export", "--format", "pylock", *CPU_ARGS, "--assume", "gpu=none",
@@ -238,14 +242,15 @@ def test_d11_doctor_interrupted_exits_130_and_leaves_no_worker(tf: Tf, tmp_path:
     assert run.left() == [] and run.temp_dirs() == []
 
 
-def test_d11_verify_leaves_no_hung_nvidia_smi(tf: Tf, tmp_path: Path, torch_env: Path) -> None:
+@pytest.mark.slow
+def test_d11_verify_leaves_no_hung_nvidia_smi(tf: Tf, tmp_path: Path, cpu_torch_env: Path) -> None:
     bindir = tmp_path / "bin"
     bindir.mkdir()
     smi = bindir / "nvidia-smi"
     smi.write_text("#!/bin/sh\nexec sleep 600\n")
     smi.chmod(0o755)
     env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
-    run = tf.start("verify", "--env", str(torch_env), "--nproc", "1", env=env)
+    run = tf.start("verify", "--env", str(cpu_torch_env), "--nproc", "1", env=env)
     run.wait(300)
     assert run.left(grace=3) == []
 
@@ -262,6 +267,7 @@ def test_d11_matrix_check_sigterm_exits_130(tf: Tf, hung_server: str) -> None:
 # --- #12: nothing deleted without proof ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_d12_a_lookalike_directory_beside_prefix_is_never_deleted(
         tf: Tf, tmp_path: Path, torch_index: str) -> None:
     backup = tmp_path / ".env.torchfit-mybackup"
@@ -353,6 +359,7 @@ def test_d18_prefix_that_is_a_mount_point_is_refused_before_installing(
 # --- #24: the install log is never silently empty ----------------------------------------------
 
 
+@pytest.mark.slow
 @needs_uv
 def test_d24_install_log_on_a_full_filesystem_is_reported(tf: Tf, tmp_path: Path, torch_index: str) -> None:
     state = tmp_path / "fullstate"

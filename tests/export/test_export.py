@@ -34,6 +34,7 @@ else:
 from tests.conftest import make_facts
 from tests.support.cli import run_main
 from torchfit.compat.facts import facts_to_json
+from torchfit.runner import Runner, find_uv
 
 TORCH = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 REAL_WHEEL = Path("/opt/wheels") / TORCH
@@ -155,7 +156,9 @@ def _python311() -> str:
 
 
 def _uv() -> str:
-    uv = shutil.which("uv")
+    """uv where torchfit finds it (runner.find_uv: beside this interpreter first, where
+    `pip install -e '.[test]'` puts it, then on PATH), so these run under the README's command."""
+    uv = find_uv(Runner())
     if uv is None:
         pytest.skip("uv is not installed (pip install uv)")
     return uv

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from torchfit.export import render
 from torchfit.export.stack import stack_from_lock, stack_from_plan
 from torchfit.lock.model import Artifact, Lock, LockedDist
 from torchfit.lock.pylock import parse_lock, render_lock
+from torchfit.runner import Runner, find_uv
 
 ROOT = Path(__file__).resolve().parents[2]
 TORCH_URL = "https://download.pytorch.org/whl/cpu"
@@ -115,8 +115,9 @@ def test_a_lock_with_project_packages_in_each_format() -> None:
 
 
 def _uv() -> str:
-    uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
-    if not os.access(uv, os.X_OK):
+    """uv where torchfit finds it (runner.find_uv), as tests/export/test_export.py does."""
+    uv = find_uv(Runner())
+    if uv is None:
         pytest.skip("uv is not installed (pip install uv)")
     return uv
 
@@ -213,7 +214,6 @@ def test_the_pylock_export_of_a_project_keeps_its_constraints(indexes: dict[str,
     constraint-dependencies: the project's constraints reach it with -c."""
     _uv()
     from torchfit.export.uvlock import lock_with_uv
-    from torchfit.runner import Runner
 
     plan = _plan(index_url=indexes["torch"], project=list(PROJECT), constraints=["helper-dep<2"])
     stack = lock_with_uv(stack_from_plan(plan, arches=["x86_64"], glibc="2.28"), Runner(), pypi_url=indexes["pypi"])

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.cli import run_cli
 from tests.support.slurm import SlurmCluster
 from torchfit.fleet.gather import gather
 from torchfit.fleet.hostlist import compress_hostlist, expand_hostlist
@@ -25,8 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def torchfit(cluster: SlurmCluster, *args: str, env: dict[str, str] | None = None,
              timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "torchfit", *args], env=cluster.client_env(env),
-                          capture_output=True, text=True, timeout=timeout)
+    return run_cli(*args, base_env=cluster.client_env(env), timeout=timeout)
 
 
 def allocations(cluster: SlurmCluster) -> list[str]:

@@ -7,17 +7,15 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import run_cli, start_cli
 from tests.support.slurm import SlurmCluster
-from tests.verify.conftest import torch_env  # noqa: F401 (the session's CPU-torch venv)
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 
 
 def free_port() -> int:
@@ -26,9 +24,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def verify_argv(env: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "torchfit", "verify", "--slurm", "--env", str(env), "--backend", "gloo",
-            "--nproc", "1", "--timeout", "90", "--rdzv-timeout", "90", "--rdzv-port", str(free_port()), *extra]
+def verify_args(env: Path, *extra: str) -> list[str]:
+    return ["verify", "--slurm", "--env", str(env), "--backend", "gloo", "--nproc", "1", "--timeout", "90",
+            "--rdzv-timeout", "90", "--rdzv-port", str(free_port()), *extra]
 
 
 def no_job_left(slurm: SlurmCluster, within: float = 20.0) -> None:
@@ -41,9 +39,8 @@ def no_job_left(slurm: SlurmCluster, within: float = 20.0) -> None:
     raise AssertionError(f"left behind: squeue {queue!r}, processes {slurm.leftovers()}")
 
 
-def test_verify_slurm_passes_across_three_nodes_and_names_them(slurm: SlurmCluster, torch_env: Path) -> None:  # noqa: F811
-    res = subprocess.run(verify_argv(torch_env, "--nodelist", "n[1-3]"), env=slurm.client_env(),
-                         capture_output=True, text=True, timeout=400)
+def test_verify_slurm_passes_across_three_nodes_and_names_them(slurm: SlurmCluster, cpu_torch_env: Path) -> None:
+    res = run_cli(*verify_args(cpu_torch_env, "--nodelist", "n[1-3]"), base_env=slurm.client_env(), timeout=400)
     assert res.returncode == 0, res.stdout + res.stderr
     lines = res.stdout.splitlines()
     assert lines[0].startswith("torchfit verify --slurm: n[1-3], 3 node(s) x 1 rank(s), gloo backend; one srun")
@@ -54,7 +51,7 @@ def test_verify_slurm_passes_across_three_nodes_and_names_them(slurm: SlurmClust
     no_job_left(slurm)
 
 
-def test_a_node_with_another_interface_or_gpu_count_is_named(slurm: SlurmCluster, torch_env: Path,  # noqa: F811
+def test_a_node_with_another_interface_or_gpu_count_is_named(slurm: SlurmCluster, cpu_torch_env: Path,
                                                                tmp_path: Path) -> None:
     # What a node's own profile would do: n2 names another NCCL interface, n3 another GPU set.
     (tmp_path / "sitecustomize.py").write_text(
@@ -63,9 +60,8 @@ def test_a_node_with_another_interface_or_gpu_count_is_named(slurm: SlurmCluster
         "if node == 'n2':\n    os.environ['NCCL_SOCKET_IFNAME'] = '^docker'\n"
         "if node == 'n3':\n    os.environ['CUDA_VISIBLE_DEVICES'] = '0,1'\n"
         "elif node:\n    os.environ['CUDA_VISIBLE_DEVICES'] = '0'\n")
-    res = subprocess.run(verify_argv(torch_env, "--nodelist", "n[1-3]", "--json"),
-                         env=slurm.client_env({"PYTHONPATH": str(tmp_path)}),
-                         capture_output=True, text=True, timeout=400)
+    res = run_cli(*verify_args(cpu_torch_env, "--nodelist", "n[1-3]", "--json"),
+                  base_env=slurm.client_env({"PYTHONPATH": str(tmp_path)}), timeout=400)
     assert res.returncode == 1, res.stdout + res.stderr
     data = json.loads(res.stdout)
     assert data["failed_nodes"] == {
@@ -79,9 +75,8 @@ def test_a_node_with_another_interface_or_gpu_count_is_named(slurm: SlurmCluster
     no_job_left(slurm)
 
 
-def test_an_interrupted_run_leaves_no_task_on_any_node(slurm: SlurmCluster, torch_env: Path) -> None:  # noqa: F811
-    proc = subprocess.Popen(verify_argv(torch_env, "--nodelist", "n[1-3]"), env=slurm.client_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def test_an_interrupted_run_leaves_no_task_on_any_node(slurm: SlurmCluster, cpu_torch_env: Path) -> None:
+    proc = start_cli(*verify_args(cpu_torch_env, "--nodelist", "n[1-3]"), base_env=slurm.client_env())
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and len(slurm.leftovers()) < 6:  # tasks started on the nodes

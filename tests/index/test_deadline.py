@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.cli import run_cli
 from tests.support.servers import serve
 from torchfit.errors import IndexUnavailable
 from torchfit.index.client import DEADLINE_ENV, IndexClient, default_deadline
@@ -95,18 +96,15 @@ def test_the_deadline_default_and_its_environment_override(monkeypatch: pytest.M
 def test_matrix_check_against_a_silent_mirror_ends_at_the_deadline(silent_server: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The real command, as a process: exit 1 with the deadline named, well before the retries' 40 s."""
     import os
-    import subprocess
-    import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
     env = dict(os.environ, PYTHONPATH=str(root / "src"), XDG_CACHE_HOME=str(tmp_path),
                **{DEADLINE_ENV: "2"})
     start = time.monotonic()
-    res = subprocess.run([sys.executable, "-m", "torchfit", "matrix", "check", "--torch", "2.13.0",
-                          "--variant", "cpu", "--index-url", silent_server + "/whl/{variant}",
-                          "--allow-insecure-index", "--timeout", "10"],
-                         capture_output=True, text=True, env=env, timeout=120)
+    res = run_cli("matrix", "check", "--torch", "2.13.0", "--variant", "cpu",
+                  "--index-url", silent_server + "/whl/{variant}", "--allow-insecure-index", "--timeout", "10",
+                  base_env=env, timeout=120)
     took = time.monotonic() - start
     assert res.returncode == 1, (res.returncode, res.stdout, res.stderr)
     assert "overall deadline" in res.stdout + res.stderr

@@ -13,7 +13,6 @@ import http.server
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,7 +21,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from tests.support.cli import run_cli
+from tests.support.cli import run_cli, start_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parents[1] / "data" / "installer"
@@ -107,8 +106,7 @@ def run_tf(*args: str, state: Path, timeout: float = INSTALL_TIMEOUT, env: dict[
 
 
 def start_tf(*args: str, state: Path, **extra_env: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "torchfit", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=tf_env(state, **extra_env), cwd=str(ROOT))
+    return start_cli(*args, base_env=tf_env(state, **extra_env), cwd=str(ROOT))
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:

@@ -10,7 +10,12 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.installer.conftest import CPU_ARGS, needs_uv, one_line_error, run_tf
+
+# Real installs (cpu_env, torch_index) throughout: the slow tier.
+pytestmark = pytest.mark.slow
 
 
 def _without(lock_text: str, name: str) -> str:

@@ -24,7 +24,7 @@ from tests.installer.conftest import (
     wait_for_child,
 )
 
-pytestmark = pytest.mark.filterwarnings("ignore")
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore")]
 
 
 def _install_args(index: str, prefix: Path, *extra: str) -> list[str]:

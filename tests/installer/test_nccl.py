@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.installer.conftest import leftovers, run_tf
+from tests.support.envs import CACHE
 from torchfit.compat.versions import decode_nccl_code, version_text
 from torchfit.installer.nccl import (
     NcclPin,
@@ -124,7 +125,6 @@ def test_activate_applies_the_pin_and_deactivate_undoes_it(tmp_path: Path, libnc
 
 CUDA_INDEX = "file:///opt/pypi-more/simple"
 OLDER_NCCL, NEWER_NCCL, PATCH_NCCL = "2.28.9", "2.32.3", "2.30.3"
-CACHE = Path(os.environ.get("TORCHFIT_TEST_CACHE", Path.home() / ".cache" / "torchfit-tests"))
 
 
 def _pypi_libnccl(version: str) -> Path:

@@ -1,9 +1,10 @@
 """The one way tests run the torchfit CLI: in a real subprocess, or in this process.
 
-`run_cli` is `python -m torchfit ARGS` as a real subprocess (the default: exit codes,
-stdout and stderr exactly as a user sees them). `run_main` calls `torchfit.cli.main`
-in this process, for tests whose HTTP is served by `responses` (which only sees
-requests made here).
+`run_cli` is `python -m torchfit ARGS` as a real subprocess that runs to its end (exit
+codes, stdout and stderr exactly as a user sees them); `start_cli` starts the same command
+and returns the running process, for tests that signal it or read it as it goes. Both build
+the command with `torchfit_argv`. `run_main` calls `torchfit.cli.main` in this process, for
+tests whose HTTP is served by `responses` (which only sees requests made here).
 """
 
 from __future__ import annotations
@@ -16,15 +17,38 @@ from typing import Any
 import pytest
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
-            base_env: dict[str, str] | None = None, **kw: Any) -> subprocess.CompletedProcess[str]:
-    """Run `python -m torchfit ARGS`; `env` is laid over `base_env` (default os.environ)."""
+def torchfit_argv(*args: str, python: str = sys.executable, via: list[str] | None = None) -> list[str]:
+    """`[*via, python, -m, torchfit, *args]`: `via` is a wrapper (setpriv, `torchfit run`)."""
+    return [*(via or []), python, "-m", "torchfit", *args]
+
+
+def _env(env: dict[str, str] | None, base_env: dict[str, str] | None) -> dict[str, str]:
     full_env = dict(os.environ if base_env is None else base_env)
     full_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "torchfit", *args],
-        capture_output=True, text=True, env=full_env, timeout=timeout, **kw,
-    )
+    return full_env
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
+            base_env: dict[str, str] | None = None, python: str = sys.executable,
+            via: list[str] | None = None, **kw: Any) -> subprocess.CompletedProcess[str]:
+    """Run `python -m torchfit ARGS` to its end; `env` is laid over `base_env` (default
+    os.environ). stdout and stderr are captured (as text) unless `kw` says otherwise."""
+    kw.setdefault("stdout", subprocess.PIPE)
+    kw.setdefault("stderr", subprocess.PIPE)
+    kw.setdefault("text", True)
+    return subprocess.run(torchfit_argv(*args, python=python, via=via), env=_env(env, base_env),
+                          timeout=timeout, **kw)
+
+
+def start_cli(*args: str, env: dict[str, str] | None = None, base_env: dict[str, str] | None = None,
+              python: str = sys.executable, via: list[str] | None = None,
+              **kw: Any) -> subprocess.Popen[str]:
+    """Start `python -m torchfit ARGS` and return the running process (stdout and stderr piped
+    unless `kw` says otherwise); the caller waits for it."""
+    kw.setdefault("stdout", subprocess.PIPE)
+    kw.setdefault("stderr", subprocess.PIPE)
+    kw.setdefault("text", True)
+    return subprocess.Popen(torchfit_argv(*args, python=python, via=via), env=_env(env, base_env), **kw)
 
 
 def run_main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

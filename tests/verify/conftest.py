@@ -1,8 +1,6 @@
-"""Fixtures for the verify tests: a real CPU-torch venv, a real second NCCL, orphan checks.
+"""Fixtures for the verify tests: a real second NCCL, orphan checks (the real CPU-torch venv
+is tests/conftest.py's `cpu_torch_env`).
 
-The torch venv is cached under $TORCHFIT_TEST_CACHE (default ~/.cache/torchfit-tests),
-keyed by the torch version, so a second run is fast; CI builds it once per run
-(`pip install torch==2.13.0` takes the local cp311 wheel; about a minute).
 The "other NCCL" is the real libnccl.so.2 of the nvidia-nccl-cu13 wheel (it loads
 without a GPU: ncclGetVersion needs no device), preloaded into one node's workers
 the way a pinned NCCL is (LD_PRELOAD), so that node really runs another NCCL.
@@ -10,8 +8,6 @@ the way a pinned NCCL is (LD_PRELOAD), so that node really runs another NCCL.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import shutil
 import subprocess
@@ -19,74 +15,16 @@ import sys
 import time
 import uuid
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-TORCH_VERSION = "2.13.0"
+from tests.support.cli import start_cli
+from tests.support.envs import CACHE, locked, pip_env
+
 NCCL_WHEEL = "nvidia-nccl-cu13==2.30.7"
-CACHE = Path(os.environ.get("TORCHFIT_TEST_CACHE") or Path.home() / ".cache" / "torchfit-tests")
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def python311() -> str | None:
-    for cand in ("/root/.pyenv/versions/3.11.7/bin/python3", shutil.which("python3.11")):
-        if cand and os.access(cand, os.X_OK):
-            return cand
-    return None
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Serialise builders of one cache entry (two pytest runs at once)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _pip_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("PYTHONPATH", None)
-    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    return env
-
-
-@pytest.fixture(scope="session")
-def torch_env() -> Path:
-    """A venv prefix with CPU torch 2.13.0 (Python 3.11), built once and cached."""
-    py = python311()
-    if py is None:
-        pytest.skip("needs Python 3.11 (the local torch wheel is cp311)")
-    prefix = CACHE / f"venv-torch-{TORCH_VERSION}-py311"
-    marker = prefix / ".torchfit-complete"
-    with _locked(CACHE / f".lock-venv-torch-{TORCH_VERSION}"):
-        if not marker.exists():
-            shutil.rmtree(prefix, ignore_errors=True)
-            subprocess.run([py, "-m", "venv", str(prefix)], check=True, timeout=300)
-            res = subprocess.run(
-                [
-                    str(prefix / "bin" / "python"),
-                    "-m",
-                    "pip",
-                    "install",
-                    "-q",
-                    f"torch=={TORCH_VERSION}",
-                ],
-                capture_output=True,
-                text=True,
-                timeout=900,
-                env=_pip_env(),
-            )
-            if res.returncode != 0:
-                pytest.fail(f"pip install torch=={TORCH_VERSION} failed:\n{res.stderr[-3000:]}")
-            marker.write_text(TORCH_VERSION + "\n")
-    return prefix
 
 
 @pytest.fixture(scope="session")
@@ -105,7 +43,7 @@ def other_nccl() -> Path:
     dest = (
         CACHE / "verify-nccl-2.30.7" / "libnccl.so.2"
     )  # own dir: tests/install extracts non-atomically
-    with _locked(CACHE / ".lock-verify-nccl"):
+    with locked(CACHE / ".lock-verify-nccl"):
         if not dest.exists():
             dl = CACHE / "downloads"
             res = subprocess.run(
@@ -123,7 +61,7 @@ def other_nccl() -> Path:
                 capture_output=True,
                 text=True,
                 timeout=900,
-                env=_pip_env(),
+                env=pip_env(),
             )
             wheels = sorted(dl.glob("nvidia_nccl_cu13-2.30.7-*.whl"))
             if res.returncode != 0 or not wheels:
@@ -144,7 +82,7 @@ def other_nccl() -> Path:
 
 @pytest.fixture(scope="session")
 def nccl_pin_env(
-    tmp_path_factory: pytest.TempPathFactory, torch_env: Path, other_nccl: Path
+    tmp_path_factory: pytest.TempPathFactory, cpu_torch_env: Path, other_nccl: Path
 ) -> Path:
     """A directory whose bin/torchfit-env pins `other_nccl` by LD_PRELOAD, written by
     torchfit's own nccl_pin (what `torchfit install --nccl-lib` writes), for
@@ -154,7 +92,7 @@ def nccl_pin_env(
     pin_dir = tmp_path_factory.mktemp("nccl-pin")
     (pin_dir / "bin").mkdir()
     pin = NcclPin("ld-preload", version="2.30.7", library=str(other_nccl))
-    write_env_script(str(pin_dir), str(torch_env), pin)
+    write_env_script(str(pin_dir), str(cpu_torch_env), pin)
     return pin_dir
 
 
@@ -223,13 +161,7 @@ class Verify:
     ) -> tuple[subprocess.Popen[str], str]:
         """`via` goes before the command, e.g. `torchfit run --env PIN --`."""
         full, tag = self.env(env)
-        proc = subprocess.Popen(
-            [*(via or []), sys.executable, "-m", "torchfit", "verify", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=full,
-        )
+        proc = start_cli("verify", *args, via=via, base_env=full)
         return proc, tag
 
     def run(self, *args: str, env: dict[str, str] | None = None, timeout: float = 180) -> Result:

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.verify.conftest import Verify
 
 GOOD_LOCK_TOOL = """
@@ -20,11 +22,12 @@ torch = "2.13.0+cpu"
 """
 
 
-def test_d16_verify_lock_corrupt_fails(verify: Verify, torch_env: Path, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_d16_verify_lock_corrupt_fails(verify: Verify, cpu_torch_env: Path, tmp_path: Path) -> None:
     for name, content in (("corrupt.toml", b"bad = [\n"), ("binary.bin", b"\xff\xfe\x00garbage")):
         lock = tmp_path / name
         lock.write_bytes(content)
-        r = verify.run("--env", str(torch_env), "--lock", str(lock), "--json", "--no-bandwidth", "--nproc", "1")
+        r = verify.run("--env", str(cpu_torch_env), "--lock", str(lock), "--json", "--no-bandwidth", "--nproc", "1")
         assert r.code == 1, r
         c = r.check("lock")
         assert c["status"] == "fail" and str(lock) in c["summary"], c

@@ -63,10 +63,10 @@ def _records(path: Path) -> list[dict]:
 
 @pytest.mark.slow
 def test_torchrun_starts_before_the_inspection_knows_the_gpus_and_one_rank_sweeps_nothing(
-    verify: Verify, torch_env: Path
+    verify: Verify, cpu_torch_env: Path
 ) -> None:
     res = verify.run(
-        "--env", str(torch_env), "--nproc", "1", "--bandwidth", "--sizes", "1M", "--keep", "--json"
+        "--env", str(cpu_torch_env), "--nproc", "1", "--bandwidth", "--sizes", "1M", "--keep", "--json"
     )
     assert res.code == 0, res
     report = res.json
@@ -82,7 +82,7 @@ def test_torchrun_starts_before_the_inspection_knows_the_gpus_and_one_rank_sweep
     bw = res.check("bandwidth")
     assert bw["status"] == "skip" and "one rank" in bw["summary"] and "skipped" in bw["summary"]
     assert report["bandwidth"] is None
-    human = verify.run("--env", str(torch_env), "--nproc", "1", "--bandwidth", "--sizes", "1M")
+    human = verify.run("--env", str(cpu_torch_env), "--nproc", "1", "--bandwidth", "--sizes", "1M")
     assert human.code == 0, human
     assert "all-reduce bus bandwidth" not in human.out and "0.0 GB/s" not in human.out
     assert "sweep skipped" in " ".join(human.out.split())

@@ -9,11 +9,11 @@ PYTHONPATH that wraps the workers' stage heartbeat; the product knows nothing of
 from __future__ import annotations
 
 import socket
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import torchfit_argv
 from tests.verify.conftest import Result, Verify, assert_no_orphans, faults, finish
 
 pytestmark = pytest.mark.slow
@@ -25,10 +25,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_gloo_smoke_test_passes_with_real_torchrun(verify: Verify, torch_env: Path) -> None:
+def test_gloo_smoke_test_passes_with_real_torchrun(verify: Verify, cpu_torch_env: Path) -> None:
     res = verify.run(
         "--env",
-        str(torch_env),
+        str(cpu_torch_env),
         "--backend",
         "gloo",
         "--nproc",
@@ -66,8 +66,8 @@ def test_gloo_smoke_test_passes_with_real_torchrun(verify: Verify, torch_env: Pa
     assert_no_orphans(res.tag)
 
 
-def test_human_report_shows_checks_and_bars(verify: Verify, torch_env: Path) -> None:
-    res = verify.run("--python", str(torch_env / "bin" / "python"), "--bandwidth", "--sizes", "1M")
+def test_human_report_shows_checks_and_bars(verify: Verify, cpu_torch_env: Path) -> None:
+    res = verify.run("--python", str(cpu_torch_env / "bin" / "python"), "--bandwidth", "--sizes", "1M")
     assert res.code == 0, res
     assert "verify: PASS" in res.out and "all-reduce bus bandwidth" in res.out and "█" in res.out
     assert "DDP smoke test: 2 rank(s) per node, gloo" in res.err
@@ -101,8 +101,8 @@ def two_nodes(
     return r0, r1
 
 
-def test_two_node_agents_on_localhost_agree(verify: Verify, torch_env: Path) -> None:
-    r0, r1 = two_nodes(verify, torch_env)
+def test_two_node_agents_on_localhost_agree(verify: Verify, cpu_torch_env: Path) -> None:
+    r0, r1 = two_nodes(verify, cpu_torch_env)
     for res in (r0, r1):
         assert res.code == 0, res
         report = res.json
@@ -112,13 +112,13 @@ def test_two_node_agents_on_localhost_agree(verify: Verify, torch_env: Path) -> 
 
 
 def test_node_running_another_nccl_is_flagged(
-    verify: Verify, torch_env: Path, other_nccl: Path, nccl_pin_env: Path
+    verify: Verify, cpu_torch_env: Path, other_nccl: Path, nccl_pin_env: Path
 ) -> None:
     # Node 1 runs under `torchfit run` with a pinned libnccl (a real NCCL 2.30.7,
     # preloaded by bin/torchfit-env); node 0 runs the CPU build's none. Both node
     # agents must say so, side by side.
-    via = [sys.executable, "-m", "torchfit", "run", "--env", str(nccl_pin_env), "--"]
-    r0, r1 = two_nodes(verify, torch_env, via)
+    via = torchfit_argv("run", "--env", str(nccl_pin_env), "--")
+    r0, r1 = two_nodes(verify, cpu_torch_env, via)
     for res in (r0, r1):
         assert res.code == 1, res
         report = res.json
@@ -136,10 +136,10 @@ def test_node_running_another_nccl_is_flagged(
     assert "2.30.7" in r1.check("nccl")["summary"]
 
 
-def test_crashing_rank_is_named_with_its_traceback(verify: Verify, torch_env: Path) -> None:
+def test_crashing_rank_is_named_with_its_traceback(verify: Verify, cpu_torch_env: Path) -> None:
     res = verify.run(
         "--env",
-        str(torch_env),
+        str(cpu_torch_env),
         "--json",
         "--timeout",
         "60",
@@ -161,10 +161,10 @@ def test_crashing_rank_is_named_with_its_traceback(verify: Verify, torch_env: Pa
     assert_no_orphans(res.tag)
 
 
-def test_rank_killed_by_a_signal_is_named(verify: Verify, torch_env: Path) -> None:
+def test_rank_killed_by_a_signal_is_named(verify: Verify, cpu_torch_env: Path) -> None:
     res = verify.run(
         "--env",
-        str(torch_env),
+        str(cpu_torch_env),
         "--json",
         "--timeout",
         "60",
@@ -178,9 +178,9 @@ def test_rank_killed_by_a_signal_is_named(verify: Verify, torch_env: Path) -> No
     assert_no_orphans(res.tag)
 
 
-def test_rank_that_never_joins_is_killed_and_named(verify: Verify, torch_env: Path) -> None:
+def test_rank_that_never_joins_is_killed_and_named(verify: Verify, cpu_torch_env: Path) -> None:
     res = verify.run(
-        "--env", str(torch_env), "--json", "--timeout", "8", env=faults("hang:1")
+        "--env", str(cpu_torch_env), "--json", "--timeout", "8", env=faults("hang:1")
     )
     assert res.code == 1, res
     ddp = res.check("ddp")
@@ -192,12 +192,12 @@ def test_rank_that_never_joins_is_killed_and_named(verify: Verify, torch_env: Pa
     assert_no_orphans(res.tag)
 
 
-def test_teardown_crash_neither_fails_nor_hides_a_failure(verify: Verify, torch_env: Path) -> None:
-    res = verify.run("--env", str(torch_env), "--json", env=faults("teardown:1"))
+def test_teardown_crash_neither_fails_nor_hides_a_failure(verify: Verify, cpu_torch_env: Path) -> None:
+    res = verify.run("--env", str(cpu_torch_env), "--json", env=faults("teardown:1"))
     assert res.code == 0, res
     assert any("teardown crash" in n for n in res.json["ddp"]["notes"]), res
     bad = verify.run(
-        "--env", str(torch_env), "--json", env=faults("teardown:1,wrong:0")
+        "--env", str(cpu_torch_env), "--json", env=faults("teardown:1,wrong:0")
     )
     assert bad.code == 1, bad
     assert bad.json["failed"] == ["allreduce"], bad
@@ -205,10 +205,10 @@ def test_teardown_crash_neither_fails_nor_hides_a_failure(verify: Verify, torch_
     assert_no_orphans(bad.tag)
 
 
-def test_stalled_inspection_is_killed(verify: Verify, torch_env: Path) -> None:
+def test_stalled_inspection_is_killed(verify: Verify, cpu_torch_env: Path) -> None:
     res = verify.run(
         "--env",
-        str(torch_env),
+        str(cpu_torch_env),
         "--json",
         "--timeout",
         "3",
@@ -223,10 +223,10 @@ def test_stalled_inspection_is_killed(verify: Verify, torch_env: Path) -> None:
     assert_no_orphans(res.tag)
 
 
-def test_bad_cuda_visible_devices_gives_a_clear_verdict(verify: Verify, torch_env: Path) -> None:
+def test_bad_cuda_visible_devices_gives_a_clear_verdict(verify: Verify, cpu_torch_env: Path) -> None:
     res = verify.run(
         "--env",
-        str(torch_env),
+        str(cpu_torch_env),
         "--backend",
         "nccl",
         "--json",
@@ -291,7 +291,7 @@ def test_slurm_prints_an_sbatch_script(verify: Verify) -> None:
 
 
 def test_torchfit_killed_with_sigkill_leaves_nothing_behind(
-    verify: Verify, torch_env: Path
+    verify: Verify, cpu_torch_env: Path
 ) -> None:
     # torchrun runs in its own session and its workers in theirs: a SIGKILLed
     # torchfit cannot clean up, so the workers' watchdogs (owner pid) must.
@@ -300,7 +300,7 @@ def test_torchfit_killed_with_sigkill_leaves_nothing_behind(
 
     proc, tag = verify.start(
         "--env",
-        str(torch_env),
+        str(cpu_torch_env),
         "--json",
         "--timeout",
         "120",
