@@ -91,7 +91,7 @@ def test_command_in(argv: list[str], expected: str | None) -> None:
     assert command_in(argv) == expected
 
 
-@pytest.mark.parametrize(("argv", "module"), [(["resolve", "--help"], None), (["install", "--help"], "install"),
+@pytest.mark.parametrize(("argv", "module"), [(["resolve", "--help"], "resolve"), (["install", "--help"], "install"),
                                               (["matrix", "show", "--help"], "matrix"), (["--version"], None),
                                               (["-v", "--version"], None)])
 def test_only_the_chosen_commands_module_is_imported(argv: list[str], module: str | None) -> None:

@@ -7,7 +7,6 @@ input or usage (one line, `-v` adds the traceback); 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import errno
 import json
 import os
@@ -17,7 +16,6 @@ from typing import Any, NoReturn
 
 from torchfit import __version__
 from torchfit.errors import BadInput, TorchfitError
-from torchfit.inputs import seconds
 
 EPILOG = "Exit codes: 0 ok, 1 the answer is no, 2 bad input, 130 interrupted."
 
@@ -111,35 +109,6 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks and probe details")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    if only in (None, "detect"):
-        det = sub.add_parser("detect", help="read this host: driver, GPUs, links, glibc, OS, Pythons, pyenv",
-                             epilog=EPILOG)
-        det.add_argument("--json", action="store_true", help="print one JSON object (the --facts format)")
-        det.add_argument("--timeout", type=seconds(), default=10.0, metavar="S",
-                         help="timeout for each probe command (default 10 s)")
-        fleet = det.add_argument_group("a whole Slurm cluster (docs/cluster.md)")
-        fleet.add_argument("--slurm", action="store_true",
-                           help="gather every node's facts through one srun into a fleet file (nodes grouped "
-                                "by hardware)")
-        fleet.add_argument("--partition", metavar="NAME", help="with --slurm: the nodes of this partition")
-        fleet.add_argument("--nodelist", metavar="LIST",
-                           help="with --slurm: only these nodes (Slurm notation, gpu[01-16])")
-        fleet.add_argument("-o", "--output", metavar="FILE", help="with --slurm: also write the fleet file to FILE")
-        fleet.add_argument("--deadline", type=seconds(), metavar="S",
-                           help="with --slurm: stop waiting for the nodes after S seconds (default 60 + 3 x "
-                                "--timeout); a node that has not answered is listed as such")
-        # What each srun task runs: its facts framed for the gather (fleet.gather).
-        det.add_argument("--fleet-task", action="store_true", help=argparse.SUPPRESS)
-
-    if only in (None, "resolve"):
-        res = sub.add_parser("resolve", help="pick one consistent set of versions and explain every choice",
-                             epilog=EPILOG)
-        add_resolve_options(res)
-        add_source_options(res)
-        res.add_argument("--json", action="store_true", help="print one JSON object")
-        res.add_argument("--explain", action="store_true", help="list what was ruled out and by which fact")
-        res.add_argument("--each-group", action="store_true",
-                         help="with a fleet file: one plan per group of nodes instead of one for all")
     for module in _command_modules(None if only is None else (only,)):
         module.add_parser(sub, EPILOG)
     for p in sub.choices.values():
@@ -152,8 +121,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 # Commands that live in their own module (torchfit.cli.commands.NAME): each has
 # `add_parser(subparsers, epilog)` (cheap: no heavy imports at module level) and
 # `run(args) -> int`. Listed here so start-up imports only what exists.
-COMMAND_MODULES: tuple[str, ...] = ("matrix", "export", "doctor", "verify", "install", "add", "run")
-COMMAND_NAMES: tuple[str, ...] = ("detect", "resolve", *COMMAND_MODULES)
+COMMAND_MODULES: tuple[str, ...] = ("detect", "resolve", "matrix", "export", "doctor", "verify", "install", "add",
+                                     "run")
+COMMAND_NAMES: tuple[str, ...] = COMMAND_MODULES
 # The top-level options before the command; none of them takes a value.
 _TOP_FLAGS = frozenset(("-v", "--verbose"))
 
@@ -257,75 +227,6 @@ def make_request(args: argparse.Namespace, matrix: Any) -> Any:
     )
 
 
-def cmd_detect(args: argparse.Namespace) -> int:
-    from torchfit.compat.facts import facts_to_json
-    from torchfit.host import probe_host
-    from torchfit.runner import Runner
-
-    if not args.timeout > 0:  # also NaN
-        raise BadInput(f"--timeout {args.timeout:g}: must be a positive number of seconds")
-    if args.slurm:
-        from torchfit.cli.commands._fleet import run_detect_slurm
-
-        return run_detect_slurm(args)
-    if args.partition or args.nodelist or args.output or args.deadline is not None:
-        raise BadInput("--partition, --nodelist, --output and --deadline go with --slurm")
-    facts = probe_host(Runner(), timeout=args.timeout)
-    data = facts_to_json(facts)
-    if args.fleet_task:
-        from torchfit.cli.commands._fleet import fleet_task
-
-        return fleet_task(data)
-    if args.json:
-        print(json.dumps(data, indent=2))
-    else:
-        from torchfit.cli.ui import render_facts
-
-        render_facts(facts, data)
-    return 0
-
-
-def cmd_resolve(args: argparse.Namespace) -> int:
-    from torchfit.cache import load_matrix
-    from torchfit.compat.plan import plan_to_json
-    from torchfit.compat.resolver import resolve
-
-    matrix = load_matrix(args.matrix)
-    check_source_options(args)
-    request = make_request(args, matrix)
-    if args.each_group:
-        from torchfit.cli.commands._fleet import resolve_each_group
-
-        return resolve_each_group(args, load_hosts(args), request, matrix)
-    if request.project.others:
-        from torchfit.installer.background import Background
-        from torchfit.installer.project import package_reader, resolve_project
-
-        # The host probe waits on subprocesses, the project's reads on the indexes: both at once.
-        probing = Background(load_hosts, args)
-        try:
-            reader = package_reader(args, request)
-        except BaseException:
-            with contextlib.suppress(BaseException):  # the first failure is the one to show
-                probing.result()
-            raise
-        hosts = probing.result()
-        plan = resolve_project(hosts, request, matrix, args, reader=reader)
-    else:
-        hosts = load_hosts(args)
-        plan = resolve(hosts, request, matrix)  # NoCompatibleSet: the boundary prints it (exit 1)
-    if args.json:
-        print(json.dumps(plan_to_json(plan), indent=2))
-    else:
-        from torchfit.cli.ui import render_plan
-
-        render_plan(plan, explain=args.explain)
-    return 0
-
-
-COMMANDS = {"detect": cmd_detect, "resolve": cmd_resolve}
-
-
 def print_json_error(args: argparse.Namespace | None, data: dict[str, Any]) -> None:
     """The `--json` error object on stdout, when the command was asked for JSON.
 
@@ -370,12 +271,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
         if not args.command:
             parser.print_help()
             return 2
-        if args.command in COMMANDS:
-            code = COMMANDS[args.command](args)
-        else:
-            import importlib
+        import importlib
 
-            code = int(importlib.import_module(f"torchfit.cli.commands.{args.command}").run(args))
+        code = int(importlib.import_module(f"torchfit.cli.commands.{args.command}").run(args))
         # Flush here, inside the boundary: at interpreter exit a failed flush
         # (stdout on a full disk) would be a traceback and exit 120.
         sys.stdout.flush()

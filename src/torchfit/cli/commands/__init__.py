@@ -1,1 +1,1 @@
-"""One module per torchfit command: register(subparsers) and run(args)."""
+"""One module per torchfit command: `add_parser(subparsers, epilog)` and `run(args) -> int`."""

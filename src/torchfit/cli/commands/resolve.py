@@ -1,0 +1,62 @@
+"""`torchfit resolve`: one consistent set of versions for the host (or `--facts` hosts, a
+fleet file's groups), with every choice explained; `--json` is the plan contract.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+from typing import Any
+
+
+def add_parser(subparsers: Any, epilog: str) -> None:
+    from torchfit.cli import add_resolve_options, add_source_options
+
+    res = subparsers.add_parser("resolve", help="pick one consistent set of versions and explain every choice",
+                                epilog=epilog)
+    add_resolve_options(res)
+    add_source_options(res)
+    res.add_argument("--json", action="store_true", help="print one JSON object")
+    res.add_argument("--explain", action="store_true", help="list what was ruled out and by which fact")
+    res.add_argument("--each-group", action="store_true",
+                     help="with a fleet file: one plan per group of nodes instead of one for all")
+
+
+def run(args: argparse.Namespace) -> int:
+    from torchfit.cache import load_matrix
+    from torchfit.cli import check_source_options, load_hosts, make_request
+    from torchfit.compat.plan import plan_to_json
+    from torchfit.compat.resolver import resolve
+
+    matrix = load_matrix(args.matrix)
+    check_source_options(args)
+    request = make_request(args, matrix)
+    if args.each_group:
+        from torchfit.cli.commands._fleet import resolve_each_group
+
+        return resolve_each_group(args, load_hosts(args), request, matrix)
+    if request.project.others:
+        from torchfit.installer.background import Background
+        from torchfit.installer.project import package_reader, resolve_project
+
+        # The host probe waits on subprocesses, the project's reads on the indexes: both at once.
+        probing = Background(load_hosts, args)
+        try:
+            reader = package_reader(args, request)
+        except BaseException:
+            with contextlib.suppress(BaseException):  # the first failure is the one to show
+                probing.result()
+            raise
+        hosts = probing.result()
+        plan = resolve_project(hosts, request, matrix, args, reader=reader)
+    else:
+        hosts = load_hosts(args)
+        plan = resolve(hosts, request, matrix)  # NoCompatibleSet: the boundary prints it (exit 1)
+    if args.json:
+        print(json.dumps(plan_to_json(plan), indent=2))
+    else:
+        from torchfit.cli.ui import render_plan
+
+        render_plan(plan, explain=args.explain)
+    return 0
