@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchfit.checks import Check
 from torchfit.errors import BadInput
 from torchfit.fleet.hostlist import compress_hostlist, expand_hostlist
 from torchfit.fleet.srun import (
@@ -28,7 +29,7 @@ from torchfit.fleet.srun import (
 )
 from torchfit.redact import redact
 from torchfit.runner import Runner
-from torchfit.verify.model import Check, check_to_json
+from torchfit.verify.model import check_to_json
 from torchfit.verify.peers import COMPARED, ENV_COMPARED
 
 
