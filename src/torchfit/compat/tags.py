@@ -47,6 +47,22 @@ def parse_linux_tag(tag: str) -> LinuxTag | None:
     return LinuxTag(m.group(4), floor)
 
 
+# torch's Linux wheels are tagged manylinux2014 (glibc 2.17) through 2.5 and manylinux_2_28
+# from 2.6 on (compat-facts.md, the Python/platform table: FILES, PR#143423): the two floors
+# a lock for torch is made for, newest first.
+TORCH_MANYLINUX_FLOORS = ((2, 28), (2, 17))
+
+
+def torch_manylinux_floor(glibc: str | None) -> tuple[int, int]:
+    """The newest of torch's manylinux floors that `glibc` meets: "2.31" -> (2, 28);
+    "2.17", an older glibc or None -> (2, 17), the oldest."""
+    have = tuple(int(x) for x in glibc.split(".")[:2]) if glibc else None
+    for floor in TORCH_MANYLINUX_FLOORS:
+        if have is not None and have >= floor:
+            return floor
+    return TORCH_MANYLINUX_FLOORS[-1]
+
+
 def glibc_of_tag(tag: str) -> tuple[int, int] | None:
     """manylinux_2_28_x86_64 -> (2, 28); manylinux2014_aarch64 -> (2, 17); linux_x86_64 -> None."""
     parsed = parse_linux_tag(tag)

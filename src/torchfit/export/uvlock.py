@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from torchfit.compat.matrix import PYPI_SIMPLE
+from torchfit.compat.tags import torch_manylinux_floor
 from torchfit.errors import BadInput, ExportFailed
 from torchfit.export.stack import Stack
 from torchfit.export.uv import constraint_lines, render_uv
@@ -25,8 +26,8 @@ UV_TIMEOUT = 600.0
 
 def uv_platform(arch: str, glibc: str | None) -> str:
     """uv's --python-platform for the build's glibc floor: x86_64-manylinux_2_28."""
-    floor = "2_28" if glibc and tuple(int(x) for x in glibc.split(".")[:2]) >= (2, 28) else "2_17"
-    return f"{arch}-manylinux_{floor}"
+    major, minor = torch_manylinux_floor(glibc)
+    return f"{arch}-manylinux_{major}_{minor}"
 
 
 def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str = PYPI_SIMPLE, on_wait: Any = None) -> Stack:

@@ -25,7 +25,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from torchfit import cache
@@ -83,6 +83,11 @@ def _final_cpython(lines: Iterable[str]) -> tuple[str, ...]:
             seen.setdefault(token, None)
     return tuple(seen)
 
+def pyenv_root(env: Mapping[str, str]) -> str:
+    """pyenv's own rule for its root: $PYENV_ROOT, else $HOME/.pyenv ("" with neither)."""
+    return env.get("PYENV_ROOT") or (os.path.join(env["HOME"], ".pyenv") if env.get("HOME") else "")
+
+
 def find_pyenv(runner: Runner) -> str | None:
     """pyenv on PATH, else $PYENV_ROOT/bin/pyenv ($PYENV_ROOT defaults to ~/.pyenv, as in pyenv).
 
@@ -93,8 +98,7 @@ def find_pyenv(runner: Runner) -> str | None:
     found = runner.which("pyenv")
     if found:
         return found
-    env = runner.environ()
-    root = env.get("PYENV_ROOT") or (os.path.join(env["HOME"], ".pyenv") if env.get("HOME") else "")
+    root = pyenv_root(runner.environ())
     candidate = os.path.join(root, "bin", "pyenv") if root else ""
     return candidate if candidate and os.access(candidate, os.X_OK) else None
 
@@ -192,9 +196,9 @@ def _pyenv_answers(runner: Runner, exe: str, timeout: float) -> dict[str, tuple[
         if (fresh and set(answers) == set(_PYENV_CALLS) and all(isinstance(v, str) for v in answers.values())
                 and data.get("stats") == _pyenv_stats(real, answers["root"].strip(), env)):
             return {k: (_Answer(v), None) for k, v in answers.items()}
-    # pyenv's own rule for its root ($PYENV_ROOT, else ~/.pyenv): what is stat'ed before
-    # the calls; answers are kept only when they name that root and nothing changed meanwhile.
-    guess = (env.get("PYENV_ROOT") or os.path.join(env.get("HOME", ""), ".pyenv")).rstrip("/")
+    # pyenv's root (pyenv_root): what is stat'ed before the calls; answers are kept only
+    # when they name that root and nothing changed meanwhile.
+    guess = pyenv_root(env).rstrip("/")
     before = _pyenv_stats(real, guess, env)
     from concurrent.futures import ThreadPoolExecutor  # here: logging comes with it (~5 ms)
 

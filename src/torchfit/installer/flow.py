@@ -102,15 +102,15 @@ def find_interpreter(plan: Plan, runner: EnvRunner, observer: Progress, log: Ins
     path = plan.python_path
     if plan.python_source != "pyenv" and path and os.access(path, os.X_OK):
         return path
-    from torchfit.host.pythons import interpreter_in
+    from torchfit.host.pythons import interpreter_in, pyenv_root
     from torchfit.installer.pyenv import ensure_python
 
     version = plan.python_version
     if plan.python_source != "pyenv":
         minor = ".".join(version.split(".")[:2])
         found = shutil.which(f"python{minor}")
-        root = runner.environ().get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
-        pyenv_copy = interpreter_in(os.path.join(root, "versions", version), version)
+        root = pyenv_root(runner.environ())
+        pyenv_copy = interpreter_in(os.path.join(root, "versions", version), version) if root else None
         if pyenv_copy or found:
             return pyenv_copy or found  # type: ignore[return-value]
     observer.step("python", f"pyenv install -s {version} (a CPython build takes minutes)")

@@ -38,6 +38,8 @@ from typing import IO, Any
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
+from torchfit.compat.matrix import VARIANT_RE
+from torchfit.compat.tags import parse_linux_tag
 from torchfit.errors import WheelFormatError
 from torchfit.index.wheelmeta import ByteSource, FileSource, WheelArchive, ZipMember, copy_to_temp
 from torchfit.matrixcheck.wheels import linux_requirements, parse_pins
@@ -293,17 +295,14 @@ def parse_tags(filename: str) -> dict[str, Any]:
     pys = sorted({t.interpreter for t in tags}, key=lambda s: (len(s), s))
     floors: list[tuple[int, int]] = []
     arches: set[str] = set()
-    legacy = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
     for t in tags:
-        m = re.match(r"^(?:manylinux_(\d+)_(\d+)|(manylinux1|manylinux2010|manylinux2014)|linux)_(\w+)$", t.platform)
+        linux = parse_linux_tag(t.platform)  # compat.tags: the manylinux names and their floors
         if t.platform == "any":
             arches.add("any")
-        elif m:
-            arches.add(m.group(4))
-            if m.group(1):
-                floors.append((int(m.group(1)), int(m.group(2))))
-            elif m.group(3):
-                floors.append(legacy[m.group(3)])
+        elif linux is not None:
+            arches.add(linux.arch)
+            if linux.glibc is not None:
+                floors.append(linux.glibc.major_minor())
         else:
             arches.add(t.platform)
     floor = min(floors) if floors else None
@@ -319,7 +318,7 @@ def variant_of(build_version: str | None, cuda: str | None, hip: str | None) -> 
     """The build's variant name from its own strings: the local label, else version.py's cuda/hip."""
     if build_version and "+" in build_version:
         label = build_version.split("+", 1)[1]
-        if re.fullmatch(r"cu\d{3}|rocm\d+\.\d+(\.\d+)?|cpu", label):
+        if VARIANT_RE.fullmatch(label):
             return label, "version.py local label"
     if cuda:
         m = re.fullmatch(r"(\d+)\.(\d)", cuda)
