@@ -127,14 +127,17 @@ def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
     """http://127.0.0.1:PORT/{torch,pypi}/simple: the CPU torch on one, a decoy torch and the project on the other."""
     root = tmp_path_factory.mktemp("served")
     wheels = tmp_path_factory.mktemp("wheels")
-    write_index(root / "torch", [make_wheel(wheels / "t", "torch", "2.13.0+cpu")])
     write_index(root / "pypi", [
         make_wheel(wheels / "p", "torch", "2.13.0"),  # PyPI's own build: must never be taken
         make_wheel(wheels / "p", "needs-torch", "1.0", ["torch==2.13.0"]),
         make_wheel(wheels / "p", "pure-pkg", "1.0", ["helper-dep"]),
         make_wheel(wheels / "p", "helper-dep", "1.0"),
         make_wheel(wheels / "p", "helper-dep", "2.0"),
+        make_wheel(wheels / "p", "accel-pkg", "1.0"),  # PyPI's build of a companion: another CUDA
     ])
+    # the torch index's build of it (the same version: only the routing tells them apart)
+    accel = make_wheel(wheels / "t2", "accel-pkg", "1.0", ["pure-pkg"])
+    write_index(root / "torch", [make_wheel(wheels / "t", "torch", "2.13.0+cpu"), accel])
     with serve_dir(root) as url:
         yield {"torch": f"{url}/torch/simple", "pypi": f"{url}/pypi/simple"}
 
@@ -211,15 +214,32 @@ def test_export_resolves_a_project_end_to_end(tmp_path: Path, indexes: dict[str,
 
 def test_the_pylock_export_of_a_project_keeps_its_constraints(indexes: dict[str, str]) -> None:
     """`--format pylock` from a plan locks with `uv pip compile`, which ignores [tool.uv]
-    constraint-dependencies: the project's constraints reach it with -c."""
+    constraint-dependencies: the project's constraints reach it with -c. A routed package
+    (a companion whose binary is the torch index's) comes from the torch index."""
     _uv()
     from torchfit.export.uvlock import lock_with_uv
 
-    plan = _plan(index_url=indexes["torch"], project=list(PROJECT), constraints=["helper-dep<2"])
+    plan = _plan(index_url=indexes["torch"], project=[*PROJECT, "accel-pkg"], constraints=["helper-dep<2"],
+                 routed=["accel-pkg"])
     stack = lock_with_uv(stack_from_plan(plan, arches=["x86_64"], glibc="2.28"), Runner(), pypi_url=indexes["pypi"])
     lock = tomllib.loads(render("pylock", stack))
     by_name = {p["name"]: p for p in lock["packages"]}
     assert by_name["helper-dep"]["version"] == "1.0" and by_name["helper-dep"]["index"] == indexes["pypi"]
     assert by_name["torch"]["version"] == "2.13.0+cpu" and by_name["torch"]["index"] == indexes["torch"]
-    assert lock["tool"]["torchfit"]["project"] == list(PROJECT)
+    assert lock["tool"]["torchfit"]["project"] == [*PROJECT, "accel-pkg"]
     assert lock["tool"]["torchfit"]["constraints"] == ["helper-dep<2"]
+    # the routed companion: the torch index's build (its METADATA requires pure-pkg), not PyPI's
+    accel = by_name["accel-pkg"]
+    assert accel["index"] == indexes["torch"]
+    assert accel["wheels"][0]["url"].startswith(indexes["torch"].rsplit("/simple", 1)[0] + "/files/")
+
+
+def test_a_routed_companion_is_sourced_from_the_torch_index() -> None:
+    """xformers' cu126 binary is the torch index's (Plan.routed): the uv export routes it there,
+    as a direct dependency (uv honours sources for those only) even when only vllm asked for it."""
+    plan = _plan(variant="cu126", index_url="https://download.pytorch.org/whl/cu126", project=["vllm"],
+                 routed=["xformers"], resolved={"vllm": "0.10.2", "xformers": "0.0.32.post2"})
+    doc = tomllib.loads(render("uv", stack_from_plan(plan)))
+    assert doc["project"]["dependencies"] == ["torch==2.13.0+cu126", "vllm", "xformers==0.0.32.post2"]
+    assert doc["tool"]["uv"]["sources"] == {"torch": {"index": "pytorch-cu126"}, "xformers": {"index": "pytorch-cu126"}}
+    assert "xformers: the binary for this build is on the cu126 index" in render("requirements", stack_from_plan(plan))

@@ -105,6 +105,10 @@ def _render_project(stack: Stack, head: list[str], index: str, py: str, pypi: st
         "this stack is pinned to its exact version. For a hash-checked file, export the env's lock:",
         "  torchfit export --format requirements --lock PREFIX/pylock.toml",
     ]
+    if stack.routed:
+        head += [f"{', '.join(stack.routed)}: the binary for this build is on the {stack.variant} index (PyPI's is",
+                 "another build), and pip cannot tie one package to an index: the version is pinned, but a",
+                 "file of that version on the other index may be taken. Export the env's lock for hash pins."]
     body = [f"--index-url {index}"] + ([f"--extra-index-url {pypi}"] if pypi != index else [])
     body += [pin(n, v, stack.variant, local=(n == "torch")) for n, v in stack.family]
     if stack.project:

@@ -45,6 +45,9 @@ class Stack:
     project: tuple[str, ...] = ()
     constraints: tuple[str, ...] = ()
     resolved: tuple[tuple[str, str], ...] = ()
+    # Project packages whose binary comes from the torch index like the family's
+    # (companions.toml: xformers' cuXXX wheels; `Plan.routed`).
+    routed: tuple[str, ...] = ()
 
     @property
     def index_name(self) -> str:
@@ -63,6 +66,7 @@ def stack_from_plan(plan: Plan, *, arches: Sequence[str] = (), glibc: str | None
         family=tuple(family), arches=tuple(dict.fromkeys(arches)) or ("x86_64",), glibc=glibc,
         hosts=plan.hosts, project=tuple(plan.project), constraints=tuple(plan.constraints),
         resolved=tuple(sorted((n, v) for n, v in plan.resolved.items() if n not in PACKAGES)),
+        routed=tuple(getattr(plan, "routed", ())),
     )
 
 
@@ -100,6 +104,7 @@ def stack_from_lock(lock: Lock, path: str) -> Stack:
         arches=arches, locked=packages, origin=f"lock {path}",
         # What the env was asked for beyond the family (install's project, `torchfit add`'s).
         project=_strings(plan.get("project")), constraints=_strings(plan.get("constraints")),
+        routed=_strings(plan.get("routed")),
     )
 
 

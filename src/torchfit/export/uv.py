@@ -1,7 +1,8 @@
 """`--format uv`: a pyproject.toml for uv.
 
 An explicit `[[tool.uv.index]]` serves only the packages `[tool.uv.sources]` routes
-to it (the torch family); everything else comes from the default index. The
+to it (the torch family, and a project package whose binary for the build lives there:
+`Stack.routed`); everything else comes from the default index. The
 project's requirements (issue 18) follow the family in `dependencies`; the other
 packages' versions (a lock's, or a plan's resolved set) and the project's `-c`
 constraints become `constraint-dependencies`.
@@ -10,6 +11,9 @@ constraints become `constraint-dependencies`.
 from __future__ import annotations
 
 import datetime as _dt
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from torchfit.compat.matrix import PYPI_SIMPLE
 from torchfit.export.stack import Stack, comment, environments, header, pin, public_url
@@ -28,6 +32,11 @@ def render_uv(
     family_names = [n for n, _ in stack.family]
     deps = [pin(n, v, stack.variant, local=(n == "torch")) for n, v in stack.family]
     deps += [r for r in stack.project if r not in deps]  # the project, as asked
+    # A package whose binary is the torch index's is routed there like the family; uv
+    # honours a source for a direct dependency only, so one that is not is pinned in.
+    direct = {_name(r) for r in deps}
+    versions = {d.name: d.version for d in stack.locked if d.version} or dict(stack.resolved)
+    deps += [f"{n}=={versions[n]}" if n in versions else n for n in stack.routed if n not in direct]
     if stack.project:
         head += ["The project's own requirements follow the torch family in `dependencies`; the versions",
                  "they resolved to with this stack are `constraint-dependencies`, so uv rebuilds the same set."]
@@ -53,7 +62,7 @@ def render_uv(
         out.append("\n[[tool.uv.index]]\n")
         out.append(f'name = "default"\nurl = {toml_value(public(pypi_url))}\ndefault = true\n')
     out.append("\n[tool.uv.sources]\n")
-    for n in family_names:
+    for n in [*family_names, *(r for r in stack.routed if r not in family_names)]:
         out.append(f"{n} = {{ index = {toml_value(stack.index_name)} }}\n")
     return "".join(out)
 
@@ -72,3 +81,10 @@ def constraint_lines(stack: Stack) -> list[str]:
     setting), so `uvlock.lock_with_uv` hands the same lines over with `-c`.
     """
     return list(dict.fromkeys([*stack.constraints, *_pins(stack)]))
+
+
+def _name(requirement: str) -> str:
+    try:
+        return canonicalize_name(Requirement(requirement).name)
+    except InvalidRequirement:
+        return requirement

@@ -83,7 +83,8 @@ def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str = PYPI_SIMPLE, on_w
     missing = family - {d.name for d in lock.packages}
     if missing:
         raise ExportFailed(f"uv's lock has no {', '.join(sorted(missing))}")
+    routed = family | set(stack.routed)  # what [tool.uv.sources] sends to the torch index
     packages = tuple(
-        replace(d, index=d.index or (stack.index_url if d.name in family else pypi_url)) for d in lock.packages
+        replace(d, index=d.index or (stack.index_url if d.name in routed else pypi_url)) for d in lock.packages
     )
     return replace(stack, locked=packages)
