@@ -107,8 +107,11 @@ def test_a_package_pinning_another_torch_is_refused_and_nothing_changes(add_env:
     assert out["culprits"] == [{"package": "pins-old-torch", "version": "1.0", "requires": "torch==2.12.0"}]
     assert out["locked"] == {"torch": "2.13.0+cpu"} and out["command"].endswith(" deep-pin")
     # asking for another torch directly is the same refusal
-    proc = run_tf("add", "torch==2.12.0", "--env", str(add_env), state=state_home)
-    assert proc.returncode == 1 and "[add-needs-other-torch]" in proc.stderr, proc.stderr
+    proc = run_tf("add", "torch==2.12.0", "--env", str(add_env), "--json", state=state_home)
+    assert proc.returncode == 1 and json.loads(proc.stdout)["reference"] == "add-needs-other-torch", proc.stderr
+    assert json.loads(proc.stdout)["command"].endswith(" needs-torch pure-pkg torch==2.12.0")
+    proc = run_tf("add", "torchvision", "--env", str(add_env), state=state_home)
+    assert proc.returncode == 1 and "this env has no torchvision" in proc.stderr, proc.stderr
     # the locked build itself: nothing to do, nothing written
     proc = run_tf("add", "torch", "--env", str(add_env), state=state_home)
     assert proc.returncode == 0 and "nothing new" in proc.stderr, proc.stderr

@@ -376,7 +376,8 @@ class AddJob:
         where = f"{self.prefix} is locked to " + ", ".join(f"{d.name} {d.version}" for d in family.values())
         if asked:
             (name, _, req), = culprits
-            what = f"{req} asks for another {name} than the env's"
+            what = (f"{req} asks for another {name} than the env's" if name in family else
+                    f"{req}: this env has no {name}, and a companion's build must match the locked torch")
         elif culprits:
             what = "; ".join(f"{n}{' ' + v if v else ''} requires {r}" for n, v, r in culprits)
         else:
@@ -415,6 +416,9 @@ class AddJob:
             reqs.append(name if name in FAMILY else text)
         project = [str(p) for p in self.lock.plan().get("project") or []]
         asked = [str(r) for r in self.requirements]
+        # A family package asked for with a version replaces the recorded bare name.
+        asked_family = {canonicalize_name(Requirement(x).name) for x in asked} & set(FAMILY)
+        reqs = [r for r in reqs if r not in asked_family]
         names = {canonicalize_name(Requirement(x).name) for x in [*reqs, *project, *asked] if _parses(x)}
         extra = [n for n in extra_names if n in FAMILY and n not in names]
         index = strip_credentials(self.lock.torch_index_url()).rstrip("/")
