@@ -181,7 +181,6 @@ def test_the_uv_export_of_a_project_takes_torch_from_its_index(tmp_path: Path, i
     assert versions["helper-dep"] == "1.0"  # the project's constraint (helper-dep<2) held
 
 
-@pytest.mark.slow
 def test_export_resolves_a_project_end_to_end(tmp_path: Path, indexes: dict[str, str]) -> None:
     """`torchfit export` with project requirements: the joint resolution, uv's whole set, each format."""
     _uv()
