@@ -56,8 +56,8 @@ def add_parser(subparsers: Any, epilog: str) -> None:
                         "else pip")
     p.add_argument("--seed", action="store_true",
                    help="put pip in the env, so that `pip install` after activating it lands there "
-                        "(envs built with --installer pip always have it; with uv add packages with "
-                        "`uv pip install --python PREFIX/bin/python`)")
+                        "(envs built with --installer pip always have it); to add packages with the torch "
+                        "build kept and the lock grown, use `torchfit add PKG --env PREFIX`")
     p.add_argument("--wait", type=seconds(allow_zero=True), default=0.0, metavar="SECONDS",
                    help="wait this long for another install into PREFIX to finish (default: fail at once)")
     p.add_argument("--timeout", type=seconds(), default=3600.0, metavar="SECONDS",
