@@ -259,3 +259,24 @@ def test_a_lock_that_cannot_be_rewritten_rolls_the_env_back(add_env: Path, links
     assert "cannot rewrite" in proc.stderr and "rolled back: removed needs-helper3; restored helper-dep" in proc.stderr
     assert (add_env / "pylock.toml").read_bytes() == lock_before
     assert env_dists(add_env) == dists_before
+
+
+@needs_uv
+@pytest.mark.slow
+def test_pip_installs_what_uv_resolved(tmp_path: Path, torch_index: str, links: Path, state_home: Path) -> None:
+    """--installer pip (an env with pip: install --seed): uv resolves with the family pinned,
+    pip installs the same files hash-checked (--require-hashes --no-deps)."""
+    prefix = tmp_path / "env"
+    proc = run_tf("install", *CPU_ARGS, "--seed", "--torch-index-url", torch_index, "--prefix", str(prefix),
+                  state=state_home)
+    assert proc.returncode == 0, proc.stderr
+    torch_before = _tree_digest(_site(prefix) / "torch")
+    proc = run_tf("add", "needs-torch", "--installer", "pip", "--env", str(prefix), "--find-links", str(links),
+                  "--json", state=state_home)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["installer"].startswith("pip ") and [d["name"] for d in out["added"]] == ["needs-torch"]
+    assert env_dists(prefix)["needs-torch"] == "1.0"
+    (wheel,) = _packages(prefix)["needs-torch"]["wheels"]
+    assert wheel["hashes"]["sha256"] == sha256_of(links / wheel["name"])
+    assert _tree_digest(_site(prefix) / "torch") == torch_before
