@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.doctor.conftest import fixture
-from torchfit.compat import tags, versions
+from torchfit.compat import envjudge, ncclenv, tags, versions
 from torchfit.compat.versions import Arch
 from torchfit.doctor import parse
 from torchfit.doctor.logs import parse_log
@@ -28,8 +28,8 @@ STR_PARSERS = [
     parse.parse_lspci, parse.parse_proc_modules, parse.parse_dkms_status, parse.parse_dmesg, parse.parse_smi_banner,
     parse.parse_nvml_mismatch, parse.parse_libnvidia_ml_version, parse.parse_ldconfig, lib_kind,
     parse.version_from_filename, parse.parse_found_version, parse.parse_wheel_tags, tags.glibc_of_tag,
-    tags.parse_arch_flags, parse.parse_cuda_visible_devices, parse.parse_nccl_ifname, parse.parse_mount_size,
-    parse.parse_env_file, parse.parse_osrelease, parse.dotted, parse.first_line, parse.head,
+    tags.parse_arch_flags, envjudge.parse_cuda_visible_devices, ncclenv.parse_nccl_ifname, parse.parse_mount_size,
+    ncclenv.parse_env_file, parse.parse_osrelease, parse.dotted, parse.first_line, parse.head,
     parse.strip_ansi, parse.looks_like_lspci, parse_log,
 ]
 
@@ -63,7 +63,7 @@ def test_torch_version_values_never_raise(value: object) -> None:
 @settings(max_examples=100, deadline=None)
 @given(st.text(max_size=60), st.lists(st.text(max_size=12), max_size=6))
 def test_interface_matching_never_raises(value: str, names: list[str]) -> None:
-    parse.match_interfaces(parse.parse_nccl_ifname(value), tuple(names))
+    ncclenv.match_interfaces(ncclenv.parse_nccl_ifname(value), tuple(names))
 
 
 def test_real_outputs() -> None:
@@ -97,17 +97,17 @@ def test_versions_and_tags() -> None:
 
 
 def test_cuda_visible_devices_rules() -> None:
-    v = parse.parse_cuda_visible_devices("0,GPU-8be0f050")
+    v = envjudge.parse_cuda_visible_devices("0,GPU-8be0f050")
     assert v.indices == (0,) and v.uuids == ("GPU-8be0f050",) and "mixes" in v.problems[-1]
-    v = parse.parse_cuda_visible_devices("1,x,0")
+    v = envjudge.parse_cuda_visible_devices("1,x,0")
     assert v.entries == ("1",) and "every entry after it" in v.problems[0]
-    assert parse.parse_cuda_visible_devices("-1").hides_all
-    assert parse.parse_cuda_visible_devices("0,0").problems == ("index 0 is listed twice",)
+    assert envjudge.parse_cuda_visible_devices("-1").hides_all
+    assert envjudge.parse_cuda_visible_devices("0,0").problems == ("index 0 is listed twice",)
 
 
 def test_nccl_ifname_rules() -> None:
     ifaces = ("docker0", "eth0", "ib0", "lo")
-    assert parse.match_interfaces(parse.parse_nccl_ifname("^docker,lo"), ifaces) == ("eth0", "ib0")
-    assert parse.match_interfaces(parse.parse_nccl_ifname("=eth"), ifaces) == ()
-    assert parse.match_interfaces(parse.parse_nccl_ifname("eth,ib"), ifaces) == ("eth0", "ib0")
+    assert ncclenv.match_interfaces(ncclenv.parse_nccl_ifname("^docker,lo"), ifaces) == ("eth0", "ib0")
+    assert ncclenv.match_interfaces(ncclenv.parse_nccl_ifname("=eth"), ifaces) == ()
+    assert ncclenv.match_interfaces(ncclenv.parse_nccl_ifname("eth,ib"), ifaces) == ("eth0", "ib0")
     assert parse.parse_mount_size("shm /dev/shm tmpfs rw,nosuid,nodev,noexec,relatime,size=65536k 0 0\n") == 64 << 20

@@ -43,6 +43,7 @@ def test_gloo_smoke_test_passes_with_real_torchrun(verify: Verify, cpu_torch_env
     assert report["ok"] and report["verdict"] == "PASS"
     statuses = {c["name"]: c["status"] for c in report["checks"]}
     assert statuses == {
+        "environment": "pass",  # doctor's judgement of the ranks' environment (verify.environment)
         "python": "pass",
         "torch": "pass",
         "gpus": "skip",

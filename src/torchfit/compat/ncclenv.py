@@ -19,6 +19,7 @@ NCCL's default: unset.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 # Variables that act only when their integer is exactly 1; others: non-zero.
 _EXACTLY_ONE = frozenset({"NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE"})
@@ -54,3 +55,47 @@ def is_nccl_switch_on(name: str, value: str | None) -> bool:
     if number is None:
         return False
     return number == 1 if name in _EXACTLY_ONE else number != 0
+
+
+class IfnameSpec(NamedTuple):
+    """NCCL_SOCKET_IFNAME: a list of prefixes; '^' excludes them, '=' matches exactly
+    (NCCL docs, "Environment Variables", NCCL_SOCKET_IFNAME)."""
+
+    exclude: bool
+    exact: bool
+    names: tuple[str, ...]
+
+
+def parse_nccl_ifname(value: str) -> IfnameSpec:
+    text = value.strip()
+    exclude = text.startswith("^")
+    if exclude:
+        text = text[1:]
+    exact = text.startswith("=")
+    if exact:
+        text = text[1:]
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    return IfnameSpec(exclude, exact, names)
+
+
+def match_interfaces(spec: IfnameSpec, interfaces: tuple[str, ...]) -> tuple[str, ...]:
+    """The interfaces NCCL would consider for `spec`."""
+
+    def hit(iface: str) -> bool:
+        return any(iface == n if spec.exact else iface.startswith(n) for n in spec.names)
+
+    return tuple(i for i in interfaces if hit(i) != spec.exclude)
+
+
+def parse_env_file(text: str) -> dict[str, str]:
+    """KEY=VALUE lines of /etc/nccl.conf (NCCL reads it like environment variables)."""
+    out = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        key = key.strip()
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            out[key] = value.strip().strip('"').strip("'")
+    return out

@@ -427,13 +427,9 @@ class Context:
 
     @cached_property
     def interfaces(self) -> tuple[tuple[str, ...] | None, str | None]:
-        try:
-            names = sorted(os.listdir(self.path("/sys/class/net")))
-        except FileNotFoundError:
-            return None, "/sys/class/net does not exist"
-        except OSError as exc:
-            return None, f"/sys/class/net cannot be listed ({exc.strerror or exc})"
-        return tuple(names), None
+        from torchfit.host.netenv import probe_interfaces
+
+        return probe_interfaces(self.root)
 
 
 def decode_lib(lib: Mapping[str, Any], path: str) -> tuple[tuple[int, ...] | None, str | None]:

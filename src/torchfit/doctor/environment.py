@@ -11,70 +11,32 @@ from __future__ import annotations
 
 import os
 
-from torchfit.compat.ncclenv import is_nccl_switch_on
+from torchfit.compat.envjudge import (
+    DISABLES,
+    judge_nccl_disables,
+    judge_socket_ifname,
+    judge_visible_devices,
+)
 from torchfit.doctor import parse
 from torchfit.doctor.context import Context
 from torchfit.doctor.model import Verdict, check, fail, ok, unknown, warn
+from torchfit.host import netenv
 
 MIB = 1 << 20
 
 
 def nccl_setting(ctx: Context, key: str) -> tuple[str | None, str]:
-    """A NCCL variable and where it came from: the environment, then NCCL_CONF_FILE,
-    ~/.nccl.conf and /etc/nccl.conf (NCCL docs, "Environment Variables")."""
-    if key in ctx.environ:
-        return ctx.environ[key], "environment"
-    home = ctx.environ.get("HOME")
-    user = os.path.join(home, ".nccl.conf") if home else None
-    for path in [p for p in (ctx.environ.get("NCCL_CONF_FILE"), user, "/etc/nccl.conf") if p]:
-        text = ctx.read(path) if path == "/etc/nccl.conf" else _read_plain(path)
-        if text is not None:
-            values = parse.parse_env_file(text)
-            if key in values:
-                return values[key], path
-    return None, ""
-
-
-def _read_plain(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read(1 << 20)
-    except OSError:
-        return None
+    """A NCCL variable and where it came from (host.netenv: the environment, then the conf files)."""
+    return netenv.nccl_setting(ctx.environ, key, ctx.root)
 
 
 @check("cuda-visible-devices", "environment", "CUDA_VISIBLE_DEVICES names GPUs that exist")
 def check_visible_devices(ctx: Context) -> Verdict:
     value = ctx.environ.get("CUDA_VISIBLE_DEVICES")
-    if value is None:
-        return ok("CUDA_VISIBLE_DEVICES is not set: every GPU is visible")
-    spec = parse.parse_cuda_visible_devices(value)
-    fix = (
-        "list GPUs by index (0,1) or by UUID from `nvidia-smi -L`, not both, each once; "
-        "unset it to see every GPU"
-    )
-    if spec.hides_all:
-        return fail(f"CUDA_VISIBLE_DEVICES={value!r}: {'; '.join(spec.problems) or 'no usable entry'}; "
-                    "torch.cuda.is_available() is False", fix)
-    problems = list(spec.problems)
-    gpus = ctx.gpus
-    if gpus:
-        n = len(gpus)
-        absent = [i for i in spec.indices if i >= n]
-        if absent:
-            problems.append(f"index {', '.join(map(str, absent))} does not exist (this host has GPUs 0-{n - 1})")
-        uuids = [g.uuid for g in gpus if g.uuid]
-        if uuids:
-            unknown_ids = [u for u in spec.uuids if u.startswith("GPU-") and not any(x.startswith(u) for x in uuids)]
-            if unknown_ids:
-                problems.append(f"no GPU has UUID {', '.join(unknown_ids)}")
-    if problems:
-        return fail(f"CUDA_VISIBLE_DEVICES={value!r}: {'; '.join(problems)}; CUDA hides the named GPU and "
-                    "every entry after the first bad one", fix)
-    if not gpus:
-        return unknown(f"CUDA_VISIBLE_DEVICES={value!r} is well formed; the GPUs it names could not be listed "
-                       f"({ctx.nvidia.cause})")
-    return ok(f"CUDA_VISIBLE_DEVICES={value!r} names {len(spec.entries)} of {len(gpus)} GPU(s)")
+    gpus = ctx.gpus if value is not None else ()
+    # The judgement verify makes before launching ranks, too (compat.envjudge).
+    return Verdict(*judge_visible_devices(value, len(gpus) or None, [g.uuid for g in gpus if g.uuid],
+                                          ctx.nvidia.cause if value is not None and not gpus else None))
 
 
 @check("cuda-device-order", "environment", "torch numbers GPUs the way nvidia-smi does")
@@ -101,31 +63,9 @@ def check_device_order(ctx: Context) -> Verdict:
     )
 
 
-# Measured on the 2x H200 host (DESIGN.md): all-reduce 8 GiB busbw 350 GB/s; with
-# NCCL_P2P_DISABLE=1 27 GB/s; with P2P and SHM disabled 3.2 GB/s.
-_DISABLES = {
-    "NCCL_P2P_DISABLE": "GPU-to-GPU transfers fall back to shared memory through the CPU "
-                        "(measured on 2x H200 NVLink: 350 -> 27 GB/s all-reduce bus bandwidth)",
-    "NCCL_SHM_DISABLE": "intra-node traffic without P2P goes through the network stack "
-                        "(measured on 2x H200 with P2P also off: 3.2 GB/s)",
-    "NCCL_IB_DISABLE": "multi-node traffic uses TCP sockets instead of InfiniBand/RoCE",
-}
-
-
 @check("nccl-env-disables", "environment", "no NCCL transport is switched off")
 def check_nccl_disables(ctx: Context) -> Verdict:
-    found = []
-    for key, effect in _DISABLES.items():
-        value, where = nccl_setting(ctx, key)
-        if is_nccl_switch_on(key, value):
-            found.append(f"{key}={value} ({where}): {effect}")
-    if not found:
-        return ok("NCCL_P2P_DISABLE, NCCL_SHM_DISABLE and NCCL_IB_DISABLE are not set")
-    return warn(
-        "; ".join(found),
-        "unset them unless a known hardware problem needs them (a common copy-paste from old "
-        "forum answers); check with `torchfit verify` that P2P then works",
-    )
+    return Verdict(*judge_nccl_disables({key: nccl_setting(ctx, key) for key in DISABLES}))
 
 
 def multi_node(ctx: Context) -> str | None:
@@ -150,34 +90,8 @@ def multi_node(ctx: Context) -> str | None:
 @check("nccl-socket-ifname", "environment", "NCCL_SOCKET_IFNAME names an interface this host has")
 def check_socket_ifname(ctx: Context) -> Verdict:
     value, where = nccl_setting(ctx, "NCCL_SOCKET_IFNAME")
-    if value is None or not value.strip():
-        return ok("NCCL_SOCKET_IFNAME is not set: NCCL picks an interface, skipping lo and docker*")
-    ifaces, why = ctx.interfaces
-    if ifaces is None:
-        return unknown(f"NCCL_SOCKET_IFNAME={value!r} ({where}); cannot list interfaces: {why}")
-    spec = parse.parse_nccl_ifname(value)
-    chosen = parse.match_interfaces(spec, ifaces)
-    have = ", ".join(ifaces) or "none"
-    if not chosen:
-        return fail(
-            f"NCCL_SOCKET_IFNAME={value!r} ({where}) matches no interface (this host has: {have}); NCCL fails "
-            "with \"Bootstrap : no socket interface found\"",
-            "set it to an interface `ip -br addr` shows (a prefix like `eth` matches eth0; `=eth0` matches "
-            "exactly; `^docker,lo` excludes), or unset it",
-        )
-    if set(chosen) == {"lo"}:
-        multi = multi_node(ctx)
-        if multi:
-            return fail(
-                f"NCCL_SOCKET_IFNAME={value!r} selects only the loopback interface, but this is a multi-node "
-                f"job ({multi}): other nodes cannot reach lo",
-                "set it to the interface the nodes share (NVIDIA/nccl#286), or unset it",
-            )
-        return warn(
-            f"NCCL_SOCKET_IFNAME={value!r} selects only loopback: fine on one node, fails across nodes",
-            "unset it, or name the interface the nodes share, before running on several nodes",
-        )
-    return ok(f"NCCL_SOCKET_IFNAME={value!r} ({where}) selects {', '.join(chosen)}")
+    ifaces, why = ctx.interfaces if value is not None and value.strip() else ((), None)
+    return Verdict(*judge_socket_ifname(value, where, ifaces, why, multi_node(ctx)))
 
 
 def shm_size(ctx: Context) -> tuple[int | None, str]:

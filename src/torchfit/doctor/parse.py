@@ -327,79 +327,6 @@ def parse_wheel_tags(text: str) -> tuple[str, ...]:
 # --- environment variables and files ----------------------------------------------------
 
 
-class VisibleDevices(NamedTuple):
-    """CUDA_VISIBLE_DEVICES read the way the CUDA driver reads it.
-
-    `entries` are the comma-separated items up to the first one CUDA would reject
-    (it stops there: "only the devices whose index precedes the invalid index are
-    visible", CUDA C++ Programming Guide, "CUDA Environment Variables").
-    """
-
-    entries: tuple[str, ...]
-    indices: tuple[int, ...]
-    uuids: tuple[str, ...]
-    problems: tuple[str, ...]
-    hides_all: bool
-
-
-def parse_cuda_visible_devices(value: str) -> VisibleDevices:
-    raw = [item.strip() for item in value.split(",")]
-    problems: list[str] = []
-    if value.strip() in ("", "-1", "NoDevFiles", "none", "void"):
-        return VisibleDevices((), (), (), (f"CUDA_VISIBLE_DEVICES={value!r} hides every GPU",), True)
-    indices: list[int] = []
-    uuids: list[str] = []
-    kept: list[str] = []
-    for pos, item in enumerate(raw):
-        if re.fullmatch(r"[0-9]{1,4}", item):
-            n = int(item)
-            if n in indices:
-                problems.append(f"index {n} is listed twice")
-            indices.append(n)
-        elif re.fullmatch(r"(GPU|MIG)-[0-9A-Za-z/-]+", item):
-            uuids.append(item)
-        else:
-            problems.append(
-                f"entry {pos + 1} ({item!r}) is neither a GPU index nor a GPU-/MIG- UUID; CUDA ignores it"
-                " and every entry after it"
-            )
-            break
-        kept.append(item)
-    if indices and uuids:
-        problems.append("it mixes indices and UUIDs")
-    return VisibleDevices(tuple(kept), tuple(indices), tuple(uuids), tuple(problems), not kept)
-
-
-class IfnameSpec(NamedTuple):
-    """NCCL_SOCKET_IFNAME: a list of prefixes; '^' excludes them, '=' matches exactly
-    (NCCL docs, "Environment Variables", NCCL_SOCKET_IFNAME)."""
-
-    exclude: bool
-    exact: bool
-    names: tuple[str, ...]
-
-
-def parse_nccl_ifname(value: str) -> IfnameSpec:
-    text = value.strip()
-    exclude = text.startswith("^")
-    if exclude:
-        text = text[1:]
-    exact = text.startswith("=")
-    if exact:
-        text = text[1:]
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    return IfnameSpec(exclude, exact, names)
-
-
-def match_interfaces(spec: IfnameSpec, interfaces: tuple[str, ...]) -> tuple[str, ...]:
-    """The interfaces NCCL would consider for `spec`."""
-
-    def hit(iface: str) -> bool:
-        return any(iface == n if spec.exact else iface.startswith(n) for n in spec.names)
-
-    return tuple(i for i in interfaces if hit(i) != spec.exclude)
-
-
 def parse_mount_size(text: str, mountpoint: str = "/dev/shm") -> int | None:
     """The size= option of `mountpoint` in /proc/mounts (or /proc/self/mounts), in bytes.
 
@@ -418,20 +345,6 @@ def parse_mount_size(text: str, mountpoint: str = "/dev/shm") -> int | None:
                 mult = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
                 found = int(m.group(1)) * mult
     return found
-
-
-def parse_env_file(text: str) -> dict[str, str]:
-    """KEY=VALUE lines of /etc/nccl.conf (NCCL reads it like environment variables)."""
-    out = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, _, value = line.partition("=")
-        key = key.strip()
-        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-            out[key] = value.strip().strip('"').strip("'")
-    return out
 
 
 def parse_osrelease(text: str) -> str | None:

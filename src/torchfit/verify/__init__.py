@@ -36,6 +36,7 @@ from torchfit.redact import redact
 from torchfit.runner import owned_temp_dir, remove_owned_dir
 from torchfit.verify.bandwidth import bandwidth_report, smi_indices
 from torchfit.verify.ddp import early_plan, judge_ddp, plan_ddp, rank_to_json, visible_gpus_guess
+from torchfit.verify.environment import blocking, host_gpu_count, judge_environment, shown
 from torchfit.verify.inspection import judge_inspection
 from torchfit.verify.model import Options, Report
 from torchfit.verify.peers import compare_peers
@@ -72,6 +73,12 @@ def verify(opts: Options, observer: Progress | None = None) -> Report:
     work = owned_temp_dir("verify")  # marked: a SIGKILLed run's is swept by the next one
     report = Report(python=opts.python, env_prefix=opts.env_prefix, work_dir=work)
     env = child_env()
+    # doctor's judgement of the ranks' environment, before any rank starts (verify.environment).
+    host_gpus = host_gpu_count()
+    nccl = opts.backend == "nccl" or (opts.backend is None and bool(host_gpus))
+    pre = judge_environment(env, nccl=nccl, gpu_count=host_gpus,
+                            multi_node=f"verify across {opts.nnodes} nodes" if opts.nnodes > 1 else None)
+    report.checks.extend(shown(pre))
     links_box: dict[str, Any] = {}
     prober: threading.Thread | None = None
     if (
@@ -90,9 +97,10 @@ def verify(opts: Options, observer: Progress | None = None) -> Report:
         remove_owned_dir(work)
         raise
     run = _Run()
+    run.env_block = blocking(pre)
     _wake_on_exit(insp.child.proc, run.wake)
     early = early_plan(opts, _gpus_without_torch(env))
-    if early is not None:
+    if early is not None and not (run.env_block and early[0] == "nccl"):
         _launch(opts, obs, run, early[0], early[1], work, env)
     try:
         _watch(opts, obs, insp, run, work, env)
@@ -143,6 +151,7 @@ class _Run:
         self.sizes: tuple[int, ...] = ()
         self.sweep_skipped: str | None = None
         self.wake = threading.Event()  # set when a child exits
+        self.env_block: str | None = None  # a failed NCCL environment check: no NCCL ranks
 
 
 def _wake_on_exit(proc: Any, wake: threading.Event) -> None:
@@ -217,6 +226,8 @@ def _watch(
             nproc, skip = 0, None
             if insp.devices_known():
                 backend, nproc, skip = plan_ddp(opts, insp.facts)
+                if skip is None and backend == "nccl" and run.env_block:
+                    skip = run.env_block
             else:
                 skip = "the inspection stopped before it knew the GPUs"
             if run.ddp is not None and (skip is not None or (backend, nproc) != (run.backend, run.nproc)):

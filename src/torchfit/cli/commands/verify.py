@@ -307,10 +307,23 @@ def _slurm_run(args: argparse.Namespace) -> int:
         task += ["--sizes", *args.sizes]
     if args.keep:
         task.append("--keep")
+    # doctor's judgement of what srun will export to every node, here, before anything starts;
+    # each node judges its own interfaces itself (its task runs the same check).
+    from torchfit.verify.environment import judge_environment
+    from torchfit.verify.slurm import SlurmRun
+
+    pre = [c for c in judge_environment(os.environ, nccl=args.backend != "gloo", gpu_count=None,
+                                        multi_node="verify --slurm", interfaces=False)
+           if c.status in ("fail", "warn")]
     # Each stage is bounded on the node; the whole run on top: rendezvous, two stages, start-up.
     bound = args.rdzv_timeout + 3 * args.timeout + 60
-    run = run_slurm_verify(Runner(), task, nodes=args.nodes, nodelist=args.nodelist, partition=args.partition,
-                           account=args.account, time_limit=args.time, bound=bound, environ=os.environ)
+    if any(c.status == "fail" for c in pre):
+        run = SlurmRun([], pre=pre)
+    else:
+        run = run_slurm_verify(Runner(), task, nodes=args.nodes, nodelist=args.nodelist,
+                               partition=args.partition, account=args.account, time_limit=args.time,
+                               bound=bound, environ=os.environ)
+        run.pre = pre
     if args.json:
         print(json.dumps(run.to_json(), indent=2, default=str))
     else:

@@ -1,0 +1,53 @@
+"""One judgement of the environment (issue 19): verify reports what doctor would say about
+the ranks' environment, with doctor's check id, cause and fix, before launching ranks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.verify.conftest import torch_env  # noqa: F401 (the session's CPU-torch venv)
+
+IFACES = sorted(os.listdir("/sys/class/net")) if os.path.isdir("/sys/class/net") else []
+
+
+def tf(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "CUDA_"))}
+    full.update(env)
+    return subprocess.run([sys.executable, "-m", "torchfit", *args], env=full, capture_output=True, text=True,
+                          timeout=300)
+
+
+def check(report: dict, name: str, key: str) -> dict:
+    return next(c for c in report["checks"] if c[key] == name)
+
+
+@pytest.mark.skipif(not IFACES, reason="no /sys/class/net to judge interfaces against")
+def test_verify_names_a_bad_nccl_interface_as_doctor_does(torch_env: Path) -> None:  # noqa: F811
+    env = {"NCCL_SOCKET_IFNAME": "bogus0", "NCCL_P2P_DISABLE": "1"}
+    doc = tf("doctor", "--json", "--env", str(torch_env), env=env)
+    ver = tf("verify", "--json", "--env", str(torch_env), "--backend", "nccl", "--no-bandwidth", env=env)
+    assert ver.returncode == 1, ver.stderr
+    d, v = json.loads(doc.stdout), json.loads(ver.stdout)
+    for name in ("nccl-socket-ifname", "nccl-env-disables"):
+        ours, theirs = check(v, name, "name"), check(d, name, "id")
+        assert (ours["summary"], ours.get("hint")) == (theirs["evidence"], theirs["fix"])
+    assert check(v, "nccl-socket-ifname", "name")["status"] == "fail"
+    assert "matches no interface (this host has: " in check(v, "nccl-socket-ifname", "name")["summary"]
+    assert v["failed"][0] == "nccl-socket-ifname"
+    # No NCCL rank was started for an environment that cannot run one.
+    assert v["ddp"] is None and check(v, "ddp", "name")["status"] in ("fail", "skip")
+
+
+def test_gloo_runs_are_not_judged_by_nccl_variables(torch_env: Path) -> None:  # noqa: F811
+    ver = tf("verify", "--json", "--env", str(torch_env), "--backend", "gloo", "--nproc", "1", "--no-bandwidth",
+             env={"NCCL_SOCKET_IFNAME": "bogus0"})
+    assert ver.returncode == 0, ver.stdout[-2000:] + ver.stderr[-2000:]
+    v = json.loads(ver.stdout)
+    assert check(v, "environment", "name")["status"] == "pass"
+    assert not any(c["name"].startswith("nccl-socket") for c in v["checks"])
