@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.support.fleets import fleet_data  # noqa: E402
+from tests.support.fleets import fleet_data
 
 
 def child(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -60,7 +60,7 @@ def main() -> None:
     one.write_text(json.dumps(data["groups"][0]["facts"]))
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), XDG_CACHE_HOME=str(tmp / "cache"))
     base = [sys.executable, "-m", "torchfit", "resolve", "--json", "--facts"]
-    cases = {"fleet (2,000 nodes, 12 groups)": base + [str(fleet)], "one host": base + [str(one)],
+    cases = {"fleet (2,000 nodes, 12 groups)": [*base, str(fleet)], "one host": [*base, str(one)],
              "python -c pass": [sys.executable, "-c", "pass"]}
     child(cases["one host"], env)  # warm the start-up cache once, as on every run but the first
     got: dict[str, list[tuple[float, float]]] = {k: [] for k in cases}
