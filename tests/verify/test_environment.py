@@ -13,6 +13,8 @@ import pytest
 
 from tests.verify.conftest import torch_env  # noqa: F401 (the session's CPU-torch venv)
 
+pytestmark = pytest.mark.slow  # real verify runs (torch imports, torchrun)
+
 IFACES = sorted(os.listdir("/sys/class/net")) if os.path.isdir("/sys/class/net") else []
 
 
