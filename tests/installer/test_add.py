@@ -280,3 +280,30 @@ def test_pip_installs_what_uv_resolved(tmp_path: Path, torch_index: str, links: 
     (wheel,) = _packages(prefix)["needs-torch"]["wheels"]
     assert wheel["hashes"]["sha256"] == sha256_of(links / wheel["name"])
     assert _tree_digest(_site(prefix) / "torch") == torch_before
+
+
+@needs_uv
+@pytest.mark.slow
+def test_sigterm_while_uv_resolves_changes_nothing(add_env: Path, links: Path, tmp_path: Path) -> None:
+    """An index that never answers holds uv's resolution; SIGTERM then: exit 130, uv gone, the env
+    and its lock as they were, no temporary lock beside it."""
+    import signal
+
+    from tests.installer.conftest import pid_alive, start_tf, wait_for_child
+    from tests.support.servers import serve
+
+    lock_before = (add_env / "pylock.toml").read_bytes()
+    dists_before = env_dists(add_env)
+    with serve() as url:
+        proc = start_tf("add", "extra-pure", "--env", str(add_env), "--find-links", str(links),
+                        "--extra-index-url", f"{url}/simple", "--allow-insecure-index", state=tmp_path)
+        child, _ = wait_for_child(proc, lambda argv: bool(argv) and os.path.basename(argv[0]) == "uv"
+                                  and argv[1:3] == ["pip", "compile"])
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert not pid_alive(child)
+    assert (add_env / "pylock.toml").read_bytes() == lock_before
+    assert env_dists(add_env) == dists_before
+    assert not [p for p in add_env.iterdir() if p.name.startswith(".pylock.toml.")]
+    assert not (add_env.parent / (add_env.name + ".lock")).exists()  # PREFIX.lock released
