@@ -148,6 +148,11 @@ def test_compatible_packages_are_installed_locked_and_verified(add_env: Path, li
     assert tool["plan"]["project"] == ["needs-torch", "pure-pkg", "plugin-pkg", "extra-pure>=1"]
     assert tool["plan"]["resolved"]["extra-pure"] == "1.0" and tool["plan"]["resolved"]["torch"] == "2.13.0+cpu"
     assert tool["added"][-1]["requirements"] == ["plugin-pkg", "extra-pure>=1"]
+    # asked again: nothing to do, the lock byte for byte as it is
+    lock_now = (add_env / "pylock.toml").read_bytes()
+    proc = run_tf("add", "extra-pure>=1", "--env", str(add_env), "--find-links", str(links), state=state_home)
+    assert proc.returncode == 0 and "nothing to do" in proc.stderr, proc.stderr
+    assert (add_env / "pylock.toml").read_bytes() == lock_now
     # verify --lock: the closure check (and the rest, on gloo) passes on the grown env
     from tests.verify.conftest import Verify
 

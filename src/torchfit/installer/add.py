@@ -184,6 +184,13 @@ class AddJob:
             changed = [(locked[d.name], d) for d in result if d.name in locked and not d.is_family
                        and _files(d) != _files(locked[d.name])]
             todo = added + [d for _, d in changed]
+            recorded = [str(p) for p in self.lock.plan().get("project") or []]
+            if not todo and all(str(r) in recorded for r in new):
+                # Installed and recorded as asked already: the lock stays as it is, byte for byte.
+                self.observer.info("nothing to do: every package asked for is in the env and its lock already")
+                return AddResult(prefix=self.prefix, requested=tuple(str(r) for r in self.requirements), added=(),
+                                 changed=(), kept_locked=kept, lock_path=lock_path, installer=backend.label,
+                                 log_path=log.path, timings=self.timings)
             if not todo:
                 self.observer.info("nothing to install: every package asked for is in the env already")
             try:
