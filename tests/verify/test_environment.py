@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.verify.conftest import torch_env  # noqa: F401 (the session's CPU-torch venv)
+from tests.support.cli import run_cli
 
 pytestmark = pytest.mark.slow  # real verify runs (torch imports, torchrun)
 
@@ -21,8 +20,7 @@ IFACES = sorted(os.listdir("/sys/class/net")) if os.path.isdir("/sys/class/net")
 def tf(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "CUDA_"))}
     full.update(env)
-    return subprocess.run([sys.executable, "-m", "torchfit", *args], env=full, capture_output=True, text=True,
-                          timeout=300)
+    return run_cli(*args, base_env=full, timeout=300)
 
 
 def check(report: dict, name: str, key: str) -> dict:
@@ -30,10 +28,10 @@ def check(report: dict, name: str, key: str) -> dict:
 
 
 @pytest.mark.skipif(not IFACES, reason="no /sys/class/net to judge interfaces against")
-def test_verify_names_a_bad_nccl_interface_as_doctor_does(torch_env: Path) -> None:  # noqa: F811
+def test_verify_names_a_bad_nccl_interface_as_doctor_does(cpu_torch_env: Path) -> None:
     env = {"NCCL_SOCKET_IFNAME": "bogus0", "NCCL_P2P_DISABLE": "1"}
-    doc = tf("doctor", "--json", "--env", str(torch_env), env=env)
-    ver = tf("verify", "--json", "--env", str(torch_env), "--backend", "nccl", "--no-bandwidth", env=env)
+    doc = tf("doctor", "--json", "--env", str(cpu_torch_env), env=env)
+    ver = tf("verify", "--json", "--env", str(cpu_torch_env), "--backend", "nccl", "--no-bandwidth", env=env)
     assert ver.returncode == 1, ver.stderr
     d, v = json.loads(doc.stdout), json.loads(ver.stdout)
     for name in ("nccl-socket-ifname", "nccl-env-disables"):
@@ -46,8 +44,8 @@ def test_verify_names_a_bad_nccl_interface_as_doctor_does(torch_env: Path) -> No
     assert v["ddp"] is None and check(v, "ddp", "name")["status"] in ("fail", "skip")
 
 
-def test_gloo_runs_are_not_judged_by_nccl_variables(torch_env: Path) -> None:  # noqa: F811
-    ver = tf("verify", "--json", "--env", str(torch_env), "--backend", "gloo", "--nproc", "1", "--no-bandwidth",
+def test_gloo_runs_are_not_judged_by_nccl_variables(cpu_torch_env: Path) -> None:
+    ver = tf("verify", "--json", "--env", str(cpu_torch_env), "--backend", "gloo", "--nproc", "1", "--no-bandwidth",
              env={"NCCL_SOCKET_IFNAME": "bogus0"})
     assert ver.returncode == 0, ver.stdout[-2000:] + ver.stderr[-2000:]
     v = json.loads(ver.stdout)
