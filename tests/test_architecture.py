@@ -11,6 +11,10 @@ One owner per name (architecture-review-2 §9.1): every name is imported from th
 that defines it. A module that imports a name only to hand it on needs `# noqa: F401`, a
 redundant alias (`import x as x`) or an `__all__` entry naming the import; `re_exports`
 finds all three in src/, and a planted shim shows that it does.
+
+The map names every module (review-2 §9.9): `mapped_modules` reads the tree block of
+docs/architecture.md (a package line `name/` opens a section; each `file.py` in it belongs
+to that package), and every src/torchfit/**/*.py but an `__init__.py` must be among them.
 """
 
 from __future__ import annotations
@@ -177,3 +181,44 @@ def test_every_name_has_one_home() -> None:
 def test_re_exports_catches_a_planted_shim(tree: Path, source: str, found: str) -> None:
     _plant(tree, "torchfit.installer.planted", source)
     assert re_exports(tree / "src") == [f"torchfit/installer/planted.py:{found}"]
+
+
+# --- docs/architecture.md names every module -------------------------------------------------
+
+
+def mapped_modules(page: str) -> set[str]:
+    """The module paths (relative to src/torchfit) the tree block of the page names."""
+    block = page.split("## The tree", 1)[1].split("```", 2)[1]
+    names: set[str] = set()
+    stack: list[tuple[int, str]] = []  # (indent, package path) of the open package lines
+    for line in (ln for ln in block.splitlines() if ln.strip()):
+        indent = len(line) - len(line.lstrip())
+        while stack and indent <= stack[-1][0]:
+            stack.pop()
+        text = line.strip()
+        opened = re.match(r"(\w+)/", text)
+        if opened and opened.group(1) != "src":
+            stack.append((indent, (stack[-1][1] if stack else "") + opened.group(1) + "/"))
+            text = text[opened.end():]
+        package = stack[-1][1] if stack else ""
+        names.update(package + name for name in re.findall(r"(?<![\w./])(\w+\.py)\b", text))
+    return names
+
+
+def unmapped_modules(root: Path) -> list[str]:
+    package = root / "src" / "torchfit"
+    mapped = mapped_modules((root / "docs" / "architecture.md").read_text())
+    return sorted(m for m in (p.relative_to(package).as_posix() for p in package.rglob("*.py"))
+                  if not m.endswith("__init__.py") and m not in mapped)
+
+
+def test_the_architecture_page_names_every_module() -> None:
+    assert unmapped_modules(ROOT) == []
+
+
+def test_an_unmapped_module_is_found(tree: Path) -> None:
+    (tree / "docs").mkdir()
+    shutil.copy(ROOT / "docs" / "architecture.md", tree / "docs" / "architecture.md")
+    # lock/toml.py is on the page; a verify/toml.py is not, though its file name is.
+    _plant(tree, "torchfit.verify.toml", "")
+    assert unmapped_modules(tree) == ["verify/toml.py"]

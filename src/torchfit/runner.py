@@ -67,7 +67,7 @@ def _load_prctl() -> Callable[..., int] | None:
         return None
     fn.restype = ctypes.c_int
     fn.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    return fn  # type: ignore[no-any-return]
+    return fn
 
 
 _prctl_cache: list[Callable[..., int] | None] = []
@@ -728,7 +728,7 @@ def sweep_temp_dirs(kind: str, base: str | None = None) -> list[str]:
     from torchfit import owned
 
     base = base or tempfile.gettempdir()
-    removed = []
+    removed: list[str] = []
     try:
         entries = os.listdir(base)
     except OSError:

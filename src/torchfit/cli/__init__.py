@@ -156,7 +156,7 @@ def load_hosts(args: argparse.Namespace) -> list[Any]:
     from torchfit.compat.gpunames import load_gpu_names
     from torchfit.inputs import MAX_FACTS_BYTES, loads_json, read_text_file
 
-    hosts = []
+    hosts: list[Any] = []
     exclude = getattr(args, "exclude", None) or []
     fleets = 0
     if args.facts:

@@ -142,10 +142,10 @@ def render_plan(plan: Plan, explain: bool = False) -> None:
     for r in plan.reasons:
         _print_item(con, "[green]•[/] ", "• ", r, width)
     if plan.resolved:
-        others = sorted((n, v) for n, v in plan.resolved.items() if n not in ("torch", "torchvision", "torchaudio"))
+        project_pins = sorted((n, v) for n, v in plan.resolved.items() if n not in ("torch", "torchvision", "torchaudio"))
         _print_item(con, "[green]•[/] ", "• ", f"project: {len(plan.project)} requirements, {len(plan.resolved)} "
                     "packages resolved by uv with the torch family pinned: "
-                    + ", ".join(f"{n} {v}" for n, v in others), width)
+                    + ", ".join(f"{n} {v}" for n, v in project_pins), width)
     for w in plan.warnings:
         _print_item(con, "[yellow]warning:[/] ", "warning: ", w, width)
     relevant = plan.ruled_out[: plan.ruled_out_relevant]

@@ -311,8 +311,8 @@ class Context:
                 env={"LD_PRELOAD": ""},
             )
             for lib in (last_record(read_records(res.stdout), "libversions") or {}).get("libs") or []:
-                if isinstance(lib, dict):
-                    codes[lib.get("path")] = lib
+                if isinstance(lib, dict) and isinstance(lib.get("path"), str):
+                    codes[lib["path"]] = lib
         except ProbeFailed:
             pass
         for p in wanted:

@@ -24,7 +24,9 @@ _TAIL = re.compile(r"^(.*?)([0-9]+)$")
 
 
 def _split_items(text: str) -> list[str]:
-    items, depth, cur = [], 0, []
+    items: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "[":
             depth += 1

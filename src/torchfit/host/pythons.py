@@ -206,7 +206,7 @@ def _pyenv_answers(runner: Runner, exe: str, timeout: float) -> dict[str, tuple[
         futures = {k: pool.submit(_run_tool, runner, [exe, *args], timeout) for k, args in _PYENV_CALLS.items()}
         results = {k: f.result() for k, f in futures.items()}
     if all(res is not None and cause is None for res, cause in results.values()):
-        answers = {k: res.stdout for k, (res, _) in results.items()}
+        answers = {k: res.stdout for k, (res, _) in results.items() if res is not None}
         if answers["root"].strip() == guess and os.path.isdir(guess) and _pyenv_stats(real, guess, env) == before:
             cache.write_record(name, key, {"time": time.time(), "answers": answers, "stats": before})
     return results

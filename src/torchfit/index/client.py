@@ -214,8 +214,8 @@ class IndexClient:
         import requests
 
         end, timer = getattr(resp, "_torchfit_deadline", (math.inf, None))
-        if resp._content_consumed and isinstance(resp._content, bytes):  # type: ignore[attr-defined]
-            yield resp._content  # type: ignore[attr-defined]
+        if resp._content_consumed and isinstance(resp._content, bytes):
+            yield resp._content
             return
         got = []
         try:
@@ -231,8 +231,8 @@ class IndexClient:
         finally:
             if timer is not None:
                 timer.cancel()
-        resp._content = b"".join(got)  # type: ignore[attr-defined]
-        resp._content_consumed = True  # type: ignore[attr-defined]
+        resp._content = b"".join(got)
+        resp._content_consumed = True
 
     def _attempts(self, url: str, headers: Mapping[str, str], end: float) -> requests.Response:
         import requests

@@ -154,7 +154,7 @@ def parse_local_header(head: bytes) -> int:
     if len(head) < 30 or head[:4] != _LOCAL:
         raise WheelFormatError("local file header", "bad signature")
     nlen, elen = struct.unpack("<HH", head[26:30])
-    return 30 + nlen + elen
+    return 30 + int(nlen) + int(elen)
 
 
 # ---------------------------------------------------------------------------

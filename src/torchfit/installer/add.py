@@ -312,7 +312,7 @@ class AddJob:
         from torchfit.cache import load_companions
         from torchfit.compat.matrix import DEFAULT_INDEX
 
-        routed = [canonicalize_name(str(x)) for x in self.lock.plan().get("routed") or []]
+        routed: list[str] = [canonicalize_name(str(x)) for x in self.lock.plan().get("routed") or []]
         variant = str(self.lock.plan().get("variant") or "")
         try:
             torch = Version(family["torch"].version or "")
@@ -518,7 +518,7 @@ def _first_line(text: str) -> str:
 
 def _marker_env(lock: Lock) -> dict[str, str]:
     """The marker environment of the env's Python (its version from the lock), for Requires-Dist."""
-    env = dict(default_environment())
+    env = {k: str(v) for k, v in default_environment().items()}
     full = str(lock.tool.get("python-version") or lock.plan().get("python_version") or "")
     if re.match(r"^\d+\.\d+", full):
         env["python_full_version"] = full

@@ -322,9 +322,10 @@ class UvBackend(Backend):
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
                 kill_stray_children()  # the venv's or the early install's uv, if still running
-            for job in [venv, *(j for _, j in early)]:
+            jobs: list[Background[Any]] = [venv, *(j for _, j in early)]
+            for pending in jobs:
                 with contextlib.suppress(BaseException):
-                    job.result()
+                    pending.result()
             raise
         self.install_resolved(env_dir, locked, work, reinstall)
         return locked

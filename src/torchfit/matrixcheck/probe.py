@@ -117,7 +117,7 @@ class WheelFacts:
         known = {k: v for k, v in obj.items() if k in cls.__dataclass_fields__}
         if not isinstance(known.get("file"), str) or not isinstance(known.get("size"), int):
             raise ValueError("a probe record needs 'file' (a string) and 'size' (an integer)")
-        shapes = {"pins": dict, "requires": dict, "tags": list, "python_tags": list, "python_classifiers": list,
+        shapes: dict[str, type | tuple[type, ...]] = {"pins": dict, "requires": dict, "tags": list, "python_tags": list, "python_classifiers": list,
                   "notes": list, "arch": (list, type(None)), "index_pythons": (list, type(None)),
                   "embedded": (dict, type(None))}
         for key, shape in shapes.items():

@@ -161,10 +161,10 @@ def propose_from_probe(
     new_sources: dict[str, str] = {}
     for line in sorted(set(edits) | set(comments), reverse=True):
         idx = line - 1
-        for fact, value, recs in edits.get(line, []):
+        for fact, value, wheels in edits.get(line, []):
             b0 = next(b for b in by_line[line])
             current = _current(b0, fact)
-            key = "; ".join(dict.fromkeys(source_key(r) for r in recs))
+            key = "; ".join(dict.fromkeys(source_key(r) for r in wheels))
             src_now = b0.sources.get(fact, "")
             if current is not None and value is not None and _same(fact, current, value) and src_now == key:
                 continue
@@ -183,7 +183,7 @@ def propose_from_probe(
                 set_inline(out, idx, "source", "arch_aarch64", src_now)
             set_inline(out, idx, "source", fact, key)
             set_inline(out, idx, "evidence", fact, "measured")
-            for r in recs:
+            for r in wheels:
                 new_sources[source_key(r)] = source_text(r, today)
         for msg in reversed(list(dict.fromkeys(comments.get(line, [])))):
             out.insert(idx, redact(msg) + "\n")

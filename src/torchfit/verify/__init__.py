@@ -28,7 +28,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from torchfit.checks import Check
+from torchfit.checks import Check, Status
 from torchfit.host.links import probe_links
 from torchfit.lock.pylock import load_expected
 from torchfit.progress import Progress
@@ -126,7 +126,7 @@ def verify(opts: Options, observer: Progress | None = None) -> Report:
         report.checks.append(
             Check(
                 "ddp",
-                "fail" if run.skip_reason and run.backend else "skip",
+                Status.FAIL if run.skip_reason and run.backend else Status.SKIP,
                 f"not run: {run.skip_reason or 'the inspection did not finish'}",
             )
         )
@@ -262,7 +262,7 @@ def _judge_inspection(opts: Options, insp: Inspection, report: Report) -> None:
             report.checks.append(
                 Check(
                     "lock",
-                    "fail" if opts.lock else "warn",
+                    Status.FAIL if opts.lock else Status.WARN,
                     lock_error,
                     hint="give --lock a pylock.toml written by `torchfit install`" if opts.lock else None,
                 )
@@ -300,10 +300,10 @@ def check_closure(python: str, lock_path: str, timeout: float) -> Check:
     try:
         res = Runner().run([python, "-c", CLOSURE], timeout=timeout, env=child_env())
     except ProbeFailed as exc:
-        return Check("lock-deps", "fail", f"could not list the env's distributions: {exc.message}")
+        return Check("lock-deps", Status.FAIL, f"could not list the env's distributions: {exc.message}")
     data = parse_closure_output(res.stdout)
     if data is None:
-        return Check("lock-deps", "fail", "could not list the env's distributions",
+        return Check("lock-deps", Status.FAIL, "could not list the env's distributions",
                      lines_tail(res.stderr or res.stdout, 5))
     dists = data.get("dists") or []
     # An NCCL wheel pinned over torch's own (install --nccl) differs from torch's pin on purpose.
@@ -312,13 +312,13 @@ def check_closure(python: str, lock_path: str, timeout: float) -> Check:
     if problems:
         return Check(
             "lock-deps",
-            "fail",
+            Status.FAIL,
             f"the env is not whole: {problems[0]}",
             tuple(problems[1:8]),
             hint=f"reinstall from a whole lock: `torchfit install --force --lock {shlex.quote(lock_path)} "
             "--prefix ENV`, or re-create the lock from a plan",
         )
-    return Check("lock-deps", "pass", f"every dependency of the {len(dists)} installed distributions is installed")
+    return Check("lock-deps", Status.PASS, f"every dependency of the {len(dists)} installed distributions is installed")
 
 
 def _judge_ddp(
@@ -359,7 +359,7 @@ def _judge_ddp(
             report.checks.append(
                 Check(
                     "nodes-agree",
-                    "fail" if node_diffs else "pass",
+                    Status.FAIL if node_diffs else Status.PASS,
                     f"nodes disagree on {', '.join(d.split(':')[0] for d in node_diffs)}"
                     if node_diffs
                     else f"{len(nodes)} nodes run the same driver, torch, CUDA, cuDNN and NCCL",
@@ -379,14 +379,14 @@ def _judge_ddp(
         report.checks.append(
             Check(
                 "ranks-agree",
-                "fail" if rank_diffs else "pass",
+                Status.FAIL if rank_diffs else Status.PASS,
                 rank_diffs[0] if rank_diffs else same,
                 tuple(rank_diffs[1:]),
             )
         )
     bw_rows = next((b["rows"] for r in ranks if (b := r.first("bandwidth"))), None)
     if run.sweep_skipped:
-        report.checks.append(Check("bandwidth", "skip", run.sweep_skipped))
+        report.checks.append(Check("bandwidth", Status.SKIP, run.sweep_skipped))
     if run.sizes:
         if prober is not None:
             prober.join(timeout=opts.timeout)
@@ -403,7 +403,7 @@ def _judge_ddp(
             report.checks.append(check)
         else:
             report.checks.append(
-                Check("bandwidth", "skip", "the sweep did not run (an earlier stage failed)")
+                Check("bandwidth", Status.SKIP, "the sweep did not run (an earlier stage failed)")
             )
     report.ddp = {
         "backend": ddp.backend,

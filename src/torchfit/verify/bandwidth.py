@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from torchfit.checks import Check
+from torchfit.checks import Check, Status
 from torchfit.compat.ncclenv import is_nccl_switch_on
 from torchfit.verify.inspection import cvd_entries
 from torchfit.verify.sizes import MIB, format_bytes
@@ -101,35 +101,35 @@ def judge_bandwidth(
 ) -> Check:
     """Peak busbw against the promise: below WARN_FRACTION warns and names causes."""
     if not rows:
-        return Check("bandwidth", "skip", "no sweep ran")
+        return Check("bandwidth", Status.SKIP, "no sweep ran")
     if all(r["busbw"] == 0 for r in rows):
         # busbw = algbw * 2(n-1)/n is 0 for one rank: nothing crossed a link.
         return Check(
-            "bandwidth", "skip", "one rank: an all-reduce crosses no link, nothing to measure"
+            "bandwidth", Status.SKIP, "one rank: an all-reduce crosses no link, nothing to measure"
         )
     peak = max(rows, key=lambda r: r["busbw"])
     largest = max(rows, key=lambda r: r["bytes"])
     text = f"peak busbw {peak['busbw']:.1f} GB/s at {format_bytes(peak['bytes'])}"
     if promise is None:
-        return Check("bandwidth", "pass", f"{text}; no promise to compare ({promise_source})")
+        return Check("bandwidth", Status.PASS, f"{text}; no promise to compare ({promise_source})")
     if largest["bytes"] < MIN_JUDGED_BYTES:
         return Check(
             "bandwidth",
-            "pass",
+            Status.PASS,
             f"{text}; sizes below {format_bytes(MIN_JUDGED_BYTES)} measure call overhead, not the "
             f"{promise:.0f} GB/s link ({promise_source}): not judged",
         )
     fraction = peak["busbw"] / promise
     text += f" = {fraction:.0%} of the {promise:.0f} GB/s the links promise ({promise_source})"
     if fraction >= WARN_FRACTION:
-        return Check("bandwidth", "pass", text)
+        return Check("bandwidth", Status.PASS, text)
     why = list(causes) or [
         "no known cause in the environment: run with NCCL_DEBUG=INFO and look for 'via P2P' "
         "(good) or 'via SHM'/'via NET' in the transport lines, and compare with nccl-tests all_reduce_perf"
     ]
     return Check(
         "bandwidth",
-        "warn",
+        Status.WARN,
         f"{text}: below {WARN_FRACTION:.0%}",
         tuple(f"likely cause: {c}" for c in why),
         hint="unset the variables above, or check the GPUs' P2P status with nvidia-smi topo -p2p r",

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from torchfit.checks import Check
+from torchfit.checks import Check, Status
 from torchfit.verify.inspection import code_text
 from torchfit.verify.model import Options
 from torchfit.verify.watch import RankState, exit_text, last_stage, lines_tail, tail_file
@@ -110,7 +110,7 @@ def judge_ddp(
             checks.append(
                 Check(
                     "ddp",
-                    "fail",
+                    Status.FAIL,
                     f"no rank started: waited {stall['age']:.0f} s for {what}",
                     tuple(torchrun_tail),
                 )
@@ -119,7 +119,7 @@ def judge_ddp(
             checks.append(
                 Check(
                     "ddp",
-                    "fail",
+                    Status.FAIL,
                     f"torchrun exited {exit_text(torchrun_code)} before any rank started",
                     tuple(torchrun_tail),
                     hint="the lines above are torchrun's own output",
@@ -138,7 +138,7 @@ def judge_ddp(
     elif len(ranks) < nproc:
         checks.append(
             Check(
-                "ddp", "fail", f"only {len(ranks)} of {nproc} ranks started", tuple(torchrun_tail)
+                "ddp", Status.FAIL, f"only {len(ranks)} of {nproc} ranks started", tuple(torchrun_tail)
             )
         )
     else:
@@ -154,7 +154,7 @@ def judge_ddp(
         checks.append(
             Check(
                 "ddp",
-                "pass",
+                Status.PASS,
                 f"{here}: process group initialised, DDP steps trained, every rank reported",
                 tuple(
                     f"rank {first.rank} {w}: {s:.2f} s" for w, s in timing.items() if s is not None
@@ -193,7 +193,7 @@ def judge_ddp(
         checks.append(
             Check(
                 name,
-                "fail" if bad else "pass",
+                Status.FAIL if bad else Status.PASS,
                 f"{label} wrong on rank(s) {', '.join(str(r.rank) for r, _ in bad)}"
                 if bad
                 else good,
@@ -269,7 +269,7 @@ def _culprit_check(r: RankState, ranks: Sequence[RankState], codes: Mapping[int,
     if e is not None:
         return Check(
             "ddp",
-            "fail",
+            Status.FAIL,
             f"rank {r.rank} failed at stage '{e.get('stage')}': {e.get('type')}: {_short(e.get('message'))}",
             lines_tail(e.get("traceback"), 25) + tuple(others),
         )
@@ -286,7 +286,7 @@ def _culprit_check(r: RankState, ranks: Sequence[RankState], codes: Mapping[int,
     where = f"stage '{stage}'" + (f" ({step})" if step else "")
     return Check(
         "ddp",
-        "fail",
+        Status.FAIL,
         f"rank {r.rank} died at {where} without a Python error ({why})",
         tuple(f"rank {r.rank} log: {line}" for line in tail_file(r.log, 12)) + tuple(others),
         hint="a signal or a native crash: the log lines above are the end of that rank's stdout/stderr",
@@ -305,7 +305,7 @@ def _stall_check(
     if stall.get("stage") in ("launch", "rendezvous"):
         return Check(
             "ddp",
-            "fail",
+            Status.FAIL,
             f"only {len(ranks)} of {nproc} local ranks started within {stall['age']:.0f} s "
             f"(stalled at {stall['stage']})",
         )
@@ -343,7 +343,7 @@ def _stall_check(
                 "a rank on another node may have failed or stalled: read that node's report; "
                 + hint
             )
-    return Check("ddp", "fail", summary, detail + tail_file(r.log, 8), hint=hint)
+    return Check("ddp", Status.FAIL, summary, detail + tail_file(r.log, 8), hint=hint)
 
 
 def rank_to_json(r: RankState) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from torchfit.checks import Check, Status
 from torchfit.compat.envjudge import (
     DISABLES,
     EnvVerdict,
@@ -21,9 +22,8 @@ from torchfit.compat.envjudge import (
     judge_visible_devices,
 )
 from torchfit.host.netenv import nccl_setting, probe_interfaces
-from torchfit.verify.model import Check
 
-_STATUS = {"ok": "pass", "warn": "warn", "fail": "fail", "unknown": "unknown"}
+_STATUS = {"ok": Status.PASS, "warn": Status.WARN, "fail": Status.FAIL, "unknown": Status.UNKNOWN}
 NCCL_CHECKS = ("nccl-socket-ifname", "nccl-env-disables")
 
 
@@ -69,4 +69,4 @@ def shown(checks: list[Check]) -> list[Check]:
     if worth:
         return worth
     names = ", ".join(c.name for c in checks)
-    return [Check("environment", "pass", f"doctor's checks of the ranks' environment pass ({names})")]
+    return [Check("environment", Status.PASS, f"doctor's checks of the ranks' environment pass ({names})")]

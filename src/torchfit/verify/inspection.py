@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from torchfit.checks import Check
+from torchfit.checks import Check, Status
 from torchfit.compat import versions
 from torchfit.compat.tags import parse_arch_list
 from torchfit.compat.versions import Arch, coverage
@@ -110,7 +110,7 @@ def judge_python(insp: Mapping[str, Any]) -> Check:
     py = insp.get("python") or {}
     return Check(
         "python",
-        "pass",
+        Status.PASS,
         f"Python {py.get('version')} at {py.get('executable')} (prefix {py.get('prefix')})",
     )
 
@@ -122,7 +122,7 @@ def judge_torch_import(insp: Mapping[str, Any]) -> Check:
     missing = "No module named 'torch'" in err
     return Check(
         "torch",
-        "fail",
+        Status.FAIL,
         f"torch is not installed in {py.get('prefix')}"
         if missing
         else f"import torch failed: {err}",
@@ -144,7 +144,7 @@ def judge_torch(torch: Mapping[str, Any], libs: Mapping[str, Any]) -> Check:
         extra.append(f"driver supports CUDA {driver_api}")
     return Check(
         "torch",
-        "pass",
+        Status.PASS,
         f"torch {torch.get('version')} ({build}) from {os.path.dirname(torch.get('file') or '')}",
         tuple(extra),
     )
@@ -169,7 +169,7 @@ def judge_gpus(
         if backend == "nccl":
             return Check(
                 "gpus",
-                "fail",
+                Status.FAIL,
                 f"torch {torch.get('version')} is a CPU build: no GPU and no NCCL for --backend nccl"
                 + (f" ({cvd_text} does not matter to it)" if cvd_text else ""),
                 hint="install a CUDA or ROCm build, or use --backend gloo",
@@ -181,8 +181,8 @@ def judge_gpus(
             verdict = judge_torch_build(gpu_host, False, str(torch.get("version")))
             if verdict.status != "ok":
                 detail = (f"the host: {gpu_host.cause}",) if gpu_host.cause else ()
-                return Check("gpus", "fail", verdict.summary, detail, hint=verdict.fix)
-        return Check("gpus", "skip", "CPU build of torch: GPU checks skipped")
+                return Check("gpus", Status.FAIL, verdict.summary, detail, hint=verdict.fix)
+        return Check("gpus", Status.SKIP, "CPU build of torch: GPU checks skipped")
     if count == 0:
         why = devices.get("error") or "torch.cuda.is_available() is False"
         if entries is not None:
@@ -191,7 +191,7 @@ def judge_gpus(
                 if not entries or entries == ["-1"]
                 else f"{cvd_text}: {why}"
             )
-        status = "fail" if backend in (None, "nccl") else "warn"
+        status = Status.FAIL if backend in (None, "nccl") else Status.WARN
         return Check(
             "gpus",
             status,
@@ -203,7 +203,7 @@ def judge_gpus(
         # silently drops the rest (CUDA C Programming Guide, "CUDA Environment Variables").
         return Check(
             "gpus",
-            "fail",
+            Status.FAIL,
             f"{cvd_text} lists {len(entries)} devices but torch sees {count}: an entry is invalid "
             f"and CUDA ignores it and everything after it",
             tuple(_gpu_line(g) for g in gpus),
@@ -211,7 +211,7 @@ def judge_gpus(
         )
     return Check(
         "gpus",
-        "pass",
+        Status.PASS,
         f"{count} GPU(s) visible" + (f" ({cvd_text})" if cvd_text else ""),
         tuple(_gpu_line(g) for g in gpus),
     )
@@ -239,7 +239,7 @@ def judge_arch_coverage(
                 }[kind]
             )
             worst = kind if (kind == "none" or (kind == "ptx" and worst == "native")) else worst
-        status = {"native": "pass", "ptx": "warn", "none": "fail"}[worst]
+        status = {"native": Status.PASS, "ptx": Status.WARN, "none": Status.FAIL}[worst]
         summary = {
             "native": "every GPU has native code in the build",
             "ptx": "a GPU runs only through PTX JIT (slow first start; needs a driver at the toolkit's floor)",
@@ -263,7 +263,7 @@ def judge_arch_coverage(
             )
         return Check(
             "arch-coverage",
-            "fail" if uncovered else "pass",
+            Status.FAIL if uncovered else Status.PASS,
             "a GPU is not covered by the build's arch list"
             if uncovered
             else "every GPU has native code in the build",
@@ -282,7 +282,7 @@ def judge_kernels(
     worker stopped before that test and said nothing about it."""
     count = int(devices.get("count") or 0)
     if kernels is None:
-        return Check("kernels", "fail", "the kernel test did not report") if complete else None
+        return Check("kernels", Status.FAIL, "the kernel test did not report") if complete else None
     bad: list[Any] = [k for k in kernels if not k.get("ok")]
     rows = [
         f"GPU {k['index']}: "
@@ -301,7 +301,7 @@ def judge_kernels(
             bad.append(conv)
     return Check(
         "kernels",
-        "fail" if bad else "pass",
+        Status.FAIL if bad else Status.PASS,
         f"{len(bad)} kernel test(s) failed"
         if bad
         else f"a real kernel ran on each of {count} GPU(s)",
@@ -329,13 +329,13 @@ def judge_nccl(torch: Mapping[str, Any], libs: Mapping[str, Any], env: Mapping[s
             if path
             else ""
         )
-        return Check("nccl", "skip", f"CPU build of torch: no NCCL{mapped}", detail)
+        return Check("nccl", Status.SKIP, f"CPU build of torch: no NCCL{mapped}", detail)
     if nccl.get("error") and not runtime:
-        return Check("nccl", "fail", f"{path}: ncclGetVersion failed ({nccl['error']})", detail)
+        return Check("nccl", Status.FAIL, f"{path}: ncclGetVersion failed ({nccl['error']})", detail)
     if runtime is None:
         return Check(
             "nccl",
-            "fail",
+            Status.FAIL,
             f"no libnccl is mapped into the process (torch compiled against NCCL {compiled})",
             detail,
             hint="the NCCL library did not load: check the nvidia-nccl package in the environment",
@@ -343,13 +343,13 @@ def judge_nccl(torch: Mapping[str, Any], libs: Mapping[str, Any], env: Mapping[s
     if compiled is None:
         return Check(
             "nccl",
-            "warn",
+            Status.WARN,
             f"runtime NCCL {runtime} from {path}; torch does not say which NCCL it was compiled with",
             detail,
         )
     if versions.same_release(compiled, runtime, 3):
         return Check(
-            "nccl", "pass", f"runtime NCCL {runtime} from {path} = compiled {compiled}", detail
+            "nccl", Status.PASS, f"runtime NCCL {runtime} from {path} = compiled {compiled}", detail
         )
     # The verdict doctor's nccl-shadowed check gives the same library (compat.judgements):
     # an older NCCL line fails, another patch release of the same line warns.
@@ -377,7 +377,7 @@ def judge_nccl(torch: Mapping[str, Any], libs: Mapping[str, Any], env: Mapping[s
         hint = "another libnccl is loaded before the one torch ships; see `torchfit doctor`"
     return Check(
         "nccl",
-        "warn" if status == "ok" else status,
+        Status.WARN if status == "ok" else Status(status),
         f"runtime NCCL {runtime} from {path}, torch compiled against {compiled}",
         detail,
         hint=hint,
@@ -394,7 +394,7 @@ def judge_cudnn(torch: Mapping[str, Any], libs: Mapping[str, Any]) -> Check:
         err = libs.get("cudnn_error")
         return Check(
             "cudnn",
-            "fail" if err else "warn",
+            Status.FAIL if err else Status.WARN,
             f"{name} did not load: {err}"
             if err
             else f"torch reports no {name} (built without it?)",
@@ -403,11 +403,11 @@ def judge_cudnn(torch: Mapping[str, Any], libs: Mapping[str, Any]) -> Check:
     if compiled and versions.release_of(compiled)[:1] != versions.release_of(runtime)[:1]:
         return Check(
             "cudnn",
-            "fail",
+            Status.FAIL,
             f"runtime {name} {runtime}{where}, torch compiled against {compiled} (another major version)",
         )
     text = f"runtime {name} {runtime}{where}" + (f" (compiled {compiled})" if compiled else "")
-    return Check("cudnn", "pass", text)
+    return Check("cudnn", Status.PASS, text)
 
 
 def runtime_versions(insp: Mapping[str, Any]) -> dict[str, tuple[str | None, str | None]]:
@@ -450,13 +450,13 @@ def judge_lock(
             runs = f" (runs: {where})" if where else ""
             bad.append(f"{key}: lock expects {want}, runs {have or 'nothing'}{runs}")
     if not bad and not good:
-        return Check("lock", "skip", f"{path} has no [tool.torchfit] expected versions")
+        return Check("lock", Status.SKIP, f"{path} has no [tool.torchfit] expected versions")
     if bad:
         return Check(
             "lock",
-            "fail",
+            Status.FAIL,
             bad[0],
             tuple(bad[1:]) + tuple(f"matches: {g}" for g in good),
             hint=f"the environment drifted from {path}: reinstall it, or find what overrides the file named above",
         )
-    return Check("lock", "pass", f"matches {os.path.basename(path)}: " + ", ".join(good))
+    return Check("lock", Status.PASS, f"matches {os.path.basename(path)}: " + ", ".join(good))

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchfit import runner
-from torchfit.checks import Check
+from torchfit.checks import Check, Status
 from torchfit.errors import BadInput
 from torchfit.redact import redact
 from torchfit.verify.model import Options
@@ -262,7 +262,7 @@ class Inspection:
             return [
                 Check(
                     "inspect",
-                    "fail",
+                    Status.FAIL,
                     f"the inspection stalled at stage '{self.stalled}' for {self.timeout:g} s and was killed",
                     self.child.output_tail(),
                     hint="the last stage names what hung (a wedged GPU or driver is the usual cause)",
@@ -274,7 +274,7 @@ class Inspection:
             return [
                 Check(
                     "inspect",
-                    "fail",
+                    Status.FAIL,
                     f"the inspection failed at stage '{e.get('stage')}': {e.get('type')}: {e.get('message')}",
                     lines_tail(e.get("traceback"), 20),
                 )
@@ -283,7 +283,7 @@ class Inspection:
             return [
                 Check(
                     "python",
-                    "fail",
+                    Status.FAIL,
                     f"{self.child.argv[0]} did not run the inspection (exit {self.returncode}, no report)",
                     self.child.output_tail(),
                     hint="is it a Python 3.8+ interpreter?",
@@ -293,7 +293,7 @@ class Inspection:
         return [
             Check(
                 "inspect",
-                "fail",
+                Status.FAIL,
                 f"the inspection died at stage '{stage}' (exit {exit_text(self.returncode)})",
                 self.child.output_tail(),
             )

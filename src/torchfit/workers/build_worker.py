@@ -27,6 +27,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -90,7 +91,7 @@ def torch_version_file(out):
         out["torch_error"] = "torch is not installed in this env"
         return
     path = os.path.join(os.path.dirname(pkg), "version.py")
-    ns = {}
+    ns: dict[str, Any] = {}  # local: not evaluated (3.6)
     try:
         with open(path) as fh:
             exec(compile(fh.read(), path, "exec"), ns)

@@ -21,18 +21,19 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torchfit_runtime as rt
 
 
-def exchange(dist: object, rank: int, world: int, info: dict, timeout_s: float) -> list:
+def exchange(dist: Any, rank: int, world: int, info: dict, timeout_s: float) -> list:
     """Every rank's runtime summary, through the rendezvous store (no NCCL needed).
 
     Ranks with different NCCL versions can hang in NCCL's own init, so the versions
     travel before any NCCL collective, over the TCP store torchrun already proved.
     """
-    d = dist  # type: ignore[assignment]
+    d = dist
     from datetime import timedelta
 
     get_store = getattr(d.distributed_c10d, "_get_default_store", None)
@@ -54,17 +55,17 @@ def check(rep: rt.Reporter, name: str, ok: bool, **detail: object) -> None:
 
 
 def sweep(
-    torch: object, dist: object, rep: rt.Reporter, device: object, cfg: dict, world: int
+    torch: Any, dist: Any, rep: rt.Reporter, device: Any, cfg: dict, world: int
 ) -> list:
     """All-reduce bus bandwidth per size, as nccl-tests computes it.
 
     busbw = algbw * 2(n-1)/n (nccl-tests doc/PERFORMANCE.md, "AllReduce"); the time
     per call is the slowest rank's (all-reduce MAX), after warmup, float32.
     """
-    t = torch  # type: ignore[assignment]
-    d = dist  # type: ignore[assignment]
+    t = torch
+    d = dist
     sizes = [int(s) for s in cfg["sizes"]]
-    cuda = device.type == "cuda"  # type: ignore[attr-defined]
+    cuda = device.type == "cuda"
     buf = t.zeros(max(sizes) // 4, dtype=t.float32, device=device)
     timer = t.zeros(1, dtype=t.float64, device=device)
     rows = []

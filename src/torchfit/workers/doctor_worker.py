@@ -28,6 +28,7 @@ import os
 import sys
 import traceback
 import warnings
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torchfit_runtime as rt
@@ -67,7 +68,7 @@ def distributions():
         from importlib import metadata
     except ImportError:  # Python < 3.8
         try:
-            import importlib_metadata as metadata
+            import importlib_metadata as metadata  # type: ignore[no-redef]
         except ImportError:
             return None, "importlib.metadata is not available in this Python"
     out = []
@@ -87,7 +88,7 @@ def distributions():
             or key.startswith("cuda-")
         ):
             continue
-        entry = {"name": name, "version": dist.version}
+        entry: dict[str, Any] = {"name": name, "version": dist.version}  # local: not evaluated (3.6)
         path = getattr(dist, "_path", None)
         entry["path"] = str(path) if path is not None else None
         try:
@@ -144,7 +145,7 @@ def call(fn):
 
 
 def torch_report():
-    out = {"imported": False}
+    out: dict[str, Any] = {"imported": False}  # local: not evaluated (3.6)
     try:
         import torch
     except Exception as exc:

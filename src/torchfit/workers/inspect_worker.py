@@ -13,13 +13,14 @@ import os
 import sys
 import time
 import traceback
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torchfit_runtime as rt
 
 
-def gpu_facts(torch: object, i: int) -> dict:
-    t = torch  # type: ignore[assignment]
+def gpu_facts(torch: Any, i: int) -> dict:
+    t = torch
     p = t.cuda.get_device_properties(i)
     uuid = getattr(p, "uuid", None)
     return {
@@ -33,9 +34,9 @@ def gpu_facts(torch: object, i: int) -> dict:
     }
 
 
-def run_kernels(torch: object, i: int) -> dict:
+def run_kernels(torch: Any, i: int) -> dict:
     """A real kernel on GPU i: an exact reduction and a matmul checked against the CPU."""
-    t = torch  # type: ignore[assignment]
+    t = torch
     start = time.perf_counter()
     dev = t.device("cuda", i)
     n = 1 << 20
@@ -59,9 +60,9 @@ def run_kernels(torch: object, i: int) -> dict:
     }
 
 
-def run_conv(torch: object) -> dict:
+def run_conv(torch: Any) -> dict:
     """One cuDNN (MIOpen) convolution on GPU 0, checked against the CPU."""
-    t = torch  # type: ignore[assignment]
+    t = torch
     start = time.perf_counter()
     gen = t.Generator().manual_seed(99)
     x = t.randn(2, 3, 16, 16, generator=gen)

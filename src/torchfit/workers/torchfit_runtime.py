@@ -44,6 +44,7 @@ import sys
 import threading
 import time
 import traceback
+from typing import Optional
 
 # Prefix of a record line on stdout (torchfit/workers/__init__.py reads it).
 MARKER = "TORCHFIT-RECORD "
@@ -261,7 +262,7 @@ def owner_of(address, regions):
     return None
 
 
-def lib_kind(path):
+def lib_kind(path: str) -> Optional[str]:
     """Which library a path is: "nccl", "cudnn" (the main libcudnn only), "cudart", "cuda"."""
     base = path.rstrip("/").rsplit("/", 1)[-1]
     if base.startswith("libnccl.so"):

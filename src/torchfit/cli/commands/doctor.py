@@ -229,7 +229,7 @@ def format_report(checks: Sequence[Check], ctx: Context, width: int = 80) -> lis
     area = None
     for c in checks:
         if c.area != area:
-            lines.append(c.area)
+            lines.append(c.area or "")
             area = c.area
         word = status_word(c.status)
         head = f"  {word:<8} {c.name}"
