@@ -93,6 +93,8 @@ def test_story(path: Path, matrix: Any) -> None:
         assert plan.cudnn is not None and not plan.cudnn.startswith(exp["cudnn_not_prefix"] + "."), ctx
     if "python" in exp:
         assert plan.python == exp["python"], ctx
+    if "python_version" in exp:
+        assert plan.python_version == exp["python_version"], ctx
     if "python_source" in exp:
         assert plan.python_source == exp["python_source"], ctx
     if exp.get("torchvision_set"):

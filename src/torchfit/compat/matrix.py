@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from torchfit._backports import FROZEN
@@ -108,6 +109,11 @@ class Build:
     series_line: int
     evidence: Mapping[str, str] = field(default_factory=dict)  # fact -> label, explicit or derived
     unknown_why: Mapping[str, str] = field(default_factory=dict)  # fact -> why it is still unknown
+    # Requires-Python of each package's files as the index states it (a specifier, not a
+    # range: torchvision 0.26.0-0.29.2 say ">=3.10,!=3.14.1"); absent where none is stated.
+    requires_python: Mapping[str, str] = field(default_factory=dict)  # "torch"/"torchvision"/"torchaudio" -> spec
+    # CPython minors with free-threaded (cpXYt) wheels, per package; absent: none known.
+    pythons_freethreaded: Mapping[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -126,6 +132,10 @@ class Build:
 
     def pythons_for(self, platform: str) -> tuple[tuple[int, int], ...]:
         return self.pythons_aarch64 if platform == "aarch64" else self.pythons
+
+    def python_spec(self, package: str = "torch") -> SpecifierSet:
+        """The Requires-Python of `package`'s files for this build (empty: no limit known)."""
+        return SpecifierSet(self.requires_python.get(package, ""))
 
     def evidence_of(self, fact: str) -> str | None:
         """The evidence label of `fact` ("arch", "glibc", ...); None when unlabelled."""
@@ -302,6 +312,51 @@ def _pythons(r: _Reader, key: str, values: list[str]) -> tuple[tuple[int, int], 
         raise r.fail(f"'{key}': {exc.message}") from None
 
 
+FAMILY_PACKAGES = ("torch", "torchvision", "torchaudio")
+
+
+def _requires_python(r: _Reader, src: Mapping[str, str]) -> dict[str, str]:
+    """`requires_python = { torch = ">=3.10", torchvision = ">=3.10,!=3.14.1" }`, checked."""
+    raw = r.t.get("requires_python", {})
+    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+        raise r.fail("'requires_python' must be a table of package = \"specifier\"")
+    out = {}
+    for name, spec in raw.items():
+        if name not in FAMILY_PACKAGES:
+            raise r.fail(f"requires_python.{name}: one of {', '.join(FAMILY_PACKAGES)}")
+        try:
+            out[name] = str(SpecifierSet(spec))
+        except InvalidSpecifier:
+            raise r.fail(f"requires_python.{name}: {spec!r} is not a specifier like >=3.10,!=3.14.1") from None
+    if out:
+        _need_source(r, src, "requires_python")
+    return out
+
+
+def _freethreaded(r: _Reader, src: Mapping[str, str]) -> dict[str, tuple[tuple[int, int], ...]]:
+    """`python_freethreaded = { torch = ["3.13", "3.14"], ... }`: minors with cpXYt wheels."""
+    raw = r.t.get("python_freethreaded", {})
+    if not isinstance(raw, dict) or not all(isinstance(v, list) for v in raw.values()):
+        raise r.fail("'python_freethreaded' must be a table of package = [\"3.13\", ...]")
+    out = {}
+    for name, values in raw.items():
+        if name not in FAMILY_PACKAGES:
+            raise r.fail(f"python_freethreaded.{name}: one of {', '.join(FAMILY_PACKAGES)}")
+        if values == ["any"]:  # a py3-none wheel: pure Python, installs on any interpreter
+            out[name] = ANY_PYTHON
+            continue
+        if not all(isinstance(v, str) for v in values):
+            raise r.fail(f"python_freethreaded.{name} must list versions like \"3.14\"")
+        out[name] = _pythons(r, f"python_freethreaded.{name}", values)
+    if out:
+        _need_source(r, src, "python_freethreaded")
+    return out
+
+
+# A package whose wheel is pure Python (py3-none-any): every interpreter, free-threaded too.
+ANY_PYTHON: tuple[tuple[int, int], ...] = ((0, 0),)
+
+
 def _need_source(r: _Reader, src: Mapping[str, str], *facts: str) -> None:
     for fact in facts:
         if fact not in src:
@@ -381,6 +436,8 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
         pys_comp = _pythons(s, "python_companions", pys_comp_raw) if pys_comp_raw is not None else None
         if pys_comp is not None:
             _need_source(s, ssrc, "python_companions")
+        requires_python = _requires_python(s, ssrc)
+        freethreaded = _freethreaded(s, ssrc)
         glibc = s.dotted("glibc")
         glibc_arm = s.dotted("glibc_aarch64", required=False) if "glibc_aarch64" in s.t else glibc
         pypi = s.text("pypi", required=False)
@@ -476,6 +533,8 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
                         pythons=pys,
                         pythons_aarch64=pys_arm or pys,
                         pythons_companions=pys_comp,
+                        requires_python=requires_python,
+                        pythons_freethreaded=freethreaded,
                         torchvision=tv or None,
                         torchaudio=(ta or None) if has_audio else None,
                         index_url=index_url.replace("{variant}", name),
@@ -528,7 +587,7 @@ _DOTTED_FIELDS = ("glibc", "glibc_aarch64")
 _ARCH_FIELDS = ("arch", "arch_aarch64")
 _PAIRS_FIELDS = ("pythons", "pythons_aarch64", "pythons_companions")
 _TUPLE_FIELDS = ("gfx", "platforms")
-_MAP_FIELDS = ("sources", "evidence", "unknown_why")
+_MAP_FIELDS = ("sources", "evidence", "unknown_why", "requires_python")
 _BUILD_FIELDS = tuple(f.name for f in fields(Build))
 
 
@@ -560,6 +619,8 @@ def _build_data(b: Build) -> dict[str, Any]:
             val = None if val is None else list(val)
         elif name in _MAP_FIELDS:
             val = dict(val)
+        elif name == "pythons_freethreaded":
+            val = {k: [list(p) for p in v] for k, v in val.items()}
         elif not (val is None or isinstance(val, (str, int, bool))):
             raise ValueError(f"Build.{name}: no JSON codec for {type(val).__name__}")
         out[name] = val
@@ -583,6 +644,8 @@ def _build_value(d: Any, versions: dict[str, Version]) -> Build:
             val = None if val is None else tuple(val)
         elif name in _MAP_FIELDS:
             val = dict(val)
+        elif name == "pythons_freethreaded":
+            val = {str(k): tuple((int(p[0]), int(p[1])) for p in v) for k, v in val.items()}
         kw[name] = val
     return Build(**kw)
 

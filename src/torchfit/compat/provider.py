@@ -185,19 +185,45 @@ class Context:
         return host_checks(build, self.hosts[k], self.matrix,
                            strict_driver=self.request.strict_driver, want_cpu=self.want_cpu)
 
+    def python_packages(self) -> tuple[str, ...]:
+        """The family packages the plan installs, whose files must each accept the Python."""
+        return ("torch", *(n for n in ("torchvision", "torchaudio") if self.request.wants(n)))
+
     def python_req(self, build: Build) -> Req:
+        """The interpreter a build needs: a CPython minor with wheels (per package), inside
+        every package's Requires-Python (a specifier: "!=3.14.1" excludes one patch)."""
         allowed = set(build.pythons_for(self.primary_platform))
-        wants_companion = self.request.wants("torchvision") or self.request.wants("torchaudio")
-        if wants_companion and build.pythons_companions is not None:
+        packages = self.python_packages()
+        if len(packages) > 1 and build.pythons_companions is not None:
             # torchvision/torchaudio wheels can lag torch's (0.20.x has no cp313).
             allowed &= set(build.pythons_companions)
+        specs = [(name, build.python_spec(name)) for name in packages]
+        specs = [(name, spec) for name, spec in specs if str(spec)]
         shown = ", ".join(f"{a}.{b}" for a, b in sorted(allowed))
+        # A specifier finer than the minors (an excluded patch) is said; ">=3.10" the list says.
+        rp = "".join(f"; {name} {_family_version(build, name)} Requires-Python {spec}"
+                     for name, spec in specs if any(s.operator == "!=" for s in spec))
+
+        def test(c: Any) -> bool:
+            return c.minor in allowed and all(spec.contains(c.version, prereleases=True) for _, spec in specs)
+
         return Req(
             "python",
-            f"Python with {build.label} wheels ({shown})",
+            f"Python with {build.label} wheels ({shown}){rp}",
             f"matrix: {build.label}, {build.origin}",
-            lambda c: c.minor in allowed,
+            test,
         )
+
+    def python_refusal_reason(self, build: Build, choice: PythonChoice) -> str:
+        """Why one interpreter cannot take a build, in words: the package and its fact."""
+        if choice.minor not in set(build.pythons_for(self.primary_platform)):
+            return f"no cp{choice.minor[0]}{choice.minor[1]} wheel of torch {build.torch}"
+        for name in self.python_packages():
+            spec = build.python_spec(name)
+            if str(spec) and not spec.contains(choice.version, prereleases=True):
+                version = build.torch if name == "torch" else _family_version(build, name)
+                return f"{name} {version} declares Requires-Python {spec} ({build.sources.get('requires_python', '')})"
+        return f"no {'/'.join(self.python_packages()[1:])} wheel for Python {choice.label}"
 
     def companion_reqs(self, build: Build) -> list[Req]:
         out = []
@@ -248,10 +274,14 @@ class Context:
 
     def _python_refusal(self, build: Build, choices: list[PythonChoice]) -> str:
         wheels = ", ".join(f"{a}.{b}" for a, b in build.pythons_for(self.primary_platform))
-        present = ", ".join(sorted({p.label for p in self.pythons if p.source == "installed"})) or "none"
+        present = ", ".join(sorted({p.version for p in self.pythons if p.source == "installed"})) or "none"
         pyenv = "pyenv can install none of them" if self.hosts[0].pyenv else "no pyenv to install one"
         user = f" within --python {self.request.python}" if self.request.python else ""
-        return f"{build.label}: has wheels for Python {wheels}{user}; present: {present}; {pyenv}"
+        why = "; ".join(dict.fromkeys(f"{p.version}: {self.python_refusal_reason(build, p)}"
+                                      for p in choices if p.source == "installed"
+                                      and p.minor in set(build.pythons_for(self.primary_platform))))
+        return (f"{build.label}: has wheels for Python {wheels}{user}; present: {present}"
+                + (f" ({why})" if why else "") + f"; {pyenv}")
 
     def _python_ok(self, p: PythonChoice) -> bool:
         return self.request.python is None or self.request.python.contains(p.version, prereleases=True)
@@ -343,6 +373,10 @@ class Context:
         return (-version_key(str(build.torch)), not full, kind_rank, accel if not full else -accel, build.variant)
 
 
+def _family_version(build: Build, name: str) -> str:
+    return str(build.torch) if name == "torch" else str(getattr(build, name, None) or "?")
+
+
 def version_key(text: str) -> float:
     """A float that orders versions like 2.10.0 > 2.9.1 > 2.9.0 (enough for sorting)."""
     parts = [int(p) for p in text.split(".")[:3]] + [0, 0, 0]
@@ -364,7 +398,7 @@ def _python_choices(host: HostFacts) -> list[PythonChoice]:
                 minor = python_version(v)
             except BadInput:
                 continue
-            if minor in present:
+            if minor in present and present[minor].version == v:
                 continue
             cur = installable.get(minor)
             if cur is None or version_key(v) > version_key(cur.version):
