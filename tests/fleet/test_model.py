@@ -76,3 +76,10 @@ def test_unknown_nodes_are_refused_by_name_and_can_be_excluded(tmp_path: Path) -
 def test_exclude_without_a_fleet_file_is_bad_input(tmp_path: Path) -> None:
     res = run_cli("resolve", "--assume", "gpu=sm_90", "--assume", "driver=580.65.06", "--exclude", "n1")
     assert res.returncode == 2 and "--exclude needs a fleet file" in res.stderr
+
+
+def test_export_writes_the_fleets_stack(tmp_path: Path) -> None:
+    path = fleet_file(tmp_path, nodes=30, groups=3)
+    res = run_cli("export", "--facts", str(path), "--format", "requirements")
+    assert res.returncode == 0, res.stderr
+    assert "for h100-[01-10], a100-[01-10], titan[01-10]" in res.stdout and "torch==" in res.stdout

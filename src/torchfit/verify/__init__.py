@@ -41,6 +41,12 @@ from torchfit.verify.inspection import judge_inspection
 from torchfit.verify.model import Options, Report
 from torchfit.verify.peers import compare_peers
 from torchfit.verify.sizes import format_bytes, sweep_sizes
+from torchfit.verify.transports import (
+    debug_env,
+    infiniband_devices,
+    judge_transports,
+    read_nccl_logs,
+)
 from torchfit.verify.watch import DdpRun, Inspection, child_env
 
 __all__ = ["verify"]
@@ -197,6 +203,8 @@ def _launch(
             else ""
         ),
     )
+    if backend == "nccl":  # NCCL's own INFO lines tell the transports (verify.transports)
+        env = debug_env(env, work)
     run.ddp = DdpRun(opts.python, opts, backend, nproc, run.sizes, work, env)
     _wake_on_exit(run.ddp.child.proc, run.wake)
 
@@ -384,6 +392,9 @@ def _judge_ddp(
                 tuple(rank_diffs[1:]),
             )
         )
+    if ddp.backend == "nccl":
+        counts = read_nccl_logs(os.path.dirname(ddp.results), ddp.results)
+        report.checks.append(judge_transports(counts, ddp.multi, infiniband_devices()))
     bw_rows = next((b["rows"] for r in ranks if (b := r.first("bandwidth"))), None)
     if run.sweep_skipped:
         report.checks.append(Check("bandwidth", Status.SKIP, run.sweep_skipped))
