@@ -23,7 +23,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
-from torchfit.verify.model import Check
+from torchfit.checks import Check, Status
 
 _VIA = re.compile(r"NCCL INFO Channel [0-9/]+ : \S+ -> \S+ (?:\[(send|receive)\] )?via (\S.*?)\s*$")
 _NETWORK = re.compile(r"NCCL INFO Using network (\S.*?)\s*$")
@@ -98,16 +98,16 @@ def judge_transports(counts: Mapping[str, int], multi_node: bool, ib: list[str])
     networks = sorted(k.split(":", 1)[1] for k in counts if k.startswith("network:"))
     if not links:
         why = "no NCCL connection lines (one rank, or NCCL_DEBUG set to less than INFO)"
-        return Check("transports", "skip", why + (f"; NCCL chose network {', '.join(networks)}" if networks else ""))
+        return Check("transports", Status.SKIP, why + (f"; NCCL chose network {', '.join(networks)}" if networks else ""))
     shown = ", ".join(f"{k} x{v}" for k, v in sorted(links.items()))
     summary = f"NCCL connections: {shown}" + (f"; network {', '.join(networks)}" if networks else "")
     if multi_node and "NET/Socket" in links and ib:
         return Check(
             "transports",
-            "fail",
+            Status.FAIL,
             f"{summary}: between nodes NCCL fell back to TCP sockets while this node has InfiniBand "
             f"devices ({', '.join(ib)})",
             hint="check NCCL_IB_DISABLE and NCCL_IB_HCA, that the container sees /dev/infiniband and has "
                  "rdma-core (libibverbs), and `ibv_devinfo`; then run verify again (NVIDIA/nccl#451)",
         )
-    return Check("transports", "pass", summary)
+    return Check("transports", Status.PASS, summary)
