@@ -360,11 +360,15 @@ _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGINT, SIGTERM or SIGHUP, raised like Ctrl-C so the same cleanup runs (exit 130)."""
+    """SIGINT, SIGTERM or SIGHUP, raised like Ctrl-C so the same cleanup runs (exit 130).
 
-    def __init__(self, text: str = "interrupted", signum: int | None = None) -> None:
+    `reported`: the command already told the user what the interruption left behind
+    (install: whether PREFIX changed), so the boundary adds no line of its own."""
+
+    def __init__(self, text: str = "interrupted", signum: int | None = None, *, reported: bool = False) -> None:
         super().__init__(text)
         self.signum = signum
+        self.reported = reported
 
 
 # Signals that arrived while the first interruption unwinds: cleanup is not cut short.

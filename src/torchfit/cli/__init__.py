@@ -289,11 +289,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
         render_error(err, verbose)
         return err.exit_code
     except KeyboardInterrupt as err:
-        from torchfit.runner import kill_all
+        from torchfit.runner import Interrupted, kill_all
 
         kill_all()
         print_json_error(args, interrupted_json())
-        if not getattr(err, "reported", False):
+        if not (isinstance(err, Interrupted) and err.reported):
             sys.stderr.write(f"torchfit: {err or 'interrupted'}\n")
         return 130
     except BrokenPipeError:

@@ -313,13 +313,12 @@ class InstallJob:
         problems = find_closure_problems(data.get("dists") or [], data.get("env") or {}, ignore)
         if problems:
             where = self.lock.path if self.lock is not None and self.lock.path else "the lock"
-            err = InstallFailed("check-deps", [env_python(env_dir), "-c", "<closure probe>"], 1, "\n".join(problems))
-            err.message = (f"{where} is not whole: {problems[0]}"
-                           + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
-            err.args = (err.message,)
-            err.hint = ("the lock lost an entry (edited by hand?): re-create it with `torchfit install` "
-                        "from a plan, or restore the original file")
-            raise err
+            raise InstallFailed(
+                "check-deps", [env_python(env_dir), "-c", "<closure probe>"], 1, "\n".join(problems),
+                what=(f"{where} is not whole: {problems[0]}"
+                      + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")),
+                hint=("the lock lost an entry (edited by hand?): re-create it with `torchfit install` "
+                      "from a plan, or restore the original file"))
 
     def _check(self, ctx: StepContext, env_dir: str) -> BuildReport:
         lib = self.pin.library if self.pin.mechanism == "ld-preload" else ""

@@ -105,8 +105,9 @@ def run(args: argparse.Namespace) -> int:
                              "the old env was removed\n")
         else:
             sys.stderr.write(f"torchfit: {why}: the temporary env was removed; {args.prefix} was not changed\n")
-        err.reported = True  # type: ignore[attr-defined]
-        raise
+        from torchfit.runner import Interrupted
+
+        raise Interrupted(why, getattr(err, "signum", None), reported=True) from err
 
 
 def _run(args: argparse.Namespace) -> int:
