@@ -49,3 +49,14 @@ def test_sockets_across_nodes_with_infiniband_present_fail() -> None:
 def test_a_users_own_nccl_debug_is_kept() -> None:
     assert debug_env({"NCCL_DEBUG": "WARN"}, "/w") == {"NCCL_DEBUG": "WARN"}
     assert debug_env({}, "/w") == {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_FILE": "/w/nccl-%h-%p.log"}
+
+
+def test_a_real_one_rank_nccl_log_names_its_network_and_no_connection() -> None:
+    # tests/data/verify/README.md: NCCL 2.28.9's debug file of a one-rank verify on the H200.
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "data" / "verify" / "nccl-info-h200-1rank.log").read_text()
+    counts = parse_nccl_info(text.splitlines())
+    assert counts == {"network:Socket": 1}
+    check = judge_transports(counts, multi_node=False, ib=[])
+    assert check.status == "skip" and check.summary.endswith("NCCL chose network Socket")
