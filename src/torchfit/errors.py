@@ -88,11 +88,13 @@ class NoCompatibleSet(TorchfitError):
 
     reference = "no-compatible-set"
 
-    def __init__(self, conflicts: Sequence[str], hints: Sequence[str]) -> None:
+    def __init__(self, conflicts: Sequence[str], hints: Sequence[str], remedies: Sequence[Any] = ()) -> None:
         first = conflicts[0] if conflicts else "no candidate fits"
         super().__init__(f"no compatible set: {first}", hint=hints[0] if hints else None)
         self.conflicts = [redact(c) for c in conflicts]
         self.hints = [redact(h) for h in hints]
+        # The change behind each hint (compat.explain.Remedy), in the same order.
+        self.remedies = list(remedies)
 
     def details(self) -> dict[str, Any]:
         return {"conflicts": self.conflicts, "hints": self.hints}

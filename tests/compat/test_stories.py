@@ -65,8 +65,13 @@ def test_story(path: Path, matrix: Any) -> None:
         assert info.value.conflicts[0].startswith(hosts[0].name), "host facts come first"
         if "conflict_contains" in exp:
             assert exp["conflict_contains"] in text, text
+        if "conflict_not_contains" in exp:
+            # The host line is the facts as given; the reasons after it must not say it.
+            assert exp["conflict_not_contains"] not in "\n".join(info.value.conflicts[len(hosts):]), text
         if "hint_contains" in exp:
             assert any(exp["hint_contains"] in h for h in info.value.hints), info.value.hints
+        if "hint_not_contains" in exp:
+            assert not any(exp["hint_not_contains"] in h for h in info.value.hints), info.value.hints
         return
     plan = resolve(hosts, request, matrix)
     out = plan_to_json(plan)

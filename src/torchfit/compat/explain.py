@@ -5,25 +5,83 @@ description of a host. Called by `resolver.resolve` on `ResolutionImpossible`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
 from packaging.version import Version
 
-from torchfit.compat.facts import HostFacts
+from torchfit._backports import FROZEN
+from torchfit.compat.facts import Gpu, HostFacts, apply_assumptions
 from torchfit.compat.judgements import describe_gpus
-from torchfit.compat.matrix import Build
+from torchfit.compat.matrix import CONSERVATIVE_GLIBC, Build
 from torchfit.compat.provider import Context, ProjectCandidate
+from torchfit.compat.request import Request
 from torchfit.compat.rules import (
     RuleResult,
     driver_floor,
 )
 
 
-def explain_conflict(ctx: Context) -> tuple[list[str], list[str]]:
-    """Why nothing fits, host facts first, and which single change would open a path.
+@dataclass(**FROZEN)
+class Remedy:
+    """A hint and the change it names, so the change can be applied and checked.
+
+    `assume`: `--assume KEY=VALUE` items for every host; `drop`: request parts to
+    remove ("torch" specifiers, "variant", "cuda", "python", "strict_driver",
+    "companions"); `variant`: a `--variant` to ask for; `envs`: one environment per
+    entry, each seeing only these GPU indices of the first host (CUDA_VISIBLE_DEVICES).
+    A hint is offered only when every environment it describes resolves
+    (`resolver.resolve` checks it by resolving again with the change applied).
+    """
+
+    text: str
+    assume: tuple[str, ...] = ()
+    drop: tuple[str, ...] = ()
+    variant: str | None = None
+    envs: tuple[tuple[int, ...], ...] = ()
+
+    def join(self, other: Remedy, text: str) -> Remedy:
+        return Remedy(text, self.assume + other.assume, self.drop + other.drop,
+                      self.variant or other.variant, self.envs or other.envs)
+
+
+def apply_remedy(remedy: Remedy, hosts: Sequence[HostFacts],
+                 request: Request) -> list[tuple[list[HostFacts], Request]]:
+    """The (hosts, request) of each environment the remedy describes, the change applied."""
+    from torchfit.compat.gpunames import load_gpu_names
+
+    names = load_gpu_names()
+    changed = [apply_assumptions(h, remedy.assume, names) for h in hosts]
+    family = request.requirements
+    kw: dict[str, Any] = {}
+    for part in remedy.drop:
+        if part == "torch":
+            family = tuple(r for r in family if r.name.lower() != "torch")
+        elif part == "companions":
+            family = tuple(r for r in family if r.name.lower() == "torch")
+        elif part == "strict_driver":
+            kw["strict_driver"] = False
+        else:
+            kw[part] = None
+    if remedy.variant:
+        kw["variant"] = remedy.variant
+    req = replace(request, requirements=family, **kw)
+    if not remedy.envs:
+        return [(changed, req)]
+    first = changed[0]
+    return [([replace(first, gpus=tuple(g for g in first.gpus if g.index in env), topology={})], req)
+            for env in remedy.envs]
+
+
+def explain_conflict(ctx: Context) -> tuple[list[str], list[Remedy]]:
+    """Why nothing fits, host facts first, and the changes that might open a path.
 
     Every build the matrix has is checked; the refusals are grouped by the fact
-    that caused them, newest build first. A build refused by one category only
-    gives a hint: that is the one change (driver, OS, Python, constraint) that
-    would let it in.
+    that caused them, newest build first, among the builds for this host's kind of
+    hardware (an AMD-only host hears nothing of NVIDIA drivers). A build refused by
+    one category only gives a candidate remedy: the one change (driver, OS, Python,
+    constraint) that would let it in. The resolver keeps those that work.
     """
     conflicts: list[str] = []
     for host in ctx.hosts:
@@ -33,11 +91,13 @@ def explain_conflict(ctx: Context) -> tuple[list[str], list[str]]:
     by_category: dict[str, list[tuple[Build, RuleResult]]] = {}
     singles: dict[str, Build] = {}
     pairs: list[tuple[Build, list[str]]] = []
-    for b in ctx.ordered:
+    kind = [b for b in ctx.ordered if _fits_kind(ctx, b)] or list(ctx.ordered)
+    for b in kind:
         fails = ctx.refusals(b)
         for c in fails:
             by_category.setdefault(c.category, []).append((b, c))
-        cats = sorted({c.category for c in fails})
+    for b in ctx.ordered:
+        cats = sorted({c.category for c in ctx.refusals(b)})
         if len(cats) == 1:
             singles.setdefault(cats[0], b)
         elif set(cats) <= {"driver", "glibc", "python", "user", "companion"}:
@@ -50,21 +110,56 @@ def explain_conflict(ctx: Context) -> tuple[list[str], list[str]]:
         first = items[0][1].text
         more = len({b for b, _ in items}) - 1
         conflicts.append(first + (f" (and {more} more builds for the same reason)" if more else ""))
-    hints = []
+    # A GPU host never gets a CPU build silently: say so, once, beside the GPU reasons.
+    cpu = [c for b in ctx.ordered if b.kind == "cpu" and b not in kind for c in ctx.refusals(b)
+           if c.category == "gpu"]
+    if cpu:
+        conflicts.append(cpu[0].text + (f" (and {len(cpu) - 1} more builds for the same reason)"
+                                        if len(cpu) > 1 else ""))
+    remedies: list[Remedy] = []
     for cat in order:
         single = singles.get(cat)
-        # A GPU cannot be changed by a flag: its hint comes only when nothing else helps.
         if single is not None and cat != "gpu":
-            hints.append(_hint(ctx, cat, single))
-    if not hints and pairs:
-        # No one change suffices: name the changes that together open the newest build.
-        b, cats = pairs[0]
-        hints.append("no single change opens a path; together: " + "; and ".join(_hint(ctx, c, b) for c in cats))
-    if not hints and "gpu" in singles:
-        hints.append(_hint(ctx, "gpu", singles["gpu"]))
-    if not hints:
-        hints.append("no single change opens a path; see the conflicts above, or run with --explain")
-    return conflicts, hints
+            remedies.append(_remedy(ctx, cat, single))
+    for b, cats in pairs[:3]:
+        parts = [_remedy(ctx, c, b) for c in cats]
+        joined = parts[0]
+        for part in parts[1:]:
+            joined = joined.join(part, "")
+        remedies.append(replace(joined, text="no single change opens a path; together: "
+                                + "; and ".join(p.text for p in parts)))
+    split = _split_remedy(ctx)
+    if split is not None:
+        remedies.append(split)
+    if "gpu" in singles or not remedies:
+        remedies.append(_remedy(ctx, "gpu", singles.get("gpu") or ctx.ordered[0]))
+    return conflicts, remedies
+
+
+def _split_remedy(ctx: Context) -> Remedy | None:
+    """GPUs no one build covers together (a GTX 1080 Ti, sm_61, beside an RTX 5090,
+    sm_120): one environment per compute capability, each seeing only its GPUs."""
+    if len(ctx.hosts) != 1:
+        return None
+    host = ctx.hosts[0]
+    groups: dict[str, list[Gpu]] = {}
+    for g in host.gpus:
+        key = g.arch.sm if g.vendor == "nvidia" and g.arch else (g.gfx or g.name)
+        groups.setdefault(key, []).append(g)
+    if len(groups) < 2:
+        return None
+    parts = []
+    for n, (key, gpus) in enumerate(groups.items()):
+        ids = ",".join(g.uuid or str(g.index) for g in gpus)
+        # nvidia-smi numbers GPUs in PCI order, CUDA fastest first unless told otherwise.
+        order = "" if all(g.uuid for g in gpus) else "CUDA_DEVICE_ORDER=PCI_BUS_ID "
+        names = describe_gpus(tuple(gpus)).replace("{", "{{").replace("}", "}}")
+        parts.append(f"{order}CUDA_VISIBLE_DEVICES={ids} for {names}: {{{n}}} (--assume gpu={key})")
+    return Remedy(
+        f"no build covers {' and '.join(groups)} together: make one env per GPU kind, each run seeing only "
+        f"its GPUs: " + "; ".join(parts),
+        envs=tuple(tuple(g.index for g in gpus) for gpus in groups.values()),
+    )
 
 
 _SINGULAR = {"have": "has", "run": "runs", "carry": "carries", "need": "needs"}
@@ -108,28 +203,54 @@ def _release_ranges(releases: list[Version]) -> str:
     )
 
 
-def _hint(ctx: Context, cat: str, b: Build) -> str:
+def _remedy(ctx: Context, cat: str, b: Build) -> Remedy:
+    """The one change in `cat` that would admit build `b`, with the change itself."""
     if cat == "driver":
         floor, what = driver_floor(b, ctx.matrix, ctx.request.strict_driver)
-        return f"upgrade the NVIDIA driver to >= {floor} ({what}) to get {b.label}"
+        return Remedy(f"upgrade the NVIDIA driver to >= {floor} ({what}) to get {b.label}",
+                      assume=(f"driver={floor}",) if floor else ())
     if cat == "glibc":
-        return (
-            f"{b.label} needs glibc >= {b.glibc_for(ctx.primary_platform)}: upgrade the OS "
-            "(e.g. CentOS 7 -> Rocky/RHEL 8), or run torchfit in a newer container"
+        floor = b.glibc_for(ctx.primary_platform) or CONSERVATIVE_GLIBC
+        return Remedy(
+            f"{b.label} needs glibc >= {floor}: upgrade the OS "
+            "(e.g. CentOS 7 -> Rocky/RHEL 8), or run torchfit in a newer container",
+            assume=(f"glibc={floor}",),
         )
     if cat == "python":
-        wheels = ", ".join(f"{x}.{y}" for x, y in b.pythons_for(ctx.primary_platform))
-        return f"install one of Python {wheels} (pyenv) or loosen --python to get {b.label}"
+        pick = _python_for(ctx, b)
+        if pick is None:
+            return Remedy(f"no Python both {b.label}'s wheels and your --python accept", drop=("python",))
+        loosen = ctx.request.python is not None and not ctx.request.python.contains(pick, prereleases=True)
+        return Remedy(
+            (f"loosen --python {ctx.request.python} and " if loosen else "")
+            + f"install Python {pick} (`pyenv install {pick}`) to get {b.label}",
+            assume=(f"python={pick}",), drop=("python",) if loosen else (),
+        )
     if cat == "user":
-        return f"loosen your constraints ({' '.join(ctx.request.describe())}): {b.label} would fit"
+        drop = tuple(p for p, on in (("torch", bool(str(ctx.request.spec("torch")))),
+                                     ("variant", bool(ctx.request.variant)), ("cuda", bool(ctx.request.cuda)),
+                                     ("strict_driver", ctx.request.strict_driver)) if on)
+        return Remedy(f"loosen your constraints ({' '.join(ctx.request.describe())}): {b.label} would fit",
+                      drop=drop)
     if cat == "gpu":
-        return (
-            f"no build covers these GPUs under the other facts (nearest: {b.label}); "
-            "check the GPU facts (--assume gpu=), or ask for a CPU build with --variant cpu"
+        return Remedy(
+            "no build covers these GPUs; check the GPU facts (--assume gpu=), or ask for a CPU build "
+            "with --variant cpu",
+            variant="cpu",
         )
     if cat == "companion":
-        return f"drop the torchvision/torchaudio requirement: {b.label} would fit"
-    return f"{b.label} fails only on {cat}"
+        return Remedy(f"drop the torchvision/torchaudio requirement: {b.label} would fit", drop=("companions",))
+    return Remedy(f"{b.label} fails only on {cat}")
+
+
+def _python_for(ctx: Context, b: Build) -> str | None:
+    """The newest CPython minor with wheels for `b` whose every package's Requires-Python
+    admits it (its .0: pyenv installs the newest patch, which the specifier may exclude)."""
+    for a, m in sorted(b.pythons_for(ctx.primary_platform), reverse=True):
+        version = f"{a}.{m}"
+        if all(b.python_spec(n).contains(version, prereleases=True) for n in ctx.python_packages()):
+            return version
+    return None
 
 
 def describe_host(host: HostFacts) -> str:

@@ -19,6 +19,7 @@ interpreter present that has wheels, else the newest pyenv can install.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from packaging.utils import canonicalize_name
 from resolvelib import BaseReporter, ResolutionImpossible, Resolver
@@ -26,7 +27,7 @@ from resolvelib.resolvers import ResolutionTooDeep
 
 from torchfit.compat.binding import binding_reasons
 from torchfit.compat.companions import Companions
-from torchfit.compat.explain import explain_conflict, explain_project_conflict
+from torchfit.compat.explain import Remedy, apply_remedy, explain_conflict, explain_project_conflict
 from torchfit.compat.facts import HostFacts, distinct_gpus
 from torchfit.compat.judgements import refuse_unknown_gpus
 from torchfit.compat.matrix import EVIDENCE_WORDS, WEAK_EVIDENCE, Build, Matrix
@@ -49,11 +50,14 @@ from torchfit.errors import BadInput, NoCompatibleSet
 
 
 def resolve(hosts: Sequence[HostFacts], request: Request, matrix: Matrix,
-            packages: PackageIndex | None = None, companions: Companions | None = None) -> Plan:
+            packages: PackageIndex | None = None, companions: Companions | None = None,
+            *, check_hints: bool = True) -> Plan:
     """Pick one stack that fits every host and the request; `NoCompatibleSet` if none does.
 
     `packages` reads the project's packages (versions, METADATA) when the request has
-    any; `companions` is data/companions.toml (read here when not given).
+    any; `companions` is data/companions.toml (read here when not given). A refusal's
+    hints are only those whose change, applied, resolves (`check_hints=False`: the
+    inner resolves of that check, which need no hints of their own).
     """
     if not hosts:
         raise BadInput("no host facts to resolve for")
@@ -69,9 +73,16 @@ def resolve(hosts: Sequence[HostFacts], request: Request, matrix: Matrix,
         result = Resolver(provider, BaseReporter()).resolve(root_requirements(ctx), max_rounds=5000)
     except ResolutionImpossible:
         conflicts, hints = explain_project_conflict(ctx) if ctx.project else ([], [])
-        if not conflicts:
-            conflicts, hints = explain_conflict(ctx)
-        raise NoCompatibleSet(conflicts, hints) from None
+        if conflicts:
+            raise NoCompatibleSet(conflicts, hints) from None
+        conflicts, remedies = explain_conflict(ctx)
+        if not check_hints:
+            raise NoCompatibleSet(conflicts, [r.text for r in remedies], remedies) from None
+        working = _working_remedies(hosts, request, matrix, packages, companions, remedies)
+        if not working:
+            conflicts.append("no single change torchfit can check opens a path: see the lines above, "
+                             "or run with --explain")
+        raise NoCompatibleSet(conflicts, [r.text for r in working], working) from None
     except ResolutionTooDeep:  # pragma: no cover - the matrix is far too small for this
         raise NoCompatibleSet(["the search gave up (too many rounds)"], []) from None
     build = result.mapping["torch"].build
@@ -79,6 +90,28 @@ def resolve(hosts: Sequence[HostFacts], request: Request, matrix: Matrix,
     chosen = [c for k, c in result.mapping.items() if k.startswith("pkg:")]
     ctx.chosen = chosen  # the builds the project's pins exclude are refused for that reason
     return _make_plan(ctx, build, py, chosen)
+
+
+def _working_remedies(hosts: Sequence[HostFacts], request: Request, matrix: Matrix,
+                      packages: PackageIndex | None, companions: Companions | None,
+                      remedies: Sequence[Remedy]) -> list[Remedy]:
+    """The remedies whose change, applied, lets every environment it describes resolve;
+    one that rests on weak evidence (secondary, cycle-level) says so."""
+    out: list[Remedy] = []
+    for remedy in remedies:
+        plans = []
+        try:
+            for env_hosts, env_request in apply_remedy(remedy, hosts, request):
+                plans.append(resolve(env_hosts, env_request, matrix, packages, companions, check_hints=False))
+        except (NoCompatibleSet, BadInput):
+            continue
+        weak = [w for p in plans for w in p.warnings if " rests on " in w]
+        text = remedy.text.format(*(f"torch {p.torch} {p.variant}" for p in plans)) if remedy.envs else remedy.text
+        if weak:
+            text += f" (the plan it opens rests on weak evidence: {weak[0]})"
+        if text not in {r.text for r in out}:
+            out.append(replace(remedy, text=text))
+    return out
 
 
 def _project_reasons(ctx: Context, build: Build, chosen: Sequence[ProjectCandidate]) -> tuple[list[str], list[str]]:
