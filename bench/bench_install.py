@@ -224,14 +224,14 @@ class Bench:
         if self.pip_config is not None:
             args, extra_env = uv_sources(self.pip_config, self.spec["index"])
             return [*args, self.spec["args"][0]], extra_env
-        assert self.pinned is not None
         sources = ["--index-strategy", "unsafe-best-match", "--default-index", "https://pypi.org/simple",
                    "--index", self.spec["index"]]
         for url in LOCAL_INDEXES:
             sources += ["--index", url]
         for link in FIND_LINKS:
             sources += ["--find-links", link]
-        return [*sources, "-r", str(self.pinned)], {}
+        # the exact set torchfit's first (unmeasured) run installed
+        return [*sources, "-r", str(self.pinned or f"pinned-{self.name}.txt")], {}
 
     def describe(self) -> list[str]:
         """What this configuration gives each side (printed, and kept in --json)."""
@@ -327,7 +327,7 @@ def run_set(bench: Bench, runs: int, cold_runs: int) -> dict[str, Any]:
         for label in bench.tools:
             t = s[label]
             print(f"   {mode}: torchfit {label:9s} {t['median_s']:.2f} s = {t['over_anchor']:.2f}x anchor "
-                  f"(+{t['minus_anchor_s']:.2f} s)")
+                  f"({t['minus_anchor_s']:+.2f} s)")
             print("          steps: " + ", ".join(f"{k} {v:.2f}" for k, v in t["steps_median_s"].items()))
     return {"configuration": bench.config, "describe": bench.describe(), "pip_config": bench.pip_config,
             "load_average": {"min": min(loads), "max": max(loads), "median": statistics.median(loads)},
