@@ -60,6 +60,7 @@ from torchfit.host.system import (
     parse_os_release,
     parse_wsl,
     probe_glibc,
+    probe_l4t,
     probe_os,
     probe_wsl,
 )
@@ -1154,3 +1155,15 @@ def test_fuzz_redact_hides_passwords(user: str, secret: str) -> None:
 def test_fuzz_redact_is_idempotent(text: str) -> None:
     once = redact(text)
     assert redact(once) == once
+
+
+def test_l4t_from_nv_tegra_release(host: FakeHost) -> None:
+    """A Jetson says its L4T release in /etc/nv_tegra_release (JetPack 6.2: R36.4.3);
+    absent means not a Jetson (no reason), a file that does not parse is unknown with why."""
+    assert probe_l4t(str(host.root)) == (None, None)
+    host.file("/etc/nv_tegra_release",
+              "# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, DATE: Wed Jan  8\n")
+    assert probe_l4t(str(host.root)) == ("R36.4.3", None)
+    host.file("/etc/nv_tegra_release", "garbage\n")
+    l4t, why = probe_l4t(str(host.root))
+    assert l4t is None and why is not None and "nv_tegra_release" in why

@@ -118,6 +118,8 @@ class HostFacts:
     glibc: str | None = None
     os: str | None = None
     wsl: bool | None = None
+    # The Jetson Linux release ("R36.4.3", /etc/nv_tegra_release); None off Jetson or unknown.
+    l4t: str | None = None
     arch: str | None = None
     pythons: tuple[PythonInstall, ...] = ()
     pyenv: Pyenv | None = None
@@ -146,6 +148,32 @@ class HostFacts:
     def amd_gpus(self) -> tuple[Gpu, ...]:
         return tuple(g for g in self.gpus if g.vendor == "amd")
 
+    @property
+    def jetson(self) -> str | None:
+        """"igpu" for a Jetson whose CUDA is L4T's own (JetPack <= 6: Nano, TX2, Xavier, Orin),
+        "sbsa" for one on the SBSA userspace (JetPack 7, L4T R38+: Thor), None otherwise.
+
+        From the L4T release when the facts have it, else from the GPU: compute
+        capabilities 5.3, 6.2, 7.2 and 8.7 exist only as Jetson iGPUs (NVIDIA, CUDA GPUs
+        list), nvidia-smi names Orin's "Orin (nvgpu)"; 11.0 (10.1 before CUDA 13) is Thor.
+        """
+        if self.l4t:
+            m = re.match(r"R(\d+)", self.l4t)
+            if m:
+                return "sbsa" if int(m.group(1)) >= 38 else "igpu"
+        for g in self.nvidia_gpus:
+            if g.compute_capability in TEGRA_IGPU_CC or "nvgpu" in g.name.lower():
+                return "igpu"
+            if g.compute_capability in TEGRA_SBSA_CC or "thor" in g.name.lower():
+                return "sbsa"
+        return None
+
+
+# Compute capabilities only Jetson iGPUs have (TX1/Nano 5.3, TX2 6.2, Xavier 7.2, Orin 8.7)
+# and Thor's (10.1 under CUDA 12.8/12.9, renumbered 11.0 from CUDA 13): NVIDIA, "CUDA GPUs".
+TEGRA_IGPU_CC = frozenset({"5.3", "6.2", "7.2", "8.7"})
+TEGRA_SBSA_CC = frozenset({"10.1", "11.0"})
+
 
 # --- JSON -------------------------------------------------------------------------
 
@@ -170,6 +198,7 @@ def facts_to_json(facts: HostFacts) -> dict[str, Any]:
         "glibc": facts.glibc,
         "os": facts.os,
         "wsl": facts.wsl,
+        "l4t": facts.l4t,
         "arch": facts.arch,
         "pythons": [{"version": p.version, "path": p.path, "source": p.source} for p in facts.pythons],
         "pyenv": (
@@ -190,7 +219,7 @@ def facts_to_json(facts: HostFacts) -> dict[str, Any]:
 # The keys `facts_to_json` writes, per object: anything else in a facts file is a
 # typo or a file from something else, and a silently ignored key is a fact lost.
 FACTS_KEYS = frozenset(
-    ("driver_version", "gpus", "topology", "glibc", "os", "wsl", "arch", "pythons", "pyenv",
+    ("driver_version", "gpus", "topology", "glibc", "os", "wsl", "l4t", "arch", "pythons", "pyenv",
      "rocm_version", "nvidia_failure", "reasons")
 )
 GPU_KEYS = frozenset(("index", "name", "compute_capability", "memory_mib", "uuid", "pci_bus_id", "vendor", "gfx"))
@@ -335,6 +364,7 @@ def facts_from_json(data: Any, source: str) -> HostFacts:
         glibc=glibc,
         os=_opt_str(data, "os", where),
         wsl=wsl,
+        l4t=_opt_str(data, "l4t", where),
         arch=_opt_str(data, "arch", where),
         pythons=tuple(pythons),
         pyenv=pyenv,

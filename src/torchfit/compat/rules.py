@@ -142,12 +142,28 @@ def check_gpus(build: Build, host: HostFacts, matrix: Matrix, want_cpu: bool) ->
     return RuleResult(True, ", ".join(sorted(set(notes))), "gpu")
 
 
+# NVIDIA's own PyTorch wheels for Jetson (L4T's CUDA, JetPack <= 6).
+JETSON_WHEELS = ("NVIDIA's Jetson wheels (docs.nvidia.com/deeplearning/frameworks/install-pytorch-jetson-platform/, "
+                 "forums.developer.nvidia.com/t/pytorch-for-jetson/72048)")
+
+
 def check_platform(build: Build, host: HostFacts) -> RuleResult:
     platform = host_platform(host)
     if platform is None:
         return RuleResult(False, f"{build.variant}: {_unknown(host, 'arch')}", "platform")
     if platform not in build.platforms:
         return RuleResult(False, f"{build.variant}: no {platform} wheels on its index", "platform")
+    if build.kind == "cuda" and host.jetson == "igpu":
+        # The arch check would pass (8.0 SASS loads on Orin's 8.7): exactly the trap.
+        l4t = f"L4T {host.l4t}" if host.l4t else "a Jetson iGPU"
+        return RuleResult(
+            False,
+            f"{build.variant}: {host.name} is {l4t} (JetPack 6 or older), whose CUDA is L4T's own; "
+            f"{build.index_url.rsplit('/', 1)[0]}'s aarch64 CUDA wheels are SBSA builds for server Arm and do "
+            f"not run there (bitsandbytes-foundation/bitsandbytes#1941): use {JETSON_WHEELS}",
+            "platform",
+            "are SBSA builds that do not run on a Jetson's L4T CUDA (JetPack 6 or older): use " + JETSON_WHEELS,
+        )
     return RuleResult(True, f"{platform} wheels", "platform")
 
 

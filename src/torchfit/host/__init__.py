@@ -29,7 +29,7 @@ from torchfit.host.nvidia import (
 )
 from torchfit.host.pci import find_pci_gpus
 from torchfit.host.pythons import _probe_all_pythons
-from torchfit.host.system import probe_arch, probe_glibc, probe_os, probe_wsl
+from torchfit.host.system import probe_arch, probe_glibc, probe_l4t, probe_os, probe_wsl
 from torchfit.runner import Runner
 
 __all__ = ["nvidia_failure", "probe_gpu_host", "probe_host"]
@@ -113,6 +113,9 @@ def probe_host(runner: Runner, root: str = "/", *, timeout: float = DEFAULT_TIME
     arch, why = probe_arch(runner, timeout=timeout)
     if why:
         reasons["arch"] = why
+    l4t, why = probe_l4t(root)
+    if why:
+        reasons["l4t"] = why
 
     amd_gpus, amd_cause = f_amd.result()
     gpus = nvidia.gpus + tuple(
@@ -137,6 +140,7 @@ def probe_host(runner: Runner, root: str = "/", *, timeout: float = DEFAULT_TIME
         glibc=glibc,
         os=os_name,
         wsl=wsl,
+        l4t=l4t,
         arch=arch,
         pythons=pythons,
         pyenv=pyenv,

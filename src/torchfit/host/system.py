@@ -126,6 +126,24 @@ def probe_wsl(root: str = "/") -> tuple[bool | None, str | None]:
     return any(parse_wsl(t) for t in texts if t is not None), None
 
 
+def parse_nv_tegra_release(text: str) -> str | None:
+    """"# R36 (release), REVISION: 4.3, GCID: ..." -> "R36.4.3"; None when not that line."""
+    m = re.search(r"#\s*R(\d+)\s*\(release\),\s*REVISION:\s*([0-9.]+)", text)
+    return f"R{m.group(1)}.{m.group(2).rstrip('.')}" if m else None
+
+
+def probe_l4t(root: str = "/") -> tuple[str | None, str | None]:
+    """The L4T (Jetson Linux) release from /etc/nv_tegra_release; None off Jetson.
+
+    Absent file: not a Jetson (no reason). A file that does not parse: unknown, with why.
+    """
+    text = _read(_under(root, "/etc/nv_tegra_release"))
+    if text is None:
+        return None, None
+    found = parse_nv_tegra_release(text)
+    return (found, None) if found else (None, _unknown("/etc/nv_tegra_release has no '# R<N> (release), REVISION:' line"))
+
+
 _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
 
 
