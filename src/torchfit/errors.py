@@ -119,6 +119,17 @@ class GpuFactsUnknown(TorchfitError):
         self.cause = cause
 
 
+class SlurmMissing(TorchfitError):
+    """A --slurm command where Slurm's client commands are not installed (exit 2)."""
+
+    reference = "slurm-missing"
+    exit_code = 2
+
+    def __init__(self, tool: str) -> None:
+        super().__init__(f"{tool} not found on PATH: --slurm needs Slurm's client commands (sinfo, srun)",
+                         hint="run it on a login node of the cluster (or give --facts files instead)")
+
+
 class FleetNodesUnknown(TorchfitError):
     """Nodes of a fleet file gave no facts to the gather (exit 1): their GPUs are
     unknown, so no stack is picked as if they were not there."""

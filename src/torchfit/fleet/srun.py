@@ -18,22 +18,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from torchfit.errors import ProbeFailed, ToolMissing, ToolTimeout, TorchfitError
+from torchfit.errors import ProbeFailed, SlurmMissing, ToolMissing, ToolTimeout
 from torchfit.runner import Runner
 
 BEGIN = "torchfit-fleet-node"
 END = "torchfit-fleet-end"
 _LABEL = re.compile(r"^ *([0-9]+): ?(.*)$")
 _TASK_ERROR = re.compile(r"^srun: error: ([A-Za-z0-9_.\-]+): tasks? ([0-9,\-]+): (.*)$")
-
-
-class SlurmMissing(TorchfitError):
-    reference = "slurm-missing"
-    exit_code = 2
-
-    def __init__(self, tool: str) -> None:
-        super().__init__(f"{tool} not found on PATH: --slurm needs Slurm's client commands (sinfo, srun)",
-                         hint="run it on a login node of the cluster (or give --facts files instead)")
 
 
 def framed(node: str, payload: Mapping[str, Any]) -> str:
