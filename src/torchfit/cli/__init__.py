@@ -12,10 +12,16 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from torchfit import __version__
 from torchfit.errors import BadInput, TorchfitError
+
+if TYPE_CHECKING:
+    from torchfit.compat.facts import HostFacts
+    from torchfit.compat.matrix import Matrix
+    from torchfit.compat.project import ProjectSpec
+    from torchfit.compat.request import AnyRequirement, Request
 
 EPILOG = "Exit codes: 0 ok, 1 the answer is no, 2 bad input, 130 interrupted."
 
@@ -25,6 +31,11 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise BadInput(f"{message} (see {self.prog} --help)")
+
+
+def add_verbose(p: argparse.ArgumentParser, help: str = "show tracebacks") -> None:
+    """`-v/--verbose` after a command's name too (SUPPRESS: left out, the top-level one stands)."""
+    p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=help)
 
 
 def add_resolve_options(p: argparse.ArgumentParser) -> None:
@@ -111,10 +122,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
     for module in _command_modules(None if only is None else (only,)):
         module.add_parser(sub, EPILOG)
-    for p in sub.choices.values():
-        if "-v" not in p._option_string_actions:
-            p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                           help="show tracebacks")
+    for p in sub.choices.values():  # no verb declares its own -v: this is the one place
+        add_verbose(p)
     return parser
 
 
@@ -149,14 +158,14 @@ def _command_modules(names: Sequence[str] | None = None) -> list[Any]:
     return [importlib.import_module(f"torchfit.cli.commands.{name}") for name in wanted]
 
 
-def load_hosts(args: argparse.Namespace) -> list[Any]:
+def load_hosts(args: argparse.Namespace) -> list[HostFacts]:
     """Host facts: from --facts files, else probed here; then --assume applied to each."""
     from torchfit.cli.commands._fleet import load_facts_file
     from torchfit.compat.facts import apply_assumptions, facts_from_json
     from torchfit.compat.gpunames import load_gpu_names
     from torchfit.inputs import MAX_FACTS_BYTES, loads_json, read_text_file
 
-    hosts: list[Any] = []
+    hosts: list[HostFacts] = []
     exclude = getattr(args, "exclude", None) or []
     fleets = 0
     if args.facts:
@@ -179,7 +188,7 @@ def load_hosts(args: argparse.Namespace) -> list[Any]:
     return [apply_assumptions(h, args.assume, names) for h in hosts]
 
 
-def load_project(args: argparse.Namespace) -> Any:
+def load_project(args: argparse.Namespace) -> tuple[tuple[AnyRequirement, ...], ProjectSpec]:
     """The project of REQ, -r FILE and --project DIR [--extra NAME] (`compat.project.ProjectSpec`)."""
     from torchfit.compat.project import ProjectSpec, parse_pyproject, parse_requirements_file
     from torchfit.compat.request import split_requirements
@@ -208,7 +217,7 @@ def load_project(args: argparse.Namespace) -> Any:
     return family, spec
 
 
-def make_request(args: argparse.Namespace, matrix: Any) -> Any:
+def make_request(args: argparse.Namespace, matrix: Matrix) -> Request:
     """The resolver's `Request` from the shared resolve options, checked against `matrix`."""
     from dataclasses import replace
 

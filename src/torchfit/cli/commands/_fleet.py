@@ -33,8 +33,6 @@ def run_detect_slurm(args: argparse.Namespace) -> int:
             slurm_name(args.partition)
         except argparse.ArgumentTypeError as exc:
             raise BadInput(f"--partition: {exc}") from None
-    if args.deadline is not None and not args.deadline > 0:
-        raise BadInput(f"--deadline {args.deadline:g}: must be a positive number of seconds")
     fleet = gather(Runner(), partition=args.partition, nodelist=args.nodelist, timeout=args.timeout,
                    bound=args.deadline)
     data = fleet_to_json(fleet)

@@ -57,12 +57,9 @@ def run_probe(args: argparse.Namespace, make_client: Callable[[argparse.Namespac
             f"{_mb(facts.size)} in {facts.seconds:g} s")
     data = [f.to_json() for f in results]
     if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, indent=2)
-                fh.write("\n")
-        except OSError as exc:
-            raise BadInput(f"--output {args.output}: cannot write ({exc.strerror})") from None
+        from torchfit.cli.ui import write_output
+
+        write_output(args.output, json.dumps(data, indent=2) + "\n", "--output")
     if args.json:
         print(json.dumps(data, indent=2))
     else:
@@ -252,11 +249,9 @@ def run_update_from_probe(args: argparse.Namespace, matrix_text: Callable[[str |
     for line in summary:
         sys.stderr.write(f"torchfit: {line}\n")
     if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8") as fh:
-                fh.write(diff)
-        except OSError as exc:
-            raise BadInput(f"--output {args.output}: cannot write ({exc.strerror})") from None
+        from torchfit.cli.ui import write_output
+
+        write_output(args.output, diff, "--output")
         sys.stderr.write(f"proposed changes written to {args.output} ({len(diff.splitlines())} lines); "
                          "review, then apply with `git apply`\n" if diff else
                          f"no changes proposed; {args.output} is empty\n")

@@ -38,8 +38,6 @@ def run(args: argparse.Namespace) -> int:
     from torchfit.host import probe_host
     from torchfit.runner import Runner
 
-    if not args.timeout > 0:  # also NaN
-        raise BadInput(f"--timeout {args.timeout:g}: must be a positive number of seconds")
     if args.slurm:
         from torchfit.cli.commands._fleet import run_detect_slurm
 

@@ -121,8 +121,6 @@ def run(args: argparse.Namespace) -> int:
     root = os.path.abspath(os.path.expanduser(args.root))
     if not os.path.isdir(root):
         raise BadInput(f"--root {args.root}: not a directory")
-    if not args.timeout > 0:
-        raise BadInput(f"--timeout {args.timeout}: must be a positive number of seconds")
     environ = dict(os.environ)
     if args.node_check:
         return _node_check(args, root, environ)

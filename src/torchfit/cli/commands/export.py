@@ -10,9 +10,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchfit.errors import BadInput
+
+if TYPE_CHECKING:
+    from torchfit.export.stack import Stack
 
 
 def add_parser(subparsers: Any, epilog: str) -> None:
@@ -97,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _resolve_stack(args: argparse.Namespace) -> Any:
+def _resolve_stack(args: argparse.Namespace) -> Stack:
     from torchfit.cache import load_matrix
     from torchfit.cli import check_source_options, load_hosts, make_request
     from torchfit.compat.resolver import resolve

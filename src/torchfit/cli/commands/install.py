@@ -178,7 +178,7 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
         TORCH_INDEX_ENV if os.environ.get(TORCH_INDEX_ENV) else "the torch index")
     files = request.project if request is not None else None  # the index lines of -r files
     sources = make_sources(
-        torch_index=torch_index_for(template, plan.variant), index_url=args.index_url or (files and files.index_url),
+        torch_index=torch_index_for(template, plan.variant), index_url=args.index_url or (files.index_url if files is not None else None),
         extra_index_urls=[*args.extra_index_url, *(files.extra_index_urls if files else ())],
         find_links=[*args.find_links, *(files.find_links if files else ())], offline=args.offline,
         allow_insecure=args.allow_insecure_index, pip=load_pip_config(), torch_index_flag=flag,

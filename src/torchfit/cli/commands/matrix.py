@@ -11,11 +11,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchfit.errors import BadInput
 from torchfit.inputs import seconds
 from torchfit.progress import StderrProgress
+
+if TYPE_CHECKING:
+    from torchfit.index.client import IndexClient
 
 
 def add_parser(subparsers: Any, epilog: str) -> None:
@@ -76,9 +79,10 @@ def add_parser(subparsers: Any, epilog: str) -> None:
     show.add_argument("--unknown", action="store_true",
                       help="list every fact still unknown, why, and which builds it blocks")
     show.add_argument("--matrix", metavar="FILE", help=argparse.SUPPRESS)
+    from torchfit.cli import add_verbose
+
     for q in (check, upd, show, probe):
-        q.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                       help="show tracebacks and each page read")
+        add_verbose(q, "show tracebacks and each page read")
 
 
 def _index_options(p: argparse.ArgumentParser) -> None:
@@ -119,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     raise BadInput("torchfit matrix needs an action: check, update, show or probe (see torchfit matrix --help)")
 
 
-def _client(args: argparse.Namespace) -> Any:
+def _client(args: argparse.Namespace) -> IndexClient:
     from torchfit.index.client import IndexClient
 
     if not args.timeout > 0:
@@ -181,10 +185,9 @@ def _check(args: argparse.Namespace, *, update: bool) -> int:
 def _matrix_text(path: str | None) -> tuple[str, str]:
     """The matrix's raw text, for the diff (the typed facts come from compat.matrix)."""
     if path is None:
-        from importlib import resources
+        from torchfit.compat.datafiles import read_data_text
 
-        return (resources.files("torchfit").joinpath("data/matrix.toml").read_text("utf-8"),
-                "src/torchfit/data/matrix.toml")
+        return read_data_text("matrix.toml"), "src/torchfit/data/matrix.toml"
     try:
         with open(path, encoding="utf-8") as fh:
             return fh.read(), path.lstrip("/")

@@ -15,10 +15,13 @@ import os
 import re
 import shutil
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchfit.errors import BadInput
 from torchfit.inputs import check_port_text, count, port, seconds
+
+if TYPE_CHECKING:
+    from torchfit.verify.model import Options
 
 HELP = "prove a torch environment on this host: runtime versions, DDP smoke test, bandwidth"
 
@@ -188,15 +191,12 @@ def find_python(args: argparse.Namespace) -> tuple[str, str | None]:
     return os.path.abspath(found), None
 
 
-def _options(args: argparse.Namespace, python: str, prefix: str | None) -> Any:
+def _options(args: argparse.Namespace, python: str, prefix: str | None) -> Options:
     from torchfit.verify.model import Options
     from torchfit.verify.sizes import parse_sizes
 
-    if args.nproc is not None and args.nproc < 1:
-        raise BadInput("--nproc must be at least 1")
-    if args.timeout <= 0:
-        raise BadInput("--timeout must be positive")
-    if args.nnodes < 1 or not 0 <= args.node_rank < args.nnodes:
+    # --nproc, --timeout and --nnodes are in range already (their argparse type=).
+    if not args.node_rank < args.nnodes:
         raise BadInput(
             f"--node-rank {args.node_rank} is outside 0..{args.nnodes - 1} (--nnodes {args.nnodes})"
         )
