@@ -13,11 +13,11 @@ probes at a fake tree. Nothing is cached between calls.
 
 from __future__ import annotations
 
+from torchfit.background import Background
 from torchfit.compat.facts import Gpu, HostFacts
 from torchfit.compat.judgements import GpuHost, judge_gpu_host
 from torchfit.host._io import (
     DEFAULT_TIMEOUT,
-    Background,
     _unknown,
 )
 from torchfit.host.amd import probe_amd_gpus, probe_rocm_version

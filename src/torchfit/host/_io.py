@@ -2,9 +2,7 @@
 Runner with a timeout, and the "unknown, because ..." reason a missing fact carries."""
 
 import os
-import threading
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from torchfit.errors import ProbeFailed, ToolMissing, ToolTimeout
 from torchfit.runner import Runner, RunResult
@@ -61,30 +59,3 @@ def _run_tool(
 
 def _unknown(cause: str) -> str:
     return f"unknown, because {cause}"
-
-
-class Background:
-    """`fn(*args, **kw)` started in a daemon thread; `result()` waits for it and re-raises.
-
-    What probe_host needs of a thread pool, without concurrent.futures (it imports
-    logging: ~5 ms of every start-up). Daemon: on Ctrl-C nothing waits for a probe;
-    the runner kills the children it started.
-    """
-
-    def __init__(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> None:
-        self._value: Any = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(fn, args, kw), daemon=True)
-        self._thread.start()
-
-    def _run(self, fn: Callable[..., Any], args: tuple[Any, ...], kw: dict[str, Any]) -> None:
-        try:
-            self._value = fn(*args, **kw)
-        except BaseException as exc:  # handed to result(), in the caller's thread
-            self._error = exc
-
-    def result(self) -> Any:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._value

@@ -44,9 +44,9 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from torchfit.background import Background
 from torchfit.compat.matrix import PYPI_SIMPLE
 from torchfit.errors import BadInput, InstallFailed, ToolMissing, ToolStalled, ToolTimeout
-from torchfit.installer.background import Background
 from torchfit.installer.prefix import InstallLog
 from torchfit.installer.sources import Sources, is_local
 from torchfit.lock.model import FAMILY, Artifact, LockedDist

@@ -25,6 +25,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
 from torchfit import __version__
+from torchfit.background import Background
 from torchfit.compat.facts import HostFacts, facts_to_json
 from torchfit.compat.matrix import Matrix
 from torchfit.compat.plan import Plan, plan_from_json, plan_to_json
@@ -39,7 +40,6 @@ from torchfit.installer.backends import (
     install_specs,
     pick_backend,
 )
-from torchfit.installer.background import Background
 from torchfit.installer.buildcheck import BuildReport, compare_build, parse_probe, probe_argv
 from torchfit.installer.nccl import (
     NcclPin,

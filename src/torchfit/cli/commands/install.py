@@ -111,8 +111,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from torchfit.background import Background
     from torchfit.cli import load_hosts
-    from torchfit.installer.background import Background
 
     _validate(args)
     prefix = os.path.abspath(os.path.expanduser(args.prefix))

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
 
         return resolve_each_group(args, load_hosts(args), request, matrix)
     if request.project.others:
-        from torchfit.installer.background import Background
+        from torchfit.background import Background
         from torchfit.installer.project import package_reader, resolve_project
 
         # The host probe waits on subprocesses, the project's reads on the indexes: both at once.
