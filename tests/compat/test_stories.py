@@ -7,6 +7,7 @@ with a `why` line naming the real failure it guards against.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from packaging.specifiers import SpecifierSet
 
 from tests.conftest import DATA, make_facts
 from torchfit.compat.plan import plan_to_json
-from torchfit.compat.request import Request, parse_requirements, parse_spec
+from torchfit.compat.request import Request, parse_python_spec, parse_requirements, parse_spec
 from torchfit.compat.resolver import resolve
 from torchfit.compat.versions import Arch, coverage
 from torchfit.errors import NoCompatibleSet
@@ -29,11 +30,18 @@ STORIES = sorted((DATA / "stories").glob("*.toml"))
 
 
 def _facts(raw: dict[str, Any]) -> Any:
+    """A story's host; "3.14.0t" in pythons is a free-threaded interpreter."""
+    facts = _plain_facts(raw)
+    ft = {v.rstrip("t") for v in raw.get("pythons", []) if v.endswith("t")}
+    return replace(facts, pythons=tuple(replace(p, free_threaded=p.version in ft) for p in facts.pythons))
+
+
+def _plain_facts(raw: dict[str, Any]) -> Any:
     return make_facts(
         driver=raw.get("driver") or None,
         gpus=raw.get("gpus", []),
         glibc=raw.get("glibc"),
-        pythons=raw.get("pythons"),
+        pythons=[v.rstrip("t") for v in raw.get("pythons", ["3.12.3"])],
         pyenv=raw.get("pyenv"),
         arch=raw.get("arch", "x86_64"),
         os_name=raw.get("os", "ubuntu:22.04"),
@@ -44,10 +52,11 @@ def _facts(raw: dict[str, Any]) -> Any:
 def _request(raw: dict[str, Any]) -> Request:
     return Request(
         requirements=parse_requirements(raw.get("requirements", [])),
-        python=parse_spec(raw["python"], "--python") if "python" in raw else None,
+        python=parse_python_spec(raw["python"])[0] if "python" in raw else None,
         cuda=parse_spec(raw["cuda"], "--cuda") if "cuda" in raw else None,
         variant=raw.get("variant"),
         strict_driver=raw.get("strict_driver", False),
+        free_threaded=parse_python_spec(raw["python"])[1] if "python" in raw else None,
     )
 
 
@@ -100,6 +109,8 @@ def test_story(path: Path, matrix: Any) -> None:
         assert plan.python == exp["python"], ctx
     if "python_version" in exp:
         assert plan.python_version == exp["python_version"], ctx
+    if "free_threaded" in exp:
+        assert plan.free_threaded == exp["free_threaded"], ctx
     if "python_source" in exp:
         assert plan.python_source == exp["python_source"], ctx
     if exp.get("torchvision_set"):

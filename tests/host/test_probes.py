@@ -574,7 +574,9 @@ def test_pyenv_and_its_pythons(host: FakeHost) -> None:
     assert facts.pyenv.version == "2.6.30"
     inst = facts.pyenv.installable
     assert "3.12.1" in inst and "3.14.4" in inst and "2.7.18" in inst
-    assert not [v for v in inst if not v.replace(".", "").isdigit()]
+    # Final CPython releases and their free-threaded builds ("3.13.0t"), nothing else.
+    assert not [v for v in inst if not v.removesuffix("t").replace(".", "").isdigit()]
+    assert "3.13.0t" in inst
     assert len(inst) == len(set(inst))
     assert [(p.version, p.source) for p in facts.pythons] == [
         ("3.11.7", "pyenv"),
@@ -750,7 +752,7 @@ def test_parse_small_things() -> None:
         "Available versions:\n  3.12.1\n  3.13.0rc2\n  3.13.0t\n  3.14-dev\n  3.14.0a1\n"
         "  pypy3.10-7.3.15\n  anaconda3-2024.06-1\n  miniforge3-24.3.0-0\n  3.13.0\n"
     )
-    assert listed == ("3.12.1", "3.13.0")
+    assert listed == ("3.12.1", "3.13.0t", "3.13.0")  # 3.13.0t: pyenv builds free-threaded CPython
     assert parse_rocm_agents("gfx000\ngfx942\n gfx90a \ngfx000\n") == ("gfx942", "gfx90a")
     assert parse_rocminfo(fixture(FIXTURES / "amd" / "rocminfo-mi300x.txt")) == (
         ("gfx942", "AMD Instinct MI300X"),
@@ -1167,3 +1169,20 @@ def test_l4t_from_nv_tegra_release(host: FakeHost) -> None:
     host.file("/etc/nv_tegra_release", "garbage\n")
     l4t, why = probe_l4t(str(host.root))
     assert l4t is None and why is not None and "nv_tegra_release" in why
+
+
+def test_free_threaded_interpreters_are_marked() -> None:
+    """A free-threaded build answers "3.13.2t" (sysconfig Py_GIL_DISABLED) and is kept,
+    marked, in the facts; this interpreter (a GIL build) answers its plain version."""
+    import subprocess
+    import sys
+
+    from torchfit.host.pythons import _PY_VERSION_CODE, python_install
+
+    out = subprocess.run([sys.executable, "-c", _PY_VERSION_CODE], capture_output=True, text=True, check=True)
+    mine = parse_python_version(out.stdout)
+    assert mine == ".".join(str(n) for n in sys.version_info[:3])
+    assert python_install(mine, sys.executable, "path").free_threaded is False
+    ft = python_install(parse_python_version("3.13.2t\n") or "", "/usr/bin/python3.13t", "path")
+    assert (ft.version, ft.free_threaded, ft.label) == ("3.13.2", True, "3.13.2t")
+    assert parse_pyenv_versions("3.12.1\n3.13.0t\nsystem\n") == ("3.12.1", "3.13.0t")

@@ -51,7 +51,7 @@ def add_resolve_options(p: argparse.ArgumentParser) -> None:
                    help="a project directory: its pyproject.toml's [project].dependencies")
     p.add_argument("--extra", action="append", default=[], metavar="NAME",
                    help="with --project: also this [project.optional-dependencies] group; repeatable")
-    p.add_argument("--python", metavar="SPEC", help="Python version or specifier (3.12, '>=3.10,<3.13')")
+    p.add_argument("--python", metavar="SPEC", help="Python version or specifier (3.12, '>=3.10,<3.13'); 3.13t: free-threaded")
     p.add_argument("--cuda", metavar="SPEC", help="CUDA version or specifier (12.8, '>=12.6')")
     p.add_argument("--variant", metavar="NAME", help="one variant: cu128, rocm6.4, cpu")
     p.add_argument("--strict-driver", action="store_true",
@@ -221,18 +221,20 @@ def make_request(args: argparse.Namespace, matrix: Matrix) -> Request:
     """The resolver's `Request` from the shared resolve options, checked against `matrix`."""
     from dataclasses import replace
 
-    from torchfit.compat.request import Request, parse_spec
+    from torchfit.compat.request import Request, parse_python_spec, parse_spec
 
     if args.variant and args.variant not in {b.variant for b in matrix.builds}:
         raise BadInput(f"--variant {args.variant}: no such variant in the matrix (e.g. cu128, rocm6.4, cpu)")
     family, project = load_project(args)
+    python, free_threaded = parse_python_spec(args.python) if args.python else (None, None)
     return Request(
         requirements=(*family, *(r.requirement for r in project.family)),
         project=replace(project, requirements=project.others),
-        python=parse_spec(args.python, "--python") if args.python else None,
+        python=python,
         cuda=parse_spec(args.cuda, "--cuda") if args.cuda else None,
         variant=args.variant,
         strict_driver=args.strict_driver,
+        free_threaded=free_threaded,
     )
 
 

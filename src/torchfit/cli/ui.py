@@ -109,7 +109,7 @@ def render_plan(plan: Plan, explain: bool = False) -> None:
     con = console()
     width = _error_width()
     con.print(f"[bold]torchfit resolve: the stack for {_esc(', '.join(plan.hosts))}[/]", soft_wrap=True)
-    py = f"{plan.python_version}" + (" (pyenv will install)" if plan.python_source == "pyenv" else "")
+    py = f"{plan.python_version}{'t' if plan.free_threaded else ''}" + (" (pyenv will install)" if plan.python_source == "pyenv" else "")
     rows: Sequence[tuple[str, str | None, str]] = [
         ("Python", py, plan.why.get("python", "")),
         ("torch", plan.torch, plan.why.get("torch", "")),

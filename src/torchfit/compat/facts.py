@@ -89,6 +89,12 @@ class PythonInstall:
     version: str
     path: str | None = None
     source: str = "path"  # "path" | "pyenv" | "assumed"
+    # A free-threaded build (sysconfig Py_GIL_DISABLED, "3.14t"): it takes only cpXYt wheels.
+    free_threaded: bool = False
+
+    @property
+    def label(self) -> str:
+        return self.version + ("t" if self.free_threaded else "")
 
     @property
     def minor(self) -> tuple[int, int]:
@@ -200,7 +206,8 @@ def facts_to_json(facts: HostFacts) -> dict[str, Any]:
         "wsl": facts.wsl,
         "l4t": facts.l4t,
         "arch": facts.arch,
-        "pythons": [{"version": p.version, "path": p.path, "source": p.source} for p in facts.pythons],
+        "pythons": [{"version": p.version, "path": p.path, "source": p.source,
+                     **({"free_threaded": True} if p.free_threaded else {})} for p in facts.pythons],
         "pyenv": (
             None
             if facts.pyenv is None
@@ -223,7 +230,7 @@ FACTS_KEYS = frozenset(
      "rocm_version", "nvidia_failure", "reasons")
 )
 GPU_KEYS = frozenset(("index", "name", "compute_capability", "memory_mib", "uuid", "pci_bus_id", "vendor", "gfx"))
-PYTHON_KEYS = frozenset(("version", "path", "source"))
+PYTHON_KEYS = frozenset(("version", "path", "source", "free_threaded"))
 PYENV_KEYS = frozenset(("path", "version", "installable"))
 # No single host has more GPUs (an NVL72 rack is 18 hosts of 4); beyond this a file
 # is not a host's facts and only costs time (each GPU is judged against each build).
@@ -322,8 +329,11 @@ def facts_from_json(data: Any, source: str) -> HostFacts:
             raise BadInput(f"{where}: pythons[{i}] must be an object with a 'version' string")
         _check_keys(p, PYTHON_KEYS, f"{where}: pythons[{i}]")
         python_version(p["version"])
+        ft = p.get("free_threaded", False)
+        if not isinstance(ft, bool):
+            raise BadInput(f"{where}: pythons[{i}].free_threaded must be true or false")
         pythons.append(
-            PythonInstall(p["version"], _opt_str(p, "path", where), p.get("source") or "path")
+            PythonInstall(p["version"], _opt_str(p, "path", where), p.get("source") or "path", ft)
         )
     pyenv_raw = data.get("pyenv")
     pyenv = None
@@ -387,7 +397,7 @@ def parse_facts_file(text: str, source: str) -> HostFacts:
     return facts_from_json(data, source)
 
 
-_PYENV_VERSION = re.compile(r"^[0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,4}$")
+_PYENV_VERSION = re.compile(r"^[0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,4}t?$")  # "3.13.2t": free-threaded
 _GFX_TARGET = re.compile(r"^gfx[0-9a-f]{3,4}$")
 
 
@@ -467,8 +477,10 @@ def apply_assumptions(
             if gpu is not None:
                 gpus.append(gpu)
         elif key == "python":
-            python_version(value)
-            pythons.append(PythonInstall(value, None, "assumed"))
+            ft = value.lower().endswith("t")  # "3.14t": a free-threaded interpreter
+            number = value[:-1] if ft else value
+            python_version(number)
+            pythons.append(PythonInstall(number, None, "assumed", ft))
         elif key == "os":
             changes["os"] = value.lower()
         elif key == "wsl":

@@ -51,6 +51,8 @@ class Plan:
     # Project packages whose binary for this build comes from the torch index, as the
     # family's does (companions.toml: xformers' cuXXX builds); routed there by install.
     routed: tuple[str, ...] = ()
+    # The interpreter is free-threaded (Py_GIL_DISABLED, "3.14t"): cpXYt wheels only.
+    free_threaded: bool = False
     # The matrix row the plan was made from (not part of the JSON contract): later
     # steps (export's platform and glibc, install's lock check) read it instead of
     # looking the build up again by string. None for a plan read back from JSON
@@ -66,6 +68,7 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
         "python_version": plan.python_version,
         "python_source": plan.python_source,
         "python_path": plan.python_path,
+        "free_threaded": plan.free_threaded,
         "torch": plan.torch,
         "variant": plan.variant,
         "cuda": plan.cuda,
@@ -103,6 +106,7 @@ def plan_from_json(data: dict[str, Any], matrix: Matrix | None = None) -> Plan:
         return Plan(
             python=str(data["python"]), python_version=str(data["python_version"]),
             python_source=str(data.get("python_source") or "installed"), python_path=data.get("python_path"),
+            free_threaded=bool(data.get("free_threaded")),
             torch=torch, variant=variant, cuda=data.get("cuda"), rocm=data.get("rocm"),
             cudnn=data.get("cudnn"), nccl=data.get("nccl"), torchvision=data.get("torchvision"),
             torchaudio=data.get("torchaudio"), index_url=str(data.get("index_url") or ""),

@@ -57,12 +57,18 @@ class PythonChoice:
     version: str
     source: str  # "installed" | "pyenv"
     path: str | None
+    free_threaded: bool = False  # takes only cpXYt wheels
 
     identifier = "python"
 
     @property
     def label(self) -> str:
         return f"{self.minor[0]}.{self.minor[1]}"
+
+    @property
+    def shown(self) -> str:
+        """"3.13t" for a free-threaded interpreter, else the label."""
+        return self.label + ("t" if self.free_threaded else "")
 
 
 @dataclass(**FROZEN)
@@ -201,10 +207,15 @@ class Context:
         specs = [(name, spec) for name, spec in specs if str(spec)]
         shown = ", ".join(f"{a}.{b}" for a, b in sorted(allowed))
         # A specifier finer than the minors (an excluded patch) is said; ">=3.10" the list says.
-        rp = "".join(f"; {name} {_family_version(build, name)} Requires-Python {spec}"
+        ft = "; cpXYt (free-threaded): " + (", ".join(
+            f"{a}.{b}t" for a, b in sorted(allowed) if all(_has_freethreaded(build, n, (a, b)) for n in packages))
+            or "none")
+        rp = ft + "".join(f"; {name} {_family_version(build, name)} Requires-Python {spec}"
                      for name, spec in specs if any(s.operator == "!=" for s in spec))
 
         def test(c: Any) -> bool:
+            if c.free_threaded and not all(_has_freethreaded(build, n, c.minor) for n in packages):
+                return False
             return c.minor in allowed and all(spec.contains(c.version, prereleases=True) for _, spec in specs)
 
         return Req(
@@ -218,6 +229,10 @@ class Context:
         """Why one interpreter cannot take a build, in words: the package and its fact."""
         if choice.minor not in set(build.pythons_for(self.primary_platform)):
             return f"no cp{choice.minor[0]}{choice.minor[1]} wheel of torch {build.torch}"
+        for name in self.python_packages() if choice.free_threaded else ():
+            if not _has_freethreaded(build, name, choice.minor):
+                return (f"no cp{choice.minor[0]}{choice.minor[1]}t (free-threaded) wheel of {name} "
+                        f"{_family_version(build, name)} ({build.sources.get('python_freethreaded', 'none recorded')})")
         for name in self.python_packages():
             spec = build.python_spec(name)
             if str(spec) and not spec.contains(choice.version, prereleases=True):
@@ -284,6 +299,8 @@ class Context:
                 + (f" ({why})" if why else "") + f"; {pyenv}")
 
     def _python_ok(self, p: PythonChoice) -> bool:
+        if self.request.free_threaded is not None and p.free_threaded != self.request.free_threaded:
+            return False
         return self.request.python is None or self.request.python.contains(p.version, prereleases=True)
 
     def _companions(self, name: str) -> list[Companion]:
@@ -373,6 +390,14 @@ class Context:
         return (-version_key(str(build.torch)), not full, kind_rank, accel if not full else -accel, build.variant)
 
 
+def _has_freethreaded(build: Build, name: str, minor: tuple[int, int]) -> bool:
+    """Has `name` a free-threaded (cpXYt) wheel for `minor`, or a pure-Python one?"""
+    from torchfit.compat.matrix import ANY_PYTHON
+
+    have = build.pythons_freethreaded.get(name, ())
+    return have == ANY_PYTHON or minor in have
+
+
 def _family_version(build: Build, name: str) -> str:
     return str(build.torch) if name == "torch" else str(getattr(build, name, None) or "?")
 
@@ -384,28 +409,33 @@ def version_key(text: str) -> float:
 
 
 def _python_choices(host: HostFacts) -> list[PythonChoice]:
-    """Interpreters present (newest patch per minor) then pyenv-installable ones, newest first."""
-    present: dict[tuple[int, int], PythonChoice] = {}
+    """Interpreters present (newest patch per minor and kind) then pyenv-installable ones,
+    newest first; at one minor the GIL build before the free-threaded one ("3.13t")."""
+    present: dict[tuple[tuple[int, int], bool], PythonChoice] = {}
     for p in host.pythons:
-        minor = python_version(p.version)
-        cur = present.get(minor)
+        key = (python_version(p.version), p.free_threaded)
+        cur = present.get(key)
         if cur is None or version_key(p.version) > version_key(cur.version):
-            present[minor] = PythonChoice(minor, p.version, "installed", p.path)
-    installable: dict[tuple[int, int], PythonChoice] = {}
+            present[key] = PythonChoice(key[0], p.version, "installed", p.path, p.free_threaded)
+    installable: dict[tuple[tuple[int, int], bool], PythonChoice] = {}
     if host.pyenv is not None:
         for v in host.pyenv.installable:
+            ft = v.endswith("t")
+            number = v[:-1] if ft else v
             try:
-                minor = python_version(v)
+                key = (python_version(number), ft)
             except BadInput:
                 continue
-            if minor in present and present[minor].version == v:
+            if key in present and present[key].version == number:
                 continue
-            cur = installable.get(minor)
-            if cur is None or version_key(v) > version_key(cur.version):
-                installable[minor] = PythonChoice(minor, v, "pyenv", None)
-    return sorted(present.values(), key=lambda p: p.minor, reverse=True) + sorted(
-        installable.values(), key=lambda p: p.minor, reverse=True
-    )
+            cur = installable.get(key)
+            if cur is None or version_key(number) > version_key(cur.version):
+                installable[key] = PythonChoice(key[0], number, "pyenv", None, ft)
+
+    def order(p: PythonChoice) -> tuple[int, int, bool]:
+        return (-p.minor[0], -p.minor[1], p.free_threaded)
+
+    return sorted(present.values(), key=order) + sorted(installable.values(), key=order)
 
 
 class TorchProvider(AbstractProvider):  # type: ignore[type-arg]

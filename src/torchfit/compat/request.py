@@ -78,6 +78,14 @@ def parse_spec(text: str, what: str) -> SpecifierSet:
         raise BadInput(f"{what} {text!r} is not a version or specifier like >=3.10,<3.13") from None
 
 
+def parse_python_spec(text: str) -> tuple[SpecifierSet, bool | None]:
+    """--python: "3.13t" -> (==3.13.*, True): a free-threaded interpreter; else (spec, None)."""
+    text = text.strip()
+    if re.match(r"^\d+\.\d+(\.\d+)?t$", text):
+        return parse_spec(text[:-1], "--python"), True
+    return parse_spec(text, "--python"), None
+
+
 def parse_requirements(items: Iterable[str]) -> tuple[AnyRequirement, ...]:
     """Positional requirements of the torch family (`torch>=2.4,<2.7`, `torchvision`)."""
     family, others = split_requirements(items)
@@ -138,6 +146,8 @@ class Request:
     cuda: SpecifierSet | None = None
     variant: str | None = None
     strict_driver: bool = False
+    # --python 3.13t: only a free-threaded interpreter (True); None: either kind.
+    free_threaded: bool | None = None
     # The project's own requirements (not the family's), its -c constraints, and the
     # index options its files carry (compat.project).
     project: ProjectSpec = field(default_factory=ProjectSpec)
@@ -160,7 +170,9 @@ class Request:
         """The request as the user wrote it; `project=False`: the family's part only."""
         out = [str(r) for r in self.requirements] + [r.text for r in self.project.others if project]
         if self.python:
-            out.append(f"--python {self.python}")
+            out.append(f"--python {self.python}" + (" (free-threaded)" if self.free_threaded else ""))
+        elif self.free_threaded:
+            out.append("--python (free-threaded)")
         if self.cuda:
             out.append(f"--cuda {self.cuda}")
         if self.variant:
@@ -176,6 +188,7 @@ __all__ = [
     "PlainRequirement",
     "Request",
     "parse_plain_requirement",
+    "parse_python_spec",
     "parse_requirements",
     "parse_spec",
     "split_requirements",

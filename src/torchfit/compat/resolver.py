@@ -215,13 +215,18 @@ def _make_plan(ctx: Context, build: Build, py: PythonChoice, chosen: Sequence[Pr
     )
     if str(req.spec("torch")):
         why["torch"] += f"; within torch{req.spec('torch')}"
+    ft = "t" if py.free_threaded else ""
     why["python"] = (
-        f"Python {py.version} present at {py.path}" if py.source == "installed" and py.path else
-        f"Python {py.version} present" if py.source == "installed" else
-        f"no present interpreter has {build.label} wheels; pyenv will install {py.version}"
+        f"Python {py.version}{ft} present at {py.path}" if py.source == "installed" and py.path else
+        f"Python {py.version}{ft} present" if py.source == "installed" else
+        f"no present interpreter has {build.label} wheels; pyenv will install {py.version}{ft}"
     )
     if py.source == "pyenv":
-        reasons.append(f"Python {py.label} is not present: `pyenv install {py.version}` will provide it")
+        reasons.append(f"Python {py.shown} is not present: `pyenv install {py.version}{ft}` will provide it")
+    if py.free_threaded:
+        reasons.append(f"Python {py.shown} is free-threaded: {build.label} and every package of the plan have "
+                       f"cp{py.minor[0]}{py.minor[1]}t wheels (matrix: python_freethreaded, "
+                       f"{build.sources.get('python_freethreaded', '')})")
     why["cudnn"] = f"bundled with {build.label}" + ("" if build.cudnn else " (version unknown in the matrix)")
     why["nccl"] = f"bundled with {build.label}" + ("" if build.nccl else " (version unknown in the matrix)")
     why["torchvision"] = f"matches {build.label}" if build.torchvision else "no release matches"
@@ -279,6 +284,7 @@ def _make_plan(ctx: Context, build: Build, py: PythonChoice, chosen: Sequence[Pr
         python_version=py.version,
         python_source=py.source,
         python_path=py.path,
+        free_threaded=py.free_threaded,
         torch=str(build.torch),
         variant=build.variant,
         cuda=build.cuda,

@@ -33,21 +33,30 @@ from torchfit.compat.facts import Pyenv, PythonInstall
 from torchfit.host._io import DEFAULT_TIMEOUT, _run_tool, _unknown
 from torchfit.runner import Runner
 
-_PY_VERSION_CODE = "import sys;print('%d.%d.%d'%sys.version_info[:3])"
+# "3.13.2", or "3.13.2t" for a free-threaded build (sysconfig Py_GIL_DISABLED, PEP 703).
+_PY_VERSION_CODE = ("import sys,sysconfig;print('%d.%d.%d'%sys.version_info[:3]"
+                    "+('t' if sysconfig.get_config_var('Py_GIL_DISABLED') else ''))")
 # A pyenv shim is asked for the interpreter it runs as well.
-_PY_SHIM_CODE = "import sys;print('%d.%d.%d'%sys.version_info[:3]);print(sys.executable)"
+_PY_SHIM_CODE = _PY_VERSION_CODE + ";print(sys.executable)"
 # pyenv's shim template (pyenv-rehash): `exec "…/libexec/pyenv" exec "$program" "$@"`;
 # pyenv-virtualenv's shims are the same.
 _PYENV_SHIM = re.compile(rb'exec "[^"\n]*pyenv" exec "\$program"')
 
 _PY_FINAL = re.compile(r"([0-9]+)\.([0-9]+)\.([0-9]+)")
-# The interpreter names looked for on PATH (python3.12, python3; not python3-config).
-_PY_NAME = re.compile(r"python3(?:\.[0-9]+)?")
+_PY_FINAL_FT = re.compile(r"([0-9]+)\.([0-9]+)\.([0-9]+)t?")
+# The interpreter names looked for on PATH (python3.12, python3.13t, python3; not python3-config).
+_PY_NAME = re.compile(r"python3(?:\.[0-9]+t?)?")
 
 def parse_python_version(text: str) -> str | None:
     """Output of `python -c "...sys.version_info[:3]"` ("3.12.1") -> "3.12.1", or None."""
     token = text.strip()
-    return token if _PY_FINAL.fullmatch(token) else None
+    return token if _PY_FINAL_FT.fullmatch(token) else None
+
+
+def python_install(version: str, path: str | None, source: str) -> PythonInstall:
+    """A PythonInstall from a probed version, "3.13.2t" marking a free-threaded build."""
+    ft = version.endswith("t")
+    return PythonInstall(version[:-1] if ft else version, path, source, ft)
 
 
 def parse_pyenv_version(text: str) -> str | None:
@@ -57,29 +66,29 @@ def parse_pyenv_version(text: str) -> str | None:
 
 
 def parse_pyenv_versions(text: str) -> tuple[str, ...]:
-    """`pyenv versions --bare` -> the CPython versions pyenv has built ("3.12.1").
+    """`pyenv versions --bare` -> the CPython versions pyenv has built ("3.12.1", "3.13.0t").
 
-    Skips "system", virtualenvs ("3.12.1/envs/x", "myenv"), other implementations
-    (pypy3.10-7.3.15, miniconda3-latest) and free-threaded builds ("3.13.0t": a
-    different ABI, cp313t wheels).
+    Skips "system", virtualenvs ("3.12.1/envs/x", "myenv") and other implementations
+    (pypy3.10-7.3.15, miniconda3-latest); keeps free-threaded builds ("3.13.0t": cp313t
+    wheels only, marked so in the facts).
     """
-    return _final_cpython(text.splitlines())
+    return _final_cpython(text.splitlines(), _PY_FINAL_FT)
 
 
 def parse_pyenv_install_list(text: str) -> tuple[str, ...]:
     """`pyenv install --list` -> CPython final releases pyenv can build, in its order.
 
-    Only bare "X.Y.Z" lines count: not "3.14-dev", "3.14.0rc1", "3.13.0t", "pypy...",
-    "anaconda3-...", nor the "Available versions:" header.
+    Only "X.Y.Z" lines and their free-threaded "X.Y.Zt" count: not "3.14-dev",
+    "3.14.0rc1", "3.13t-dev", "pypy...", "anaconda3-...", nor the "Available versions:" header.
     """
-    return _final_cpython(text.splitlines())
+    return _final_cpython(text.splitlines(), _PY_FINAL_FT)
 
 
-def _final_cpython(lines: Iterable[str]) -> tuple[str, ...]:
+def _final_cpython(lines: Iterable[str], pattern: re.Pattern[str] = _PY_FINAL) -> tuple[str, ...]:
     seen: dict[str, None] = {}
     for line in lines:
         token = line.strip()
-        if _PY_FINAL.fullmatch(token):
+        if pattern.fullmatch(token):
             seen.setdefault(token, None)
     return tuple(seen)
 
@@ -115,7 +124,8 @@ def env_python(prefix: str, names: Sequence[str] = ("bin/python3", "bin/python")
 def interpreter_in(prefix: str, version: str) -> str | None:
     """bin/pythonX.Y (or bin/python3, bin/python) under an installation prefix."""
     major_minor = ".".join(version.split(".")[:2])
-    for name in (f"python{major_minor}", "python3", "python"):
+    ft = (f"python{major_minor}t",) if version.endswith("t") else ()  # a free-threaded build's own name
+    for name in (*ft, f"python{major_minor}", "python3", "python"):
         exe = os.path.join(prefix, "bin", name)
         if os.access(exe, os.X_OK):
             return exe
@@ -160,7 +170,7 @@ def probe_pyenv(
         for v in parse_pyenv_versions(res.stdout):
             path = pyenv_python(root, v)
             if path:
-                pythons.append(PythonInstall(v, path, "pyenv"))
+                pythons.append(python_install(v, path, "pyenv"))
     return Pyenv(root, version, installable), tuple(pythons), reason
 
 
@@ -315,7 +325,7 @@ def probe_pythons(
         if isinstance(hit, list) and len(hit) == 2 and hit[0] == _native_fingerprint(real):
             version = parse_python_version(str(hit[1]))
             if version:
-                return PythonInstall(version, path, "path")
+                return python_install(version, path, "path")
         return None
 
     def ask(path: str) -> PythonInstall | None:
@@ -333,7 +343,7 @@ def probe_pythons(
             target = lines[1].strip() if len(lines) > 1 else ""
             if os.path.isabs(target) and os.path.isfile(target) and os.access(target, os.X_OK):
                 path = target
-        return PythonInstall(version, path, "path") if version else None
+        return python_install(version, path, "path") if version else None
 
     answers = {path: cached(path) for path in candidates}
     missing = [path for path, hit in answers.items() if hit is None]

@@ -105,10 +105,12 @@ def find_interpreter(plan: Plan, runner: EnvRunner, observer: Progress, log: Ins
     from torchfit.host.pythons import interpreter_in, pyenv_root
     from torchfit.installer.pyenv import ensure_python
 
-    version = plan.python_version
+    # A free-threaded plan needs pyenv's "3.13.2t" build, python3.13t on PATH.
+    ft = "t" if plan.free_threaded else ""
+    version = plan.python_version + ft
     if plan.python_source != "pyenv":
-        minor = ".".join(version.split(".")[:2])
-        found = shutil.which(f"python{minor}")
+        minor = ".".join(plan.python_version.split(".")[:2])
+        found = shutil.which(f"python{minor}{ft}")
         root = pyenv_root(runner.environ())
         pyenv_copy = interpreter_in(os.path.join(root, "versions", version), version) if root else None
         if pyenv_copy or found:
