@@ -33,7 +33,8 @@ def _facts(raw: dict[str, Any]) -> Any:
     """A story's host; "3.14.0t" in pythons is a free-threaded interpreter."""
     facts = _plain_facts(raw)
     ft = {v.rstrip("t") for v in raw.get("pythons", []) if v.endswith("t")}
-    return replace(facts, pythons=tuple(replace(p, free_threaded=p.version in ft) for p in facts.pythons))
+    return replace(facts, pythons=tuple(replace(p, free_threaded=p.version in ft) for p in facts.pythons),
+                   wsl=raw.get("wsl", False), l4t=raw.get("l4t"))
 
 
 def _plain_facts(raw: dict[str, Any]) -> Any:

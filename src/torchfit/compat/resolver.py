@@ -43,6 +43,7 @@ from torchfit.compat.provider import (
 )
 from torchfit.compat.request import Request
 from torchfit.compat.rules import (
+    NVIDIA_WSL,
     has_full_driver,
 )
 from torchfit.compat.versions import coverage
@@ -187,6 +188,12 @@ def _make_plan(ctx: Context, build: Build, py: PythonChoice, chosen: Sequence[Pr
             )
         why.setdefault("variant", "")
         why["variant"] += prefix + why_gpu + "; "
+        if build.kind == "cuda" and host.wsl:
+            warnings.append(
+                f"{prefix}WSL 2: the NVIDIA driver is the Windows host's (nvidia-smi here reports it) and libcuda "
+                "comes from /usr/lib/wsl/lib: install no Linux NVIDIA driver or CUDA driver package inside WSL, "
+                f"and keep /usr/lib/wsl/lib on the loader path ({NVIDIA_WSL})"
+            )
         if "driver" in checks:
             why.setdefault("cuda", "")
             why["cuda"] += prefix + checks["driver"].text + "; "

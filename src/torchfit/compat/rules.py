@@ -147,12 +147,28 @@ JETSON_WHEELS = ("NVIDIA's Jetson wheels (docs.nvidia.com/deeplearning/framework
                  "forums.developer.nvidia.com/t/pytorch-for-jetson/72048)")
 
 
+# AMD's own instructions for PyTorch on WSL 2: its ROCm WSL runtime and its wheels.
+AMD_WSL = ("the PyTorch wheels AMD's ROCm-on-WSL guide prescribes "
+           "(rocm.docs.amd.com/projects/radeon-ryzen/en/latest/docs/install/installrad/wsl/howto_wsl.html)")
+# NVIDIA's CUDA on WSL: the Windows driver, libcuda from /usr/lib/wsl/lib.
+NVIDIA_WSL = "NVIDIA, CUDA on WSL User Guide: docs.nvidia.com/cuda/wsl-user-guide/"
+
+
 def check_platform(build: Build, host: HostFacts) -> RuleResult:
     platform = host_platform(host)
     if platform is None:
         return RuleResult(False, f"{build.variant}: {_unknown(host, 'arch')}", "platform")
     if platform not in build.platforms:
         return RuleResult(False, f"{build.variant}: no {platform} wheels on its index", "platform")
+    if build.kind == "rocm" and host.wsl:
+        return RuleResult(
+            False,
+            f"{build.variant}: {host.name} runs WSL 2, where ROCm reaches the GPU through AMD's WSL runtime "
+            f"(librocdxg over /dev/dxg, not /dev/kfd); {build.index_url.rsplit('/', 1)[0]}'s ROCm wheels are not "
+            f"built for it: use {AMD_WSL}",
+            "platform",
+            "are not built for ROCm on WSL 2 (AMD's WSL runtime): use " + AMD_WSL,
+        )
     if build.kind == "cuda" and host.jetson == "igpu":
         # The arch check would pass (8.0 SASS loads on Orin's 8.7): exactly the trap.
         l4t = f"L4T {host.l4t}" if host.l4t else "a Jetson iGPU"
