@@ -103,7 +103,8 @@ def explain_conflict(ctx: Context) -> tuple[list[str], list[Remedy]]:
         elif set(cats) <= {"driver", "glibc", "python", "user", "companion"}:
             pairs.append((b, cats))
     order = ["gpu", "driver", "glibc", "platform", "python", "companion", "user"]
-    if any(h.jetson == "igpu" for h in ctx.hosts):  # a Jetson's own CUDA: the reason before any other
+    # A Jetson's own CUDA, ROCm under WSL: the platform is the reason, before any other.
+    if any(h.jetson == "igpu" or (h.wsl and h.amd_gpus) for h in ctx.hosts):
         order = ["platform", *[c for c in order if c != "platform"]]
     for cat in order:
         items = by_category.get(cat, [])
