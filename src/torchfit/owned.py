@@ -5,7 +5,9 @@ $TMPDIR) carries `.torchfit-owner`: the pid, the kernel's start time of that pid
 the boot id and a random token. A directory is torchfit's only with a valid marker
 written by this user, and a run is over only when that pid with that start time on
 this boot is gone; nothing without that proof is ever deleted. It sits beside the
-runner (the runner's temp dirs and installer/prefix.py both use it).
+runner and owns the marked temporary directories (`owned_temp_dir`, `temp_dir`,
+`sweep_temp_dirs`) that verify, doctor, export and install work in; installer/prefix.py
+marks its temporary envs with it too.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import os
 import secrets
 import shutil
 import stat
+import tempfile
 import time
+from collections.abc import Iterator
 
 from torchfit.runner import signals_deferred
 
@@ -142,3 +146,60 @@ def remove_marked(path: str, token: str | None = None) -> bool:
         return False
     remove_tree(path)
     return True
+
+
+# --- temporary directories that say who made them ----------------------------------------
+
+
+def owned_temp_dir(kind: str) -> str:
+    """A new private directory `$TMPDIR/torchfit-KIND-XXXX` carrying torchfit's owner marker.
+
+    Directories of the same kind left by a run that was SIGKILLed (marker proves
+    torchfit made them; that run is gone) are removed first; nothing without a
+    valid marker is ever touched.
+    """
+    base = tempfile.gettempdir()
+    sweep_temp_dirs(kind, base)
+    for _ in range(5):
+        path = os.path.join(base, f"torchfit-{kind}-{os.urandom(4).hex()}")
+        try:
+            make_marked_dir(path, path)
+        except FileExistsError:
+            continue
+        os.chmod(path, 0o700)
+        return path
+    raise OSError(f"cannot create a temporary directory in {base}")  # pragma: no cover
+
+
+def sweep_temp_dirs(kind: str, base: str | None = None) -> list[str]:
+    """Remove `torchfit-KIND-*` directories whose marker names a run that has ended."""
+    base = base or tempfile.gettempdir()
+    removed: list[str] = []
+    try:
+        entries = os.listdir(base)
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.startswith(f"torchfit-{kind}-"):
+            continue
+        path = os.path.join(base, entry)
+        marker = read_marker(path)
+        if marker is not None and not owner_alive(marker):
+            remove_tree(path)
+            removed.append(path)
+    return removed
+
+
+def remove_owned_dir(path: str) -> bool:
+    """Remove a directory made by `owned_temp_dir` (only when its marker is valid)."""
+    return remove_marked(path)
+
+
+@contextlib.contextmanager
+def temp_dir(kind: str) -> Iterator[str]:
+    """`owned_temp_dir` removed on exit, also on Ctrl-C, SIGTERM and SIGHUP (exit 130)."""
+    path = owned_temp_dir(kind)
+    try:
+        yield path
+    finally:
+        remove_owned_dir(path)

@@ -58,8 +58,7 @@ def _start(tf: Tf, command: str, tmp_path: Path, torch_index: str, cpu_torch_env
 def _assert_sweepable(run: Run, tmp_path: Path, why: str) -> None:
     """After SIGKILL: every directory left is marked as the dead run's, and sweeping removes it."""
     from torchfit.installer.prefix import scan_temps
-    from torchfit.owned import owner_alive, read_marker
-    from torchfit.runner import sweep_temp_dirs
+    from torchfit.owned import owner_alive, read_marker, sweep_temp_dirs
 
     for name in run.temp_dirs():
         marker = read_marker(str(run.tmp / name))

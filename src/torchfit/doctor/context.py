@@ -23,7 +23,8 @@ from torchfit.compat import versions
 from torchfit.compat.facts import Gpu
 from torchfit.doctor import parse
 from torchfit.errors import ProbeFailed, ToolMissing, ToolTimeout
-from torchfit.runner import Runner, temp_dir
+from torchfit.owned import temp_dir
+from torchfit.runner import Runner
 from torchfit.workers import last_record, read_records, worker_argv
 from torchfit.workers.torchfit_runtime import lib_kind
 

@@ -45,7 +45,7 @@ def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str = PYPI_SIMPLE, on_w
         raise ExportFailed("exporting a pylock.toml without --lock needs uv to lock the dependencies",
                            hint="pip install uv (on PATH or into torchfit's own venv), or export from an "
                                 "existing lock with --lock FILE")
-    from torchfit.runner import temp_dir
+    from torchfit.owned import temp_dir
 
     with temp_dir("export") as tmp:
         project = os.path.join(tmp, "pyproject.toml")

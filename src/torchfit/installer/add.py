@@ -56,9 +56,10 @@ from torchfit.installer.prefix import InstallLog
 from torchfit.installer.sources import Sources
 from torchfit.lock.model import FAMILY, Lock, LockedDist, sorted_dists
 from torchfit.lock.pylock import LOCK_NAME, load_lock, replace_lock
+from torchfit.owned import temp_dir
 from torchfit.progress import Progress
 from torchfit.redact import redact, strip_credentials
-from torchfit.runner import find_uv, stall_timeout, temp_dir
+from torchfit.runner import find_uv, stall_timeout
 
 # uv's "no solution" explanation involves the family pin: "... depends on torch==2.12.0",
 # "torchfit-env depends on torch==2.13.0+cpu" (not `torch-scatter`, not a build's traceback).

@@ -95,7 +95,8 @@ def compile_set(plan: Plan, sources: Sources, arch: str, glibc: tuple[int, int] 
         install_specs,
         uv_version,
     )
-    from torchfit.runner import find_uv, stall_timeout, temp_dir
+    from torchfit.owned import temp_dir
+    from torchfit.runner import find_uv, stall_timeout
 
     runner = EnvRunner()
     uv = find_uv(runner)

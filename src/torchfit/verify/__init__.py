@@ -31,9 +31,9 @@ from typing import Any
 from torchfit.checks import Check, Status
 from torchfit.host.links import probe_links
 from torchfit.lock.pylock import load_expected
+from torchfit.owned import owned_temp_dir, remove_owned_dir
 from torchfit.progress import Progress
 from torchfit.redact import redact
-from torchfit.runner import owned_temp_dir, remove_owned_dir
 from torchfit.verify.bandwidth import bandwidth_report, smi_indices
 from torchfit.verify.ddp import early_plan, judge_ddp, plan_ddp, rank_to_json, visible_gpus_guess
 from torchfit.verify.environment import blocking, host_gpu_count, judge_environment, shown
