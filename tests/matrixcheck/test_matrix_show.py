@@ -70,7 +70,8 @@ def test_show_unknown_lists_each_unknown_fact_with_what_it_blocks(capsys) -> Non
     for r in rows:
         assert r["blocks"] and r["reason"] and r["line"] > 0
         if r["fact"] in ("arch", "arch_aarch64"):
-            assert "refused for every NVIDIA GPU" in r["blocks"]
+            vendor = "AMD" if r["variant"].startswith("rocm") else "NVIDIA"
+            assert f"refused for every {vendor} GPU" in r["blocks"]
 
 
 def test_show_unknown_table_on_a_small_matrix(capsys, tmp_path) -> None:
