@@ -123,6 +123,8 @@ def test_lint_imports_catches_a_forbidden_import(
         ("torchfit.compat.planted", "import requests"),
         ("torchfit.installer.planted", "import subprocess"),
         ("torchfit.doctor.planted", "def f() -> None:\n    from subprocess import run"),
+        ("torchfit.verify.planted", "import os\n\n\ndef f(pid: int) -> None:\n    os.killpg(pid, 9)"),
+        ("torchfit.installer.planted", "from os import kill\n\n\ndef f(pid: int) -> None:\n    kill(pid, 9)"),
     ],
 )
 def test_ruff_catches_a_banned_api(tree: Path, module: str, source: str) -> None:

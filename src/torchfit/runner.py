@@ -298,6 +298,62 @@ def kill_all(grace: float = 0.5, strays: bool = True) -> list[int]:
     return [p.pid for p in procs] + (kill_stray_children() if strays else [])
 
 
+# --- processes found by a mark in their command line -----------------------------------
+
+
+def find_pids_with(marker: str) -> list[int]:
+    """Live processes whose command line contains `marker` (a unique work path)."""
+    me = os.getpid()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmd = fh.read().decode("utf-8", "replace")
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if marker in cmd and state != "Z":
+            found.append(int(entry))
+    return found
+
+
+def _signal_tree(pid: int, sig: int) -> None:
+    try:
+        if os.getpgid(pid) == pid and pid != os.getpgid(0):
+            os.killpg(pid, sig)  # a group leader (torchrun, each worker): its children too
+        else:
+            os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop_marked(marker: str, proc: subprocess.Popen[str] | None = None, grace: float = 3.0) -> bool:
+    """SIGTERM, then SIGKILL after `grace`, `proc` (its whole group when it leads one) and
+    every live process whose command line holds `marker` (a unique work path: torchrun's
+    workers live in sessions of their own). True when anything was signalled."""
+    signalled = False
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = set(find_pids_with(marker))
+        if proc is not None and proc.poll() is None:
+            pids.add(proc.pid)
+        if not pids:
+            break
+        signalled = True
+        for pid in pids:
+            _signal_tree(pid, sig)
+        end = time.monotonic() + grace
+        while time.monotonic() < end:
+            if proc is not None:
+                proc.poll()
+            if not find_pids_with(marker) and (proc is None or proc.poll() is not None):
+                break
+            time.sleep(0.05)
+    return signalled
+
+
 def kill_stray_children() -> list[int]:
     """SIGKILL the process groups of this process's children that lead their own session.
 

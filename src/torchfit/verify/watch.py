@@ -99,35 +99,6 @@ def last_stage(records: Sequence[Mapping[str, Any]]) -> tuple[str, Any, float | 
 # --- processes -----------------------------------------------------------------------------
 
 
-def find_pids_with(marker: str) -> list[int]:
-    """Live processes whose command line contains `marker` (a unique work path)."""
-    me = os.getpid()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                cmd = fh.read().decode("utf-8", "replace")
-            with open(f"/proc/{entry}/stat", encoding="utf-8") as fh:
-                state = fh.read().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if marker in cmd and state != "Z":
-            found.append(int(entry))
-    return found
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        if os.getpgid(pid) == pid and pid != os.getpgid(0):
-            os.killpg(pid, sig)  # a group leader (torchrun, each worker): its children too
-        else:
-            os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 class Child:
     """A watched child in its own session; `stop()` ends it and everything it started."""
 
@@ -171,21 +142,9 @@ class Child:
     def stop(self, grace: float = 3.0) -> None:
         """SIGTERM, then SIGKILL after `grace`, the child's group and every process
         marked with this run's path (torchrun's workers live in other sessions)."""
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            pids = set(find_pids_with(self.marker))
-            if self.proc.poll() is None:
-                pids.add(self.proc.pid)
-            if not pids:
-                break
-            self.killed = True
-            for pid in pids:
-                _signal(pid, sig)
-            end = time.monotonic() + grace
-            while time.monotonic() < end:
-                self.proc.poll()
-                if not find_pids_with(self.marker) and self.proc.poll() is not None:
-                    break
-                time.sleep(0.05)
+        from torchfit.runner import stop_marked
+
+        self.killed = stop_marked(self.marker, self.proc, grace) or self.killed
         try:
             self.proc.wait(timeout=grace)
         except runner.TimeoutExpired:
