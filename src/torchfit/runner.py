@@ -40,7 +40,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
 
@@ -549,12 +549,14 @@ class Runner:
         self.env_overrides = dict(env_overrides or {})
         self.kill_grace = kill_grace
 
-    def environ(self, env: Mapping[str, str] | None = None) -> dict[str, str]:
-        """The environment a child gets."""
+    def environ(self, env: Mapping[str, str] | None = None, unset: Iterable[str] = ()) -> dict[str, str]:
+        """The environment a child gets: os.environ, the overrides, `env`, less `unset`."""
         merged = dict(os.environ)
         merged.update(self.env_overrides)
         if env:
             merged.update(env)
+        for name in unset:
+            merged.pop(name, None)
         return merged
 
     def which(self, name: str, env: Mapping[str, str] | None = None) -> str | None:
@@ -567,6 +569,7 @@ class Runner:
         *,
         timeout: float,
         env: Mapping[str, str] | None = None,
+        unset: Iterable[str] = (),
         cwd: str | os.PathLike[str] | None = None,
         input: str | None = None,
         stall: float | None = None,
@@ -578,7 +581,8 @@ class Runner:
         cannot be found or executed, ToolTimeout when the timeout passes (after
         killing the child's whole process group), ToolStalled when `stall` is given
         and the group did no I/O for that many seconds. `on_wait(elapsed_s, io_bytes)`
-        is called about once a second while the command runs.
+        is called about once a second while the command runs. `unset`: variables the
+        child must not inherit (pip's `unset_environ`).
         """
         if timeout is None or not timeout > 0:
             # A programming error, not a host fact: every command needs a bound.
@@ -586,7 +590,7 @@ class Runner:
         argv = tuple(str(a) for a in argv)
         if not argv:
             raise ToolMissing(argv, "(empty argv)")
-        child_env = self.environ(env)
+        child_env = self.environ(env, unset)
         exe = argv[0]
         if os.sep not in exe:
             # Look the tool up on the child's PATH ourselves: a clear ToolMissing

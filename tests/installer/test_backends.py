@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from torchfit.errors import BadInput
-from torchfit.installer.backends import EnvRunner, PipBackend, StepContext, UvBackend, pick_backend
+from torchfit.installer.backends import PipBackend, StepContext, UvBackend, pick_backend
 from torchfit.installer.prefix import InstallLog
 from torchfit.installer.sources import PipConfig, make_sources
 from torchfit.progress import Progress
-from torchfit.runner import find_uv
+from torchfit.runner import Runner, find_uv
 
 
 class Recorder(Progress):
@@ -47,7 +47,18 @@ def ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> StepContext:
     sources = make_sources(torch_index="file:///nowhere/simple", index_url=None, extra_index_urls=[],
                            find_links=[], offline=False, allow_insecure=False, pip=PipConfig({}),
                            torch_index_flag="--torch-index-url")
-    return StepContext(EnvRunner(), InstallLog("t"), Recorder(), sources, 60.0, {})
+    return StepContext(Runner(), InstallLog("t"), Recorder(), sources, 60.0, {})
+
+
+def test_a_step_does_not_inherit_what_its_env_drops(ctx: StepContext, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The step's env is the whole environment: a variable it leaves out (the user's
+    PIP_INDEX_URL) is unset in the child (Runner.run's `unset`), one it sets is set."""
+    monkeypatch.setenv("PIP_INDEX_URL", "https://user:secret@mirror.invalid/simple")
+    env = {k: v for k, v in os.environ.items() if k != "PIP_INDEX_URL"}
+    env["UV_NO_CONFIG"] = "1"
+    code = "import os; print(os.environ.get('PIP_INDEX_URL'), os.environ.get('UV_NO_CONFIG'))"
+    res = ctx.run("probe", [sys.executable, "-c", code], env, "the child's environment", show=False)
+    assert res.stdout.split() == ["None", "1"]
 
 
 @pytest.fixture
@@ -63,19 +74,19 @@ def test_uv_beside_torchfits_interpreter_comes_before_path(tmp_path: Path, monke
     on_path = _script(tmp_path / "path" / "uv", 'echo "uv 0.9.2"')
     monkeypatch.setattr(sys, "executable", str(beside.parent / "python"))
     monkeypatch.setenv("PATH", f"{on_path.parent}{os.pathsep}{os.environ['PATH']}")
-    assert find_uv(EnvRunner()) == str(beside)
+    assert find_uv(Runner()) == str(beside)
 
 
 def test_this_test_venv_has_uv_beside_its_interpreter() -> None:
     """uv is a runtime dependency: installing torchfit (here: its test venv) put it there."""
-    assert find_uv(EnvRunner()) == os.path.join(os.path.dirname(sys.executable), "uv")
+    assert find_uv(Runner()) == os.path.join(os.path.dirname(sys.executable), "uv")
 
 
 def test_uv_on_path_when_none_beside(elsewhere: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                      ctx: StepContext) -> None:
     on_path = _script(tmp_path / "path" / "uv", 'echo "uv 0.9.2 (x86_64-unknown-linux-gnu)"')
     monkeypatch.setenv("PATH", f"{on_path.parent}{os.pathsep}/usr/bin:/bin")
-    assert find_uv(EnvRunner()) == str(on_path)
+    assert find_uv(Runner()) == str(on_path)
     backend = pick_backend("auto", ctx)
     assert isinstance(backend, UvBackend) and backend.label == "uv 0.9.2"
     assert f"installer: uv 0.9.2 ({on_path})" in ctx.observer.lines  # type: ignore[attr-defined]
@@ -95,7 +106,7 @@ def test_pip_is_the_fallback_where_uv_cannot_run(elsewhere: Path, tmp_path: Path
 
 def test_no_uv_anywhere(elsewhere: Path, monkeypatch: pytest.MonkeyPatch, ctx: StepContext) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
-    assert find_uv(EnvRunner()) is None
+    assert find_uv(Runner()) is None
     assert isinstance(pick_backend("auto", ctx), PipBackend)
     with pytest.raises(BadInput, match="found neither beside this torchfit nor on PATH"):
         pick_backend("uv", ctx)

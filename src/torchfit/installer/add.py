@@ -41,7 +41,6 @@ from packaging.version import InvalidVersion, Version
 
 from torchfit.errors import AddRefused, BadInput, InstallFailed
 from torchfit.installer.backends import (
-    EnvRunner,
     PipBackend,
     StepContext,
     UvBackend,
@@ -59,7 +58,7 @@ from torchfit.lock.pylock import LOCK_NAME, load_lock, replace_lock
 from torchfit.owned import temp_dir
 from torchfit.progress import Progress
 from torchfit.redact import redact, strip_credentials
-from torchfit.runner import find_uv, stall_timeout
+from torchfit.runner import Runner, find_uv, stall_timeout
 
 # uv's "no solution" explanation involves the family pin: "... depends on torch==2.12.0",
 # "torchfit-env depends on torch==2.13.0+cpu" (not `torch-scatter`, not a build's traceback).
@@ -153,7 +152,7 @@ class AddJob:
         log.write(f"torchfit add {' '.join(str(r) for r in self.requirements)} into {self.prefix}")
         for line in self.sources.describe():
             log.write(line)
-        ctx = StepContext(EnvRunner(), log, self.observer, self.sources, self.timeout, self.timings,
+        ctx = StepContext(Runner(), log, self.observer, self.sources, self.timeout, self.timings,
                           stall=stall_timeout())
         try:
             return self._run(ctx, log)

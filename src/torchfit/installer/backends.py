@@ -68,30 +68,11 @@ SEED = ("pip", 'setuptools; python_version < "3.12"', 'wheel; python_version < "
 from torchfit._backports import tomllib
 
 
-class EnvRunner(Runner):
-    """The runner, where a None value in `env` removes that variable from the child's environment.
-
-    Installer steps must drop variables (the user's PIP_*/UV_* index settings) as
-    well as set them; the runner itself only lays values over os.environ.
-    """
-
-    def environ(self, env: Mapping[str, str] | None = None) -> dict[str, str]:
-        merged: dict[str, Any] = super().environ(env)
-        return {k: v for k, v in merged.items() if v is not None}
-
-
-def env_delta(full: Mapping[str, str], base: Mapping[str, str]) -> dict[str, Any]:
-    """`full` as overrides over `base`: what it lacks becomes None (unset)."""
-    out: dict[str, Any] = {k: None for k in base if k not in full}
-    out.update(full)
-    return out
-
-
 @dataclass
 class StepContext:
     """What every installer step needs: the runner, the log, the observer, the sources."""
 
-    runner: EnvRunner
+    runner: Runner
     log: InstallLog
     observer: Progress
     sources: Sources
@@ -114,8 +95,9 @@ class StepContext:
         start = time.monotonic()
         try:
             with self.observer.running(step) if show else contextlib.nullcontext():
-                res = self.runner.run(argv, timeout=self.timeout, env=env_delta(env, base), stall=self.stall,
-                                      on_wait=self.observer.waiting(step, detail))
+                # `env` is the whole environment the step wants: what it dropped from ours is unset.
+                res = self.runner.run(argv, timeout=self.timeout, env=env, unset=[k for k in base if k not in env],
+                                      stall=self.stall, on_wait=self.observer.waiting(step, detail))
         except ToolStalled as exc:
             self.log.step(step, list(argv), None, exc.timeout, exc.stdout, exc.stderr)
             raise InstallFailed(step, _clean_argv(argv), None,

@@ -34,7 +34,6 @@ from torchfit.compat.rules import host_checks
 from torchfit.errors import BadInput, InstallFailed, LockMismatch, NoCompatibleSet
 from torchfit.installer.backends import (
     Backend,
-    EnvRunner,
     StepContext,
     env_python,
     install_specs,
@@ -55,7 +54,7 @@ from torchfit.lock.pylock import LOCK_NAME, TOOL_SCHEMA, write_lock
 from torchfit.owned import remove_tree
 from torchfit.progress import Progress
 from torchfit.redact import redact, strip_credentials
-from torchfit.runner import kill_stray_children, stall_timeout
+from torchfit.runner import Runner, kill_stray_children, stall_timeout
 
 WORK_DIR = ".torchfit-work"
 
@@ -96,7 +95,7 @@ class InstallResult:
 # --- the interpreter ----------------------------------------------------------------------
 
 
-def find_interpreter(plan: Plan, runner: EnvRunner, observer: Progress, log: InstallLog,
+def find_interpreter(plan: Plan, runner: Runner, observer: Progress, log: InstallLog,
                      timings: dict[str, float], timeout: float) -> str:
     """The plan's Python: its path when present, else pyenv install -s."""
     path = plan.python_path
@@ -205,7 +204,7 @@ class InstallJob:
     late_signals: list[str] = field(default_factory=list)
 
     def run(self) -> InstallResult:
-        runner = EnvRunner()
+        runner = Runner()
         label = os.path.basename(self.prefix.rstrip(os.sep)) or "env"
         log = InstallLog(label, on_error=self._log_trouble)
         log.write(f"torchfit {__version__} install into {self.prefix}")
@@ -227,7 +226,7 @@ class InstallJob:
                     raise exc.with_log(log.path) from exc
             raise
 
-    def _run(self, runner: EnvRunner, ctx: StepContext, log: InstallLog) -> InstallResult:
+    def _run(self, runner: Runner, ctx: StepContext, log: InstallLog) -> InstallResult:
         python = find_interpreter(self.plan, runner, self.observer, log, self.timings, self.timeout)
         backend = pick_backend(self.installer, ctx)
         replaced = os.path.lexists(self.prefix)

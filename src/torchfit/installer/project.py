@@ -89,16 +89,15 @@ def compile_set(plan: Plan, sources: Sources, arch: str, glibc: tuple[int, int] 
                 progress: Progress | None) -> list[Any]:
     """uv's resolution of the plan's whole set (the install's own step), without an env."""
     from torchfit.installer.backends import (
-        EnvRunner,
         StepContext,
         UvBackend,
         install_specs,
         uv_version,
     )
     from torchfit.owned import temp_dir
-    from torchfit.runner import find_uv, stall_timeout
+    from torchfit.runner import Runner, find_uv, stall_timeout
 
-    runner = EnvRunner()
+    runner = Runner()
     uv = find_uv(runner)
     version = uv_version(runner, uv) if uv else None
     if uv is None or version is None:
