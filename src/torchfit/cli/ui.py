@@ -106,6 +106,8 @@ def _wrap(text: str, width: int, first: str, rest: str) -> str:
 def render_plan(plan: Plan, explain: bool = False) -> None:
     """The plan as aligned lines: component, version, why (wrapped under itself on a
     terminal or with $COLUMNS; one line per component when piped)."""
+    from torchfit.compat.matrix import FAMILY_PACKAGES
+
     con = console()
     width = _error_width()
     con.print(f"[bold]torchfit resolve: the stack for {_esc(', '.join(plan.hosts))}[/]", soft_wrap=True)
@@ -142,7 +144,7 @@ def render_plan(plan: Plan, explain: bool = False) -> None:
     for r in plan.reasons:
         _print_item(con, "[green]•[/] ", "• ", r, width)
     if plan.resolved:
-        project_pins = sorted((n, v) for n, v in plan.resolved.items() if n not in ("torch", "torchvision", "torchaudio"))
+        project_pins = sorted((n, v) for n, v in plan.resolved.items() if n not in FAMILY_PACKAGES)
         _print_item(con, "[green]•[/] ", "• ", f"project: {len(plan.project)} requirements, {len(plan.resolved)} "
                     "packages resolved by uv with the torch family pinned: "
                     + ", ".join(f"{n} {v}" for n, v in project_pins), width)

@@ -37,10 +37,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from torchfit._backports import FROZEN
+from torchfit.compat.matrix import FAMILY_PACKAGES
 from torchfit.errors import BadInput
 
-# The packages whose build torchfit chooses from the matrix (PyTorch's own index).
-FAMILY = ("torch", "torchvision", "torchaudio")
 # Nested -r/-c files: pip has no limit; a cycle or a bomb must still end.
 MAX_INCLUDE_DEPTH = 16
 
@@ -65,7 +64,7 @@ class ProjectReq:
 
     @property
     def is_family(self) -> bool:
-        return self.name in FAMILY
+        return self.name in FAMILY_PACKAGES
 
 
 @dataclass(**FROZEN)
@@ -112,7 +111,7 @@ def parse_requirement(text: str, origin: str) -> ProjectReq:
         req = Requirement(text)
     except InvalidRequirement as exc:
         raise BadInput(f"{origin}: {text!r} is not a PEP 508 requirement ({str(exc).splitlines()[0]})") from None
-    if canonicalize_name(req.name) in FAMILY:
+    if canonicalize_name(req.name) in FAMILY_PACKAGES:
         # torchfit picks the family's build and index itself: a URL would bypass both.
         if req.url:
             raise BadInput(f"{origin}: {text!r}: a direct URL for {req.name} bypasses torchfit's choice of "
@@ -375,7 +374,7 @@ class PackageMeta:
                 req = Requirement(text)
             except InvalidRequirement:
                 continue  # a broken Requires-Dist line is the installer's to report
-            if canonicalize_name(req.name) in FAMILY and applies(req.marker, env, extras):
+            if canonicalize_name(req.name) in FAMILY_PACKAGES and applies(req.marker, env, extras):
                 out.append(replace_marker(req))
         return tuple(out)
 
@@ -400,7 +399,6 @@ class PackageIndex(Protocol):
 
 
 __all__ = [
-    "FAMILY",
     "PackageIndex",
     "PackageMeta",
     "ProjectReq",

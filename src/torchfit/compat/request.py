@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Union
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from torchfit._backports import FROZEN
-from torchfit.compat.project import FAMILY, ProjectReq, ProjectSpec, parse_requirement
+from torchfit.compat.matrix import FAMILY_PACKAGES
+from torchfit.compat.project import ProjectReq, ProjectSpec, parse_requirement
 from torchfit.errors import BadInput
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
-PACKAGES = FAMILY
 
 
 @dataclass(**FROZEN)
@@ -115,7 +115,7 @@ def split_requirements(items: Iterable[str]) -> tuple[tuple[AnyRequirement, ...]
                 raise BadInput(f"requirement {item!r} is not a PEP 508 requirement like 'torch>=2.4,<2.7' "
                                "or 'vllm==0.10.2'") from None
         name = req.name.lower().replace("_", "-").replace(".", "-")
-        if name not in PACKAGES:
+        if name not in FAMILY_PACKAGES:
             others.append(parse_requirement(item, "command line"))
             continue
         if req.url:
@@ -183,7 +183,6 @@ class Request:
 
 
 __all__ = [
-    "PACKAGES",
     "AnyRequirement",
     "PlainRequirement",
     "Request",

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, replace
 from packaging.version import InvalidVersion, Version
 
 from torchfit._backports import FROZEN
+from torchfit.compat.matrix import FAMILY_PACKAGES
 from torchfit.compat.plan import Plan
-from torchfit.compat.request import PACKAGES
 from torchfit.errors import BadInput
 from torchfit.lock.model import Lock, LockedDist
 from torchfit.lock.pylock import load_pylock
@@ -65,7 +65,7 @@ def stack_from_plan(plan: Plan, *, arches: Sequence[str] = (), glibc: str | None
         torch=plan.torch, variant=plan.variant, python=plan.python, index_url=plan.index_url,
         family=tuple(family), arches=tuple(dict.fromkeys(arches)) or ("x86_64",), glibc=glibc,
         hosts=plan.hosts, project=tuple(plan.project), constraints=tuple(plan.constraints),
-        resolved=tuple(sorted((n, v) for n, v in plan.resolved.items() if n not in PACKAGES)),
+        resolved=tuple(sorted((n, v) for n, v in plan.resolved.items() if n not in FAMILY_PACKAGES)),
         routed=tuple(getattr(plan, "routed", ())),
     )
 
@@ -96,9 +96,9 @@ def stack_from_lock(lock: Lock, path: str) -> Stack:
         python = m.group(1)
     arches = tuple(a for a in ("x86_64", "aarch64")
                    if any(a in (f.filename or f.url or "") for f in torch.artifacts)) or ("x86_64",)
-    family = tuple((d.name, d.version or "") for n in PACKAGES if (d := lock.find(n)) is not None)
+    family = tuple((d.name, d.version or "") for n in FAMILY_PACKAGES if (d := lock.find(n)) is not None)
     # The family came from the lock's torch index, whether or not each entry says so.
-    packages = tuple(replace(d, index=d.index or index) if d.name in PACKAGES else d for d in lock.packages)
+    packages = tuple(replace(d, index=d.index or index) if d.name in FAMILY_PACKAGES else d for d in lock.packages)
     return Stack(
         torch=str(tv.public), variant=variant, python=python or "", index_url=index, family=family,
         arches=arches, locked=packages, origin=f"lock {path}",

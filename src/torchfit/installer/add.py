@@ -39,6 +39,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from torchfit.compat.matrix import FAMILY_PACKAGES
 from torchfit.errors import AddRefused, BadInput, InstallFailed
 from torchfit.installer.backends import (
     PipBackend,
@@ -53,7 +54,7 @@ from torchfit.installer.backends import (
 )
 from torchfit.installer.prefix import InstallLog
 from torchfit.installer.sources import Sources
-from torchfit.lock.model import FAMILY, Lock, LockedDist, sorted_dists
+from torchfit.lock.model import Lock, LockedDist, sorted_dists
 from torchfit.lock.pylock import LOCK_NAME, load_lock, replace_lock
 from torchfit.owned import temp_dir
 from torchfit.progress import Progress
@@ -246,7 +247,7 @@ class AddJob:
         out = []
         for req in self.requirements:
             name = canonicalize_name(req.name)
-            if name not in FAMILY:
+            if name not in FAMILY_PACKAGES:
                 out.append(req)
                 continue
             have = family.get(name)
@@ -420,14 +421,14 @@ class AddJob:
             except InvalidRequirement:
                 continue
             name = canonicalize_name(req.name)
-            reqs.append(name if name in FAMILY else text)
+            reqs.append(name if name in FAMILY_PACKAGES else text)
         project = [str(p) for p in self.lock.plan().get("project") or []]
         asked = [str(r) for r in self.requirements]
         # A family package asked for with a version replaces the recorded bare name.
-        asked_family = {canonicalize_name(Requirement(x).name) for x in asked} & set(FAMILY)
+        asked_family = {canonicalize_name(Requirement(x).name) for x in asked} & set(FAMILY_PACKAGES)
         reqs = [r for r in reqs if r not in asked_family]
         names = {canonicalize_name(Requirement(x).name) for x in [*reqs, *project, *asked] if _parses(x)}
-        extra = [n for n in extra_names if n in FAMILY and n not in names]
+        extra = [n for n in extra_names if n in FAMILY_PACKAGES and n not in names]
         index = strip_credentials(self.lock.torch_index_url()).rstrip("/")
         plan_index = str(self.lock.plan().get("index_url") or "").rstrip("/")
         if index and index != plan_index and "--torch-index-url" not in self.source_args:
@@ -537,7 +538,7 @@ def _family_requirements(metadata: str | None, env: dict[str, str]) -> list[Requ
             req = Requirement(line.split(":", 1)[1].strip())
         except InvalidRequirement:
             continue
-        if canonicalize_name(req.name) in FAMILY and (req.marker is None or req.marker.evaluate(env)):
+        if canonicalize_name(req.name) in FAMILY_PACKAGES and (req.marker is None or req.marker.evaluate(env)):
             out.append(req)
     return out
 

@@ -45,11 +45,11 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from torchfit.background import Background
-from torchfit.compat.matrix import PYPI_SIMPLE
+from torchfit.compat.matrix import FAMILY_PACKAGES, PYPI_SIMPLE
 from torchfit.errors import BadInput, InstallFailed, ToolMissing, ToolStalled, ToolTimeout
 from torchfit.installer.prefix import InstallLog
 from torchfit.installer.sources import Sources, is_local
-from torchfit.lock.model import FAMILY, Artifact, LockedDist
+from torchfit.lock.model import Artifact, LockedDist
 from torchfit.lock.pylock import LOCK_VERSION, package_table, requirements_text
 from torchfit.lock.toml import Inline, dumps_toml
 from torchfit.progress import Progress
@@ -510,7 +510,7 @@ def uv_project(specs: Sequence[str], torch_index: str, routed: Sequence[str] = (
     """
     names = [canonicalize_name(Requirement(x).name) for x in specs]
     uv: dict[str, Any] = {
-        "sources": {n: Inline(index=TORCH_INDEX_NAME) for n in names if n in FAMILY or n in routed},
+        "sources": {n: Inline(index=TORCH_INDEX_NAME) for n in names if n in FAMILY_PACKAGES or n in routed},
         "index": [{"name": TORCH_INDEX_NAME, "url": torch_index, "explicit": True}],
     }
     return dumps_toml({"project": {"name": "torchfit-env", "version": "0", "dependencies": list(specs)},
@@ -586,7 +586,7 @@ class PipBackend(Backend):
                      work: str) -> list[LockedDist]:
         s = self.ctx.sources
         r1 = os.path.join(work, "report-family.json")
-        family_only = [x for x in specs if canonicalize_name(Requirement(x).name) in (*FAMILY, *self.routed)]
+        family_only = [x for x in specs if canonicalize_name(Requirement(x).name) in (*FAMILY_PACKAGES, *self.routed)]
         self.ctx.run("install-family",
                      self._pip(env_dir, "--no-deps", "--only-binary", ":all:", "--report", r1, *family_only),
                      s.pip_env(os.environ, family=True), f"the torch family from {redact(s.torch_index)} only")
@@ -683,7 +683,7 @@ def family_specs(plan: Any) -> list[str]:
     out = []
     for name in plan.packages:
         version = getattr(plan, name, None) if name != "torch" else plan.torch
-        if name not in FAMILY or (not version and name == "torch"):
+        if name not in FAMILY_PACKAGES or (not version and name == "torch"):
             raise BadInput(f"the plan names {name} without a version")
         # A companion a project package requires but the matrix knows no version of:
         # uv takes the one the project's pins allow, from the torch index only.

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchfit._backports import FROZEN
+from torchfit.compat.matrix import FAMILY_PACKAGES
 
-FAMILY = ("torch", "torchvision", "torchaudio")
 EXPECTED_KEYS = ("torch", "cuda", "cudnn", "nccl")
 
 
@@ -54,7 +54,7 @@ class LockedDist:
 
     @property
     def is_family(self) -> bool:
-        return self.name in FAMILY
+        return self.name in FAMILY_PACKAGES
 
     def requirement_line(self) -> str:
         """`name==version --hash=sha256:...` for a hash-checking install."""
