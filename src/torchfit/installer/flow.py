@@ -299,7 +299,7 @@ class InstallJob:
         """A lock is whole or refused: every dependency of what it installed must be
         there (lock.closure: the check `verify --lock` makes too)."""
         from torchfit.lock.closure import PROBE as CLOSURE
-        from torchfit.lock.closure import find_closure_problems, parse_closure_output
+        from torchfit.lock.closure import judge_closure, parse_closure_output
 
         argv = [env_python(env_dir), "-c", CLOSURE]
         res = ctx.run("check-deps", argv, dict(os.environ),
@@ -308,10 +308,7 @@ class InstallJob:
         if data is None:
             raise InstallFailed("check-deps", [env_python(env_dir), "-c", "<closure probe>"], res.returncode,
                                 redact((res.stderr or res.stdout)[-3000:]))
-        # An NCCL wheel pinned over torch's own (--nccl) differs from torch's pin on purpose.
-        ignore = [d.name for d in self.lock.packages if d.name.startswith("nvidia-nccl")] \
-            if self.lock is not None and self.pin.mechanism == "wheel-override" else []
-        problems = find_closure_problems(data.get("dists") or [], data.get("env") or {}, ignore)
+        problems = judge_closure(data, nccl_override=self.pin.mechanism == "wheel-override")
         if problems:
             where = self.lock.path if self.lock is not None and self.lock.path else "the lock"
             raise InstallFailed(

@@ -3,10 +3,11 @@
 A lock is installed with `--no-deps` (the lock is the whole list), so a lock that
 lost an entry (hand-trimmed, tampered) gives an env where `import torch` works and
 `torch.compile` dies on `No module named 'sympy'`. `install --lock` and
-`verify --lock` both call `probe_closure` (the same function, so they cannot
-disagree); it does what `pip check` does, without needing pip or uv in the env
-(a uv-made venv has no pip): the target interpreter lists its distributions and
-its marker environment, and `find_closure_problems` judges them with `packaging`.
+`verify --lock` both run `PROBE` in the env and judge its answer with `judge_closure`
+(the same function, so they cannot disagree); it does what `pip check` does, without
+needing pip or uv in the env (a uv-made venv has no pip): the target interpreter lists
+its distributions and its marker environment, and `find_closure_problems` judges them
+with `packaging`.
 """
 
 from __future__ import annotations
@@ -58,6 +59,17 @@ def parse_closure_output(stdout: str) -> dict[str, Any] | None:
                 return None
             return data if isinstance(data, dict) else None
     return None
+
+
+def judge_closure(data: Mapping[str, Any], *, nccl_override: bool) -> list[str]:
+    """The problems of a `PROBE` answer. With `nccl_override` (the env's NCCL pin is an
+    nvidia-nccl wheel installed over torch's own: install --nccl) the NCCL wheels may
+    differ from torch's pin on purpose and are not judged; otherwise they are, as
+    every other distribution."""
+    dists = data.get("dists") or []
+    nccl = [str(d[0]) for d in dists if nccl_override
+            and canonicalize_name(str(d[0])).startswith("nvidia-nccl")]
+    return find_closure_problems(dists, data.get("env") or {}, nccl)
 
 
 def find_closure_problems(

@@ -203,6 +203,18 @@ def load_expected(path: str) -> tuple[dict[str, str] | None, str | None]:
     return lock.expected(), None
 
 
+def load_pin_mechanism(path: str) -> str | None:
+    """[tool.torchfit.nccl] mechanism of the lock at `path` ("wheel", "wheel-override", ...),
+    tolerant like `load_expected`: None when the file or the key cannot be read."""
+    try:
+        data = loads_toml(_read_text(path), path)
+    except (BadInput, OSError):
+        return None
+    tool = data.get("tool", {}).get("torchfit", {}) if isinstance(data.get("tool"), dict) else {}
+    nccl = tool.get("nccl") if isinstance(tool, dict) else None
+    return str(nccl["mechanism"]) if isinstance(nccl, dict) and nccl.get("mechanism") else None
+
+
 # --- writing ------------------------------------------------------------------------
 
 

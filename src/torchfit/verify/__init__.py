@@ -301,7 +301,8 @@ def check_closure(python: str, lock_path: str, timeout: float) -> Check:
 
     from torchfit.errors import ProbeFailed
     from torchfit.lock.closure import PROBE as CLOSURE
-    from torchfit.lock.closure import find_closure_problems, parse_closure_output
+    from torchfit.lock.closure import judge_closure, parse_closure_output
+    from torchfit.lock.pylock import load_pin_mechanism
     from torchfit.runner import Runner
     from torchfit.verify.watch import lines_tail
 
@@ -314,9 +315,9 @@ def check_closure(python: str, lock_path: str, timeout: float) -> Check:
         return Check("lock-deps", Status.FAIL, "could not list the env's distributions",
                      lines_tail(res.stderr or res.stdout, 5))
     dists = data.get("dists") or []
-    # An NCCL wheel pinned over torch's own (install --nccl) differs from torch's pin on purpose.
-    nccl = [str(d[0]) for d in dists if str(d[0]).lower().replace("_", "-").startswith("nvidia-nccl")]
-    problems = find_closure_problems(dists, data.get("env") or {}, nccl)
+    # The lock's own NCCL pin says whether an NCCL wheel over torch's is on purpose (install --nccl).
+    override = load_pin_mechanism(lock_path) == "wheel-override"
+    problems = judge_closure(data, nccl_override=override)
     if problems:
         return Check(
             "lock-deps",
