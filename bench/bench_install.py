@@ -44,7 +44,8 @@ Sets (Python 3.11, this machine's local indexes):
 - cuda: torch 2.14.1 (CUDA 13.0) and its nvidia-* wheels from file:///opt/pypi-more/simple
         (`--variant cu130 --assume gpu=sm_90 --assume driver=580.159.04`).
 
-Printed: medians of the wall times, each tool over the anchor, and the median time of
+Printed: medians of the wall times, each tool over the anchor (the ratio of the medians,
+and the median of each round's own ratio), and the median time of
 each of torchfit's steps (its --json timings). "front+tail" is the wall time minus the
 sum of the steps: interpreter start, imports, host probe, matrix, resolution, summary,
 exit. In the uv flow `uv venv` and then install-early (uv's cached answer, installed while
@@ -317,7 +318,11 @@ def run_set(bench: Bench, runs: int, cold_runs: int) -> dict[str, Any]:
             for r in rows[label][mode]:
                 for k, v in r["timings"].items():
                     steps.setdefault(k, []).append(v)
+            # each round runs every tool back to back: the median of the rounds' own ratios
+            # is steadier than a ratio of medians when the load swings between rounds
+            paired = statistics.median(r["seconds"] / a["seconds"] for r, a in zip(rows[label][mode], rows["anchor"][mode]))
             summary[mode][label] = {"median_s": round(med, 3), "over_anchor": round(med / base, 3),
+                                    "paired_over_anchor": round(paired, 3),
                                     "minus_anchor_s": round(med - base, 3),
                                     "steps_median_s": {k: round(statistics.median(v), 3) for k, v in steps.items()}}
     print(f"== {bench.name} ({bench.config} configuration): medians, alternating runs (warm {runs}, cold {cold_runs}); "
@@ -327,7 +332,7 @@ def run_set(bench: Bench, runs: int, cold_runs: int) -> dict[str, Any]:
         for label in bench.tools:
             t = s[label]
             print(f"   {mode}: torchfit {label:9s} {t['median_s']:.2f} s = {t['over_anchor']:.2f}x anchor "
-                  f"({t['minus_anchor_s']:+.2f} s)")
+                  f"({t['minus_anchor_s']:+.2f} s; median of the rounds' ratios {t['paired_over_anchor']:.2f}x)")
             print("          steps: " + ", ".join(f"{k} {v:.2f}" for k, v in t["steps_median_s"].items()))
     return {"configuration": bench.config, "describe": bench.describe(), "pip_config": bench.pip_config,
             "load_average": {"min": min(loads), "max": max(loads), "median": statistics.median(loads)},
