@@ -87,6 +87,10 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
 def check_source_options(args: argparse.Namespace) -> None:
     """The source options' URLs, before anything runs: exit 2, one line."""
     from torchfit.compat.matrix import TORCH_INDEX_ENV
+
+    template = args.torch_index_url or os.environ.get(TORCH_INDEX_ENV)
+    if not (template or args.index_url or args.extra_index_url or args.find_links):
+        return  # nothing to check (and the installer's modules stay unloaded)
     from torchfit.inputs import check_index_url
     from torchfit.installer.sources import check_url
 

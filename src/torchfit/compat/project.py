@@ -29,16 +29,18 @@ import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from packaging.markers import Marker
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from torchfit._backports import FROZEN
 from torchfit.compat.matrix import FAMILY_PACKAGES
 from torchfit.errors import BadInput
+
+if TYPE_CHECKING:  # packaging.requirements costs ~5 ms of every start-up: imported where parsed
+    from packaging.markers import Marker
+    from packaging.requirements import Requirement
 
 # Nested -r/-c files: pip has no limit; a cycle or a bomb must still end.
 MAX_INCLUDE_DEPTH = 16
@@ -107,6 +109,8 @@ class ProjectSpec:
 
 def parse_requirement(text: str, origin: str) -> ProjectReq:
     """A PEP 508 requirement, or BadInput naming where it was written."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
     try:
         req = Requirement(text)
     except InvalidRequirement as exc:
@@ -368,6 +372,8 @@ class PackageMeta:
 
     def family_requirements(self, env: Mapping[str, str], extras: Iterable[str] = ()) -> tuple[Requirement, ...]:
         """Its Requires-Dist on torch, torchvision, torchaudio that apply on the target."""
+        from packaging.requirements import InvalidRequirement, Requirement
+
         out = []
         for text in self.requires_dist:
             try:
@@ -381,6 +387,8 @@ class PackageMeta:
 
 def replace_marker(req: Requirement) -> Requirement:
     """The requirement without its marker (it has been evaluated)."""
+    from packaging.requirements import Requirement
+
     out = Requirement(str(req))
     out.marker = None
     return out

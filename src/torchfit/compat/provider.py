@@ -19,15 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
-from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 from resolvelib import AbstractProvider
 
 from torchfit._backports import FROZEN
-from torchfit.compat.companions import Companions
 from torchfit.compat.facts import HostFacts
 from torchfit.compat.matrix import Build, Matrix
 from torchfit.compat.project import (
@@ -45,6 +43,11 @@ from torchfit.compat.rules import (
 )
 from torchfit.compat.versions import python_version
 from torchfit.errors import BadInput
+
+if TYPE_CHECKING:  # read only for a project: not at every start-up
+    from packaging.requirements import Requirement
+
+    from torchfit.compat.companions import Companions
 
 HOST_FACTS = ("driver", "gpu-arch", "cudnn", "glibc", "platform")
 
@@ -350,6 +353,8 @@ class Context:
         comp = self.companions.get(cand.name)
         lines = [r for r in (comp.releases if comp else ()) if r.version == cand.version and r.torch is not None]
         if len(lines) == 1 and str(lines[0].torch):  # one torch line: a pin (several: any of them, routed)
+            from packaging.requirements import Requirement
+
             return (Requirement(f"torch{lines[0].torch}"),)
         return ()
 

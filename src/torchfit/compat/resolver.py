@@ -20,13 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from packaging.utils import canonicalize_name
 from resolvelib import BaseReporter, ResolutionImpossible, Resolver
 from resolvelib.resolvers import ResolutionTooDeep
 
 from torchfit.compat.binding import binding_reasons
-from torchfit.compat.companions import Companions
 from torchfit.compat.explain import Remedy, apply_remedy, explain_conflict, explain_project_conflict
 from torchfit.compat.facts import HostFacts, distinct_gpus
 from torchfit.compat.judgements import refuse_unknown_gpus
@@ -48,6 +48,9 @@ from torchfit.compat.rules import (
 )
 from torchfit.compat.versions import coverage
 from torchfit.errors import BadInput, NoCompatibleSet
+
+if TYPE_CHECKING:
+    from torchfit.compat.companions import Companions
 
 
 def resolve(hosts: Sequence[HostFacts], request: Request, matrix: Matrix,
