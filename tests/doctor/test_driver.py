@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -198,6 +199,15 @@ def test_device_nodes_this_user_cannot_open() -> None:
             (root / "dev" / node).chmod(0o600)
         # A copy of the package the unprivileged user can read (the checkout may be private).
         shutil.copytree(SRC / "torchfit", base / "src" / "torchfit", ignore=shutil.ignore_patterns("__pycache__"))
+        # ... and of what it imports, from this interpreter's site-packages (the system python3 has
+        # none of them: without them the test could only skip).
+        import importlib
+
+        for dep in ("packaging", "rich", "pygments", "markdown_it", "mdurl", "resolvelib", "elftools"):
+            with contextlib.suppress(ImportError):
+                mod = importlib.import_module(dep)
+                shutil.copytree(Path(mod.__file__).parent, base / "src" / dep,
+                                ignore=shutil.ignore_patterns("__pycache__"))
         for d in [base, *[p for p in base.rglob("*") if p.is_dir()]]:
             d.chmod(0o755)
         for f in (p for p in (base / "src").rglob("*") if p.is_file()):
