@@ -51,6 +51,7 @@ from torchfit.installer.backends import (
     pick_backend,
     uv_project,
     uv_version,
+    write_private,
 )
 from torchfit.installer.prefix import InstallLog
 from torchfit.installer.sources import Sources
@@ -336,18 +337,18 @@ class AddJob:
         s = self.sources
         project = os.path.join(work, name)
         os.makedirs(project, mode=0o700, exist_ok=True)
-        pyproject = _write(project, "pyproject.toml", uv_project(specs, s.torch_index, self.routed))
+        pyproject = write_private(project, "pyproject.toml", uv_project(specs, s.torch_index, self.routed))
         out = os.path.join(work, f"pylock.{name}.toml")  # uv insists on pylock.*.toml
         if prefer:
             # uv prefers the versions of an existing output file: the env's lock, so that only
             # what must move moves (measured: without it uv also moved mpmath and sympy).
-            _write(work, os.path.basename(out), install_lock_text(self.lock.packages))
+            write_private(work, os.path.basename(out), install_lock_text(self.lock.packages))
         argv = [uv.uv, "pip", "compile", "--format", "pylock.toml", "--no-header", "--quiet",
                 "--python", env_python(self.prefix), *s.uv_args(family=False)]
         if constraints:
-            argv += ["-c", _write(work, f"constraints.{name}.txt", "".join(c + "\n" for c in constraints))]
+            argv += ["-c", write_private(work, f"constraints.{name}.txt", "".join(c + "\n" for c in constraints))]
         if overrides:
-            argv += ["--overrides", _write(work, f"overrides.{name}.txt", "".join(c + "\n" for c in overrides))]
+            argv += ["--overrides", write_private(work, f"overrides.{name}.txt", "".join(c + "\n" for c in overrides))]
         argv += ["-o", out, pyproject]
         res = ctx.run("resolve", argv, s.uv_env(os.environ, family=False), detail, check=False)
         if res.returncode < 0:
@@ -487,14 +488,6 @@ def _parses(text: str) -> bool:
     except InvalidRequirement:
         return False
     return True
-
-
-def _write(directory: str, name: str, text: str) -> str:
-    path = os.path.join(directory, name)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # may hold a credentialed URL
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    return path
 
 
 def _uv_error(text: str) -> str:

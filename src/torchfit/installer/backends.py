@@ -198,7 +198,7 @@ class Backend:
         for step, group, fam in (("install-family", family, True), ("install-deps", rest, False)):
             if not group:
                 continue
-            req = _write(work, f"{step}.txt", requirements_text(group))
+            req = write_private(work, f"{step}.txt", requirements_text(group))
             where = redact(s.torch_index) if fam else "the user's sources"
             argv, env = self._locked_install(env_dir, req, fam)
             self._run_locked(step, argv, env, f"{len(group)} packages from {where}, hashes checked")
@@ -316,7 +316,7 @@ class UvBackend(Backend):
         """The cached answer's files, from uv's cache only (`--offline`); its result, never raised."""
         s = self.ctx.sources
         dists = [replace(d, index=s.torch_index) if d.is_family else d for d in hint]
-        req = _write(work, "pylock.early.toml", install_lock_text(dists))
+        req = write_private(work, "pylock.early.toml", install_lock_text(dists))
         argv = [self.uv, "pip", "install", "--python", env_python(env_dir), "-r", req, "--no-config", "--offline"]
         return self.ctx.run("install-early", argv, self._install_env(),
                             "the cached answer's files from uv's cache, while the indexes answer",
@@ -364,15 +364,15 @@ class UvBackend(Backend):
         work_project = os.path.join(work, "project")
         os.makedirs(work_project, mode=0o700, exist_ok=True)
         # may hold the index's credentials: 0600, removed with the work directory
-        pyproject = _write(work_project, "pyproject.toml", uv_project(specs, s.torch_index, self.routed))
+        pyproject = write_private(work_project, "pyproject.toml", uv_project(specs, s.torch_index, self.routed))
         out = os.path.join(work, "pylock.resolved.toml")
         args = s.uv_args(family=False)
         base = [self.uv, "pip", "compile", "--format", "pylock.toml", "--no-header", "--python", python]
         base += target  # --python-version/--python-platform: resolving for a host, not an env
         if self.constraints:  # the project's -c files (`uv pip` reads no [tool.uv] constraints)
-            base += ["--constraints", _write(work, "constraints.txt", "".join(f"{c}\n" for c in self.constraints))]
+            base += ["--constraints", write_private(work, "constraints.txt", "".join(f"{c}\n" for c in self.constraints))]
         if nccl_override:
-            base += ["--overrides", _write(work, "overrides.txt", nccl_override + "\n")]
+            base += ["--overrides", write_private(work, "overrides.txt", nccl_override + "\n")]
         env = s.uv_env(os.environ, family=False)
         detail = f"the torch family from {redact(s.torch_index)} only, the rest from your sources"
         obs = self.ctx.observer
@@ -415,7 +415,7 @@ class UvBackend(Backend):
         """
         s = self.ctx.sources
         dists = [replace(d, index=s.torch_index) if d.is_family else d for d in locked]
-        req = _write(work, "pylock.install.toml", install_lock_text(dists))
+        req = write_private(work, "pylock.install.toml", install_lock_text(dists))
         argv = [self.uv, "pip", "install", "--python", env_python(env_dir), "-r", req, "--no-config"]
         for name in reinstall:
             argv += ["--reinstall-package", name]
@@ -552,7 +552,8 @@ def _uv_artifact(raw: Mapping[str, Any], kind: str) -> Artifact:
     return Artifact(kind, sha, url, path if not url else None, raw.get("name") or _filename(location), raw.get("size"))
 
 
-def _write(work: str, name: str, text: str) -> str:
+def write_private(work: str, name: str, text: str) -> str:
+    """`work/name` with `text`, readable by this user only (it may hold a credentialed URL)."""
     path = os.path.join(work, name)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # may hold a credentialed URL
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -596,7 +597,7 @@ class PipBackend(Backend):
             raise InstallFailed("install-family", [], None, f"pip installed {[d.name for d in family]}, not {sorted(names)}")
         # The dependency step may see the family only as the exact builds just
         # installed: pip keeps them and cannot fetch another torch from PyPI.
-        pins = _write(work, "family-pins.txt", "".join(f"{d.name}=={d.version}\n" for d in family)
+        pins = write_private(work, "family-pins.txt", "".join(f"{d.name}=={d.version}\n" for d in family)
                       + "".join(f"{c}\n" for c in self.constraints))
         r2 = os.path.join(work, "report-deps.json")
         self.ctx.run("install-deps", self._pip(env_dir, "--report", r2, "-c", pins, *specs),
