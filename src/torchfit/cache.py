@@ -24,7 +24,8 @@ from __future__ import annotations
 import json
 import os
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 try:  # CPython's own sha256: hashlib would first load OpenSSL (~3 ms of every start-up)
     from _sha256 import sha256 as _sha256  # type: ignore[import-not-found,unused-ignore]  # Python <= 3.11
@@ -125,14 +126,40 @@ def fingerprint(path: str) -> list[int] | None:
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
+T = TypeVar("T")
+
+
+def _parsed(kind: str, text: str, name: str, parse: Callable[[str, str], T],
+            to_data: Callable[[T], Any], from_data: Callable[[Any], T]) -> T:
+    """`parse(text, name)` through the cache (the matrix, companions.toml).
+
+    The key is the sha256 of the text, its name and torchfit's version, so an edited
+    file (or another torchfit) never meets an old parse; one slot per kind, version and
+    name, so an edit replaces its own record. Only a file that validated is stored.
+    """
+    from torchfit import __version__
+
+    key = sha256_hex(f"{__version__}\0{name}\0{text}".encode())
+    slot = f"{kind}-" + sha256_hex(f"{__version__}\0{name}".encode())[:16]
+    data = read_record(slot, key)
+    if data is not None:
+        try:
+            return from_data(data)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            pass  # another shape: parse again, and the write below replaces it
+    value = parse(text, name)
+    try:
+        write_record(slot, key, to_data(value))
+    except ValueError:  # a field without a codec: uncached, still correct
+        pass
+    return value
+
+
 def load_matrix(path: str | None = None) -> Matrix:
     """`compat.matrix.load_matrix`, through the cache: the same `Matrix`, or the same MatrixError.
 
-    The file is read every time; the key is the sha256 of its text, its name and
-    torchfit's version, so an edited matrix (or another torchfit) never meets an
-    old parse. Only a matrix that validated is stored.
+    The file is read every time; only its parse is cached (`_parsed`).
     """
-    from torchfit import __version__
     from torchfit.compat.matrix import (
         matrix_from_data,
         matrix_to_data,
@@ -141,30 +168,11 @@ def load_matrix(path: str | None = None) -> Matrix:
     )
 
     text, name = read_matrix_text(path)
-    key = sha256_hex(f"{__version__}\0{name}\0{text}".encode())
-    # One slot per torchfit version and matrix name: an edit replaces its own record.
-    slot = "matrix-" + sha256_hex(f"{__version__}\0{name}".encode())[:16]
-    data = read_record(slot, key)
-    if data is not None:
-        try:
-            return matrix_from_data(data)
-        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
-            pass  # another shape: parse again, and the write below replaces it
-    matrix = parse_matrix(text, name)
-    try:
-        write_record(slot, key, matrix_to_data(matrix))
-    except ValueError:  # a field without a codec: uncached, still correct
-        pass
-    return matrix
+    return _parsed("matrix", text, name, parse_matrix, matrix_to_data, matrix_from_data)
 
 
 def load_companions(path: str | None = None) -> Companions:
-    """`compat.companions.load_companions`, through the cache: the same `Companions`, or the same error.
-
-    Keyed like `load_matrix`: the sha256 of the file's text, its name and torchfit's
-    version. Only a file that validated is stored.
-    """
-    from torchfit import __version__
+    """`compat.companions.load_companions`, through the cache: the same `Companions`, or the same error."""
     from torchfit.compat.companions import (
         companions_from_data,
         companions_to_data,
@@ -173,14 +181,4 @@ def load_companions(path: str | None = None) -> Companions:
     )
 
     text, name = read_companions_text(path)
-    key = sha256_hex(f"{__version__}\0{name}\0{text}".encode())
-    slot = "companions-" + sha256_hex(f"{__version__}\0{name}".encode())[:16]
-    data = read_record(slot, key)
-    if data is not None:
-        try:
-            return companions_from_data(data)
-        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
-            pass  # another shape: parse again, and the write below replaces it
-    comps = parse_companions(text, name)
-    write_record(slot, key, companions_to_data(comps))
-    return comps
+    return _parsed("companions", text, name, parse_companions, companions_to_data, companions_from_data)
