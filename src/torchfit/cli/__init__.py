@@ -298,7 +298,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
             import traceback
 
             traceback.print_exc()
-        from torchfit.cli.ui import render_error
+        from torchfit.cli.ui.errors import render_error
 
         print_json_error(args, err.to_json())
         render_error(err, verbose)

@@ -73,6 +73,15 @@ def check_to_json(c: Check) -> dict[str, str | None]:
     }
 
 
+def summary(checks: Iterable[Check]) -> dict[str, int]:
+    """How many checks doctor says ok, warn, fail, unknown."""
+    counts = {"ok": 0, "warn": 0, "fail": 0, "unknown": 0}
+    for c in checks:
+        word = status_word(c.status)
+        counts[word] = counts.get(word, 0) + 1
+    return counts
+
+
 @dataclass(**FROZEN)
 class Spec:
     id: str

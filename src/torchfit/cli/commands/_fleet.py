@@ -116,7 +116,7 @@ def resolve_each_group(args: argparse.Namespace, hosts: list[Any], request: Any,
             {"nodes": h.name, **(plan_to_json(p) if p is not None else err.to_json())} for h, p, err in results
         ]}, indent=2))
     else:
-        from torchfit.cli.ui import render_plan
+        from torchfit.cli.ui.plan import render_plan
 
         for host, plan, err in results:
             print(f"== {host.name}")

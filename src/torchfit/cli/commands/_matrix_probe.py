@@ -19,6 +19,7 @@ from torchfit.errors import BadInput
 
 def run_probe(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], Any],
               say: Callable[[str], None]) -> int:
+    from torchfit.cli.ui.matrix import mb
     from torchfit.errors import IndexUnavailable, WheelFormatError
     from torchfit.matrixcheck import probe as pr
 
@@ -53,17 +54,19 @@ def run_probe(args: argparse.Namespace, make_client: Callable[[argparse.Namespac
             say(str(exc) if kind == "file" else f"{label}: {exc}")
             continue
         results.append(facts)
-        say(f"{facts.file}: {facts.arch_flags or 'no arch list'}; read {_mb(facts.bytes_read)} of "
-            f"{_mb(facts.size)} in {facts.seconds:g} s")
+        say(f"{facts.file}: {facts.arch_flags or 'no arch list'}; read {mb(facts.bytes_read)} of "
+            f"{mb(facts.size)} in {facts.seconds:g} s")
     data = [f.to_json() for f in results]
     if args.output:
-        from torchfit.cli.ui import write_output
+        from torchfit.cli.ui.output import write_output
 
         write_output(args.output, json.dumps(data, indent=2) + "\n", "--output")
     if args.json:
         print(json.dumps(data, indent=2))
     else:
-        _table(results)
+        from torchfit.cli.ui.matrix import render_probe
+
+        render_probe(results)
     if not targets:
         say("nothing to probe")
     return 2 if bad else 1 if failed else 0
@@ -173,59 +176,6 @@ def _index_targets(args: argparse.Namespace) -> list[tuple[str, Any, list[str]]]
     return out
 
 
-def _mb(n: int) -> str:
-    return f"{n / 1e6:.1f} MB"
-
-
-def _table(results: list[Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    con = Console(highlight=False)
-    if not con.is_terminal:
-        con = Console(highlight=False, width=200)
-    for f in results:
-        t = Table(title=f.file, title_justify="left", show_header=False)
-        t.add_column("fact", no_wrap=True)
-        t.add_column("value", overflow="fold")
-        t.add_column("read from", overflow="fold")
-        meta = f.metadata_from or "METADATA"
-        t.add_row("build", f"{f.project} {f.build_version or f.version} ({f.variant or '?'})",
-                  f"torch/version.py ({f.variant_from})")
-        t.add_row("sha256", f.sha256 or "-", f.sha256_from or "-")
-        t.add_row("arch list", f.arch_flags or "-", f.arch_member or "-")
-        if f.arch_matrix:
-            t.add_row("  matrix spelling", f.arch_matrix, "")
-        if f.embedded is not None:
-            code = f.embedded.get("targets") or (
-                "SASS " + " ".join(f.embedded.get("sass", {})) + "; PTX " + (" ".join(f.embedded.get("ptx", {})) or
-                                                                           "none"))
-            agree = {True: "agrees", False: "DIFFERS", None: "-"}[f.embedded_agrees]
-            t.add_row("embedded code", f"{code} ({agree})", f.embedded.get("member", "-"))
-        t.add_row("cuDNN", f.pins.get("cudnn", "-"), meta)
-        t.add_row("NCCL", f.pins.get("nccl", "-"), meta)
-        for k in ("cuda-toolkit", "cuda-runtime"):
-            if k in f.pins:
-                t.add_row(k, f.pins[k], meta)
-        for k, v in f.requires.items():
-            t.add_row(f"requires {k}", v, meta)
-        pyc = f.python_classifiers
-        t.add_row("Python", (f"{pyc[0]}-{pyc[-1]}" if len(pyc) > 1 else pyc[0] if pyc else "-")
-                  + f" (Requires-Python {f.requires_python or '-'})", f"{meta} classifiers")
-        t.add_row("  this wheel", " ".join(f.python_tags) or "-", "wheel tags")
-        if f.index_pythons is not None:
-            t.add_row("  on the index", " ".join(f.index_pythons) or "-", "index page")
-        t.add_row("platform", f"{f.platform} (manylinux tag: glibc {f.manylinux_glibc or '-'})", "wheel tags")
-        if f.glibc_floor is not None or f.elf_files is not None:
-            t.add_row("glibc floor", f"{f.glibc_floor or 'none'} (highest GLIBC_ version of {f.elf_files} ELF files)",
-                      f.glibc_member or "-")
-        whole = " (WHOLE FILE: no range support)" if f.whole_file else ""
-        t.add_row("read", f"{_mb(f.bytes_read)} of {_mb(f.size)}{whole} in {f.seconds:g} s", f.url or "local file")
-        for n in f.notes:
-            t.add_row("note", n, "")
-        con.print(t)
-
-
 def run_update_from_probe(args: argparse.Namespace, matrix_text: Callable[[str | None], tuple[str, str]]) -> int:
     from torchfit.cache import load_matrix
     from torchfit.matrixcheck.probe import WheelFacts
@@ -249,7 +199,7 @@ def run_update_from_probe(args: argparse.Namespace, matrix_text: Callable[[str |
     for line in summary:
         sys.stderr.write(f"torchfit: {line}\n")
     if args.output:
-        from torchfit.cli.ui import write_output
+        from torchfit.cli.ui.output import write_output
 
         write_output(args.output, diff, "--output")
         sys.stderr.write(f"proposed changes written to {args.output} ({len(diff.splitlines())} lines); "

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2))
     else:
-        from torchfit.cli.ui import render_facts
+        from torchfit.cli.ui.facts import render_facts
 
         render_facts(facts, data)
     return 0

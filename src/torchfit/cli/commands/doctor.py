@@ -2,8 +2,8 @@
 
 The checks live in `torchfit.doctor`; this module validates the input
 (exit 2 on a bad path), picks the Python whose environment is inspected, runs the
-checks and prints them: a table grouped by area (rich, imported only in
-`render_report`), or one JSON object with `--json`. Exit 0 when no check failed,
+checks and prints them: a report grouped by area (torchfit.cli.ui.doctor), or one
+JSON object with `--json`. Exit 0 when no check failed,
 1 otherwise.
 """
 
@@ -141,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report_json(checks, ctx), indent=2))
     else:
+        from torchfit.cli.ui.doctor import render_report
+
         render_report(checks, ctx)
     return 1 if failed else 0
 
@@ -167,18 +169,8 @@ def _node_check(args: argparse.Namespace, root: str, environ: dict[str, str]) ->
     return 1 if failed else 0
 
 
-def summary(checks: Sequence[Check]) -> dict[str, int]:
-    from torchfit.doctor.model import status_word
-
-    counts = {"ok": 0, "warn": 0, "fail": 0, "unknown": 0}
-    for c in checks:
-        word = status_word(c.status)
-        counts[word] = counts.get(word, 0) + 1
-    return counts
-
-
 def report_json(checks: Sequence[Check], ctx: Context) -> dict[str, Any]:
-    from torchfit.doctor.model import check_to_json
+    from torchfit.doctor.model import check_to_json, summary
 
     return {
         "ok": not any(c.status == "fail" for c in checks),
@@ -189,66 +181,3 @@ def report_json(checks: Sequence[Check], ctx: Context) -> dict[str, Any]:
         "log": ctx.log_path,
         "checks": [check_to_json(c) for c in checks],
     }
-
-
-_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "unknown": "magenta"}
-
-
-def render_report(checks: Sequence[Check], ctx: Context) -> None:
-    """Grouped by area: one line per ok check; evidence and fix, wrapped, only for
-    the checks that did not pass. Readable at 80 columns."""
-    from rich.console import Console
-    from rich.markup import escape
-
-    con = Console(highlight=False, soft_wrap=True)
-    width = max(60, min(con.width, 120))
-    for line in format_report(checks, ctx, width):
-        status = next((k for k in _STYLE if line.startswith(f"  {k} ")), None)
-        text = escape(line)
-        if status:
-            text = f"  [{_STYLE[status]}]{status}[/]" + text[2 + len(status):]
-        con.print(text)
-
-
-def format_report(checks: Sequence[Check], ctx: Context, width: int = 80) -> list[str]:
-    """The doctor report as plain lines (render_report colours them)."""
-    import textwrap
-
-    from torchfit.doctor.model import status_word
-    from torchfit.inputs import terminal_text
-    from torchfit.redact import redact
-
-    def clean(text: str) -> str:
-        return terminal_text(redact(text)).replace("\n", " ")
-
-    lines = textwrap.wrap(clean(f"torchfit doctor ({ctx.python_source}): {ctx.python or 'no Python'}"), width,
-                          subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
-    pad = " " * 12
-    area = None
-    for c in checks:
-        if c.area != area:
-            lines.append(c.area or "")
-            area = c.area
-        word = status_word(c.status)
-        head = f"  {word:<8} {c.name}"
-        if word == "ok":
-            text = f"{head}  {clean(c.summary)}"
-            lines.append(text if len(text) <= width else text[: width - 1] + "\u2026")
-            continue
-        lines.append(head)
-        lines += textwrap.wrap(clean(c.summary), width, initial_indent=pad, subsequent_indent=pad,
-                               break_long_words=False, break_on_hyphens=False)
-        if c.hint and word in ("warn", "fail", "unknown"):
-            lines += textwrap.wrap(clean(c.hint), width, initial_indent=pad + "fix: ",
-                                   subsequent_indent=pad + "     ", break_long_words=False,
-                                   break_on_hyphens=False)
-    counts = summary(checks)
-    tally = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
-    if counts["fail"]:
-        end = "Fix the failures from the top: later checks often follow from earlier ones."
-    elif counts["unknown"]:
-        end = "Nothing failed, but the checks marked unknown could not look."
-    else:
-        end = "Nothing failed."
-    lines += ["", *textwrap.wrap(f"{tally}. {end}", width)]
-    return lines

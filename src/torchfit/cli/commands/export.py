@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
                                         on_wait=progress.waiting("export", what))
     text = render(args.format, stack, pypi_url=pypi_url)
     if args.output:
-        from torchfit.cli.ui import write_output
+        from torchfit.cli.ui.output import write_output
 
         write_output(args.output, text, "-o")
         sys.stderr.write(f"torchfit: wrote {args.output} ({args.format}: "

@@ -166,7 +166,7 @@ def _check(args: argparse.Namespace, *, update: bool) -> int:
         diff = propose_update(text, matrix, report, path=path)
         sys.stderr.write(format_report(report, notes=False))
         if args.output:
-            from torchfit.cli.ui import write_output
+            from torchfit.cli.ui.output import write_output
 
             write_output(args.output, diff, "--output")
             sys.stderr.write(f"proposed changes written to {args.output} ({len(diff.splitlines())} lines); "
@@ -198,16 +198,6 @@ def _matrix_text(path: str | None) -> tuple[str, str]:
 # ---------------------------------------------------------------------------
 # show
 # ---------------------------------------------------------------------------
-
-
-def _py_range(pys: tuple[tuple[int, int], ...]) -> str:
-    """(3,9)..(3,13) contiguous -> '3.9-3.13'; otherwise a list."""
-    if not pys:
-        return "-"
-    minors = sorted(p[1] for p in pys)
-    if len(minors) > 2 and minors == list(range(minors[0], minors[-1] + 1)):
-        return f"3.{minors[0]}-3.{minors[-1]}"
-    return ", ".join(f"3.{m}" for m in minors)
 
 
 def build_row(b: Any) -> dict[str, Any]:
@@ -252,7 +242,9 @@ def _show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([build_row(b) for b in builds], indent=2))
         return 0
-    _render_table(builds, matrix)
+    from torchfit.cli.ui.matrix import render_matrix
+
+    render_matrix(builds, matrix.path)
     return 0
 
 
@@ -272,110 +264,7 @@ def _show_unknown(matrix: Any, builds: list[Any], *, as_json: bool) -> int:
             "reason": u.reason,
         } for u in rows], indent=2))
         return 0
-    from rich.console import Console
-    from rich.table import Table
+    from torchfit.cli.ui.matrix import render_unknowns
 
-    con = Console(highlight=False)
-    if not con.is_terminal:
-        con = Console(highlight=False, width=220)
-    table = Table(title=f"torchfit matrix: {len(rows)} facts still unknown ({matrix.path})", title_justify="left")
-    for name, kw in (("fact", {"no_wrap": True}), ("builds", {"no_wrap": True}), ("line", {"no_wrap": True}),
-                     ("blocks", {"overflow": "fold"}), ("why unknown", {"overflow": "fold"})):
-        table.add_column(name, **kw)
-    for u in rows:
-        table.add_row(u.fact, u.label, str(u.line), u.blocks, u.reason)
-    con.print(table)
+    render_unknowns(rows, matrix.path)
     return 0
-
-
-def _render_table(builds: list[Any], matrix: Any) -> None:
-    import shutil
-
-    width = shutil.get_terminal_size((80, 24)).columns
-    sys.stdout.write(format_matrix(builds, matrix.path, width))
-
-
-# Columns of `matrix show`: (title, width). 79 characters in all, so a build's first
-# line fits an 80-column terminal; the rest of a build (arch list, companions,
-# aarch64 differences) goes on indented lines wrapped to the terminal's width.
-_COLUMNS = (("torch", 8), ("variant", 10), ("CUDA/ROCm", 10), ("cuDNN", 11), ("NCCL", 8),
-            ("Python", 11), ("glibc", 7), ("platforms", 0))
-
-
-def format_matrix(builds: list[Any], path: str, width: int = 80) -> str:
-    """The text of `matrix show`: one line per build plus its details, readable at 80 columns."""
-    width = max(60, width)
-    out = [f"torchfit matrix: {len(builds)} builds ({path}); * = the build PyPI serves", ""]
-    out.append("".join(t.ljust(w) for t, w in _COLUMNS).rstrip())
-    last = None
-    for b in builds:
-        if last is not None and (b.torch.major, b.torch.minor) != (last.torch.major, last.torch.minor):
-            out.append("")
-        last = b
-        cells = (
-            str(b.torch),
-            b.variant + ("*" if b.pypi_default else ""),
-            b.cuda or b.rocm or "-",
-            b.cudnn or ("unknown" if b.kind == "cuda" else "-"),
-            b.nccl or ("unknown" if b.kind == "cuda" else "-"),
-            _py_range(b.pythons),
-            str(b.glibc) if b.glibc else "unknown",
-            " ".join(b.platforms),
-        )
-        line = ""
-        for (_, w), cell in zip(_COLUMNS, cells):
-            line += cell.ljust(w) if w and len(cell) < w else (cell + " " if w else cell)
-        out.append(line.rstrip())
-        details = []
-        arm = "aarch64" in b.platforms
-        if b.kind == "cuda":
-            arch = " ".join(str(a) for a in b.arch) if b.arch is not None else "unknown"
-            details.append(f"arch {arch}")
-            if arm:
-                arm_list = " ".join(str(a) for a in b.arch_aarch64) if b.arch_aarch64 is not None else "unknown"
-                if arm_list != arch:
-                    details.append(f"aarch64 arch {arm_list}")
-        elif b.kind == "rocm":
-            details.append("gfx " + (" ".join(b.gfx) if b.gfx is not None else "unknown"))
-        if arm and b.pythons_aarch64 != b.pythons:
-            details.append(f"aarch64 Python {_py_range(b.pythons_aarch64)}")
-        if arm and b.glibc_aarch64 != b.glibc:
-            details.append(f"aarch64 glibc {b.glibc_aarch64 or 'unknown'}")
-        comp = [f"torchvision {b.torchvision}" if b.torchvision else "", f"torchaudio {b.torchaudio}" if b.torchaudio else ""]
-        if any(comp):
-            details.append(", ".join(c for c in comp if c))
-        # How each fact of the build is known: the weak ones (secondary, cycle) by name.
-        ev = b.evidence
-        weak = sorted(f for f, label in ev.items() if label in ("secondary", "cycle"))
-        measured = sorted(f for f, label in ev.items() if label == "measured")
-        if weak or measured:
-            details.append("evidence: " + "; ".join(
-                [f"{f} {ev[f]} ({b.sources.get(f, '')})" for f in weak]
-                + ([f"measured: {', '.join(measured)}"] if measured else [])))
-        out.extend(_pack(details, width - 1, indent=8))
-    return "\n".join(out) + "\n"
-
-
-def _pack(items: list[str], width: int, indent: int) -> list[str]:
-    """Items joined by "; " on lines of at most `width`, an item split only when it
-    alone is wider than a line (then at spaces)."""
-    import textwrap
-
-    lines: list[str] = []
-    cur = ""
-    pad = " " * indent
-    for item in items:
-        if cur and len(pad) + len(cur) + 2 + len(item) <= width:
-            cur += "; " + item
-            continue
-        if cur:
-            lines.append(pad + cur + ";")
-        if len(pad) + len(item) > width:
-            wrapped = textwrap.wrap(item, width=width - indent, break_on_hyphens=False)
-            lines.extend(pad + w for w in wrapped[:-1])
-            cur = wrapped[-1]
-        else:
-            cur = item
-    if cur:
-        lines.append(pad + cur)
-    return lines

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(plan_to_json(plan), indent=2))
     else:
-        from torchfit.cli.ui import render_plan
+        from torchfit.cli.ui.plan import render_plan
 
         render_plan(plan, explain=args.explain)
     return 0
