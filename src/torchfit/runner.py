@@ -434,13 +434,18 @@ _depth: list[int] = []
 
 
 @contextlib.contextmanager
-def interrupts_raise() -> Iterator[None]:
+def interrupts_raise(*, then_ignore: bool = False) -> Iterator[None]:
     """SIGINT/SIGTERM/SIGHUP raise `Interrupted` (a KeyboardInterrupt) in the main thread, once.
 
     The default action of SIGTERM/SIGHUP kills torchfit on the spot, leaving temp
     dirs and children that run on in their own session. As an exception they unwind
     through the runner (which kills the child's group), temp dirs' context managers
     and `kill_all`. A second signal during that cleanup is recorded, not raised.
+
+    On leaving, the previous handlers come back; with `then_ignore` (the program's entry)
+    the signals are ignored instead: the command is done and its exit code stands. A
+    Python handler could not cover those last moments: the interpreter's shutdown resets
+    it to the default action, which would kill torchfit with its work complete.
     """
     def handler(signum: int, _frame: FrameType | None) -> None:
         if _fired:  # nested contexts share it: one interruption per outermost context
@@ -461,9 +466,10 @@ def interrupts_raise() -> Iterator[None]:
     finally:
         _depth.pop()
         for sig, old in previous.items():
-            signal.signal(sig, old)
+            signal.signal(sig, signal.SIG_IGN if then_ignore else old)
         if not _depth:
             _fired.clear()
+
 
 
 @contextlib.contextmanager

@@ -10,8 +10,10 @@ run has its own TMPDIR, so its temporary directories can be counted.
 What must hold, whatever the moment:
 - no process of the run is alive a few seconds after torchfit ended (SIGKILL included:
   PR_SET_PDEATHSIG takes the children with it);
-- SIGTERM/SIGHUP: exit 130 (or the command's own code if it had already finished, or 0
-  for an install whose swap was already done, reported as such), no temporary directory;
+- SIGTERM/SIGHUP: exit 130 (or the command's own code if it had already finished, also
+  when the signal landed in its last moments, after its work: then its output is the whole
+  of an undisturbed run's; or 0 for an install whose swap was already done, reported as
+  such), no temporary directory;
 - SIGKILL: every directory left is provably torchfit's (a marker naming the dead run),
   and the next run's sweep removes it; PREFIX is absent or a complete env, never half.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import time
 from pathlib import Path
@@ -69,6 +72,20 @@ def _assert_sweepable(run: Run, tmp_path: Path, why: str) -> None:
     assert scan.unproven == [] and scan.running == [], (why, scan)
 
 
+def _shape(out: str) -> str:
+    """Output with its numbers (timings, pids) blanked: two runs of one command compare equal."""
+    return re.sub(r"\d+(\.\d+)?", "N", out)
+
+
+def _undisturbed(tf: Tf, command: str, tmp_path: Path, torch_index: str, cpu_torch_env: Path,
+                 hung: str) -> tuple[int, str]:
+    """The exit code and stdout of the same command run to its end without a signal."""
+    if command == "install":  # its finished case is judged above ("arrived after")
+        raise AssertionError("install is not compared with a second run")
+    code, out, _ = _start(tf, command, tmp_path, torch_index, cpu_torch_env, hung).wait(180)
+    return code, out
+
+
 @needs_uv
 @pytest.mark.parametrize("attack", ATTACKS)
 @pytest.mark.parametrize("command", COMMANDS)
@@ -81,7 +98,7 @@ def test_signal_at_a_random_moment_leaves_nothing(
     time.sleep(delay)
     finished_before = run.proc.poll() is not None
     run.signal(getattr(signal, attack))
-    code, _, err = run.wait(120)
+    code, out, err = run.wait(120)
     left = run.left(grace=20 if command == "verify" else 5)
     assert left == [], f"{why}: left running: {left}"
     prefix = tmp_path / "env"
@@ -95,6 +112,12 @@ def test_signal_at_a_random_moment_leaves_nothing(
         assert code in (0, 1), (why, code, err)
     elif code == 0 and command == "install":
         assert "arrived after" in err, (why, err)  # the swap was done: reported as such
+    elif code in (0, 1):
+        # The signal landed after the command had finished (torchfit then ignores it, so
+        # the command's own code stands): its output must be the whole of an undisturbed run's.
+        ref_code, ref_out = _undisturbed(tf, command, tmp_path, torch_index, cpu_torch_env, hung_server)
+        assert (code, _shape(out)) == (ref_code, _shape(ref_out)), (why, code, err)
+        assert "interrupted" not in err and "Traceback" not in err, (why, err)
     else:
         assert code == 130, (why, code, err)
         assert "Traceback" not in err, (why, err)

@@ -262,8 +262,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     from torchfit.runner import interrupts_raise, kill_all
 
+    # As the program (argv from sys.argv), a signal after the command is ignored: the
+    # command's exit code stands. Called as a library, the caller's handlers come back.
     try:
-        with interrupts_raise():
+        with interrupts_raise(then_ignore=argv is None):
             return _main(argv)
     except KeyboardInterrupt as err:  # a signal landing outside _main's own handler
         kill_all()
