@@ -780,25 +780,3 @@ def stall_timeout() -> float:
     except ValueError:
         return STALL_S
     return value if 0 < value < 1e7 else STALL_S
-
-
-def find_uv(runner: Runner) -> str | None:
-    """uv beside torchfit's own interpreter first, then on PATH.
-
-    uv is a runtime dependency (the PyPI `uv` wheel): `pip install torchfit` puts
-    its binary in the same bin/ as the interpreter running torchfit, which need
-    not be on PATH (`~/.torchfit/bin/torchfit` run without activating). The wheel's
-    own locator covers the other layouts pip can give it (--user, --prefix, --target).
-    """
-    beside = os.path.join(os.path.dirname(sys.executable), "uv")
-    if os.access(beside, os.X_OK):
-        return beside
-    try:
-        from uv import find_uv_bin  # the `uv` wheel's own locator
-
-        wheel: str | None = find_uv_bin()
-    except (ImportError, OSError):  # not installed; its UvNotFound is a FileNotFoundError
-        wheel = None
-    if wheel and os.access(wheel, os.X_OK):
-        return wheel
-    return runner.which("uv")

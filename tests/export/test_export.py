@@ -34,7 +34,8 @@ else:
 from tests.conftest import make_facts
 from tests.support.cli import run_main
 from torchfit.compat.facts import facts_to_json
-from torchfit.runner import Runner, find_uv
+from torchfit.lock.uv import find_uv
+from torchfit.runner import Runner
 
 TORCH = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 REAL_WHEEL = Path("/opt/wheels") / TORCH
@@ -156,7 +157,7 @@ def _python311() -> str:
 
 
 def _uv() -> str:
-    """uv where torchfit finds it (runner.find_uv: beside this interpreter first, where
+    """uv where torchfit finds it (lock.uv.find_uv: beside this interpreter first, where
     `pip install -e '.[test]'` puts it, then on PATH), so these run under the README's command."""
     uv = find_uv(Runner())
     if uv is None:

@@ -26,7 +26,8 @@ from torchfit.export import render
 from torchfit.export.stack import stack_from_lock, stack_from_plan
 from torchfit.lock.model import Artifact, Lock, LockedDist
 from torchfit.lock.pylock import parse_lock, render_lock
-from torchfit.runner import Runner, find_uv
+from torchfit.lock.uv import find_uv
+from torchfit.runner import Runner
 
 ROOT = Path(__file__).resolve().parents[2]
 TORCH_URL = "https://download.pytorch.org/whl/cpu"
@@ -115,7 +116,7 @@ def test_a_lock_with_project_packages_in_each_format() -> None:
 
 
 def _uv() -> str:
-    """uv where torchfit finds it (runner.find_uv), as tests/export/test_export.py does."""
+    """uv where torchfit finds it (lock.uv.find_uv), as tests/export/test_export.py does."""
     uv = find_uv(Runner())
     if uv is None:
         pytest.skip("uv is not installed (pip install uv)")

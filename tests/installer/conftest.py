@@ -192,7 +192,8 @@ def env_dists(prefix: Path) -> dict[str, str]:
 
 
 def have_uv() -> bool:
-    from torchfit.runner import Runner, find_uv
+    from torchfit.lock.uv import find_uv
+    from torchfit.runner import Runner
 
     return find_uv(Runner()) is not None
 

@@ -216,8 +216,8 @@ def test_a_companion_whose_binary_is_the_torch_index_s_is_routed_there() -> None
     from packaging.requirements import Requirement
 
     from torchfit.installer.add import AddJob
-    from torchfit.installer.backends import uv_project
     from torchfit.lock.model import Artifact, Lock, LockedDist
+    from torchfit.lock.uv import uv_project
     from torchfit.progress import Progress
 
     torch = LockedDist("torch", "2.8.0+cu126", (Artifact("wheel", "a" * 64, "https://x/torch.whl"),))

@@ -18,6 +18,7 @@ from packaging.utils import canonicalize_name
 from torchfit.compat.matrix import PYPI_SIMPLE
 from torchfit.export.stack import Stack, comment, environments, header, pin, public_url
 from torchfit.lock.toml import toml_array, toml_value
+from torchfit.lock.uv import dumps_routing, uv_routing
 
 
 def render_uv(
@@ -56,14 +57,11 @@ def render_uv(
         else:
             out.append("# The project's -c constraints.\n")
         out.append(f"constraint-dependencies = {toml_array(constraints)}\n")
-    out.append("\n[[tool.uv.index]]\n")
-    out.append(f"name = {toml_value(stack.index_name)}\nurl = {toml_value(public(stack.index_url))}\nexplicit = true\n")
-    if public_url(pypi_url) != PYPI_SIMPLE:
-        out.append("\n[[tool.uv.index]]\n")
-        out.append(f'name = "default"\nurl = {toml_value(public(pypi_url))}\ndefault = true\n')
-    out.append("\n[tool.uv.sources]\n")
-    for n in [*family_names, *(r for r in stack.routed if r not in family_names)]:
-        out.append(f"{n} = {{ index = {toml_value(stack.index_name)} }}\n")
+    # The routing install resolves with (lock.uv), written by the one TOML writer.
+    routed = [*family_names, *(r for r in stack.routed if r not in family_names)]
+    default = public(pypi_url) if public_url(pypi_url) != PYPI_SIMPLE else None
+    out.append("\n" + dumps_routing(uv_routing(stack.index_name, public(stack.index_url), routed,
+                                               default_index=default)))
     return "".join(out)
 
 

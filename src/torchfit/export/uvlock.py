@@ -18,7 +18,6 @@ from torchfit.compat.tags import torch_manylinux_floor
 from torchfit.errors import BadInput, ExportFailed
 from torchfit.export.stack import Stack
 from torchfit.export.uv import constraint_lines, render_uv
-from torchfit.lock.pylock import load_pylock
 from torchfit.redact import redact
 
 UV_TIMEOUT = 600.0
@@ -37,8 +36,8 @@ def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str = PYPI_SIMPLE, on_w
                        f"{' and '.join(stack.arches)} (export for one --facts file at a time)")
     if not stack.python:
         raise BadInput("the stack names no Python version to lock for")
-    # The uv `install` uses: on PATH, else beside torchfit's own Python.
-    from torchfit.runner import find_uv
+    # The uv `install` uses: beside torchfit's own Python, else on PATH.
+    from torchfit.lock.uv import compile_argv, find_uv, read_uv_lock
 
     uv = find_uv(runner)
     if uv is None:
@@ -55,18 +54,15 @@ def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str = PYPI_SIMPLE, on_w
         fd = os.open(project, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-        argv = [
-            uv, "pip", "compile", project, "--format", "pylock.toml", "-o", out, "--quiet", "--no-config",
-            "--no-header", "--python-version", stack.python,
-            "--python-platform", uv_platform(stack.arches[0], stack.glibc),
-            "--default-index", pypi_url,
-        ]
         constraints = constraint_lines(stack)
+        path = None
         if constraints:  # [tool.uv] constraint-dependencies is a project setting `uv pip` ignores
             path = os.path.join(tmp, "constraints.txt")
             with open(path, "w", encoding="utf-8") as fh:
                 fh.write("".join(c + "\n" for c in constraints))
-            argv += ["-c", path]
+        argv = compile_argv(uv, project, out, python_version=stack.python,
+                            python_platform=uv_platform(stack.arches[0], stack.glibc),
+                            options=["--no-config", "--default-index", pypi_url], constraints=path, quiet=True)
         # Bounded and visible: uv's per-request timeout, a stall limit (no bytes moved), and
         # `on_wait` for a progress line naming what is awaited.
         from torchfit.runner import stall_timeout
@@ -78,13 +74,13 @@ def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str = PYPI_SIMPLE, on_w
             tail = redact((result.stderr or result.stdout).strip())
             raise ExportFailed(f"uv pip compile could not lock {stack.variant} torch {stack.torch} "
                                f"for Python {stack.python}: {' '.join(tail.split())[-400:] or 'no output'}")
-        lock = load_pylock(out, "uv pip compile output")
+        locked = read_uv_lock(out)
     family = {n for n, _ in stack.family}
-    missing = family - {d.name for d in lock.packages}
+    missing = family - {d.name for d in locked}
     if missing:
         raise ExportFailed(f"uv's lock has no {', '.join(sorted(missing))}")
     routed = family | set(stack.routed)  # what [tool.uv.sources] sends to the torch index
     packages = tuple(
-        replace(d, index=d.index or (stack.index_url if d.name in routed else pypi_url)) for d in lock.packages
+        replace(d, index=d.index or (stack.index_url if d.name in routed else pypi_url)) for d in locked
     )
     return replace(stack, locked=packages)

@@ -47,20 +47,19 @@ from torchfit.installer.backends import (
     UvBackend,
     env_python,
     install_lock_text,
-    parse_uv_pylock,
     pick_backend,
-    uv_project,
-    uv_version,
+    read_resolution,
     write_private,
 )
 from torchfit.installer.prefix import InstallLog
 from torchfit.installer.sources import Sources
 from torchfit.lock.model import Lock, LockedDist, sorted_dists
 from torchfit.lock.pylock import LOCK_NAME, load_lock, replace_lock
+from torchfit.lock.uv import compile_argv, find_uv, uv_project, uv_version
 from torchfit.owned import temp_dir
 from torchfit.progress import Progress
 from torchfit.redact import redact, strip_credentials
-from torchfit.runner import Runner, find_uv, stall_timeout
+from torchfit.runner import Runner, stall_timeout
 
 # uv's "no solution" explanation involves the family pin: "... depends on torch==2.12.0",
 # "torchfit-env depends on torch==2.13.0+cpu" (not `torch-scatter`, not a build's traceback).
@@ -284,7 +283,7 @@ class AddJob:
         res, out = self._compile(ctx, uv, specs, work, "keep", constraints=keep,
                                  detail="the locked set plus the new packages, every locked version kept")
         if res.returncode == 0:
-            return parse_uv_pylock(out), True
+            return read_resolution(out), True
         message = _uv_error(res.stderr or res.stdout)
         if "No solution found" not in message:  # a build that failed, a package that does not exist
             raise InstallFailed("resolve", [], res.returncode, _tail(res.stderr or res.stdout),
@@ -296,7 +295,7 @@ class AddJob:
             res, out = self._compile(ctx, uv, specs, work, "free", prefer=True,
                                      detail="the locked set plus the new packages, the torch family pinned")
             if res.returncode == 0:
-                return parse_uv_pylock(out), False
+                return read_resolution(out), False
             message = _uv_error(res.stderr or res.stdout)
             if not _is_family_conflict(message):
                 raise InstallFailed("resolve", [], res.returncode, _tail(res.stderr or res.stdout),
@@ -343,13 +342,12 @@ class AddJob:
             # uv prefers the versions of an existing output file: the env's lock, so that only
             # what must move moves (measured: without it uv also moved mpmath and sympy).
             write_private(work, os.path.basename(out), install_lock_text(self.lock.packages))
-        argv = [uv.uv, "pip", "compile", "--format", "pylock.toml", "--no-header", "--quiet",
-                "--python", env_python(self.prefix), *s.uv_args(family=False)]
-        if constraints:
-            argv += ["-c", write_private(work, f"constraints.{name}.txt", "".join(c + "\n" for c in constraints))]
-        if overrides:
-            argv += ["--overrides", write_private(work, f"overrides.{name}.txt", "".join(c + "\n" for c in overrides))]
-        argv += ["-o", out, pyproject]
+        argv = compile_argv(
+            uv.uv, pyproject, out, python=env_python(self.prefix), options=s.uv_args(family=False), quiet=True,
+            constraints=write_private(work, f"constraints.{name}.txt", "".join(c + "\n" for c in constraints))
+            if constraints else None,
+            overrides=write_private(work, f"overrides.{name}.txt", "".join(c + "\n" for c in overrides))
+            if overrides else None)
         res = ctx.run("resolve", argv, s.uv_env(os.environ, family=False), detail, check=False)
         if res.returncode < 0:
             raise InstallFailed("resolve", argv, res.returncode, redact((res.stderr or res.stdout)[-3000:]))
@@ -365,7 +363,7 @@ class AddJob:
         if res.returncode == 0:
             locked = {d.name: d for d in self.lock.packages}
             env = _marker_env(self.lock)
-            for d in parse_uv_pylock(out):
+            for d in read_resolution(out):
                 if d.is_family or (d.name in locked and _files(d) == _files(locked[d.name])):
                     continue
                 for req in _family_requirements(read_metadata(d), env):

@@ -4,7 +4,8 @@ Both keep the torch family on the torch index alone and both end with a
 `LockedDist` for every distribution they installed, with the sha256 of the very
 file installed:
 
-- uv: `uv pip compile --format pylock.toml` of a generated pyproject.toml in which
+- uv (`lock.uv`, the one uv adapter): `uv pip compile --format pylock.toml` of a generated
+  pyproject.toml in which
   the torch index is an *explicit* index and the family's `[tool.uv.sources]` point
   at it (uv's documented way to pin PyTorch to its index: no other index or
   find-links directory can provide the family, the dependencies come from the
@@ -30,7 +31,6 @@ the install log, redacted.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -38,7 +38,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -50,22 +49,26 @@ from torchfit.errors import BadInput, InstallFailed, ToolMissing, ToolStalled, T
 from torchfit.installer.prefix import InstallLog
 from torchfit.installer.sources import Sources, is_local
 from torchfit.lock.model import Artifact, LockedDist
-from torchfit.lock.pylock import LOCK_VERSION, package_table, requirements_text
-from torchfit.lock.toml import Inline, dumps_toml
+from torchfit.lock.pylock import (
+    LOCK_VERSION,
+    file_name,
+    local_file,
+    package_table,
+    requirements_text,
+    sha256_file,
+)
+from torchfit.lock.toml import dumps_toml
+from torchfit.lock.uv import UV_MIN, compile_argv, find_uv, read_uv_lock, uv_project, uv_version
 from torchfit.progress import Progress
 from torchfit.redact import redact
-from torchfit.runner import Runner, RunResult, find_uv, kill_stray_children
+from torchfit.runner import Runner, RunResult, kill_stray_children
 
-UV_MIN = Version("0.8.0")  # `uv pip compile --format pylock.toml`, explicit indexes
-TORCH_INDEX_NAME = "torchfit-torch"
 PIP_MIN = Version("22.2")  # `pip install --report`
 TAIL_LINES = 30
 # What `uv venv --seed` puts in the env (uv's docs: pip; setuptools and wheel below
 # Python 3.12; uv 0.13.9 measured: pip 26.3, setuptools, wheel and wheel's packaging
 # for 3.11, pip alone for 3.12), as requirements resolved with the plan (`--seed`).
 SEED = ("pip", 'setuptools; python_version < "3.12"', 'wheel; python_version < "3.12"')
-
-from torchfit._backports import tomllib
 
 
 @dataclass
@@ -133,27 +136,8 @@ def _tail(text: str, lines: int = TAIL_LINES) -> str:
     return redact("\n".join(kept[-lines:]))
 
 
-def sha256_file(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _filename(location: str) -> str:
-    return unquote(os.path.basename(urlsplit(location).path)) if "://" in location else os.path.basename(location)
-
-
 def _kind(filename: str) -> str:
     return "wheel" if filename.endswith(".whl") else "sdist"
-
-
-def _local_file(url: str) -> str | None:
-    parts = urlsplit(url)
-    if parts.scheme == "file":
-        return unquote(parts.path)
-    return None
 
 
 class Backend:
@@ -216,15 +200,6 @@ def env_python(env_dir: str) -> str:
 
 
 # --- uv ------------------------------------------------------------------------------------
-
-
-def uv_version(runner: Runner, uv: str) -> Version | None:
-    try:
-        res = runner.run([uv, "--version"], timeout=30)
-    except (ToolMissing, ToolTimeout):
-        return None
-    m = re.search(r"uv (\d+\.\d+(\.\d+)?)", res.stdout)
-    return Version(m.group(1)) if m else None
 
 
 class UvBackend(Backend):
@@ -348,7 +323,7 @@ class UvBackend(Backend):
     # -- the resolution ------------------------------------------------------------------------
     def resolve(self, python: str, specs: Sequence[str], nccl_override: str | None, work: str,
                 on_hint: Callable[[list[LockedDist]], None] | None = None,
-                target: Sequence[str] = ()) -> list[LockedDist]:
+                target: tuple[str, str] | None = None) -> list[LockedDist]:
         """uv's answer for the plan: every distribution with its exact file and sha256.
 
         One online `uv pip compile` decides. When a source is remote and `on_hint` is
@@ -358,7 +333,8 @@ class UvBackend(Backend):
         is asked without the find-links directories: the online resolution reads each
         directory once (a large one costs a listing, and uv hashes a file it picks
         there); a package only a directory holds leaves no cached answer, so nothing
-        is installed early.
+        is installed early. `target`: (Python version, uv platform) when resolving for
+        a host rather than for the env `python` runs in.
         """
         s = self.ctx.sources
         work_project = os.path.join(work, "project")
@@ -367,12 +343,17 @@ class UvBackend(Backend):
         pyproject = write_private(work_project, "pyproject.toml", uv_project(specs, s.torch_index, self.routed))
         out = os.path.join(work, "pylock.resolved.toml")
         args = s.uv_args(family=False)
-        base = [self.uv, "pip", "compile", "--format", "pylock.toml", "--no-header", "--python", python]
-        base += target  # --python-version/--python-platform: resolving for a host, not an env
-        if self.constraints:  # the project's -c files (`uv pip` reads no [tool.uv] constraints)
-            base += ["--constraints", write_private(work, "constraints.txt", "".join(f"{c}\n" for c in self.constraints))]
-        if nccl_override:
-            base += ["--overrides", write_private(work, "overrides.txt", nccl_override + "\n")]
+        # the project's -c files (`uv pip` reads no [tool.uv] constraints)
+        constraints = write_private(work, "constraints.txt", "".join(f"{c}\n" for c in self.constraints)) \
+            if self.constraints else None
+        overrides = write_private(work, "overrides.txt", nccl_override + "\n") if nccl_override else None
+
+        def argv(options: Sequence[str], output: str) -> list[str]:
+            return compile_argv(self.uv, pyproject, output, python=python,
+                                python_version=target[0] if target else None,
+                                python_platform=target[1] if target else None,
+                                options=options, constraints=constraints, overrides=overrides)
+
         env = s.uv_env(os.environ, family=False)
         detail = f"the torch family from {redact(s.torch_index)} only, the rest from your sources"
         obs = self.ctx.observer
@@ -381,17 +362,17 @@ class UvBackend(Backend):
         with obs.running("resolve"):
             if on_hint is not None and _any_remote(s):
                 cached = os.path.join(work, "pylock.cached.toml")
-                res = self.ctx.run("resolve", [*base, *_without_find_links(args), "--offline", "-o", cached,
-                                               pyproject], env, detail + " (uv's cache)", check=False, show=False)
+                res = self.ctx.run("resolve", argv([*_without_find_links(args), "--offline"], cached), env,
+                                   detail + " (uv's cache)", check=False, show=False)
                 hint = None
                 self.cache_answered = res.returncode == 0
                 if res.returncode == 0:
                     with contextlib.suppress(InstallFailed):  # a file without sha256: no hint
-                        hint = parse_uv_pylock(cached)
-                if hint and all(a.sha256 for d in hint for a in d.artifacts):
+                        hint = read_resolution(cached)
+                if hint:
                     on_hint(hint)
-            self.ctx.run("resolve", [*base, *args, "-o", out, pyproject], env, detail, show=False)
-            locked = parse_uv_pylock(out)
+            self.ctx.run("resolve", argv(args, out), env, detail, show=False)
+            locked = read_resolution(out)
         obs.done("resolve", time.monotonic() - start)
         names = [canonicalize_name(Requirement(x).name) for x in specs]
         missing = {n for n, x in zip(names, specs) if Requirement(x).marker is None} - {d.name for d in locked}
@@ -501,55 +482,18 @@ def install_lock_text(dists: Sequence[LockedDist]) -> str:
                        "packages": [package_table(d) for d in dists]})
 
 
-def uv_project(specs: Sequence[str], torch_index: str, routed: Sequence[str] = ()) -> str:
-    """The pyproject.toml uv resolves: the family pinned to the torch index as an explicit index.
-
-    uv's own mechanism for PyTorch: an *explicit* index serves only the packages that
-    [tool.uv.sources] routes to it, and a routed package is looked for nowhere else;
-    every other package comes from the user's sources.
-    """
-    names = [canonicalize_name(Requirement(x).name) for x in specs]
-    uv: dict[str, Any] = {
-        "sources": {n: Inline(index=TORCH_INDEX_NAME) for n in names if n in FAMILY_PACKAGES or n in routed},
-        "index": [{"name": TORCH_INDEX_NAME, "url": torch_index, "explicit": True}],
-    }
-    return dumps_toml({"project": {"name": "torchfit-env", "version": "0", "dependencies": list(specs)},
-                       "tool": {"uv": uv}})
-
-
-def parse_uv_pylock(path: str) -> list[LockedDist]:
-    """The packages of a pylock.toml uv wrote: wheels installed (the sdist only without wheels)."""
+def read_resolution(path: str, step: str = "resolve") -> list[LockedDist]:
+    """uv's answer at `path` (lock.uv.read_uv_lock), every file with a sha256, or InstallFailed."""
     try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise InstallFailed("resolve", [], None, f"cannot read uv's lock {path}: {exc}") from None
-    out = []
-    for p in data.get("packages", []):
-        arts = [_uv_artifact(w, "wheel") for w in p.get("wheels") or []]
-        if isinstance(p.get("archive"), dict):
-            a = p["archive"]
-            arts.append(_uv_artifact(a, _kind(_filename(a.get("url") or a.get("path") or ""))))
-        if not arts and isinstance(p.get("sdist"), dict):
-            arts.append(_uv_artifact(p["sdist"], "sdist"))
-        if not arts:
-            raise InstallFailed("resolve", [], None, f"uv's lock gives no file for {p.get('name')}")
-        out.append(LockedDist(canonicalize_name(p["name"]), str(p["version"]), tuple(arts), p.get("marker")))
-    return out
-
-
-def _uv_artifact(raw: Mapping[str, Any], kind: str) -> Artifact:
-    url, path = raw.get("url"), raw.get("path")
-    location = url or path or ""
-    sha = (raw.get("hashes") or {}).get("sha256")
-    if not sha:
-        local = _local_file(url) if url else path
-        if local and os.path.isfile(local):
-            sha = sha256_file(local)
-        else:
-            raise InstallFailed("resolve", [], None,
-                                f"no sha256 for {redact(location)}: the index gives none (try --installer pip)")
-    return Artifact(kind, sha, url, path if not url else None, raw.get("name") or _filename(location), raw.get("size"))
+        locked = read_uv_lock(path)
+    except BadInput as exc:
+        raise InstallFailed(step, [], None, f"cannot read uv's lock {path}: {exc.message}") from None
+    for d in locked:
+        for a in d.artifacts:
+            if not a.sha256:
+                raise InstallFailed(step, [], None, f"no sha256 for {redact(a.url or a.path or d.name)}: "
+                                    "the index gives none (try --installer pip)")
+    return locked
 
 
 def write_private(work: str, name: str, text: str) -> str:
@@ -643,11 +587,11 @@ def parse_pip_report(path: str) -> list[LockedDist]:
         if not sha and str(archive.get("hash", "")).startswith("sha256="):
             sha = archive["hash"].split("=", 1)[1]
         if not sha:
-            local = _local_file(url)
-            if not (local and os.path.isfile(local)):
+            local = local_file(url, None, "")
+            if local is None:
                 raise InstallFailed("install", [], None, f"no sha256 for {redact(url)}")
             sha = sha256_file(local)
-        name = _filename(url)
+        name = file_name(url)
         out.append(LockedDist(canonicalize_name(meta["name"]), str(meta["version"]),
                               (Artifact(_kind(name), sha, url, None, name),)))
     return out

@@ -88,14 +88,10 @@ def resolve_project(hosts: Sequence[HostFacts], request: Request, matrix: Matrix
 def compile_set(plan: Plan, sources: Sources, arch: str, glibc: tuple[int, int] | None, *, timeout: float,
                 progress: Progress | None) -> list[Any]:
     """uv's resolution of the plan's whole set (the install's own step), without an env."""
-    from torchfit.installer.backends import (
-        StepContext,
-        UvBackend,
-        install_specs,
-        uv_version,
-    )
+    from torchfit.installer.backends import StepContext, UvBackend, install_specs
+    from torchfit.lock.uv import find_uv, uv_version
     from torchfit.owned import temp_dir
-    from torchfit.runner import Runner, find_uv, stall_timeout
+    from torchfit.runner import Runner, stall_timeout
 
     runner = Runner()
     uv = find_uv(runner)
@@ -109,7 +105,7 @@ def compile_set(plan: Plan, sources: Sources, arch: str, glibc: tuple[int, int] 
     backend.routed = tuple(plan.routed)
     # The target as values, so the set is right for another host too (resolve --facts):
     # its Python version and its platform (arch, glibc), whatever interpreter runs uv.
-    target = ["--python-version", plan.python_version, "--python-platform", uv_platform(arch, glibc)]
+    target = (plan.python_version, uv_platform(arch, glibc))
     with temp_dir("resolve") as work:
         try:
             return backend.resolve(sys.executable, install_specs(plan), None, work, target=target)

@@ -19,10 +19,12 @@ credentials from the index options when rebuilding), other text passes through
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from packaging.utils import canonicalize_name
 
@@ -37,15 +39,18 @@ __all__ = [
     "LOCK_VERSION",
     "TOOL_SCHEMA",
     "artifact_table",
+    "file_name",
     "load_expected",
     "load_lock",
     "load_pylock",
+    "local_file",
     "package_table",
     "parse_lock",
     "parse_pylock",
     "render_lock",
     "replace_lock",
     "requirements_text",
+    "sha256_file",
     "write_lock",
 ]
 
@@ -59,11 +64,16 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 # --- reading ------------------------------------------------------------------------
 
 
-def parse_pylock(text: str, source: str) -> Lock:
+def parse_pylock(text: str, source: str, *, local_root: str | None = None) -> Lock:
     """Any PEP 751 lock: its packages, files and `[tool.torchfit]` (empty if none).
 
     Lenient where PEP 751 is (a file may lack a hash, a package its version); strict
     about the structure. BadInput, one line naming `source` and the entry, otherwise.
+
+    `local_root` (the lock's directory, which a relative `path` is read from): a file
+    the lock gives without a sha256 that lies on this machine (a `path`, a `file://`
+    URL) gets the sha256 of its bytes. uv hashes the files it finds itself; an index
+    that gives no hash leaves a remote file without one (the caller decides).
     """
     data = loads_toml(text, source)
     version = data.get("lock-version")
@@ -72,7 +82,7 @@ def parse_pylock(text: str, source: str) -> Lock:
     raw = data.get("packages")
     if not isinstance(raw, list) or not raw:
         raise BadInput(f"{source}: no [[packages]]")
-    dists = [_read_package(p, f"{source}: packages[{i}]") for i, p in enumerate(raw)]
+    dists = [_read_package(p, f"{source}: packages[{i}]", local_root) for i, p in enumerate(raw)]
     tool = data.get("tool")
     torchfit = tool.get("torchfit") if isinstance(tool, dict) else None
     envs = data.get("environments") or []
@@ -89,20 +99,20 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _read_package(p: Any, where: str) -> LockedDist:
+def _read_package(p: Any, where: str, local_root: str | None) -> LockedDist:
     if not isinstance(p, dict) or not isinstance(p.get("name"), str):
         raise BadInput(f"{where}: has no name")
     where = f"{where} ({p['name']})"
     wheels = p.get("wheels") or []
     if not isinstance(wheels, list):
         raise BadInput(f"{where}: wheels must be an array of tables")
-    arts = [_read_artifact(w, "wheel", where) for w in wheels]
+    arts = [_read_artifact(w, "wheel", where, local_root) for w in wheels]
     if isinstance(p.get("archive"), dict):  # PEP 751 packages.archive: a direct URL/path file
         a = p["archive"]
-        name = str(a.get("url") or a.get("path") or "").rsplit("/", 1)[-1]
-        arts.append(_read_artifact(a, "wheel" if name.endswith(".whl") else "sdist", where))
+        name = file_name(str(a.get("url") or a.get("path") or ""))
+        arts.append(_read_artifact(a, "wheel" if name.endswith(".whl") else "sdist", where, local_root))
     if "sdist" in p:
-        arts.append(_read_artifact(p["sdist"], "sdist", where))
+        arts.append(_read_artifact(p["sdist"], "sdist", where, local_root))
     version = p.get("version")
     return LockedDist(
         canonicalize_name(p["name"]), str(version) if version is not None else None, tuple(arts),
@@ -111,13 +121,43 @@ def _read_package(p: Any, where: str) -> LockedDist:
     )
 
 
-def _read_artifact(raw: Any, kind: str, where: str) -> Artifact:
+def _read_artifact(raw: Any, kind: str, where: str, local_root: str | None) -> Artifact:
     if not isinstance(raw, dict) or not isinstance(raw.get("hashes", {}), dict):
         raise BadInput(f"{where}: a {kind} entry is not a table")
     hashes = {str(k).lower(): str(v) for k, v in (raw.get("hashes") or {}).items()}
     size = raw.get("size")
-    return Artifact(kind, hashes.get("sha256"), _str(raw.get("url")), _str(raw.get("path")),
-                    _str(raw.get("name")), size if isinstance(size, int) else None, hashes)
+    url, path = _str(raw.get("url")), _str(raw.get("path"))
+    sha = hashes.get("sha256")
+    if sha is None and local_root is not None:
+        local = local_file(url, path, local_root)
+        if local is not None:
+            sha = sha256_file(local)
+    return Artifact(kind, sha, url, path, _str(raw.get("name")), size if isinstance(size, int) else None, hashes)
+
+
+def local_file(url: str | None, path: str | None, root: str) -> str | None:
+    """The file on this machine an artifact names (a `file://` URL, or a `path` relative to
+    `root`), when it is there; None for a remote URL or a missing file."""
+    if url:
+        parts = urlsplit(url)
+        found = unquote(parts.path) if parts.scheme == "file" else None
+    else:
+        found = os.path.join(root, path) if path else None
+    return found if found and os.path.isfile(found) else None
+
+
+def file_name(location: str) -> str:
+    """The file name a URL or a path ends in, %-escapes decoded (`torch-2.13.0+cpu-...whl`)."""
+    return unquote(os.path.basename(urlsplit(location).path)) if "://" in location else os.path.basename(location)
+
+
+def sha256_file(path: str) -> str:
+    """The sha256 of a file's bytes, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def parse_lock(text: str, source: str) -> Lock:
@@ -179,9 +219,11 @@ def load_lock(path: str) -> Lock:
     return parse_lock(_read_text(path), path)
 
 
-def load_pylock(path: str, source: str | None = None) -> Lock:
-    """The lenient reader over a file (`export --lock PATH`, uv's output)."""
-    return parse_pylock(_read_text(path), source or f"--lock {path}")
+def load_pylock(path: str, source: str | None = None, *, hash_local: bool = False) -> Lock:
+    """The lenient reader over a file (`export --lock PATH`, uv's output). `hash_local`:
+    files without a sha256 that are on this machine get one (`parse_pylock`'s `local_root`)."""
+    root = os.path.dirname(os.path.abspath(path)) if hash_local else None
+    return parse_pylock(_read_text(path), source or f"--lock {path}", local_root=root)
 
 
 def load_expected(path: str) -> tuple[dict[str, str] | None, str | None]:

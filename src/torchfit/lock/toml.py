@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -77,14 +77,16 @@ def _is_table_array(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and bool(value) and all(_is_table(v) for v in value)
 
 
-def dumps_toml(data: Mapping[str, Any]) -> str:
+def dumps_toml(data: Mapping[str, Any], *, under: Sequence[str] = ()) -> str:
     """TOML text for `data`: dicts become [tables], lists of dicts [[arrays of tables]].
 
     None values are left out (TOML has no null). Keys of a table come before its
-    sub-tables, as TOML requires.
+    sub-tables, as TOML requires. `under`: `data` is the table at that dotted path
+    (`("tool", "uv")`), written after text that opened it: its own keys first, then its
+    sub-tables as `[tool.uv.sources]`, no header of its own.
     """
     lines: list[str] = []
-    _emit(lines, [], data)
+    _emit(lines, [toml_key(k) for k in under], data)
     return "\n".join(lines).lstrip("\n") + "\n"
 
 

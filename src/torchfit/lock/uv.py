@@ -1,0 +1,175 @@
+"""uv, the one adapter: where uv is, the project it resolves, its `uv pip compile`, its lock.
+
+Every step that locks runs uv the same way: `install` (the plan's resolution,
+`installer/backends.py`), `add` (`installer/add.py`), a project's whole set
+(`installer/project.py`) and `export --format pylock` without `--lock`
+(`export/uvlock.py`); `export --format uv` writes the same routing for the user.
+So the knowledge lives here once:
+
+- `find_uv`, `uv_version`: the uv torchfit runs (beside its own interpreter first,
+  then the `uv` wheel's locator, then PATH) and whether it is new enough (`UV_MIN`);
+- `uv_routing`: the `[tool.uv]` tables that pin packages to one index. uv's documented
+  way to pin PyTorch to its index: an *explicit* index serves only the packages
+  `[tool.uv.sources]` routes to it, and a routed package is looked for nowhere else;
+  `uv_project` is the whole pyproject.toml `install` resolves, through the one TOML writer;
+- `compile_argv`: the argv of `uv pip compile --format pylock.toml`;
+- `read_uv_lock`: uv's pylock.toml through the one PEP 751 reader (`lock.pylock`).
+
+What uv writes (uv 0.13.9, measured: `uv pip compile --format pylock.toml` of
+pyyaml 6.0.2 and six 1.16.0 from PyPI for one target): each registry package's
+`sdist` *beside* the one wheel it chose for the target; a find-links file as a
+`file://` wheel URL with the sha256 uv computed; a direct reference as `archive`
+with a `path`. uv installs the wheel; the sdist is what it would build from only
+where no wheel fits. `read_uv_lock` keeps each package's files as uv installs them:
+its wheels, its archive, the sdist only when there is no wheel (the `Artifact` rule,
+`lock.model`), so a lock records the files that were installed, and a rebuild on a
+host where the wheel does not fit refuses instead of building the sdist.
+
+This module is on the `lock` layer so that `installer` and `export` (siblings, which
+may not import each other) both use it; it runs nothing itself but `uv --version`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from torchfit.compat.matrix import FAMILY_PACKAGES
+from torchfit.errors import BadInput, ToolMissing, ToolTimeout
+from torchfit.lock.model import LockedDist
+from torchfit.lock.pylock import file_name, load_pylock
+from torchfit.lock.toml import Inline, dumps_toml
+from torchfit.runner import Runner
+
+UV_MIN = Version("0.8.0")  # `uv pip compile --format pylock.toml`, explicit indexes
+TORCH_INDEX_NAME = "torchfit-torch"
+
+
+# --- which uv -------------------------------------------------------------------------------
+
+
+def find_uv(runner: Runner) -> str | None:
+    """uv beside torchfit's own interpreter first, then on PATH.
+
+    uv is a runtime dependency (the PyPI `uv` wheel): `pip install torchfit` puts
+    its binary in the same bin/ as the interpreter running torchfit, which need
+    not be on PATH (`~/.torchfit/bin/torchfit` run without activating). The wheel's
+    own locator covers the other layouts pip can give it (--user, --prefix, --target).
+    """
+    beside = os.path.join(os.path.dirname(sys.executable), "uv")
+    if os.access(beside, os.X_OK):
+        return beside
+    try:
+        from uv import find_uv_bin  # the `uv` wheel's own locator
+
+        wheel: str | None = find_uv_bin()
+    except (ImportError, OSError):  # not installed; its UvNotFound is a FileNotFoundError
+        wheel = None
+    if wheel and os.access(wheel, os.X_OK):
+        return wheel
+    return runner.which("uv")
+
+
+def uv_version(runner: Runner, uv: str) -> Version | None:
+    """`uv --version`'s version; None when it does not run here."""
+    try:
+        res = runner.run([uv, "--version"], timeout=30)
+    except (ToolMissing, ToolTimeout):
+        return None
+    m = re.search(r"uv (\d+\.\d+(\.\d+)?)", res.stdout)
+    return Version(m.group(1)) if m else None
+
+
+# --- the project uv resolves ------------------------------------------------------------------
+
+
+def uv_routing(index_name: str, index_url: str, routed: Sequence[str], *,
+               default_index: str | None = None) -> dict[str, Any]:
+    """`[tool.uv]`'s `index` and `sources`: `routed` from the explicit index `index_url` only.
+
+    `default_index`: a `[[tool.uv.index]]` marked default (what uv takes every other
+    package from) instead of PyPI.
+    """
+    index: list[dict[str, Any]] = [{"name": index_name, "url": index_url, "explicit": True}]
+    if default_index is not None:
+        index.append({"name": "default", "url": default_index, "default": True})
+    return {"index": index, "sources": {n: Inline(index=index_name) for n in dict.fromkeys(routed)}}
+
+
+def dumps_routing(routing: Mapping[str, Any]) -> str:
+    """`uv_routing`'s tables as TOML text, to follow a `[tool.uv]` table's own keys."""
+    return dumps_toml(routing, under=("tool", "uv"))
+
+
+def uv_project(specs: Sequence[str], torch_index: str, routed: Sequence[str] = ()) -> str:
+    """The pyproject.toml uv resolves for an install: the family (and `routed`) pinned to
+    the torch index as an explicit index; every other package from the user's sources."""
+    names = [canonicalize_name(Requirement(x).name) for x in specs]
+    to_torch = [n for n in names if n in FAMILY_PACKAGES or n in routed]
+    return dumps_toml({"project": {"name": "torchfit-env", "version": "0", "dependencies": list(specs)},
+                       "tool": {"uv": uv_routing(TORCH_INDEX_NAME, torch_index, to_torch)}})
+
+
+# --- uv pip compile ---------------------------------------------------------------------------
+
+
+def compile_argv(uv: str, project: str, out: str, *, python: str | None = None,
+                 python_version: str | None = None, python_platform: str | None = None,
+                 options: Sequence[str] = (), constraints: str | None = None, overrides: str | None = None,
+                 quiet: bool = False) -> list[str]:
+    """`uv pip compile` of `project` into the PEP 751 file `out` (uv insists on `pylock.*.toml`).
+
+    `python`: the interpreter whose markers and tags decide; `python_version` and
+    `python_platform`: a target given as values (another host, no interpreter);
+    `options`: the sources' and the step's own (`--no-config`, indexes, `--offline`);
+    `constraints`, `overrides`: requirements files (`uv pip` reads no [tool.uv]
+    constraint-dependencies, a project setting).
+    """
+    argv = [uv, "pip", "compile", "--format", "pylock.toml", "--no-header"]
+    if quiet:
+        argv.append("--quiet")
+    if python:
+        argv += ["--python", python]
+    if python_version:
+        argv += ["--python-version", python_version]
+    if python_platform:
+        argv += ["--python-platform", python_platform]
+    argv += options
+    if constraints:
+        argv += ["--constraints", constraints]
+    if overrides:
+        argv += ["--overrides", overrides]
+    return [*argv, "-o", out, project]
+
+
+# --- what uv wrote ----------------------------------------------------------------------------
+
+
+def read_uv_lock(path: str) -> list[LockedDist]:
+    """The packages of the pylock.toml uv wrote at `path`, each with the files uv installs.
+
+    Through `lock.pylock.load_pylock` (files on this machine without a sha256 get one);
+    per package its wheels and archive, the sdist only without a wheel (the module's
+    docstring says why). BadInput names the file and the entry: no version, no file.
+    """
+    lock = load_pylock(path, f"uv's lock {path}", hash_local=True)
+    out = []
+    for d in lock.packages:
+        if d.version is None:
+            raise BadInput(f"uv's lock {path}: {d.name} has no version")
+        # PEP 751: an `archive` excludes `wheels` and `sdist`, so "the wheels, else every file" is
+        # "wheels and archive; the sdist only without a wheel".
+        arts = [a for a in d.artifacts if a.kind == "wheel"] or list(d.artifacts)
+        if not arts:
+            raise BadInput(f"uv's lock gives no file for {d.name}")
+        named = tuple(a if a.filename else replace(a, filename=file_name(a.url or a.path or "")) for a in arts)
+        out.append(replace(d, artifacts=named))
+    return out
