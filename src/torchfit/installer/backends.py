@@ -127,6 +127,21 @@ class StepContext:
         return res
 
 
+@dataclass
+class StepRunner:
+    """A runner whose every command is one step of `ctx` (logged, timed, shown; its
+    failures InstallFailed): what a function that takes a runner gets from install
+    (`lock.closure.probe_closure`). The step's own timeout holds; the exit status is
+    the caller's to judge (check=False)."""
+
+    ctx: StepContext
+    step: str
+    detail: str
+
+    def run(self, argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None) -> RunResult:
+        return self.ctx.run(self.step, argv, dict(os.environ) if env is None else env, self.detail, check=False)
+
+
 def _clean_argv(argv: Sequence[str]) -> list[str]:
     return [redact(str(a)) for a in argv]
 

@@ -35,6 +35,7 @@ from torchfit.errors import BadInput, InstallFailed, LockMismatch, NoCompatibleS
 from torchfit.installer.backends import (
     Backend,
     StepContext,
+    StepRunner,
     env_python,
     install_specs,
     pick_backend,
@@ -297,22 +298,21 @@ class InstallJob:
 
     def _check_closure(self, ctx: StepContext, env_dir: str) -> None:
         """A lock is whole or refused: every dependency of what it installed must be
-        there (lock.closure: the check `verify --lock` makes too)."""
-        from torchfit.lock.closure import PROBE as CLOSURE
-        from torchfit.lock.closure import judge_closure, parse_closure_output
+        there (lock.closure.probe_closure: the check `verify --lock` makes too)."""
+        from torchfit.lock.closure import probe_closure
 
-        argv = [env_python(env_dir), "-c", CLOSURE]
-        res = ctx.run("check-deps", argv, dict(os.environ),
-                      "every dependency of the locked packages is installed (like pip check)", check=False)
-        data = parse_closure_output(res.stdout)
-        if data is None:
-            raise InstallFailed("check-deps", [env_python(env_dir), "-c", "<closure probe>"], res.returncode,
-                                redact((res.stderr or res.stdout)[-3000:]))
-        problems = judge_closure(data, nccl_override=self.pin.mechanism == "wheel-override")
+        step = StepRunner(ctx, "check-deps", "every dependency of the locked packages is installed (like pip check)")
+        closure = probe_closure(env_python(env_dir), step, nccl_override=self.pin.mechanism == "wheel-override",
+                                env=dict(os.environ))
+        argv = [env_python(env_dir), "<closure worker>"]
+        res = closure.result
+        if closure.problems is None:
+            raise InstallFailed("check-deps", argv, res.returncode, redact(closure.failure))
+        problems = closure.problems
         if problems:
             where = self.lock.path if self.lock is not None and self.lock.path else "the lock"
             raise InstallFailed(
-                "check-deps", [env_python(env_dir), "-c", "<closure probe>"], 1, "\n".join(problems),
+                "check-deps", argv, 1, "\n".join(problems),
                 what=(f"{where} is not whole: {problems[0]}"
                       + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")),
                 hint=("the lock lost an entry (edited by hand?): re-create it with `torchfit install` "

@@ -3,66 +3,69 @@
 A lock is installed with `--no-deps` (the lock is the whole list), so a lock that
 lost an entry (hand-trimmed, tampered) gives an env where `import torch` works and
 `torch.compile` dies on `No module named 'sympy'`. `install --lock` and
-`verify --lock` both run `PROBE` in the env and judge its answer with `judge_closure`
-(the same function, so they cannot disagree); it does what `pip check` does, without
-needing pip or uv in the env (a uv-made venv has no pip): the target interpreter lists
-its distributions and its marker environment, and `find_closure_problems` judges them
-with `packaging`.
+`verify --lock` both call `probe_closure` (the same function, so they cannot
+disagree): it runs `workers/closure_worker.py` in the env, which lists the env's
+distributions and its marker environment (one `closure` record, the workers' record
+protocol), and `judge_closure` does with them what `pip check` does, without needing
+pip or uv in the env (a uv-made venv has no pip).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-# Run by the target interpreter: its distributions with their Requires-Dist, and the
-# values PEP 508 markers are evaluated against (packaging.markers.default_environment).
-PROBE = r"""
-import json, os, platform, sys
-from importlib import metadata
-def fmt(info):
-    v = "{0.major}.{0.minor}.{0.micro}".format(info)
-    return v + (info.releaselevel[0] + str(info.serial) if info.releaselevel != "final" else "")
-env = {
-    "implementation_name": sys.implementation.name,
-    "implementation_version": fmt(sys.implementation.version),
-    "os_name": os.name, "platform_machine": platform.machine(),
-    "platform_release": platform.release(), "platform_system": platform.system(),
-    "platform_version": platform.version(), "python_full_version": platform.python_version(),
-    "platform_python_implementation": platform.python_implementation(),
-    "python_version": ".".join(platform.python_version_tuple()[:2]), "sys_platform": sys.platform,
-}
-dists = []
-prefix = os.path.realpath(sys.prefix) + os.sep
-for d in metadata.distributions():
-    name = d.metadata["Name"]
-    if name:
-        where = os.path.realpath(str(d.locate_file("")))
-        dists.append([name, d.version, list(d.requires or []), (where + os.sep).startswith(prefix)])
-print("TORCHFIT-CLOSURE " + json.dumps({"env": env, "dists": dists}))
-"""
-MARKER = "TORCHFIT-CLOSURE "
+from torchfit._backports import FROZEN
+from torchfit.runner import RunResult
+from torchfit.workers import last_record, read_records, worker_argv
 
 
-def parse_closure_output(stdout: str) -> dict[str, Any] | None:
-    """The probe's JSON line, or None when it printed none."""
-    for line in stdout.splitlines():
-        if line.startswith(MARKER):
-            try:
-                data = json.loads(line[len(MARKER):])
-            except ValueError:
-                return None
-            return data if isinstance(data, dict) else None
-    return None
+class CommandRunner(Protocol):
+    """What runs the worker: `runner.Runner`, or an installer step that logs and times it."""
+
+    def run(self, argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None) -> RunResult: ...
+
+
+@dataclass(**FROZEN)
+class Closure:
+    """`probe_closure`'s answer. `problems` is None when the worker gave no `closure`
+    record (the interpreter does not run, importlib.metadata is missing): `result` says why."""
+
+    problems: tuple[str, ...] | None
+    count: int  # distributions listed
+    result: RunResult
+
+    @property
+    def failure(self) -> str:
+        """Why there is no answer: the worker's `error` record, else the end of its output."""
+        error = last_record(read_records(self.result.stdout), "error")
+        if error is not None:
+            return f"{error.get('type')}: {error.get('message')}"
+        return (self.result.stderr or self.result.stdout)[-3000:]
+
+
+def probe_closure(python: str, runner: CommandRunner, *, nccl_override: bool, timeout: float = 60.0,
+                  env: Mapping[str, str] | None = None) -> Closure:
+    """Run the closure worker with `python` and judge its answer (`judge_closure`).
+
+    `nccl_override`: the env's NCCL pin is an nvidia-nccl wheel over torch's own
+    (install --nccl; a lock's `[tool.torchfit.nccl] mechanism = "wheel-override"`).
+    The runner's errors (ToolMissing, ToolTimeout) pass through.
+    """
+    res = runner.run(worker_argv(python, "closure"), timeout=timeout, env=env)
+    data = last_record(read_records(res.stdout), "closure")
+    if data is None:
+        return Closure(None, 0, res)
+    return Closure(tuple(judge_closure(data, nccl_override=nccl_override)), len(data.get("dists") or []), res)
 
 
 def judge_closure(data: Mapping[str, Any], *, nccl_override: bool) -> list[str]:
-    """The problems of a `PROBE` answer. With `nccl_override` (the env's NCCL pin is an
+    """The problems of a `closure` record. With `nccl_override` (the env's NCCL pin is an
     nvidia-nccl wheel installed over torch's own: install --nccl) the NCCL wheels may
     differ from torch's pin on purpose and are not judged; otherwise they are, as
     every other distribution."""

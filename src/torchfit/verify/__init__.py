@@ -295,29 +295,26 @@ def _judge_inspection(opts: Options, insp: Inspection, report: Report) -> None:
 
 
 def check_closure(python: str, lock_path: str, timeout: float) -> Check:
-    """Is every dependency of every installed distribution there (lock.closure, the
-    check `install --lock` makes too)? A lock that lost an entry fails here."""
+    """Is every dependency of every installed distribution there (lock.closure.probe_closure,
+    the check `install --lock` makes too)? A lock that lost an entry fails here."""
     import shlex
 
     from torchfit.errors import ProbeFailed
-    from torchfit.lock.closure import PROBE as CLOSURE
-    from torchfit.lock.closure import judge_closure, parse_closure_output
+    from torchfit.lock.closure import probe_closure
     from torchfit.lock.pylock import load_pin_mechanism
     from torchfit.runner import Runner
     from torchfit.verify.watch import lines_tail
 
-    try:
-        res = Runner().run([python, "-c", CLOSURE], timeout=timeout, env=child_env())
-    except ProbeFailed as exc:
-        return Check("lock-deps", Status.FAIL, f"could not list the env's distributions: {exc.message}")
-    data = parse_closure_output(res.stdout)
-    if data is None:
-        return Check("lock-deps", Status.FAIL, "could not list the env's distributions",
-                     lines_tail(res.stderr or res.stdout, 5))
-    dists = data.get("dists") or []
     # The lock's own NCCL pin says whether an NCCL wheel over torch's is on purpose (install --nccl).
     override = load_pin_mechanism(lock_path) == "wheel-override"
-    problems = judge_closure(data, nccl_override=override)
+    try:
+        closure = probe_closure(python, Runner(), nccl_override=override, timeout=timeout, env=child_env())
+    except ProbeFailed as exc:
+        return Check("lock-deps", Status.FAIL, f"could not list the env's distributions: {exc.message}")
+    problems = closure.problems
+    if problems is None:
+        return Check("lock-deps", Status.FAIL, "could not list the env's distributions",
+                     lines_tail(closure.failure, 5))
     if problems:
         return Check(
             "lock-deps",
@@ -327,7 +324,8 @@ def check_closure(python: str, lock_path: str, timeout: float) -> Check:
             hint=f"reinstall from a whole lock: `torchfit install --force --lock {shlex.quote(lock_path)} "
             "--prefix ENV`, or re-create the lock from a plan",
         )
-    return Check("lock-deps", Status.PASS, f"every dependency of the {len(dists)} installed distributions is installed")
+    return Check("lock-deps", Status.PASS,
+                 f"every dependency of the {closure.count} installed distributions is installed")
 
 
 def _judge_ddp(

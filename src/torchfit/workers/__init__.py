@@ -8,6 +8,7 @@ torchfit (or anything but the standard library and torch):
 - inspect_worker.py  `torchfit verify`'s inspection of one process
 - ddp_worker.py      `torchfit verify`'s torchrun worker: DDP smoke test, bandwidth sweep
 - doctor_worker.py   `torchfit doctor`'s view from inside the environment (Python 3.6+)
+- closure_worker.py  is the env whole: its distributions and marker values (lock/closure.py judges)
 
 They speak one protocol, torchfit_runtime's records: one JSON object per line with
 `kind` and `t`, written to a file (the verify workers, watched while they run) or
