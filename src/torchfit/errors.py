@@ -367,3 +367,27 @@ class WheelFormatError(TorchfitError):
         self.where = redact(where)
         self.why = why
         super().__init__(f"{self.where}: not a readable wheel: {why}")
+
+
+class WheelsUnread(TorchfitError):
+    """`matrix probe`: wheels (or the index pages listing them) that could not be read.
+
+    Exit 1 (2 when a local file given is no wheel); `--json` carries what was measured
+    beside each failure, so one object says it all.
+    """
+
+    reference = "wheels-unread"
+
+    def __init__(self, failures: list[tuple[str, str]], measured: list[dict[str, Any]], *,
+                 bad_file: bool = False) -> None:
+        self.failures = [(redact(what), redact(why)) for what, why in failures]
+        self.measured = measured
+        if bad_file:
+            self.exit_code = 2
+        n = len(self.failures)
+        super().__init__(f"{n} of {n + len(measured)} could not be read: "
+                         + "; ".join(f"{what}: {why}" for what, why in self.failures))
+
+    def details(self) -> dict[str, Any]:
+        return {"failures": [{"what": what, "error": why} for what, why in self.failures],
+                "wheels": self.measured}

@@ -16,10 +16,11 @@ seconds naming what is awaited and since when, so a hung mirror is never a silen
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TextIO
 
 from torchfit.redact import redact
@@ -66,6 +67,12 @@ class Progress:
 
 
 
+def dumb_terminal(environ: Mapping[str, str]) -> bool:
+    """TERM=dumb (or unknown): a terminal that takes no escape sequences, not even
+    erase-line; text only."""
+    return environ.get("TERM", "") in ("dumb", "unknown")
+
+
 class StderrProgress(Progress):
     """`torchfit: [step] detail` lines on stderr; an elapsed-time ticker on a terminal.
 
@@ -74,7 +81,8 @@ class StderrProgress(Progress):
 
     def __init__(self, stream: TextIO | None = None, prefix: str = "torchfit:") -> None:
         self.stream = stream or sys.stderr
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        # The ticker rewrites its line (\r, erase-line): only on a terminal that takes escapes.
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)()) and not dumb_terminal(os.environ)
         self.prefix = prefix
         self._io: int | None = None  # bytes moved by the awaited command, for the ticker
 

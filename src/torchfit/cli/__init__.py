@@ -27,10 +27,39 @@ EPILOG = "Exit codes: 0 ok, 1 the answer is no, 2 bad input, 130 interrupted."
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error as one line and exit 2 (no usage dump)."""
+    """argparse that reports a usage error as one line and exit 2 (no usage dump).
+
+    It remembers its commands and whether it takes `--json`, so that a usage error of a
+    command asked for JSON is a JSON object too (`asked_for_json`).
+    """
+
+    takes_json = False
+    commands: dict[str, Any] = {}  # noqa: RUF012 (replaced per parser by add_subparsers)
 
     def error(self, message: str) -> NoReturn:
         raise BadInput(f"{message} (see {self.prog} --help)")
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.takes_json = self.takes_json or "--json" in action.option_strings
+        return action
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        action = super().add_subparsers(**kwargs)
+        self.commands = action.choices
+        return action
+
+
+def asked_for_json(parser: argparse.ArgumentParser, argv: Sequence[str]) -> bool:
+    """Does `argv` give `--json` to a command that takes it? For the errors argparse raises
+    before there are `args` (a bad `--timeout 0`): they are a JSON object too."""
+    words = list(argv[:list(argv).index("--")] if "--" in argv else argv)
+    if "--json" not in words:
+        return False
+    p: Any = parser
+    for word in words:
+        p = getattr(p, "commands", {}).get(word, p)
+    return bool(getattr(p, "takes_json", False))
 
 
 def add_verbose(p: argparse.ArgumentParser, help: str = "show tracebacks") -> None:
@@ -242,15 +271,18 @@ def make_request(args: argparse.Namespace, matrix: Matrix) -> Request:
     )
 
 
-def print_json_error(args: argparse.Namespace | None, data: dict[str, Any]) -> None:
+def print_json_error(wanted: bool, data: dict[str, Any]) -> None:
     """The `--json` error object on stdout, when the command was asked for JSON.
 
     One shape for every command (`TorchfitError.to_json`): ok, error, reference,
-    hint, plus the error's own keys. Parse errors come before `args` exists: they
-    stay one line on stderr.
+    hint, plus the error's own keys. Nothing more to do when stdout itself fails.
     """
-    if args is not None and getattr(args, "json", False):
-        print(json.dumps(data, indent=2))
+    if wanted:
+        try:
+            print(json.dumps(data, indent=2))
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -260,28 +292,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     interruption (exit 130), and whatever child is still registered with the runner
     when the command ends, by any path, is killed (runner.kill_all).
     """
+    from torchfit.cli.ui.streams import standard_streams
     from torchfit.runner import interrupts_raise, kill_all
 
     # As the program (argv from sys.argv), a signal after the command is ignored: the
     # command's exit code stands. Called as a library, the caller's handlers come back.
+    with standard_streams() as closed:
+        try:
+            with interrupts_raise(then_ignore=argv is None):
+                return _main(argv, closed)
+        except KeyboardInterrupt as err:  # a signal landing outside _main's own handler
+            kill_all()
+            _say(f"torchfit: {err or 'interrupted'}\n")
+            return 130
+        finally:
+            kill_all(strays=False)  # registered children only: main may run inside another program
+
+
+def _say(text: str) -> None:
+    """A line on stderr, from the boundary itself: nothing more to do if stderr fails too."""
     try:
-        with interrupts_raise(then_ignore=argv is None):
-            return _main(argv)
-    except KeyboardInterrupt as err:  # a signal landing outside _main's own handler
-        kill_all()
-        sys.stderr.write(f"torchfit: {err or 'interrupted'}\n")
-        return 130
-    finally:
-        kill_all(strays=False)  # registered children only: main may run inside another program
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
-def _main(argv: Sequence[str] | None = None) -> int:
+def _main(argv: Sequence[str] | None = None, closed: frozenset[int] = frozenset()) -> int:
+    from torchfit.cli.ui.streams import failed_stream, refuse_closed_stdout
     from torchfit.errors import interrupted_json
 
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in argv or "--verbose" in argv
     args: argparse.Namespace | None = None
+    parser: argparse.ArgumentParser | None = None
+
+    def wants_json() -> bool:
+        if args is not None:
+            return bool(getattr(args, "json", False))
+        return parser is not None and asked_for_json(parser, argv)
+
     try:
+        refuse_closed_stdout(closed)
         parser = build_parser(argv)
         args = parser.parse_args(argv)
         verbose = verbose or getattr(args, "verbose", False)
@@ -302,16 +354,16 @@ def _main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         from torchfit.cli.ui.errors import render_error
 
-        print_json_error(args, err.to_json())
+        print_json_error(wants_json(), err.to_json())
         render_error(err, verbose)
         return err.exit_code
     except KeyboardInterrupt as err:
         from torchfit.runner import Interrupted, kill_all
 
         kill_all()
-        print_json_error(args, interrupted_json())
+        print_json_error(wants_json(), interrupted_json())
         if not (isinstance(err, Interrupted) and err.reported):
-            sys.stderr.write(f"torchfit: {err or 'interrupted'}\n")
+            _say(f"torchfit: {err or 'interrupted'}\n")
         return 130
     except BrokenPipeError:
         # The reader went away (`| head -1`): what it wanted, it has. Point stdout at
@@ -319,16 +371,14 @@ def _main(argv: Sequence[str] | None = None) -> int:
         _drop_stdout()
         return 0
     except OSError as exc:
-        if exc.errno not in _OUTPUT_ERRNOS:
-            return _internal_error(exc, verbose)
+        if failed_stream(exc) != "stdout" or exc.errno not in _OUTPUT_ERRNOS:
+            return _internal_error(exc, verbose, wants_json())
         _drop_stdout()
-        sys.stderr.write(
-            f"torchfit: error: cannot write the output: {exc.strerror or exc}"
-            " (a full disk or a broken device behind stdout?)  [output-error]\n"
-        )
+        _say(f"torchfit: error: cannot write the output: {exc.strerror or exc}"
+             " (a full disk or a broken device behind stdout?)  [output-error]\n")
         return 2
     except Exception as exc:  # a bug: say so in one line, the traceback with -v
-        return _internal_error(exc, verbose)
+        return _internal_error(exc, verbose, wants_json())
 
 
 # Writing stdout failed for a reason outside torchfit: no space, quota, I/O error.
@@ -344,10 +394,12 @@ def _drop_stdout() -> None:
         pass
 
 
-def _internal_error(exc: BaseException, verbose: bool) -> int:
+def _internal_error(exc: BaseException, verbose: bool, as_json: bool = False) -> int:
     if verbose:
         import traceback
 
         traceback.print_exc()
-    sys.stderr.write(f"torchfit: internal error: {type(exc).__name__}: {exc} (run with -v, please report)\n")
+    print_json_error(as_json, {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}",
+                               "reference": "internal-error", "hint": "run with -v, please report"})
+    _say(f"torchfit: internal error: {type(exc).__name__}: {exc} (run with -v, please report)\n")
     return 1

@@ -20,14 +20,15 @@ from torchfit.errors import BadInput
 def run_probe(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], Any],
               say: Callable[[str], None]) -> int:
     from torchfit.cli.ui.matrix import mb
-    from torchfit.errors import IndexUnavailable, WheelFormatError
+    from torchfit.errors import IndexUnavailable, WheelFormatError, WheelsUnread
     from torchfit.matrixcheck import probe as pr
 
-    targets = _targets(args)
+    failures: list[tuple[str, str]] = []  # (what, why): index pages, then wheels
+    targets = _targets(args, failures)
     verbose = getattr(args, "verbose", False) or sys.stderr.isatty()
     note = say if verbose else (lambda _line: None)
     results: list[Any] = []
-    failed = bad = 0
+    bad = False
     client = None
     for kind, target, pythons in targets:
         label = target if kind != "index" else target.file.filename
@@ -47,10 +48,8 @@ def run_probe(args: argparse.Namespace, make_client: Callable[[argparse.Namespac
                                              embedded=args.embedded, say=note)
         except (WheelFormatError, IndexUnavailable) as exc:
             # A local file that is no wheel is bad input (2); an index that failed, a no (1).
-            if kind == "file":
-                bad += 1
-            else:
-                failed += 1
+            bad = bad or kind == "file"
+            failures.append((label, exc.message))
             say(str(exc) if kind == "file" else f"{label}: {exc}")
             continue
         results.append(facts)
@@ -61,6 +60,13 @@ def run_probe(args: argparse.Namespace, make_client: Callable[[argparse.Namespac
         from torchfit.cli.ui.output import write_output
 
         write_output(args.output, json.dumps(data, indent=2) + "\n", "--output")
+    if failures:
+        # One error, after the tables of what was read; under --json one object with both.
+        if not args.json:
+            from torchfit.cli.ui.matrix import render_probe
+
+            render_probe(results)
+        raise WheelsUnread(failures, data, bad_file=bad)
     if args.json:
         print(json.dumps(data, indent=2))
     else:
@@ -69,7 +75,7 @@ def run_probe(args: argparse.Namespace, make_client: Callable[[argparse.Namespac
         render_probe(results)
     if not targets:
         say("nothing to probe")
-    return 2 if bad else 1 if failed else 0
+    return 0
 
 
 def _url_wheel(file: Any) -> Any:
@@ -81,8 +87,9 @@ def _url_wheel(file: Any) -> Any:
     return w
 
 
-def _targets(args: argparse.Namespace) -> list[tuple[str, Any, list[str]]]:
-    """(kind, target, CPython minors on the index) for every wheel to read."""
+def _targets(args: argparse.Namespace, failures: list[tuple[str, str]]) -> list[tuple[str, Any, list[str]]]:
+    """(kind, target, CPython minors on the index) for every wheel to read; an index page
+    that cannot be read is added to `failures`."""
     out: list[tuple[str, Any, list[str]]] = []
     modes = sum(bool(x) for x in (args.wheels, args.unknown, args.new)) + bool(
         args.torch and not (args.unknown or args.new))
@@ -106,10 +113,10 @@ def _targets(args: argparse.Namespace) -> list[tuple[str, Any, list[str]]]:
         raise BadInput("--pypi-url is for --pypi")
     if args.torch and not (args.variant or args.pypi or args.unknown or args.new):
         raise BadInput("--torch needs --variant NAME (its index) or --pypi")
-    return _index_targets(args)
+    return _index_targets(args, failures)
 
 
-def _index_targets(args: argparse.Namespace) -> list[tuple[str, Any, list[str]]]:
+def _index_targets(args: argparse.Namespace, failures: list[tuple[str, str]]) -> list[tuple[str, Any, list[str]]]:
     from torchfit.cache import load_matrix
     from torchfit.compat.matrix import PYPI_SIMPLE
     from torchfit.matrixcheck import check as mc
@@ -164,6 +171,7 @@ def _index_targets(args: argparse.Namespace) -> list[tuple[str, Any, list[str]]]
                 pages[idx] = client.project_page(idx, "torch")
             except (IndexUnavailable, IndexMalformed) as exc:
                 sys.stderr.write(f"torchfit: {exc}\n")
+                failures.append(("torch's index page", exc.message))
                 pages[idx] = None
         page = pages[idx]
         if page is None:

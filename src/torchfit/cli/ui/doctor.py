@@ -15,13 +15,15 @@ _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "unknown": "magen
 
 def render_report(checks: Sequence[Check], ctx: Context) -> None:
     """Grouped by area: one line per ok check; evidence and fix, wrapped, only for
-    the checks that did not pass. Readable at 80 columns."""
+    the checks that did not pass. Readable at 40 columns, nothing cut."""
     from rich.markup import escape
 
     from torchfit.cli.ui.console import console
 
     con = console(soft_wrap=True)
-    width = max(60, min(con.width, 120))
+    # On a terminal, wrapped to its width (at most 120); through a pipe or into a file, not
+    # wrapped and never cut: the report pasted into a bug tracker keeps every fact.
+    width = max(20, min(con.width, 120)) if con.is_terminal else None
     for line in format_report(checks, ctx, width):
         status = next((k for k in _STYLE if line.startswith(f"  {k} ")), None)
         text = escape(line)
@@ -30,10 +32,9 @@ def render_report(checks: Sequence[Check], ctx: Context) -> None:
         con.print(text)
 
 
-def format_report(checks: Sequence[Check], ctx: Context, width: int = 80) -> list[str]:
-    """The doctor report as plain lines (render_report colours them)."""
-    import textwrap
-
+def format_report(checks: Sequence[Check], ctx: Context, width: int | None = 80) -> list[str]:
+    """The doctor report as plain lines (render_report colours them): wrapped to `width`,
+    one line per item when `width` is None; never cut."""
     from torchfit.doctor.model import status_word, summary
     from torchfit.inputs import terminal_text
     from torchfit.redact import redact
@@ -41,8 +42,15 @@ def format_report(checks: Sequence[Check], ctx: Context, width: int = 80) -> lis
     def clean(text: str) -> str:
         return terminal_text(redact(text)).replace("\n", " ")
 
-    lines = textwrap.wrap(clean(f"torchfit doctor ({ctx.python_source}): {ctx.python or 'no Python'}"), width,
-                          subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+    def wrap(text: str, first: str = "", rest: str = "") -> list[str]:
+        if width is None:
+            return [first + text]
+        import textwrap
+
+        return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest,
+                             break_long_words=False, break_on_hyphens=False) or [first.rstrip()]
+
+    lines = wrap(clean(f"torchfit doctor ({ctx.python_source}): {ctx.python or 'no Python'}"), "", "  ")
     pad = " " * 12
     area = None
     for c in checks:
@@ -52,16 +60,12 @@ def format_report(checks: Sequence[Check], ctx: Context, width: int = 80) -> lis
         word = status_word(c.status)
         head = f"  {word:<8} {c.name}"
         if word == "ok":
-            text = f"{head}  {clean(c.summary)}"
-            lines.append(text if len(text) <= width else text[: width - 1] + "\u2026")
+            lines += wrap(clean(c.summary), f"{head}  ", pad)
             continue
         lines.append(head)
-        lines += textwrap.wrap(clean(c.summary), width, initial_indent=pad, subsequent_indent=pad,
-                               break_long_words=False, break_on_hyphens=False)
+        lines += wrap(clean(c.summary), pad, pad)
         if c.hint and word in ("warn", "fail", "unknown"):
-            lines += textwrap.wrap(clean(c.hint), width, initial_indent=pad + "fix: ",
-                                   subsequent_indent=pad + "     ", break_long_words=False,
-                                   break_on_hyphens=False)
+            lines += wrap(clean(c.hint), pad + "fix: ", pad + "     ")
     counts = summary(checks)
     tally = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
     if counts["fail"]:
@@ -70,5 +74,5 @@ def format_report(checks: Sequence[Check], ctx: Context, width: int = 80) -> lis
         end = "Nothing failed, but the checks marked unknown could not look."
     else:
         end = "Nothing failed."
-    lines += ["", *textwrap.wrap(f"{tally}. {end}", width)]
+    lines += ["", *wrap(f"{tally}. {end}")]
     return lines

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchfit.cli.ui.console import console, esc
+from torchfit.cli.ui.console import console, esc, table
 from torchfit.compat.facts import HostFacts
 
 
 def render_facts(facts: HostFacts, data: dict[str, Any]) -> None:
-    from rich.table import Table
 
     con = console()
-    table = Table(title=f"torchfit detect: {esc(facts.name)}", title_justify="left")
-    table.add_column("fact", style="bold")
-    table.add_column("value")
+    grid = table(title=f"torchfit detect: {esc(facts.name)}", title_justify="left")
+    grid.add_column("fact", style="bold")
+    grid.add_column("value")
     reasons = facts.reasons
 
     def val(key: str, text: str | None) -> str:
@@ -23,24 +22,24 @@ def render_facts(facts: HostFacts, data: dict[str, Any]) -> None:
         why = reasons.get(key, "unknown, not read")
         return f"[yellow]{esc(why)}[/]"
 
-    table.add_row("driver", val("driver_version", facts.driver_version))
+    grid.add_row("driver", val("driver_version", facts.driver_version))
     if facts.gpus:
         for g in facts.gpus:
             mem = f", {g.memory_mib} MiB" if g.memory_mib else ""
             bus = f", {g.pci_bus_id}" if g.pci_bus_id else ""
-            table.add_row(f"GPU {g.index}", esc(g.label() + mem + bus))
+            grid.add_row(f"GPU {g.index}", esc(g.label() + mem + bus))
     else:
-        table.add_row("GPUs", f"none ({esc(reasons.get('gpus', 'none found'))})")
+        grid.add_row("GPUs", f"none ({esc(reasons.get('gpus', 'none found'))})")
     if facts.topology:
-        table.add_row("links", esc(", ".join(f"{k}: {v}" for k, v in sorted(facts.topology.items()))))
-    table.add_row("glibc", val("glibc", facts.glibc))
-    table.add_row("OS", val("os", facts.os))
-    table.add_row("WSL", "yes" if facts.wsl else "no" if facts.wsl is False else val("wsl", None))
-    table.add_row("CPU arch", val("arch", facts.arch))
+        grid.add_row("links", esc(", ".join(f"{k}: {v}" for k, v in sorted(facts.topology.items()))))
+    grid.add_row("glibc", val("glibc", facts.glibc))
+    grid.add_row("OS", val("os", facts.os))
+    grid.add_row("WSL", "yes" if facts.wsl else "no" if facts.wsl is False else val("wsl", None))
+    grid.add_row("CPU arch", val("arch", facts.arch))
     pys = ", ".join(f"{p.version} ({p.source})" for p in facts.pythons)
-    table.add_row("Pythons", val("pythons", pys))
-    table.add_row(
+    grid.add_row("Pythons", val("pythons", pys))
+    grid.add_row(
         "pyenv",
         val("pyenv", f"{facts.pyenv.version or ''} at {facts.pyenv.path}".strip()) if facts.pyenv else val("pyenv", None),
     )
-    con.print(table)
+    con.print(grid)

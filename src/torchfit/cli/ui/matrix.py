@@ -111,19 +111,26 @@ def _py_range(pys: tuple[tuple[int, int], ...]) -> str:
 
 
 def render_unknowns(rows: list[Any], path: str) -> None:
-    """`matrix show --unknown`: one row per unknown fact, why, and what it blocks."""
-    from rich.table import Table
-
-    from torchfit.cli.ui.console import console
+    """`matrix show --unknown`: one row per unknown fact, why, and what it blocks; on a
+    terminal narrower than 100 columns one record per fact (a five-column table there
+    leaves each cell a few letters wide)."""
+    from torchfit.cli.ui.console import console, esc_plain, table, wrap
 
     con = console(piped_width=220)
-    table = Table(title=f"torchfit matrix: {len(rows)} facts still unknown ({path})", title_justify="left")
-    for name, kw in (("fact", {"no_wrap": True}), ("builds", {"no_wrap": True}), ("line", {"no_wrap": True}),
-                     ("blocks", {"overflow": "fold"}), ("why unknown", {"overflow": "fold"})):
-        table.add_column(name, **kw)
+    title = f"torchfit matrix: {len(rows)} facts still unknown ({path})"
+    if con.is_terminal and con.width < 100:
+        con.print(esc_plain(title), soft_wrap=True)
+        for u in rows:
+            con.print(esc_plain(wrap(f"{u.fact}  {u.label}  line {u.line}", con.width, "", "  ")), soft_wrap=True)
+            for key, text in (("blocks", u.blocks), ("why unknown", u.reason)):
+                con.print(esc_plain(wrap(f"{key}: {text}", con.width, "    ", "      ")), soft_wrap=True)
+        return
+    grid = table(title=title, title_justify="left")
+    for name in ("fact", "builds", "line", "blocks", "why unknown"):
+        grid.add_column(name)
     for u in rows:
-        table.add_row(u.fact, u.label, str(u.line), u.blocks, u.reason)
-    con.print(table)
+        grid.add_row(u.fact, u.label, str(u.line), u.blocks, u.reason)
+    con.print(grid)
 
 
 def mb(n: int) -> str:
@@ -132,13 +139,12 @@ def mb(n: int) -> str:
 
 def render_probe(results: list[Any]) -> None:
     """`matrix probe`: one table per wheel, each fact beside where it was read."""
-    from rich.table import Table
 
-    from torchfit.cli.ui.console import console
+    from torchfit.cli.ui.console import console, table
 
     con = console(piped_width=200)
     for f in results:
-        t = Table(title=f.file, title_justify="left", show_header=False)
+        t = table(title=f.file, title_justify="left", show_header=False)
         t.add_column("fact", no_wrap=True)
         t.add_column("value", overflow="fold")
         t.add_column("read from", overflow="fold")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
-from torchfit.cli.ui.console import console, error_width, esc, esc_plain, wrap
+from torchfit.cli.ui.console import console, esc, esc_plain, terminal_width, wrap
 from torchfit.compat.plan import Plan
 from torchfit.inputs import terminal_text
 from torchfit.redact import redact
@@ -17,7 +18,7 @@ def render_plan(plan: Plan, explain: bool = False) -> None:
     from torchfit.compat.matrix import FAMILY_PACKAGES
 
     con = console()
-    width = error_width()
+    width = terminal_width(sys.stdout)
     con.print(f"[bold]torchfit resolve: the stack for {esc(', '.join(plan.hosts))}[/]", soft_wrap=True)
     py = f"{plan.python_version}{'t' if plan.free_threaded else ''}" + (" (pyenv will install)" if plan.python_source == "pyenv" else "")
     rows: Sequence[tuple[str, str | None, str]] = [
@@ -41,6 +42,10 @@ def render_plan(plan: Plan, explain: bool = False) -> None:
             con.print(esc_plain(head.rstrip()), soft_wrap=True)
         elif width is None:
             con.print(esc_plain(f"{head}{why}" if len(value) < 20 else f"{head} {why}"), soft_wrap=True)
+        elif width - col < 30:
+            # Too narrow for a column of reasons: the reason on its own lines, under the name.
+            for line in [f"  {name:<12}{value}", *wrap(why, width, " " * 4, " " * 4).splitlines()]:
+                con.print(esc_plain(line), soft_wrap=True)
         else:
             first = head if len(value) < 20 else f"  {name:<12}{value}"
             lines = [first.rstrip()] if len(value) >= 20 else []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from torchfit.cli.ui.console import console
+from torchfit.cli.ui.console import console, table
 
 if TYPE_CHECKING:
     from torchfit.verify.model import Report
@@ -15,7 +15,6 @@ _MARK = {"pass": "[green]✓[/]", "warn": "[yellow]![/]", "fail": "[red]✗[/]",
 def render_report(report: Report) -> None:
     """The human report: checks, nodes side by side, busbw bars, the verdict."""
     from rich.markup import escape
-    from rich.table import Table
 
     con = console()
     con.print(
@@ -35,40 +34,40 @@ def render_report(report: Report) -> None:
         for note in report.ddp.get("notes") or []:
             con.print(f" [dim]note: {escape(note)}[/]")
     if len(report.nodes) > 1 or report.node_disagreements:
-        table = Table(title="nodes", title_justify="left")
-        table.add_column("")
+        grid = table(title="nodes", title_justify="left")
+        grid.add_column("")
         for n in report.nodes:
-            table.add_column(f"node {n['node']} ({escape(str(n['host']))})")
+            grid.add_column(f"node {n['node']} ({escape(str(n['host']))})")
         bad = {d.split(":")[0] for d in report.node_disagreements}
         from torchfit.verify.peers import ENV_COMPARED
 
         for key in ("driver", "torch", "cuda", "cudnn", "nccl", "nccl_path", *ENV_COMPARED):
             style = "red" if key in bad else ""
-            table.add_row(
+            grid.add_row(
                 key,
                 *[
                     f"[{style}]{escape(str(n.get(key)))}[/]" if style else escape(str(n.get(key)))
                     for n in report.nodes
                 ],
             )
-        con.print(table)
+        con.print(grid)
     bw = report.bandwidth
     if bw and bw.get("rows"):
         promise = bw.get("promise_gbps")
         top = max([r["busbw"] for r in bw["rows"]] + [promise or 0.0]) or 1.0
-        width = 40
-        table = Table(
+        width = max(10, min(40, con.width - 30))  # the bar: what the size and figures leave
+        grid = table(
             title="all-reduce bus bandwidth (float32)"
             + (f", links promise {promise:.0f} GB/s" if promise else ""),
             title_justify="left",
             box=None,
             pad_edge=False,
         )
-        table.add_column("size", justify="right")
-        table.add_column("busbw GB/s", justify="right")
+        grid.add_column("size", justify="right")
+        grid.add_column("busbw GB/s", justify="right")
         if promise:
-            table.add_column("of promise", justify="right")
-        table.add_column("")
+            grid.add_column("of promise", justify="right")
+        grid.add_column("")
         for r in bw["rows"]:
             filled = round(r["busbw"] / top * width)
             colour = (
@@ -80,8 +79,8 @@ def render_report(report: Report) -> None:
             cells = [_size(r["bytes"]), f"{r['busbw']:.1f}"]
             if promise:
                 cells.append(f"{r['busbw'] / promise:.0%}")
-            table.add_row(*cells, bar)
-        con.print(table)
+            grid.add_row(*cells, bar)
+        con.print(grid)
     t = report.timings
     con.print(
         "[dim]"
