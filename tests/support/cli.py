@@ -58,3 +58,42 @@ def run_main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, 
     code = main(list(args))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def run_cli_pty(*args: str, cols: int = 80, env: dict[str, str] | None = None, timeout: float = 120,
+                base_env: dict[str, str] | None = None) -> tuple[int, str]:
+    """`python -m torchfit ARGS` on a real terminal (a pty `cols` wide, stdin, stdout and
+    stderr all on it, as a user at a terminal runs it): (exit code, everything it showed)."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+    import time
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, cols, 0, 0))
+    proc = subprocess.Popen(torchfit_argv(*args), stdin=slave, stdout=slave, stderr=slave,
+                            env=_env(env, base_env), start_new_session=True)
+    os.close(slave)
+    chunks = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                break
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: every writer of the terminal has gone
+                break
+            if not data:
+                break
+            chunks.append(data)
+        code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    return code, b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")

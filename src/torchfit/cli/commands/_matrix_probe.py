@@ -158,8 +158,11 @@ def _index_targets(args: argparse.Namespace, failures: list[tuple[str, str]]) ->
         idx = base.replace("{variant}", args.variant) if base and "{variant}" in base else \
             f"{(base or mc.DEFAULT_BASE).rstrip('/')}/{args.variant}"
         wanted.append((idx, False, args.torch, args.variant, None))
+    from torchfit.redact import redact
+
     out: list[tuple[str, Any, list[str]]] = []
     seen: set[str] = set()
+    failed_pages: set[str] = set()
     for idx, pypi, torch, variant, newer in wanted:
         if idx not in pages:
             from torchfit.cli.commands.matrix import _client
@@ -172,12 +175,20 @@ def _index_targets(args: argparse.Namespace, failures: list[tuple[str, str]]) ->
             except (IndexUnavailable, IndexMalformed) as exc:
                 sys.stderr.write(f"torchfit: {exc}\n")
                 failures.append(("torch's index page", exc.message))
+                failed_pages.add(idx)
                 pages[idx] = None
         page = pages[idx]
         if page is None:
+            if idx not in failed_pages:  # the index has no torch page at all (404)
+                failures.append(("torch's index page", f"{redact(idx)} has no page for torch"))
+                failed_pages.add(idx)
             continue
-        for wheel, pys in find_index_wheels(page.files, torch=torch, variant=variant, pypi=pypi,
-                                            platforms=plats, python=args.python, newer_than=newer):
+        found = find_index_wheels(page.files, torch=torch, variant=variant, pypi=pypi,
+                                  platforms=plats, python=args.python, newer_than=newer)
+        if torch is not None and not found and not (args.unknown or args.new):
+            # A release asked for by name that is not there is a failure, not "nothing to do".
+            failures.append((f"torch {torch}", f"no {' or '.join(plats)} wheel of it on {redact(idx)}"))
+        for wheel, pys in found:
             if wheel.file.url not in seen:
                 seen.add(wheel.file.url)
                 out.append(("index", wheel, pys))
