@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from torchfit.errors import BadInput
 from torchfit.lock.model import Artifact, Lock, LockedDist
-from torchfit.lock.pylock import load_expected, parse_lock, parse_pylock, render_lock
+from torchfit.lock.pylock import (
+    load_expected,
+    parse_lock,
+    parse_pylock,
+    render_lock,
+    requirements_text,
+)
 from torchfit.lock.toml import Inline
 
 
@@ -30,7 +39,7 @@ def test_lock_round_trip_and_no_credentials() -> None:
     assert [d.name for d in again.packages] == ["torch", "sympy"]
     assert again.packages[0].artifacts[0].url == "https://mirror.example/files/torch-2.13.0%2Bcpu-x.whl"
     assert again.tool["torch-index-url"] == "https://user:***@mirror.example/simple"
-    assert again.packages[0].requirement_line() == f"torch==2.13.0+cpu --hash=sha256:{'a' * 64}"
+    assert requirements_text(again.packages[:1]) == f"torch==2.13.0+cpu --hash=sha256:{'a' * 64}\n"
 
 
 @pytest.mark.parametrize("text,expect", [
@@ -49,18 +58,18 @@ requires-python = "==3.11.*"
 [[packages]]
 name = "Torch"
 version = "2.13.0+cpu"
-wheels = [{ url = "https://h/torch-2.13.0%2Bcpu-cp311-cp311-manylinux_2_28_x86_64.whl", hashes = { sha256 = "A64", blake2b = "cafe" } }]
+wheels = [{ url = "https://h/torch-2.13.0%2Bcpu-cp311-cp311-manylinux_2_28_x86_64.whl", hashes = { sha256 = "A64", blake2b = "CAFE128" } }]
 [[packages]]
 name = "local-thing"
 archive = { path = "dist/local_thing-1.0.tar.gz", hashes = { sha256 = "B64" } }
-""".replace("A64", "a" * 64).replace("B64", "b" * 64)
+""".replace("A64", "a" * 64).replace("B64", "b" * 64).replace("CAFE128", "CAFE" * 32)
 
 
 def test_the_lenient_reader_takes_any_pep751_lock_and_keeps_every_hash() -> None:
     lock = parse_pylock(UV_STYLE, "uv output")
     torch, thing = lock.packages
     assert torch.name == "torch" and torch.version == "2.13.0+cpu" and thing.version is None
-    assert torch.artifacts[0].all_hashes() == {"sha256": "a" * 64, "blake2b": "cafe"}
+    assert torch.artifacts[0].all_hashes() == {"sha256": "a" * 64, "blake2b": "cafe" * 32}
     assert thing.artifacts[0].kind == "sdist" and thing.artifacts[0].path == "dist/local_thing-1.0.tar.gz"
     assert lock.tool == {} and lock.plan() == {} and lock.expected() == {}
     # The strict reader (install --lock) refuses what is not a torchfit lock.
@@ -124,3 +133,78 @@ def test_replace_lock_is_atomic(tmp_path: Path) -> None:
     assert res.stdout.startswith("failed"), res.stdout + res.stderr
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pylock.toml"]
+
+
+# --- attack round 3 (issue 21): a tampered lock must not inject installer options ------------
+
+_GOOD = {"name": "mpmath", "version": "1.3.0", "url": "https://files.example/mpmath-1.3.0-py3-none-any.whl",
+         "sha256": "a" * 64, "index": "https://pypi.example/simple", "marker": "python_version >= '3.8'",
+         "filename": "mpmath-1.3.0-py3-none-any.whl"}
+_INJECTIONS = ("\n--extra-index-url http://127.0.0.1:9/simple", "\n-r /etc/shadow", "\r\n--index-url http://x/",
+               " --hash=sha256:" + "b" * 64 + "\n-c /etc/passwd", "\x00", "\x1b[2J", "\u2028-e .", "\t-r x",
+               "\n", " ")
+
+
+def _lock_text(**fields: object) -> str:
+    """A torchfit lock of one package, `fields` replacing the good ones (raw TOML values)."""
+    from torchfit.lock.toml import dumps_toml
+
+    f = {**_GOOD, **fields}
+    wheel = {"name": f["filename"], "url": f["url"], "hashes": Inline(sha256=f["sha256"])}
+    pkg = {"name": f["name"], "version": f["version"], "marker": f["marker"], "index": f["index"], "wheels": [wheel]}
+    return dumps_toml({"lock-version": "1.0", "packages": [pkg],
+                       "tool": {"torchfit": {"schema": 1, "plan": {"torch": "2.13.0"}}}})
+
+
+_LINE = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?==[0-9A-Za-z.+!_-]+( --hash=sha256:[0-9a-f]{64})+")
+
+
+@pytest.mark.parametrize(("field", "injected"), [
+    (f, i) for f in sorted(_GOOD) for i in _INJECTIONS
+    if not (i == " " and f in ("marker", "filename"))  # a space belongs in a marker, and may in a file name
+])
+def test_attack3_lock_fields_carrying_options_are_refused(field: str, injected: str) -> None:
+    """Every field that can reach an installer is refused when it carries more than its
+    own form: BadInput naming the entry, one line, the value escaped."""
+    text = _lock_text(**{field: str(_GOOD[field]) + injected})
+    with pytest.raises(BadInput) as info:
+        parse_lock(text, "pylock.toml")
+    assert "packages[0]" in info.value.message and "\n" not in info.value.message
+    assert "\x1b" not in info.value.message and "\x00" not in info.value.message
+
+
+def test_attack3_a_good_lock_still_reads() -> None:
+    lock = parse_lock(_lock_text(), "pylock.toml")
+    assert requirements_text(lock.packages) == f"mpmath==1.3.0 --hash=sha256:{'a' * 64}\n"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(field=st.sampled_from(sorted(_GOOD)), value=st.text(max_size=60), where=st.sampled_from(["pre", "post", "all"]))
+def test_attack3_any_field_value_gives_badinput_or_one_clean_line_per_package(field: str, value: str,
+                                                                              where: str) -> None:
+    """Whatever text a field holds, the reader answers BadInput, or the requirements file
+    has exactly one `name==version --hash=...` line per package and nothing else."""
+    good = str(_GOOD[field])
+    raw = {"pre": value + good, "post": good + value, "all": value}[where]
+    try:
+        lock = parse_lock(_lock_text(**{field: raw}), "pylock.toml")
+    except BadInput as exc:
+        assert "\n" not in exc.message
+        return
+    text = requirements_text(lock.packages)
+    lines = text.splitlines()
+    assert len(lines) == 1 and text.endswith("\n") and text.count("\n") == 1, text
+    assert _LINE.fullmatch(lines[0]), lines[0]
+    assert "--" not in lines[0].replace(" --hash=sha256:", "")
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=st.text(max_size=30), version=st.text(max_size=30))
+def test_attack3_requirements_text_checks_its_parts_itself(name: str, version: str) -> None:
+    """A LockedDist built by other code (not the reader) cannot inject either."""
+    d = LockedDist(name, version, (Artifact("wheel", "c" * 64, "https://h/x.whl"),))
+    try:
+        text = requirements_text([d])
+    except BadInput:
+        return
+    assert text.count("\n") == 1 and _LINE.fullmatch(text.rstrip("\n")), text

@@ -56,11 +56,6 @@ class LockedDist:
     def is_family(self) -> bool:
         return self.name in FAMILY_PACKAGES
 
-    def requirement_line(self) -> str:
-        """`name==version --hash=sha256:...` for a hash-checking install."""
-        hashes = " ".join(f"--hash=sha256:{a.sha256}" for a in self.artifacts if a.sha256)
-        return f"{self.name}=={self.version} {hashes}"
-
 
 def _table(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}

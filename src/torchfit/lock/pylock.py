@@ -58,7 +58,14 @@ LOCK_NAME = "pylock.toml"
 LOCK_VERSION = "1.0"
 TOOL_SCHEMA = 1
 
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# Every field of a lock that can reach an installer is checked against these (whole
+# match: `$` would accept a trailing newline). PEP 508 names; hex digests.
+_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+_HEX = re.compile(r"[0-9a-f]+")
+_HASH_NAME = re.compile(r"[a-z0-9_-]{1,32}")
+_URL_SCHEMES = ("https", "http", "file")
+# A [tool.torchfit] key holding an index URL (install --lock and export read them).
+_TOOL_URLS = ("torch-index-url", "index-url")
 
 
 # --- reading ------------------------------------------------------------------------
@@ -85,12 +92,16 @@ def parse_pylock(text: str, source: str, *, local_root: str | None = None) -> Lo
     dists = [_read_package(p, f"{source}: packages[{i}]", local_root) for i, p in enumerate(raw)]
     tool = data.get("tool")
     torchfit = tool.get("torchfit") if isinstance(tool, dict) else None
+    torchfit = torchfit if isinstance(torchfit, dict) else {}
+    for key in _TOOL_URLS:
+        if torchfit.get(key) is not None:
+            _check_url(torchfit[key], f"{source}: [tool.torchfit]", key)
     envs = data.get("environments") or []
     return Lock(
         packages=tuple(dists),
-        tool=torchfit if isinstance(torchfit, dict) else {},
-        requires_python=_str(data.get("requires-python")),
-        environments=tuple(e for e in envs if isinstance(e, str)),
+        tool=torchfit,
+        requires_python=_check_text(_str(data.get("requires-python")), source, "requires-python"),
+        environments=tuple(_check_marker(e, source, "environments") or "" for e in envs if isinstance(e, str)),
         path=source,
     )
 
@@ -99,40 +110,151 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _shown(value: object) -> str:
+    """A field's value for a one-line message: escaped, cut."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _check_name(raw: Any, where: str) -> str:
+    """A PEP 508 name, canonical (PEP 503); BadInput otherwise."""
+    if not isinstance(raw, str) or not _NAME.fullmatch(raw):
+        raise BadInput(f"{where}: name {_shown(raw)} is not a package name")
+    return canonicalize_name(raw)
+
+
+def _check_version(raw: Any, where: str) -> str:
+    """A PEP 440 version, as written (nothing but its own characters: `Version()`
+    alone would take surrounding whitespace and newlines)."""
+    from packaging.version import InvalidVersion, Version
+
+    if not isinstance(raw, str) or not raw or " " in raw or not _is_one_line(raw):
+        raise BadInput(f"{where}: version {_shown(raw)} is not a version")
+    try:
+        Version(raw)
+    except InvalidVersion:
+        raise BadInput(f"{where}: version {_shown(raw)} is not a version") from None
+    return raw
+
+
+def _check_url(raw: Any, where: str, what: str = "url") -> str:
+    """A URL an installer may fetch: https, http or file, no whitespace or control characters."""
+    if not isinstance(raw, str) or not raw or " " in raw or not _is_one_line(raw):
+        raise BadInput(f"{where}: {what} {_shown(redact(str(raw)))} is not a URL")
+    try:
+        parts = urlsplit(raw)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise BadInput(f"{where}: {what} {_shown(redact(raw))} is not a URL") from None
+    if parts.scheme.lower() not in _URL_SCHEMES or "://" not in raw:
+        raise BadInput(f"{where}: {what} {_shown(redact(raw))}: only https://, http:// and file:// URLs")
+    if parts.scheme.lower() != "file" and not parts.hostname:
+        raise BadInput(f"{where}: {what} {_shown(redact(raw))} has no host")
+    return raw
+
+
+def _check_text(raw: Any, where: str, what: str) -> str | None:
+    """Optional plain text of one line (a path, a file name, a marker): no control characters."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not _is_one_line(raw):
+        raise BadInput(f"{where}: {what} {_shown(raw)} is not one line of text")
+    return raw
+
+
+def _is_one_line(text: str) -> bool:
+    """No control, format or line-breaking character (Python's splitlines() breaks at
+    U+2028 and U+0085 too); plain spaces only."""
+    import unicodedata
+
+    return not any((ch.isspace() and ch != " ") or unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")
+                   for ch in text)
+
+
+def _check_marker(raw: Any, where: str, what: str = "marker") -> str | None:
+    from packaging.markers import InvalidMarker, Marker
+
+    text = _check_text(raw, where, what)
+    if text is not None:
+        try:
+            Marker(text)
+        except InvalidMarker:
+            raise BadInput(f"{where}: {what} {_shown(text)} is not a PEP 508 marker") from None
+    return text
+
+
+def _check_hashes(raw: Any, where: str) -> dict[str, str]:
+    """`{algorithm: hex digest}`: a hashlib name (or another plain name) and lowercase hex,
+    of the algorithm's length when hashlib knows it."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise BadInput(f"{where}: hashes must be a table")
+    out: dict[str, str] = {}
+    for key, value in raw.items():
+        algo = str(key).lower()
+        digest = value.lower() if isinstance(value, str) else value
+        if not _HASH_NAME.fullmatch(algo) or not isinstance(digest, str) or not _HEX.fullmatch(digest):
+            raise BadInput(f"{where}: hash {_shown(key)} = {_shown(value)} is not a hex digest")
+        if algo in hashlib.algorithms_guaranteed and not algo.startswith("shake"):
+            size = hashlib.new(algo).digest_size * 2
+            if len(digest) != size:
+                raise BadInput(f"{where}: {algo} hash {_shown(value)} is not {size} hex digits")
+        out[algo] = digest
+    return out
+
+
 def _read_package(p: Any, where: str, local_root: str | None) -> LockedDist:
-    if not isinstance(p, dict) or not isinstance(p.get("name"), str):
+    if not isinstance(p, dict) or p.get("name") is None:
         raise BadInput(f"{where}: has no name")
-    where = f"{where} ({p['name']})"
+    name = _check_name(p["name"], where)
+    where = f"{where} ({name})"
     wheels = p.get("wheels") or []
     if not isinstance(wheels, list):
         raise BadInput(f"{where}: wheels must be an array of tables")
     arts = [_read_artifact(w, "wheel", where, local_root) for w in wheels]
     if isinstance(p.get("archive"), dict):  # PEP 751 packages.archive: a direct URL/path file
         a = p["archive"]
-        name = file_name(str(a.get("url") or a.get("path") or ""))
-        arts.append(_read_artifact(a, "wheel" if name.endswith(".whl") else "sdist", where, local_root))
+        last = file_name(str(a.get("url") or a.get("path") or ""))
+        arts.append(_read_artifact(a, "wheel" if last.endswith(".whl") else "sdist", where, local_root))
     if "sdist" in p:
         arts.append(_read_artifact(p["sdist"], "sdist", where, local_root))
     version = p.get("version")
+    rp = _check_text(p.get("requires-python"), where, "requires-python")
+    if rp is not None:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            SpecifierSet(rp)
+        except InvalidSpecifier:
+            raise BadInput(f"{where}: requires-python {_shown(rp)} is not a version specifier") from None
+    index = p.get("index")
     return LockedDist(
-        canonicalize_name(p["name"]), str(version) if version is not None else None, tuple(arts),
-        marker=_str(p.get("marker")), index=_str(p.get("index")),
-        requires_python=_str(p.get("requires-python")),
+        name, _check_version(version, where) if version is not None else None, tuple(arts),
+        marker=_check_marker(p.get("marker"), where),
+        index=_check_url(index, where, "index") if index is not None else None,
+        requires_python=rp,
     )
 
 
 def _read_artifact(raw: Any, kind: str, where: str, local_root: str | None) -> Artifact:
-    if not isinstance(raw, dict) or not isinstance(raw.get("hashes", {}), dict):
+    if not isinstance(raw, dict):
         raise BadInput(f"{where}: a {kind} entry is not a table")
-    hashes = {str(k).lower(): str(v) for k, v in (raw.get("hashes") or {}).items()}
+    hashes = _check_hashes(raw.get("hashes"), f"{where}: a {kind}")
     size = raw.get("size")
-    url, path = _str(raw.get("url")), _str(raw.get("path"))
+    if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
+        raise BadInput(f"{where}: a {kind}'s size {_shown(size)} is not a number of bytes")
+    url = _check_url(raw["url"], where) if raw.get("url") is not None else None
+    path = _check_text(raw.get("path"), where, f"a {kind}'s path")
+    filename = _check_text(raw.get("name"), where, f"a {kind}'s name")
+    if filename is not None and ("/" in filename or filename in (".", "..")):
+        raise BadInput(f"{where}: a {kind}'s name {_shown(filename)} is not a file name")
     sha = hashes.get("sha256")
     if sha is None and local_root is not None:
         local = local_file(url, path, local_root)
         if local is not None:
             sha = sha256_file(local)
-    return Artifact(kind, sha, url, path, _str(raw.get("name")), size if isinstance(size, int) else None, hashes)
+    return Artifact(kind, sha, url, path, filename, size, hashes)
 
 
 def local_file(url: str | None, path: str | None, root: str) -> str | None:
@@ -182,7 +304,7 @@ def parse_lock(text: str, source: str) -> Lock:
         if not d.artifacts:
             raise BadInput(f"{where} ({d.name}): no wheels or sdist with a sha256")
         for a in d.artifacts:
-            if not a.sha256 or not _SHA256.match(a.sha256):
+            if not a.sha256:  # its form was checked by the reader
                 raise BadInput(f"{where}: a {a.kind} without a valid sha256 hash")
             if a.url is None and a.path is None:
                 raise BadInput(f"{where}: a {a.kind} needs a url or a path")
@@ -339,5 +461,19 @@ def replace_lock(path: str, lock: Lock) -> None:
 
 
 def requirements_text(dists: Sequence[LockedDist]) -> str:
-    """A hash-checking requirements file for pip/uv (`--require-hashes --no-deps`)."""
-    return "".join(d.requirement_line() + "\n" for d in dists)
+    """A hash-checking requirements file for pip/uv (`--require-hashes --no-deps`).
+
+    One `name==version --hash=sha256:HEX` line per package, each part checked again
+    here (the reader checked them once): a requirements file is pip's and uv's option
+    syntax too, and a name or version carrying a newline would add options
+    (`--extra-index-url`, `-r /etc/shadow`). BadInput if any part is not its own form.
+    """
+    lines = []
+    for d in dists:
+        where = f"requirement {_shown(d.name)}"
+        hashes = [_check_hashes({"sha256": a.sha256}, where)["sha256"] for a in d.artifacts if a.sha256]
+        if not hashes:
+            raise BadInput(f"{where}: no sha256 to check")
+        line = f"{_check_name(d.name, where)}=={_check_version(d.version, where)} "
+        lines.append(line + " ".join(f"--hash=sha256:{h}" for h in hashes) + "\n")
+    return "".join(lines)
