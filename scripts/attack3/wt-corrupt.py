@@ -63,7 +63,7 @@ def lock_injects_requirements_file(box: Box) -> str | None:
     lock = _tampered_lock(box, f"\n-r {secret}")
     # pip: it prints the first line of a -r file it cannot parse (uv does not)
     res = box.tf("install", "--lock", lock, "--prefix", str(box.work / "env"), "--installer", "pip", timeout=300)
-    logs = [p for p in (box.work / "state").rglob("*.log")]
+    logs = list((box.work / "state").rglob("*.log"))
     leaked = [str(p) for p in logs if "SECRET-FIRST-LINE" in p.read_text(errors="replace")]
     if "SECRET-FIRST-LINE" in res.text:
         return f"exit {res.code}: the -r file's first line is printed"
