@@ -46,7 +46,7 @@ from types import FrameType
 
 from torchfit._backports import FROZEN
 from torchfit.errors import ProbeFailed, ToolMissing, ToolStalled, ToolTimeout
-from torchfit.redact import redact
+from torchfit.redact import has_credentials, redact
 
 # --- every child dies with torchfit ------------------------------------------------------
 
@@ -550,18 +550,20 @@ class Runner:
     """
 
     def __init__(
-        self, env_overrides: Mapping[str, str] | None = None, *, kill_grace: float = 2.0
+        self, env_overrides: Mapping[str, str] | None = None, *, kill_grace: float = 2.0,
+        unset: Iterable[str] = (),
     ) -> None:
         self.env_overrides = dict(env_overrides or {})
         self.kill_grace = kill_grace
+        self.unset = tuple(unset)  # never inherited by any child of this runner (index_variables())
 
     def environ(self, env: Mapping[str, str] | None = None, unset: Iterable[str] = ()) -> dict[str, str]:
-        """The environment a child gets: os.environ, the overrides, `env`, less `unset`."""
+        """The environment a child gets: os.environ, the overrides, `env`, less `unset` (and the runner's)."""
         merged = dict(os.environ)
         merged.update(self.env_overrides)
         if env:
             merged.update(env)
-        for name in unset:
+        for name in (*self.unset, *unset):
             merged.pop(name, None)
         return merged
 
@@ -770,6 +772,39 @@ def _partial_output(proc: subprocess.Popen[str]) -> tuple[str, str]:
 # does not answer (uv and pip retry a silent mirror for 12-18 minutes): it is killed.
 STALL_S = 120.0
 STALL_ENV = "TORCHFIT_STALL_TIMEOUT"
+
+
+# Where the user's package sources, and their credentials, live in the environment:
+# pip's and uv's index settings and torchfit's own. Only an installer step needs them.
+INDEX_VARIABLES = frozenset({
+    "TORCHFIT_TORCH_INDEX_URL", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_TRUSTED_HOST",
+    "PIP_CLIENT_CERT", "PIP_CONFIG_FILE", "UV_INDEX", "UV_DEFAULT_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL",
+    "UV_FIND_LINKS", "UV_CONFIG_FILE", "UV_PUBLISH_URL", "UV_PUBLISH_TOKEN", "UV_PUBLISH_USERNAME",
+    "UV_PUBLISH_PASSWORD", "TWINE_PASSWORD", "TWINE_USERNAME", "TWINE_REPOSITORY_URL",
+})
+
+
+def index_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The variables of `environ` (os.environ) a child that installs nothing must not inherit.
+
+    The env's own Python (install's check, verify's ranks, doctor's worker) and the
+    tools doctor runs need no package source: the index settings (INDEX_VARIABLES),
+    uv's per-index credentials (UV_INDEX_<NAME>_USERNAME/_PASSWORD) and any variable
+    whose value is a URL carrying a credential (`redact`'s rule) stay with torchfit.
+    Pass the answer as `Runner.run(unset=...)`, or build a spawned child's env with
+    `without_index_variables`.
+    """
+    env = os.environ if environ is None else environ
+    return [k for k, v in env.items()
+            if k in INDEX_VARIABLES or k.startswith("UV_INDEX_") or has_credentials(v)]
+
+
+def without_index_variables(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A copy of `environ` (os.environ) less `index_variables`: a whole environment for `spawn`."""
+    env = dict(os.environ if environ is None else environ)
+    for name in index_variables(env):
+        del env[name]
+    return env
 
 
 def stall_timeout() -> float:

@@ -204,6 +204,7 @@ def _compiling_uv(tmp_path: Path, *, offline_fails: bool = False, online_torch: 
     online.write_text(_LOCK.format(a=online_torch * 64, b="b" * 64, extra=_PIP if pip else ""))
     log = tmp_path / "calls.txt"
     body = f"""echo "$*" >> {log}
+echo "${{UV_FIND_LINKS:-}}" >> {log}.find-links
 out=""; prev=""
 for x in "$@"; do [ "$prev" = "-o" ] && out="$x"; prev="$x"; done
 case " $* " in *" --offline "*)
@@ -279,13 +280,14 @@ def test_a_find_links_directory_is_read_by_one_resolution(tmp_path: Path, ctx: S
     uv = _compiling_uv(tmp_path)
     _build(tmp_path, ctx, uv)
     calls = _calls(tmp_path)
-    compiles = [c.split() for c in calls if c.startswith("pip compile ")]
-    assert len(compiles) == 2 and "--offline" in compiles[0]
-    assert "--find-links" not in compiles[0]
-    links = [compiles[1][i + 1] for i, a in enumerate(compiles[1]) if a == "--find-links"]
-    assert links == ["/opt/wheels", "/more/wheels"]
+    # find-links reach uv through UV_FIND_LINKS, never its argv (public, in `ps`: issue 21)
+    links = dict(zip(calls, (tmp_path / "calls.txt.find-links").read_text().splitlines()))
+    compiles = [c for c in calls if c.startswith("pip compile ")]
+    assert len(compiles) == 2 and "--offline" in compiles[0].split()
+    assert links[compiles[0]] == "" and links[compiles[1]] == "/opt/wheels,/more/wheels"
+    assert not [c for c in calls if "--find-links" in c.split()]
     assert [c for c in calls if c.startswith("venv ")] and not [
-        c for c in calls if "--find-links" in c.split() and not c.startswith("pip compile ")]
+        c for c in calls if links[c] and not c.startswith("pip compile ")]
 
 
 def test_seed_is_resolved_with_the_plan(tmp_path: Path, ctx: StepContext) -> None:

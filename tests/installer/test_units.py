@@ -93,7 +93,11 @@ def test_family_step_sees_only_the_torch_index() -> None:
     assert deps["PIP_FIND_LINKS"].split() == ["/opt/wheels", "/more/wheels"]
     uv = s.uv_env({"UV_INDEX": "https://z", "UV_FIND_LINKS": "/w"}, family=True)
     assert uv["UV_DEFAULT_INDEX"] == "https://download.pytorch.org/whl/cu130" and "UV_INDEX" not in uv
-    assert "--find-links" not in s.uv_args(family=True) and "--find-links" in s.uv_args(family=False)
+    assert "UV_FIND_LINKS" not in uv
+    # find-links reach uv through its environment, never its argv (public, in `ps`)
+    assert not any("wheels" in a for a in s.uv_args(family=True) + s.uv_args(family=False))
+    assert s.uv_env({}, family=False, find_links=True)["UV_FIND_LINKS"] == "/opt/wheels,/more/wheels"
+    assert "UV_FIND_LINKS" not in s.uv_env({"UV_FIND_LINKS": "/w"}, family=False)
 
 
 def test_http_and_offline_rules() -> None:

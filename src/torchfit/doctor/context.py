@@ -24,7 +24,7 @@ from torchfit.compat.facts import Gpu
 from torchfit.doctor import parse
 from torchfit.errors import ProbeFailed, ToolMissing, ToolTimeout
 from torchfit.owned import temp_dir
-from torchfit.runner import Runner
+from torchfit.runner import Runner, index_variables
 from torchfit.workers import last_record, read_records, worker_argv
 from torchfit.workers.torchfit_runtime import lib_kind
 
@@ -193,7 +193,7 @@ class Context:
         if exe is None:
             return ToolOutput(argv, "", "", None, f"{name} not found on PATH", missing=True)
         try:
-            res = self.runner.run([exe, *argv[1:]], timeout=self.timeout, env=env)
+            res = self.runner.run([exe, *argv[1:]], timeout=self.timeout, env=env, unset=index_variables())
         except ToolTimeout as exc:
             if name == "nvidia-smi":
                 self._smi_hung = f"nvidia-smi timed out after {self.timeout:g} s"
@@ -309,7 +309,7 @@ class Context:
             res = self.runner.run(
                 worker_argv(sys.executable, "doctor", "libversions", *wanted),
                 timeout=max(self.timeout, 30.0),
-                env={"LD_PRELOAD": ""},
+                env={"LD_PRELOAD": ""}, unset=index_variables(),
             )
             for lib in (last_record(read_records(res.stdout), "libversions") or {}).get("libs") or []:
                 if isinstance(lib, dict) and isinstance(lib.get("path"), str):
@@ -338,7 +338,8 @@ class Context:
             with temp_dir("doctor") as cwd:
                 # An empty working directory: a `torch/` in the user's cwd (a PyTorch
                 # checkout) must not be what the report describes.
-                res = self.runner.run(worker_argv(self.python, "doctor", "report"), timeout=self.worker_timeout, cwd=cwd)
+                res = self.runner.run(worker_argv(self.python, "doctor", "report"), timeout=self.worker_timeout,
+                                      cwd=cwd, unset=index_variables())
         except ToolTimeout as exc:
             self._read_worker_lines(facts, exc.stdout)
             facts.cause = f"the worker timed out after {self.worker_timeout:g} s (stage: {facts.last_stage})"

@@ -62,14 +62,17 @@ def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str = PYPI_SIMPLE, on_w
                 fh.write("".join(c + "\n" for c in constraints))
         argv = compile_argv(uv, project, out, python_version=stack.python,
                             python_platform=uv_platform(stack.arches[0], stack.glibc),
-                            options=["--no-config", "--default-index", pypi_url], constraints=path, quiet=True)
+                            options=["--no-config"], constraints=path, quiet=True)
         # Bounded and visible: uv's per-request timeout, a stall limit (no bytes moved), and
         # `on_wait` for a progress line naming what is awaited.
-        from torchfit.runner import stall_timeout
+        from torchfit.runner import index_variables, stall_timeout
 
-        uv_env = {"UV_PREVIEW_FEATURES": "pylock", "UV_HTTP_TIMEOUT": os.environ.get("UV_HTTP_TIMEOUT", "30")}
-        result = runner.run(argv, timeout=UV_TIMEOUT, cwd=tmp, env=uv_env, stall=stall_timeout(),
-                            on_wait=on_wait)
+        # The default index in uv's environment, not its argv (public, in `ps`): it may carry a token.
+        uv_env = {"UV_PREVIEW_FEATURES": "pylock", "UV_HTTP_TIMEOUT": os.environ.get("UV_HTTP_TIMEOUT", "30"),
+                  "UV_DEFAULT_INDEX": pypi_url}
+        # No index but these two (as --no-config intends): the user's uv/pip index variables are unset.
+        result = runner.run(argv, timeout=UV_TIMEOUT, cwd=tmp, env=uv_env, stall=stall_timeout(), on_wait=on_wait,
+                            unset=[k for k in index_variables() if k != "UV_DEFAULT_INDEX"])
         if not result.ok:
             tail = redact((result.stderr or result.stdout).strip())
             raise ExportFailed(f"uv pip compile could not lock {stack.variant} torch {stack.torch} "

@@ -348,7 +348,7 @@ class AddJob:
             if constraints else None,
             overrides=write_private(work, f"overrides.{name}.txt", "".join(c + "\n" for c in overrides))
             if overrides else None)
-        res = ctx.run("resolve", argv, s.uv_env(os.environ, family=False), detail, check=False)
+        res = ctx.run("resolve", argv, s.uv_env(os.environ, family=False, find_links=True), detail, check=False)
         if res.returncode < 0:
             raise InstallFailed("resolve", argv, res.returncode, redact((res.stderr or res.stdout)[-3000:]))
         return res, out

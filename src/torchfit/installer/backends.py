@@ -61,7 +61,7 @@ from torchfit.lock.toml import dumps_toml
 from torchfit.lock.uv import UV_MIN, compile_argv, find_uv, read_uv_lock, uv_project, uv_version
 from torchfit.progress import Progress
 from torchfit.redact import redact
-from torchfit.runner import Runner, RunResult, kill_stray_children
+from torchfit.runner import Runner, RunResult, kill_stray_children, without_index_variables
 
 PIP_MIN = Version("22.2")  # `pip install --report`
 TAIL_LINES = 30
@@ -235,9 +235,7 @@ class UvBackend(Backend):
             args.append("--no-index")
         for host in s.trusted_hosts:
             args += ["--allow-insecure-host", host]
-        for link in s.find_links:
-            args += ["--find-links", link]
-        return args
+        return args  # the find-links locations: in uv_env(find_links=True), never on argv
 
     def create_venv(self, python: str, path: str, seed: bool = False) -> None:
         s = self.ctx.sources
@@ -247,7 +245,8 @@ class UvBackend(Backend):
         # Only seeding reads the sources (uv resolves the seed packages from them).
         sources = self._venv_args() if seed else ["--no-config", "--no-python-downloads"]
         argv = [self.uv, "venv", *(["--seed"] if seed else []), "--python", python, *sources, path]
-        self.ctx.run("venv", argv, s.uv_env(os.environ, family=False),
+        env = s.uv_env(os.environ, family=False, find_links=True) if seed else without_index_variables()
+        self.ctx.run("venv", argv, env,
                      f"uv venv{' --seed' if seed else ''} ({python})")
 
     def build(self, python: str, env_dir: str, seed: bool, specs: Sequence[str], nccl_override: str | None,
@@ -369,7 +368,7 @@ class UvBackend(Backend):
                                 python_platform=target[1] if target else None,
                                 options=options, constraints=constraints, overrides=overrides)
 
-        env = s.uv_env(os.environ, family=False)
+        env = s.uv_env(os.environ, family=False, find_links=True)
         detail = f"the torch family from {redact(s.torch_index)} only, the rest from your sources"
         obs = self.ctx.observer
         obs.step("resolve", detail)
@@ -377,7 +376,8 @@ class UvBackend(Backend):
         with obs.running("resolve"):
             if on_hint is not None and _any_remote(s):
                 cached = os.path.join(work, "pylock.cached.toml")
-                res = self.ctx.run("resolve", argv([*_without_find_links(args), "--offline"], cached), env,
+                res = self.ctx.run("resolve", argv([*args, "--offline"], cached),
+                                   s.uv_env(os.environ, family=False),
                                    detail + " (uv's cache)", check=False, show=False)
                 hint = None
                 self.cache_answered = res.returncode == 0
@@ -438,7 +438,7 @@ class UvBackend(Backend):
         s = self.ctx.sources
         argv = [self.uv, "pip", "install", "--python", env_python(env_dir), "--no-deps", "--require-hashes",
                 "-r", req, *s.uv_args(family, resolving=False)]
-        return argv, s.uv_env(os.environ, family)
+        return argv, s.uv_env(os.environ, family, find_links=not family)
 
     def _run_locked(self, step: str, argv: list[str], env: dict[str, str], detail: str) -> None:
         """uv's cache first, the indexes only for what it lacks.
@@ -474,27 +474,14 @@ def _any_remote(s: Sources) -> bool:
     return not s.offline and not all(is_local(u) for u in remote)
 
 
-def _without_find_links(args: Sequence[str]) -> list[str]:
-    """uv options less every `--find-links DIR`."""
-    out: list[str] = []
-    skip = False
-    for a in args:
-        if skip:
-            skip = False
-        elif a == "--find-links":
-            skip = True
-        else:
-            out.append(a)
-    return out
-
-
 def install_lock_text(dists: Sequence[LockedDist]) -> str:
-    """The PEP 751 file `uv pip install -r` gets: each package's exact files and hashes."""
+    """The PEP 751 file `uv pip install -r` gets: each package's exact files and hashes, URLs
+    verbatim (written with `write_private`: a signed file URL works only whole)."""
     for d in dists:
         if not d.artifacts or not all(a.sha256 for a in d.artifacts):
             raise InstallFailed("install", [], None, f"{d.name}: a file without sha256 cannot be installed")
     return dumps_toml({"lock-version": LOCK_VERSION, "created-by": "torchfit",
-                       "packages": [package_table(d) for d in dists]})
+                       "packages": [package_table(d, verbatim=True) for d in dists]})
 
 
 def read_resolution(path: str, step: str = "resolve") -> list[LockedDist]:
@@ -527,8 +514,9 @@ class PipBackend(Backend):
     name = "pip"
 
     def create_venv(self, python: str, path: str, seed: bool = False) -> None:
-        self.ctx.run("venv", [python, "-m", "venv", path], dict(os.environ), f"python -m venv ({python})")
-        res = self.ctx.run("venv", [env_python(path), "-m", "pip", "--version"], dict(os.environ), "pip --version")
+        self.ctx.run("venv", [python, "-m", "venv", path], without_index_variables(), f"python -m venv ({python})")
+        res = self.ctx.run("venv", [env_python(path), "-m", "pip", "--version"], without_index_variables(),
+                           "pip --version")
         m = re.match(r"pip (\S+)", res.stdout)
         try:
             found = Version(m.group(1)) if m else None

@@ -55,7 +55,7 @@ from torchfit.lock.pylock import LOCK_NAME, TOOL_SCHEMA, write_lock
 from torchfit.owned import remove_tree
 from torchfit.progress import Progress
 from torchfit.redact import redact, strip_credentials
-from torchfit.runner import Runner, kill_stray_children, stall_timeout
+from torchfit.runner import Runner, kill_stray_children, stall_timeout, without_index_variables
 
 WORK_DIR = ".torchfit-work"
 
@@ -303,7 +303,7 @@ class InstallJob:
 
         step = StepRunner(ctx, "check-deps", "every dependency of the locked packages is installed (like pip check)")
         closure = probe_closure(env_python(env_dir), step, nccl_override=self.pin.mechanism == "wheel-override",
-                                env=dict(os.environ))
+                                env=without_index_variables())
         argv = [env_python(env_dir), "<closure worker>"]
         res = closure.result
         if closure.problems is None:
@@ -323,7 +323,7 @@ class InstallJob:
         # A chosen NCCL must load with this torch: import it under the pin.
         import_torch = self.pin.mechanism in ("ld-preload", "wheel-override")
         argv = probe_argv(env_python(env_dir), lib, import_torch)
-        env = dict(os.environ)
+        env = without_index_variables()  # the env's Python needs no package source
         detail = "the installed build against the plan"
         if import_torch:
             detail += ", and import torch with the NCCL pin"

@@ -27,7 +27,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from torchfit._backports import FROZEN
 from torchfit.compat.matrix import PYPI_SIMPLE
@@ -214,7 +214,7 @@ class Sources:
         step the torch index alone (no extra index, no find-links); for the
         dependency step the merged dependency sources.
         """
-        env = {k: v for k, v in base.items() if not k.startswith("PIP_")}
+        env = {k: v for k, v in base.items() if not k.startswith("PIP_") and k not in OTHER_INSTALLERS_SOURCES}
         env["PIP_CONFIG_FILE"] = os.devnull
         env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
         env["PIP_NO_INPUT"] = "1"
@@ -243,7 +243,8 @@ class Sources:
 
     # -- uv ----------------------------------------------------------------------------
     def uv_args(self, family: bool, *, resolving: bool = True) -> list[str]:
-        """Options of a `uv pip` family or dependency step (no URL with credentials here).
+        """Options of a `uv pip` family or dependency step: no URL here (argv is public, in
+        `ps`); the indexes and the find-links locations travel in `uv_env`.
 
         `resolving`: the step chooses versions, so the user's constraint files apply.
         """
@@ -270,21 +271,29 @@ class Sources:
         args += ["--index-strategy", "unsafe-best-match"]
         if self.no_index:
             args.append("--no-index")
-        for link in self.find_links:
-            args += ["--find-links", link]
         return args
 
-    def uv_env(self, base: Mapping[str, str], family: bool) -> dict[str, str]:
-        """uv's environment: its own index variables replaced by torchfit's sources."""
+    def uv_env(self, base: Mapping[str, str], family: bool, *, find_links: bool = False) -> dict[str, str]:
+        """uv's environment: its own index variables replaced by torchfit's sources.
+
+        `find_links`: a dependency step that reads the find-links locations gets them
+        here, as UV_FIND_LINKS, never as `--find-links` on argv, which every user of
+        the machine reads in `ps` (a find-links page often carries a token).
+        """
         drop = ("UV_INDEX", "UV_DEFAULT_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS",
                 "UV_NO_INDEX", "UV_INDEX_STRATEGY", "UV_CONSTRAINT", "UV_OVERRIDE", "UV_CONFIG_FILE")
-        env = {k: v for k, v in base.items() if k not in drop}
+        # pip's index settings (and torchfit's) mean nothing to uv: they stay out of its
+        # environment and of the interpreters it starts.
+        env = {k: v for k, v in base.items() if k not in drop and k not in PIP_SOURCES
+               and k not in OTHER_INSTALLERS_SOURCES}
         if family:
             env["UV_DEFAULT_INDEX"] = self.torch_index
         else:
             env["UV_DEFAULT_INDEX"] = self.index_url or PYPI
             if self.extra_index_urls:
                 env["UV_INDEX"] = " ".join(self.extra_index_urls)
+            if find_links and self.find_links:
+                env["UV_FIND_LINKS"] = uv_find_links(self.find_links)
         cert = self.pip.get("cert")
         if cert and "SSL_CERT_FILE" not in env:
             env["SSL_CERT_FILE"] = cert
@@ -303,6 +312,24 @@ class Sources:
     def _dep_urls(self) -> list[str]:
         out = [] if self.no_index else [self.index_url or PYPI, *self.extra_index_urls]
         return out + list(self.find_links)
+
+
+# The variables that name sources for one installer only (or for torchfit): the other
+# installer's steps do not inherit them (they would not read them, but its children would).
+PIP_SOURCES = frozenset({"PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_TRUSTED_HOST", "PIP_NO_INDEX"})
+OTHER_INSTALLERS_SOURCES = frozenset({"TORCHFIT_TORCH_INDEX_URL", "UV_INDEX", "UV_DEFAULT_INDEX", "UV_INDEX_URL",
+                                      "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS"})
+
+
+def uv_find_links(links: Sequence[str]) -> str:
+    """UV_FIND_LINKS's value: uv splits it at commas, so a comma inside one location is
+    written %2C (a URL) or the path becomes a file:// URL (where a comma is %2C too)."""
+    out = []
+    for link in links:
+        if "," in link:
+            link = link.replace(",", "%2C") if "://" in link else "file://" + quote(os.path.abspath(link))
+        out.append(link)
+    return ",".join(out)
 
 
 def make_sources(

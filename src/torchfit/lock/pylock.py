@@ -22,7 +22,7 @@ import contextlib
 import hashlib
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -402,25 +402,29 @@ def render_lock(lock: Lock) -> str:
     return redact(header + dumps_toml(doc))
 
 
-def package_table(d: LockedDist) -> dict[str, Any]:
-    """A PEP 751 `[[packages]]` entry: its wheels (or sdist), index and hashes; no credentials."""
+def package_table(d: LockedDist, *, verbatim: bool = False) -> dict[str, Any]:
+    """A PEP 751 `[[packages]]` entry: its wheels (or sdist), index and hashes; no credentials.
+
+    `verbatim`: the URLs as they are, credentials included, for a file only this user
+    reads that an installer consumes at once (a signed file URL works only whole)."""
+    url: Callable[[str], str] = (lambda u: u) if verbatim else strip_credentials
     entry: dict[str, Any] = {"name": d.name, "version": d.version, "marker": d.marker,
                              "requires-python": d.requires_python,
-                             "index": strip_credentials(d.index).rstrip("/") if d.index else None}
+                             "index": url(d.index).rstrip("/") if d.index else None}
     wheels = [a for a in d.artifacts if a.kind == "wheel"]
     sdists = [a for a in d.artifacts if a.kind == "sdist"]
     if sdists:
-        entry["sdist"] = artifact_table(sdists[0])
+        entry["sdist"] = artifact_table(sdists[0], verbatim=verbatim)
     if wheels:
-        entry["wheels"] = [artifact_table(a) for a in wheels]
+        entry["wheels"] = [artifact_table(a, verbatim=verbatim) for a in wheels]
     return entry
 
 
-def artifact_table(a: Artifact) -> dict[str, Any]:
-    """A PEP 751 file table (`wheels` entry, `sdist`): no credentials in its URL."""
+def artifact_table(a: Artifact, *, verbatim: bool = False) -> dict[str, Any]:
+    """A PEP 751 file table (`wheels` entry, `sdist`): no credentials in its URL (unless `verbatim`)."""
     return {
         "name": a.filename,
-        "url": strip_credentials(a.url) if a.url else None,
+        "url": (a.url if verbatim else strip_credentials(a.url)) if a.url else None,
         "path": a.path if not a.url else None,
         "size": a.size,
         "hashes": Inline(a.all_hashes()),

@@ -47,7 +47,7 @@ from torchfit.errors import BadInput, ToolMissing, ToolTimeout
 from torchfit.lock.model import LockedDist
 from torchfit.lock.pylock import file_name, load_pylock
 from torchfit.lock.toml import Inline, dumps_toml
-from torchfit.runner import Runner
+from torchfit.runner import Runner, index_variables
 
 UV_MIN = Version("0.8.0")  # `uv pip compile --format pylock.toml`, explicit indexes
 TORCH_INDEX_NAME = "torchfit-torch"
@@ -81,7 +81,7 @@ def find_uv(runner: Runner) -> str | None:
 def uv_version(runner: Runner, uv: str) -> Version | None:
     """`uv --version`'s version; None when it does not run here."""
     try:
-        res = runner.run([uv, "--version"], timeout=30)
+        res = runner.run([uv, "--version"], timeout=30, unset=index_variables())
     except (ToolMissing, ToolTimeout):
         return None
     m = re.search(r"uv (\d+\.\d+(\.\d+)?)", res.stdout)

@@ -302,13 +302,14 @@ def check_closure(python: str, lock_path: str, timeout: float) -> Check:
     from torchfit.errors import ProbeFailed
     from torchfit.lock.closure import probe_closure
     from torchfit.lock.pylock import load_pin_mechanism
-    from torchfit.runner import Runner
+    from torchfit.runner import Runner, index_variables
     from torchfit.verify.watch import lines_tail
 
     # The lock's own NCCL pin says whether an NCCL wheel over torch's is on purpose (install --nccl).
     override = load_pin_mechanism(lock_path) == "wheel-override"
     try:
-        closure = probe_closure(python, Runner(), nccl_override=override, timeout=timeout, env=child_env())
+        closure = probe_closure(python, Runner(unset=index_variables()), nccl_override=override, timeout=timeout,
+                                env=child_env())
     except ProbeFailed as exc:
         return Check("lock-deps", Status.FAIL, f"could not list the env's distributions: {exc.message}")
     problems = closure.problems

@@ -465,7 +465,10 @@ class DdpRun:
 
 
 def child_env() -> dict[str, str]:
-    env = dict(os.environ)
+    """The ranks' environment: ours, less the package sources and credentials they never need."""
+    from torchfit.runner import without_index_variables
+
+    env = without_index_variables()
     # Unbuffered worker output: a crash's last words must reach the log.
     env["PYTHONUNBUFFERED"] = "1"
     return env

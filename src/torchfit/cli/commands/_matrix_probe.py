@@ -98,6 +98,13 @@ def _targets(args: argparse.Namespace, failures: list[tuple[str, str]]) -> list[
                        "--variant NAME or --pypi, --unknown or --new")
     if args.wheels and (args.torch or args.variant or args.pypi or args.unknown or args.new):
         raise BadInput("give wheels or an index selection (--torch/--variant/--pypi/--unknown/--new), not both")
+    from torchfit.installer.sources import refuse_insecure
+    from torchfit.redact import has_credentials
+
+    for opt, url in [("WHEEL", w) for w in args.wheels] + [("--index-url", args.index_url),
+                                                            ("--pypi-url", args.pypi_url)]:
+        if url and has_credentials(url):  # requests would send them as Basic auth, in clear over http
+            refuse_insecure(url, opt, getattr(args, "allow_insecure_index", False))
     for w in args.wheels:
         if w.startswith(("http://", "https://")):
             out.append(("url", w, []))

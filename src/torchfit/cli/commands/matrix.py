@@ -69,6 +69,8 @@ def add_parser(subparsers: Any, epilog: str) -> None:
     probe.add_argument("--timeout", type=float, default=30.0, metavar="S",
                        help="seconds per HTTP request attempt (default 30)")
     probe.add_argument("--no-cache", action="store_true", help="do not use the HTTP cache")
+    probe.add_argument("--allow-insecure-index", action="store_true",
+                       help="send the credentials of a plain http:// URL (they travel unencrypted)")
     probe.add_argument("--matrix", metavar="FILE", help=argparse.SUPPRESS)
     probe.add_argument("--backoff", type=float, default=0.5, help=argparse.SUPPRESS)
 
