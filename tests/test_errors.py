@@ -31,10 +31,12 @@ def test_the_kebab_check_bites() -> None:
 
 
 def test_a_lock_that_is_not_whole_keeps_its_hint_with_the_log() -> None:
-    """installer/flow.py builds the check-deps error with what= and hint= (it used to edit
-    message, args and hint after construction, and with_log then dropped that hint)."""
-    err = InstallFailed("check-deps", ["python", "-c", "<closure probe>"], 1, "torch requires sympy",
-                        what="pylock.toml is not whole: torch requires sympy", hint="the lock lost an entry")
-    logged = err.with_log("/tmp/install.log")
-    assert logged.message == "pylock.toml is not whole: torch requires sympy"
-    assert logged.hint == "the lock lost an entry; the full log: /tmp/install.log"
+    """installer/flow.py builds the check-deps error complete: what=, hint= and the install log
+    (it used to edit message, args and hint after construction, then clone the error through
+    `with_log`, which once dropped that hint)."""
+    err = InstallFailed("check-deps", ["python", "<closure worker>"], 1, "torch requires sympy",
+                        what="pylock.toml is not whole: torch requires sympy", hint="the lock lost an entry",
+                        log_path="/tmp/install.log")
+    assert err.message == "pylock.toml is not whole: torch requires sympy"
+    assert err.hint == "the lock lost an entry; the full log: /tmp/install.log"
+    assert not hasattr(InstallFailed, "with_log")

@@ -3,8 +3,9 @@
 Every subclass is defined here. Each is built from data (not from a finished
 sentence where the data can say it), formats its own message in its constructor,
 and has a short kebab-case `reference` that the presenter prints and
-docs/troubleshooting.md indexes. Nothing changes an error after it is raised: to
-add something (the install log's path), make a new one (`InstallFailed.with_log`).
+docs/troubleshooting.md indexes. Nothing changes an error after it is raised: what
+it says is known where it is built (the install log's path is `InstallFailed`'s
+`log_path`, given by the step that fails).
 
 `to_json()` is the one `--json` error object every command prints at the CLI
 boundary: `ok`, `error`, `reference`, `hint`, plus the keys of `details()` (a
@@ -200,7 +201,7 @@ class InstallFailed(TorchfitError):
     """One install step failed; `tail` is the end of its log.
 
     `what` replaces the generic first line ("install step 'x' failed") when the
-    step knows better; `log_path` (set through `with_log`) is named in the hint.
+    step knows better; `log_path` (the install log the step wrote to) is named in the hint.
     """
 
     reference = "install-failed"
@@ -222,16 +223,6 @@ class InstallFailed(TorchfitError):
         log = f"the full log: {self.log_path}" if self.log_path else None
         return "; ".join(h for h in (self.base_hint, log) if h) or None
 
-    def with_log(self, path: str) -> InstallFailed:
-        """The same failure, its hint naming the install log (a new error; this one is unchanged)."""
-        cls = type(self)
-        new = cls.__new__(cls)
-        Exception.__init__(new, *self.args)
-        new.__dict__.update(self.__dict__)
-        new.log_path = path
-        new.hint = new._hint()
-        return new
-
     def details(self) -> dict[str, Any]:
         return {"step": self.step, "tail": self.tail}
 
@@ -241,12 +232,13 @@ class PythonBuildFailed(InstallFailed):
 
     reference = "install-failed"
 
-    def __init__(self, version: str, argv: Sequence[str], code: int | None, tail: str, diagnosis: Any) -> None:
+    def __init__(self, version: str, argv: Sequence[str], code: int | None, tail: str, diagnosis: Any, *,
+                 log_path: str | None = None) -> None:
         self.version = version
         self.diagnosis = diagnosis
         super().__init__("python", argv, code, tail,
                          what=f"pyenv could not build Python {version} (exit {code})",
-                         hint=diagnosis.hint(version))
+                         hint=diagnosis.hint(version), log_path=log_path)
 
 
 class PythonUnavailable(TorchfitError):

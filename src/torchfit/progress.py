@@ -56,6 +56,10 @@ class Progress:
     def warn(self, text: str) -> None:
         """Something that may be a problem."""
 
+    def trace(self, text: str) -> None:
+        """A traceback of a failure torchfit survived (a bug in one doctor check), for a bug
+        report: the command passes a progress that shows it only under -v."""
+
     @contextlib.contextmanager
     def running(self, name: str) -> Iterator[None]:
         """Wraps a step's blocking call (a ticking display may run meanwhile)."""
@@ -122,6 +126,10 @@ class StderrProgress(Progress):
 
     def warn(self, text: str) -> None:
         self._line(f"{self.prefix} warning: {text}")
+
+    def trace(self, text: str) -> None:
+        self.stream.write(redact(text.rstrip("\n")) + "\n")
+        self.stream.flush()
 
     def phase(self, name: str, text: str) -> None:
         self._line(f"{self.prefix} {text}")

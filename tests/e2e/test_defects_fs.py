@@ -400,6 +400,28 @@ def test_d25_interrupted_verify_removes_its_work_dir(tf: Tf, tmp_path: Path, sig
     assert run.left() == [] and run.temp_dirs() == []
 
 
+@pytest.mark.parametrize("json_out", [False, True])
+def test_d25_an_interrupted_verify_with_keep_says_once_where_its_work_dir_is(tf: Tf, tmp_path: Path,
+                                                                             json_out: bool) -> None:
+    """The interruption carries the kept directory and the CLI's boundary prints it once, under
+    --json too (verify wrote it to stderr itself, beside the boundary's own line)."""
+    env = hanging_torch_env(tmp_path)
+    run = tf.start("verify", "--env", str(env), "--timeout", "120", "--keep", *(["--json"] if json_out else []))
+    wait_for_tagged(run, "inspect_worker")
+    time.sleep(0.3)
+    run.signal(signal.SIGINT)
+    code, out, err = run.wait(30)
+    assert code == 130, err
+    lines = [ln for ln in err.splitlines() if ln.startswith("torchfit: ")]
+    assert err.count("work directory") == 1 and len(lines) == 1 and lines[0].startswith("torchfit: interrupted by SIGINT; verify's work directory is "
+                                                   "kept at "), err
+    kept = Path(lines[0].rsplit(" ", 1)[-1])
+    assert kept.is_dir() and kept.name in run.temp_dirs()
+    if json_out:
+        assert json.loads(out)["error"] == "interrupted"
+    assert run.left() == []
+
+
 def test_d25_work_dir_of_a_sigkilled_verify_is_swept_by_the_next(tf: Tf, tmp_path: Path) -> None:
     env = hanging_torch_env(tmp_path)
     run = tf.start("verify", "--env", str(env), "--timeout", "120")

@@ -364,3 +364,20 @@ def test_a_file_without_sha256_is_never_installed(tmp_path: Path, ctx: StepConte
     with pytest.raises(InstallFailed):
         _uv(ctx, uv).install_resolved(str(tmp_path / "env"), [dist], str(tmp_path / "work"))
     assert not (tmp_path / "calls.txt").exists()
+
+
+def test_a_step_failure_names_the_install_log_when_it_is_built(ctx: StepContext, tmp_path: Path) -> None:
+    """Every InstallFailed of a step is complete when raised (no clone adds the log later): the
+    runner's failures through StepContext, and the readers' own through their `log_path`."""
+    from torchfit.errors import InstallFailed
+    from torchfit.installer.backends import read_resolution
+
+    assert ctx.log.path
+    with pytest.raises(InstallFailed) as info:
+        ctx.run("probe", [sys.executable, "-c", "raise SystemExit(3)"], dict(os.environ), "exit 3")
+    assert info.value.code == 3 and info.value.hint == f"the full log: {ctx.log.path}"
+    garbage = tmp_path / "pylock.resolved.toml"
+    garbage.write_text("lock-version = [unclosed\n")
+    with pytest.raises(InstallFailed) as info:
+        read_resolution(str(garbage), log_path=ctx.log.path)
+    assert info.value.step == "resolve" and info.value.hint == f"the full log: {ctx.log.path}"

@@ -36,6 +36,7 @@ def test_d06_install_lock_missing_a_dependency_fails_naming_it(cpu_env: dict[str
     assert proc.returncode == 1, proc.stderr
     assert "is not whole" in proc.stderr and "sympy" in proc.stderr, proc.stderr
     assert "[check-deps]" in proc.stderr
+    assert "the full log:" in proc.stderr  # the error names the install log where it is built
     assert not prefix.exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".env")] == []
 

@@ -14,12 +14,14 @@ from __future__ import annotations
 from torchfit.checks import Check
 from torchfit.doctor.context import Context
 from torchfit.doctor.model import load_all, run_checks
+from torchfit.progress import Progress
 
 __all__ = ["diagnose"]
 
 
-def diagnose(ctx: Context, verbose: bool = False) -> list[Check]:
-    """Gather the facts, then run every registered check against `ctx`, in area order."""
+def diagnose(ctx: Context, progress: Progress | None = None) -> list[Check]:
+    """Gather the facts, then run every registered check against `ctx`, in area order
+    (`progress`: where a failing check's traceback goes)."""
     specs = load_all()
     ctx.gather()
-    return run_checks(ctx, specs, verbose=verbose)
+    return run_checks(ctx, specs, progress)

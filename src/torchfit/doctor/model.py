@@ -5,13 +5,12 @@ it returns a `Verdict` (status, the evidence it saw, the fix). `run_checks` turn
 verdicts into `Check` values (torchfit.checks, shared with verify; doctor's
 status words are mapped at its JSON edge, `check_to_json`) in registry order, and turns a check that raised into
 an `unknown` with the reason, so a bug in one check never hides the others (nor
-prints a traceback; `-v` shows it on stderr).
+prints a traceback: it goes to the progress the command passes, which shows it under `-v`).
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from torchfit.checks import Check, Status
 
 if TYPE_CHECKING:
     from torchfit.doctor.context import Context
+    from torchfit.progress import Progress
 
 STATUSES = ("ok", "warn", "fail", "unknown")
 # The order areas are run and shown in: the driver first (nothing else works
@@ -120,7 +120,8 @@ def load_all() -> list[Spec]:
     return sorted(specs, key=lambda s: order[s.area])  # stable: registration order within an area
 
 
-def run_checks(ctx: Context, specs: Iterable[Spec], verbose: bool = False) -> list[Check]:
+def run_checks(ctx: Context, specs: Iterable[Spec], progress: Progress | None = None) -> list[Check]:
+    """Every spec's verdict; a check that raises is `unknown`, its traceback sent to `progress`."""
     out = []
     for spec in specs:
         if spec.needs_log and ctx.log_text is None:
@@ -130,8 +131,8 @@ def run_checks(ctx: Context, specs: Iterable[Spec], verbose: bool = False) -> li
             if verdict.status not in STATUSES:
                 raise ValueError(f"status {verdict.status!r}")
         except Exception as exc:  # a bug in one check must not take the report down
-            if verbose:
-                traceback.print_exc(file=sys.stderr)
+            if progress is not None:
+                progress.trace(traceback.format_exc())
             verdict = unknown(
                 f"the check itself failed ({type(exc).__name__}: {exc}); please report it",
             )

@@ -17,12 +17,14 @@ import time
 from torchfit.checks import Check, Status
 from torchfit.doctor.context import Context
 from torchfit.doctor.model import load_all, run_checks
+from torchfit.progress import Progress
 
 AREAS = ("driver", "environment")
 
 
-def node_check(ctx: Context, verbose: bool = False) -> tuple[list[Check], float]:
-    """Run the driver and environment checks on this node; (checks, seconds)."""
+def node_check(ctx: Context, progress: Progress | None = None) -> tuple[list[Check], float]:
+    """Run the driver and environment checks on this node; (checks, seconds). `progress`:
+    where a failing check's traceback goes."""
     t0 = time.monotonic()
     specs = [s for s in load_all() if s.area in AREAS]
     # The slow part is the tools (each nvidia-smi initialises NVML): start them together.
@@ -33,7 +35,7 @@ def node_check(ctx: Context, verbose: bool = False) -> tuple[list[Check], float]
         t.start()
     for t in threads:
         t.join()
-    checks = run_checks(ctx, specs, verbose=verbose)
+    checks = run_checks(ctx, specs, progress)
     return checks, time.monotonic() - t0
 
 

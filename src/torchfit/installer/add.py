@@ -40,7 +40,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from torchfit.compat.matrix import FAMILY_PACKAGES
-from torchfit.errors import AddRefused, BadInput, InstallFailed
+from torchfit.errors import AddRefused, BadInput
 from torchfit.installer.backends import (
     PipBackend,
     StepContext,
@@ -160,8 +160,6 @@ class AddJob:
         except BaseException as exc:
             if log.path:
                 log.write(f"== failed: {type(exc).__name__}: {exc}")
-                if isinstance(exc, InstallFailed):
-                    raise exc.with_log(log.path) from exc
             raise
 
     # -- the steps ------------------------------------------------------------------------------
@@ -207,9 +205,9 @@ class AddJob:
                 try:
                     replace_lock(lock_path, grown)
                 except OSError as exc:
-                    raise InstallFailed("lock", [], None, f"{exc.filename or lock_path}: {exc.strerror or exc}",
-                                        what=f"cannot rewrite {lock_path} ({exc.strerror or exc}); the old lock "
-                                             "is unchanged") from None
+                    raise ctx.failed("lock", [], None, f"{exc.filename or lock_path}: {exc.strerror or exc}",
+                                     what=f"cannot rewrite {lock_path} ({exc.strerror or exc}); the old lock "
+                                          "is unchanged") from None
             except BaseException:
                 if todo:  # the env goes back to what its (unchanged) lock says
                     self._roll_back(ctx, uv, added, changed, work)
@@ -283,11 +281,11 @@ class AddJob:
         res, out = self._compile(ctx, uv, specs, work, "keep", constraints=keep,
                                  detail="the locked set plus the new packages, every locked version kept")
         if res.returncode == 0:
-            return read_resolution(out), True
+            return read_resolution(out, log_path=ctx.log.path), True
         message = _uv_error(res.stderr or res.stdout)
         if "No solution found" not in message:  # a build that failed, a package that does not exist
-            raise InstallFailed("resolve", [], res.returncode, _tail(res.stderr or res.stdout),
-                                what=f"uv cannot add {', '.join(str(r) for r in new)} to this env: "
+            raise ctx.failed("resolve", [], res.returncode, _tail(res.stderr or res.stdout),
+                             what=f"uv cannot add {', '.join(str(r) for r in new)} to this env: "
                                      f"{_first_line(message)[:200]}; nothing was changed")
         if not _is_family_conflict(message):
             # Outside the family (a locked dependency too old for a new package): let them move.
@@ -295,11 +293,11 @@ class AddJob:
             res, out = self._compile(ctx, uv, specs, work, "free", prefer=True,
                                      detail="the locked set plus the new packages, the torch family pinned")
             if res.returncode == 0:
-                return read_resolution(out), False
+                return read_resolution(out, log_path=ctx.log.path), False
             message = _uv_error(res.stderr or res.stdout)
             if not _is_family_conflict(message):
-                raise InstallFailed("resolve", [], res.returncode, _tail(res.stderr or res.stdout),
-                                    what=f"uv cannot add {', '.join(str(r) for r in new)} to this env: "
+                raise ctx.failed("resolve", [], res.returncode, _tail(res.stderr or res.stdout),
+                                 what=f"uv cannot add {', '.join(str(r) for r in new)} to this env: "
                                          f"{_first_line(message)[:200]}; nothing was changed")
         culprits = self._find_culprits(ctx, uv, specs, family, work, message)
         self._refuse(culprits, family, uv_message=message)
@@ -341,7 +339,7 @@ class AddJob:
         if prefer:
             # uv prefers the versions of an existing output file: the env's lock, so that only
             # what must move moves (measured: without it uv also moved mpmath and sympy).
-            write_private(work, os.path.basename(out), install_lock_text(self.lock.packages))
+            write_private(work, os.path.basename(out), install_lock_text(self.lock.packages, log_path=ctx.log.path))
         argv = compile_argv(
             uv.uv, pyproject, out, python=env_python(self.prefix), options=s.uv_args(family=False), quiet=True,
             constraints=write_private(work, f"constraints.{name}.txt", "".join(c + "\n" for c in constraints))
@@ -350,7 +348,7 @@ class AddJob:
             if overrides else None)
         res = ctx.run("resolve", argv, s.uv_env(os.environ, family=False, find_links=True), detail, check=False)
         if res.returncode < 0:
-            raise InstallFailed("resolve", argv, res.returncode, redact((res.stderr or res.stdout)[-3000:]))
+            raise ctx.failed("resolve", argv, res.returncode, redact((res.stderr or res.stdout)[-3000:]))
         return res, out
 
     def _find_culprits(self, ctx: StepContext, uv: UvBackend, specs: Sequence[str], family: dict[str, LockedDist],
@@ -363,7 +361,7 @@ class AddJob:
         if res.returncode == 0:
             locked = {d.name: d for d in self.lock.packages}
             env = _marker_env(self.lock)
-            for d in read_resolution(out):
+            for d in read_resolution(out, log_path=ctx.log.path):
                 if d.is_family or (d.name in locked and _files(d) == _files(locked[d.name])):
                     continue
                 for req in _family_requirements(read_metadata(d), env):

@@ -103,28 +103,33 @@ class StepContext:
                                       stall=self.stall, on_wait=self.observer.waiting(step, detail))
         except ToolStalled as exc:
             self.log.step(step, list(argv), None, exc.timeout, exc.stdout, exc.stderr)
-            raise InstallFailed(step, _clean_argv(argv), None,
-                                _tail(exc.stdout + "\n" + exc.stderr)
-                                + f"\n(no progress for {exc.stall:g} s: nothing was received or written, "
-                                  "so an index or mirror is not answering; killed)") from None
+            raise self.failed(step, argv, None,
+                              _tail(exc.stdout + "\n" + exc.stderr)
+                              + f"\n(no progress for {exc.stall:g} s: nothing was received or written, "
+                                "so an index or mirror is not answering; killed)") from None
         except ToolTimeout as exc:
             self.log.step(step, list(argv), None, self.timeout, exc.stdout, exc.stderr)
-            raise InstallFailed(step, _clean_argv(argv), None,
-                                _tail(exc.stdout + "\n" + exc.stderr) + f"\n(timed out after {self.timeout:g} s)") from None
+            raise self.failed(step, argv, None,
+                              _tail(exc.stdout + "\n" + exc.stderr) + f"\n(timed out after {self.timeout:g} s)") from None
         except ToolMissing as exc:
             self.log.write(f"== {step}: {exc.message}")
-            raise InstallFailed(step, _clean_argv(argv), None, exc.message) from None
+            raise self.failed(step, argv, None, exc.message) from None
         seconds = time.monotonic() - start
         self.timings[step] = self.timings.get(step, 0.0) + seconds
         self.log.step(step, list(argv), res.returncode, seconds, res.stdout, res.stderr)
         if check and res.returncode != 0:
-            raise InstallFailed(step, _clean_argv(argv), res.returncode, _tail(res.stderr + "\n" + res.stdout))
+            raise self.failed(step, argv, res.returncode, _tail(res.stderr + "\n" + res.stdout))
         if not show or (quiet and res.returncode != 0):
             return res
         if quiet:
             self.observer.step(step, detail)
         self.observer.done(step, seconds)
         return res
+
+    def failed(self, step: str, argv: Sequence[str], code: int | None, tail: str, *,
+               what: str | None = None, hint: str | None = None) -> InstallFailed:
+        """The InstallFailed of one of this install's steps, naming its log (argv redacted)."""
+        return InstallFailed(step, _clean_argv(argv), code, tail, what=what, hint=hint, log_path=self.log.path)
 
 
 @dataclass
@@ -287,8 +292,8 @@ class UvBackend(Backend):
             for hint, job in early:
                 res = job.result()
                 if res.returncode < 0:  # killed by a signal: a failed step, not a cache miss
-                    raise InstallFailed("install-early", [self.uv, "pip", "install", "..."], res.returncode,
-                                        _tail(res.stderr + "\n" + res.stdout))
+                    raise self.ctx.failed("install-early", [self.uv, "pip", "install", "..."], res.returncode,
+                                          _tail(res.stderr + "\n" + res.stdout))
                 reinstall = self._reconcile(env_dir, hint, locked, res.returncode == 0)
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
@@ -305,7 +310,7 @@ class UvBackend(Backend):
         """The cached answer's files, from uv's cache only (`--offline`); its result, never raised."""
         s = self.ctx.sources
         dists = [replace(d, index=s.torch_index) if d.is_family else d for d in hint]
-        req = write_private(work, "pylock.early.toml", install_lock_text(dists))
+        req = write_private(work, "pylock.early.toml", install_lock_text(dists, log_path=self.ctx.log.path))
         argv = [self.uv, "pip", "install", "--python", env_python(env_dir), "-r", req, "--no-config", "--offline"]
         return self.ctx.run("install-early", argv, self._install_env(),
                             "the cached answer's files from uv's cache, while the indexes answer",
@@ -383,16 +388,16 @@ class UvBackend(Backend):
                 self.cache_answered = res.returncode == 0
                 if res.returncode == 0:
                     with contextlib.suppress(InstallFailed):  # a file without sha256: no hint
-                        hint = read_resolution(cached)
+                        hint = read_resolution(cached, log_path=self.ctx.log.path)
                 if hint:
                     on_hint(hint)
             self.ctx.run("resolve", argv(args, out), env, detail, show=False)
-            locked = read_resolution(out)
+            locked = read_resolution(out, log_path=self.ctx.log.path)
         obs.done("resolve", time.monotonic() - start)
         names = [canonicalize_name(Requirement(x).name) for x in specs]
         missing = {n for n, x in zip(names, specs) if Requirement(x).marker is None} - {d.name for d in locked}
         if missing:
-            raise InstallFailed("resolve", [], None, f"uv's resolution lacks {sorted(missing)}")
+            raise self.ctx.failed("resolve", [], None, f"uv's resolution lacks {sorted(missing)}")
         return locked
 
     # -- the install ---------------------------------------------------------------------------
@@ -411,7 +416,7 @@ class UvBackend(Backend):
         """
         s = self.ctx.sources
         dists = [replace(d, index=s.torch_index) if d.is_family else d for d in locked]
-        req = write_private(work, "pylock.install.toml", install_lock_text(dists))
+        req = write_private(work, "pylock.install.toml", install_lock_text(dists, log_path=self.ctx.log.path))
         argv = [self.uv, "pip", "install", "--python", env_python(env_dir), "-r", req, "--no-config"]
         for name in reinstall:
             argv += ["--reinstall-package", name]
@@ -457,7 +462,7 @@ class UvBackend(Backend):
         if res.returncode == 0:
             return
         if res.returncode < 0:  # killed by a signal: a failed step, not a cache miss
-            raise InstallFailed(step, _clean_argv(argv), res.returncode, _tail(res.stderr + "\n" + res.stdout))
+            raise self.ctx.failed(step, argv, res.returncode, _tail(res.stderr + "\n" + res.stdout))
         self.ctx.log.write(f"== {step}: not every file is in uv's cache; asking the indexes")
         super()._run_locked(step, argv, env, detail)
 
@@ -474,27 +479,31 @@ def _any_remote(s: Sources) -> bool:
     return not s.offline and not all(is_local(u) for u in remote)
 
 
-def install_lock_text(dists: Sequence[LockedDist]) -> str:
+def install_lock_text(dists: Sequence[LockedDist], *, log_path: str | None) -> str:
     """The PEP 751 file `uv pip install -r` gets: each package's exact files and hashes, URLs
-    verbatim (written with `write_private`: a signed file URL works only whole)."""
+    verbatim (written with `write_private`: a signed file URL works only whole). `log_path`:
+    the install log, named by the InstallFailed of a file without sha256."""
     for d in dists:
         if not d.artifacts or not all(a.sha256 for a in d.artifacts):
-            raise InstallFailed("install", [], None, f"{d.name}: a file without sha256 cannot be installed")
+            raise InstallFailed("install", [], None, f"{d.name}: a file without sha256 cannot be installed",
+                                log_path=log_path)
     return dumps_toml({"lock-version": LOCK_VERSION, "created-by": "torchfit",
                        "packages": [package_table(d, verbatim=True) for d in dists]})
 
 
-def read_resolution(path: str, step: str = "resolve") -> list[LockedDist]:
-    """uv's answer at `path` (lock.uv.read_uv_lock), every file with a sha256, or InstallFailed."""
+def read_resolution(path: str, *, log_path: str | None) -> list[LockedDist]:
+    """uv's answer at `path` (lock.uv.read_uv_lock), every file with a sha256, or InstallFailed
+    (step "resolve", naming the install log `log_path`)."""
     try:
         locked = read_uv_lock(path)
     except BadInput as exc:
-        raise InstallFailed(step, [], None, f"cannot read uv's lock {path}: {exc.message}") from None
+        raise InstallFailed("resolve", [], None, f"cannot read uv's lock {path}: {exc.message}",
+                            log_path=log_path) from None
     for d in locked:
         for a in d.artifacts:
             if not a.sha256:
-                raise InstallFailed(step, [], None, f"no sha256 for {redact(a.url or a.path or d.name)}: "
-                                    "the index gives none (try --installer pip)")
+                raise InstallFailed("resolve", [], None, f"no sha256 for {redact(a.url or a.path or d.name)}: "
+                                    "the index gives none (try --installer pip)", log_path=log_path)
     return locked
 
 
@@ -524,7 +533,7 @@ class PipBackend(Backend):
             found = None
         self.version = str(found) if found else "?"
         if found is None or found < PIP_MIN:
-            raise InstallFailed("venv", [python, "-m", "venv"], None,
+            raise self.ctx.failed("venv", [python, "-m", "venv"], None,
                                 f"the venv's pip is {self.version}; torchfit needs pip >= {PIP_MIN} (--report)")
 
     def _pip(self, env_dir: str, *args: str) -> list[str]:
@@ -538,10 +547,10 @@ class PipBackend(Backend):
         self.ctx.run("install-family",
                      self._pip(env_dir, "--no-deps", "--only-binary", ":all:", "--report", r1, *family_only),
                      s.pip_env(os.environ, family=True), f"the torch family from {redact(s.torch_index)} only")
-        family = parse_pip_report(r1)
+        family = parse_pip_report(r1, log_path=self.ctx.log.path)
         names = {canonicalize_name(Requirement(x).name) for x in family_only}
         if {d.name for d in family} != names:
-            raise InstallFailed("install-family", [], None, f"pip installed {[d.name for d in family]}, not {sorted(names)}")
+            raise self.ctx.failed("install-family", [], None, f"pip installed {[d.name for d in family]}, not {sorted(names)}")
         # The dependency step may see the family only as the exact builds just
         # installed: pip keeps them and cannot fetch another torch from PyPI.
         pins = write_private(work, "family-pins.txt", "".join(f"{d.name}=={d.version}\n" for d in family)
@@ -549,10 +558,10 @@ class PipBackend(Backend):
         r2 = os.path.join(work, "report-deps.json")
         self.ctx.run("install-deps", self._pip(env_dir, "--report", r2, "-c", pins, *specs),
                      s.pip_env(os.environ, family=False), "the dependencies from the user's sources")
-        deps = parse_pip_report(r2)
+        deps = parse_pip_report(r2, log_path=self.ctx.log.path)
         swapped = [d for d in deps if d.is_family]
         if swapped:
-            raise InstallFailed("install-deps", [], None,
+            raise self.ctx.failed("install-deps", [], None,
                                 f"pip replaced {swapped[0].name} with {swapped[0].version} from another index")
         locked = {d.name: d for d in family + deps}
         if nccl_override:
@@ -561,7 +570,7 @@ class PipBackend(Backend):
             # override ("incompatible") and installs it, which is the point.
             self.ctx.run("install-nccl", self._pip(env_dir, "--no-deps", "--report", r3, nccl_override),
                          s.pip_env(os.environ, family=False), nccl_override)
-            for d in parse_pip_report(r3):
+            for d in parse_pip_report(r3, log_path=self.ctx.log.path):
                 locked[d.name] = d
         return list(locked.values())
 
@@ -570,13 +579,15 @@ class PipBackend(Backend):
         return argv, self.ctx.sources.pip_env(os.environ, family)
 
 
-def parse_pip_report(path: str) -> list[LockedDist]:
-    """The distributions of a `pip install --report` file, each with its file's sha256."""
+def parse_pip_report(path: str, *, log_path: str | None) -> list[LockedDist]:
+    """The distributions of a `pip install --report` file, each with its file's sha256
+    (InstallFailed naming the install log `log_path` otherwise)."""
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
     except (OSError, ValueError) as exc:
-        raise InstallFailed("install", [], None, f"cannot read pip's report {path}: {exc}") from None
+        raise InstallFailed("install", [], None, f"cannot read pip's report {path}: {exc}",
+                            log_path=log_path) from None
     out = []
     for item in data.get("install", []):
         meta = item.get("metadata") or {}
@@ -585,14 +596,15 @@ def parse_pip_report(path: str) -> list[LockedDist]:
         archive = info.get("archive_info")
         if archive is None:
             raise InstallFailed("install", [], None,
-                                f"{meta.get('name')}: installed from {redact(url)}, not a file; it cannot be locked")
+                                f"{meta.get('name')}: installed from {redact(url)}, not a file; it cannot be locked",
+                                log_path=log_path)
         sha = (archive.get("hashes") or {}).get("sha256")
         if not sha and str(archive.get("hash", "")).startswith("sha256="):
             sha = archive["hash"].split("=", 1)[1]
         if not sha:
             local = local_file(url, None, "")
             if local is None:
-                raise InstallFailed("install", [], None, f"no sha256 for {redact(url)}")
+                raise InstallFailed("install", [], None, f"no sha256 for {redact(url)}", log_path=log_path)
             sha = sha256_file(local)
         name = file_name(url)
         out.append(LockedDist(canonicalize_name(meta["name"]), str(meta["version"]),

@@ -119,7 +119,7 @@ def find_interpreter(plan: Plan, runner: Runner, observer: Progress, log: Instal
     start = time.monotonic()
     try:
         with observer.running("python"):
-            interp, output = ensure_python(runner, version, timeout=timeout)
+            interp, output = ensure_python(runner, version, timeout=timeout, log_path=log.path)
     except InstallFailed as exc:
         log.write(f"== python: pyenv install -s {version}\n{exc.tail}")
         raise
@@ -203,6 +203,8 @@ class InstallJob:
     # The swap: True from the instant PREFIX holds the new env; `late_signals` arrived after it.
     swapped: bool = False
     late_signals: list[str] = field(default_factory=list)
+    # The install log's path once `run()` opened it: what a failed step's InstallFailed names.
+    log_path: str | None = field(default=None, init=False)
 
     def run(self) -> InstallResult:
         runner = Runner()
@@ -215,6 +217,7 @@ class InstallJob:
                 self.observer.warn(line)
         ctx = StepContext(runner, log, self.observer, self.sources, self.timeout, self.timings,
                           stall=stall_timeout())
+        self.log_path = log.path
         try:
             return self._run(runner, ctx, log)
         except BaseException as exc:
@@ -223,8 +226,6 @@ class InstallJob:
                     log.write(f"== killed child process group {pid}")
             if log.path:
                 log.write(f"== failed: {type(exc).__name__}: {exc}")
-                if isinstance(exc, InstallFailed):
-                    raise exc.with_log(log.path) from exc
             raise
 
     def _run(self, runner: Runner, ctx: StepContext, log: InstallLog) -> InstallResult:
@@ -291,7 +292,8 @@ class InstallJob:
         try:
             yield
         except OSError as exc:
-            raise InstallFailed(name, [], None, f"{exc.filename or ''}: {exc.strerror or exc}") from None
+            raise InstallFailed(name, [], None, f"{exc.filename or ''}: {exc.strerror or exc}",
+                                log_path=self.log_path) from None
         seconds = time.monotonic() - start
         self.timings[name] = self.timings.get(name, 0.0) + seconds
         self.observer.done(name, seconds)
@@ -307,11 +309,11 @@ class InstallJob:
         argv = [env_python(env_dir), "<closure worker>"]
         res = closure.result
         if closure.problems is None:
-            raise InstallFailed("check-deps", argv, res.returncode, redact(closure.failure))
+            raise ctx.failed("check-deps", argv, res.returncode, redact(closure.failure))
         problems = closure.problems
         if problems:
             where = self.lock.path if self.lock is not None and self.lock.path else "the lock"
-            raise InstallFailed(
+            raise ctx.failed(
                 "check-deps", argv, 1, "\n".join(problems),
                 what=(f"{where} is not whole: {problems[0]}"
                       + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")),
@@ -332,8 +334,7 @@ class InstallJob:
         res = ctx.run("check", argv, env, detail, check=False)
         probe = parse_probe(res.stdout)
         if not probe:
-            raise InstallFailed("check", argv, res.returncode,
-                                redact((res.stderr or res.stdout)[-3000:]))
+            raise ctx.failed("check", argv, res.returncode, redact((res.stderr or res.stdout)[-3000:]))
         report = compare_build(self.plan, probe, self.pin)
         # Paths the probe saw under the temporary name are the env's paths at PREFIX.
         runtime = {k: (self.prefix + v[len(env_dir):] if isinstance(v, str) and v.startswith(env_dir + os.sep) else v)
@@ -348,8 +349,8 @@ class InstallJob:
             self.warnings.append(w)
             self.observer.warn(w)
         if failures:
-            raise InstallFailed("check", argv, 1, "\n".join(failures),
-                                what=f"the installed build does not match the plan: {failures[0]}")
+            raise ctx.failed("check", argv, 1, "\n".join(failures),
+                             what=f"the installed build does not match the plan: {failures[0]}")
         return report
 
     def _make_lock(self, dists: Sequence[LockedDist], pin: NcclPin, report: BuildReport, backend: Backend) -> Lock:

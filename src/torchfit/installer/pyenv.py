@@ -108,12 +108,14 @@ def ensure_python(
     version: str,
     *,
     timeout: float = PYENV_TIMEOUT,
+    log_path: str | None = None,
 ) -> tuple[str, str]:
     """`pyenv install -s VERSION`, then the interpreter's path; returns (path, output).
 
     -s skips the build when the version is already installed (a quick call). On
     failure raises InstallFailed with step "python", the output's tail, and a hint
-    naming the cause and the package to install; PythonUnavailable without pyenv.
+    naming the cause and the package to install (and `log_path`, the install log);
+    PythonUnavailable without pyenv.
     """
     pyenv = find_pyenv(runner)
     if pyenv is None:
@@ -130,7 +132,7 @@ def ensure_python(
     output = (res.stdout or "") + (res.stderr or "")
     if res.returncode != 0:
         diag = diagnose_build(output)
-        raise PythonBuildFailed(version, argv, res.returncode, _tail(output), diag)
+        raise PythonBuildFailed(version, argv, res.returncode, _tail(output), diag, log_path=log_path)
     prefix_res = runner.run([pyenv, "prefix", version], timeout=60)
     prefix = prefix_res.stdout.strip().splitlines()[-1] if prefix_res.ok and prefix_res.stdout.strip() else ""
     path = interpreter_in(prefix, version) if prefix else None

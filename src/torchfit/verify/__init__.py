@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -110,16 +109,19 @@ def verify(opts: Options, observer: Progress | None = None) -> Report:
         _launch(opts, obs, run, early[0], early[1], work, env)
     try:
         _watch(opts, obs, insp, run, work, env)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
         # Ctrl-C, SIGTERM, SIGHUP: stop everything, then the work dir goes too, unless
-        # --keep asked for it, and then the user is told where it is.
+        # --keep asked for it, and then the interruption says where it is (the CLI's
+        # boundary prints it, --json or not).
         insp.child.stop()
         if run.ddp is not None and not run.ddp.finished:
             run.ddp._finish()
         if opts.keep:
-            sys.stderr.write(f"torchfit: verify interrupted; its work directory is kept at {work}\n")
-        else:
-            remove_owned_dir(work)
+            from torchfit.runner import Interrupted
+
+            raise Interrupted(f"{err or 'interrupted'}; verify's work directory is kept at {work}",
+                              getattr(err, "signum", None)) from err
+        remove_owned_dir(work)
         raise
     finally:
         # Interrupted (Ctrl-C) or not: nothing we started may outlive us.

@@ -22,6 +22,7 @@ from torchfit.inputs import seconds
 if TYPE_CHECKING:
     from torchfit.checks import Check
     from torchfit.doctor.context import Context
+    from torchfit.progress import Progress
 
 LOG_LIMIT = 64 << 20  # read at most the last 64 MiB of a --log file
 
@@ -136,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         worker_timeout=max(300.0, args.timeout),
     )
-    checks = diagnose(ctx, verbose=getattr(args, "verbose", False))
+    checks = diagnose(ctx, _traces(args))
     failed = any(c.status == "fail" for c in checks)
     if args.json:
         print(json.dumps(report_json(checks, ctx), indent=2))
@@ -145,6 +146,13 @@ def run(args: argparse.Namespace) -> int:
 
         render_report(checks, ctx)
     return 1 if failed else 0
+
+
+def _traces(args: argparse.Namespace) -> Progress | None:
+    """Where a failing check's traceback goes: stderr under -v, nowhere otherwise."""
+    from torchfit.progress import StderrProgress
+
+    return StderrProgress() if getattr(args, "verbose", False) else None
 
 
 def _node_check(args: argparse.Namespace, root: str, environ: dict[str, str]) -> int:
@@ -156,7 +164,7 @@ def _node_check(args: argparse.Namespace, root: str, environ: dict[str, str]) ->
     if args.env or args.python or args.log:
         raise BadInput("--node-check looks at the node, not an environment: drop --env/--python/--log")
     ctx = Context(root=root, environ=environ, python=None, python_source="--node-check", timeout=args.timeout)
-    checks, seconds = node_check(ctx, verbose=getattr(args, "verbose", False))
+    checks, seconds = node_check(ctx, _traces(args))
     failed = any(c.status == "fail" for c in checks)
     if args.json:
         data = report_json(checks, ctx)
