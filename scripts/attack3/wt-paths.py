@@ -1,0 +1,248 @@
+"""Repros of wt-paths: tokens in URLs (class 5), paths (class 4), shared machines (class 7)."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from _common import Box, Case
+
+SEK = "SEKRET"
+WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+CPU = ("torch==2.13.0", "--variant", "cpu", "--python", "3.11")
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def _descendants(pid: int) -> list[int]:
+    parent: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as fh:
+                    parent[int(entry)] = int(fh.read().rpartition(b")")[2].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        out += kids
+        todo += kids
+    return out
+
+
+class Watch:
+    """While torchfit runs: every descendant's argv and environment, read from /proc."""
+
+    def __init__(self, stop_when: Callable[[list[bytes]], bool] | None = None) -> None:
+        self.seen: dict[int, tuple[list[bytes], bytes]] = {}
+        self.stop_when = stop_when
+
+    def __call__(self, proc: subprocess.Popen[str]) -> None:
+        while proc.poll() is None:
+            for p in _descendants(proc.pid):
+                try:
+                    with open(f"/proc/{p}/cmdline", "rb") as fh:
+                        argv = fh.read().split(b"\0")
+                    with open(f"/proc/{p}/environ", "rb") as fh:
+                        environ = fh.read()
+                except OSError:
+                    continue
+                if argv != [b""]:
+                    self.seen[p] = (argv, environ)
+                    if self.stop_when and self.stop_when(argv):
+                        time.sleep(0.3)
+                        proc.kill()
+                        return
+            time.sleep(0.01)
+
+    def argv_leaks(self) -> list[str]:
+        return [b" ".join(a[:3]).decode(errors="replace") for a, _ in self.seen.values() if any(SEK.encode() in x for x in a)]
+
+    def env_of(self, word: bytes) -> list[bytes]:
+        return [e for a, e in self.seen.values() if any(word in x for x in a)]
+
+
+def _leak(text: str, where: str) -> str | None:
+    if SEK not in text:
+        return None
+    line = next(ln for ln in text.splitlines() if SEK in ln)
+    return f"{where}: {line.strip()[:140]}"
+
+
+def _files_with_secret(root: Path) -> list[str]:
+    hits = []
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            try:
+                if os.path.islink(path) or os.path.getsize(path) > 20 << 20:
+                    continue
+                with open(path, "rb") as fh:
+                    if SEK.encode() in fh.read():
+                        hits.append(os.path.relpath(path, root))
+            except OSError:
+                pass
+    return hits
+
+
+def _mirror(box: Box) -> str:
+    """The local torch index served over http on 127.0.0.1 (query strings ignored, as a token check would pass)."""
+    from urllib.parse import unquote, urlsplit
+
+    page = (Path(unquote(urlsplit(box.torch_index).path)) / "torch" / "index.html").read_text()
+    href = page.split('href="', 1)[1].split('"', 1)[0]
+    files = box.work / "files"
+    files.mkdir(exist_ok=True)
+    if not (files / WHEEL).exists():
+        os.symlink(unquote(urlsplit(href).path), files / WHEEL)
+    simple = box.work / "simple" / "torch"
+    simple.mkdir(parents=True, exist_ok=True)
+    (simple / "index.html").write_text(f'<a href="../../files/{WHEEL.replace("+", "%2B")}#{href.split("#", 1)[1]}">'
+                                       f'{WHEEL}</a>\n')
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *_a: object) -> None:
+            pass
+
+    return box.serve(functools.partial(Quiet, directory=str(box.work)))  # type: ignore[arg-type]
+
+
+# --- class 5: tokens in URLs ------------------------------------------------------------------
+
+
+def progress_and_error_show_query_token(box: Box) -> str | None:
+    res = box.tf("install", *CPU, "--prefix", str(box.work / "env"), "--allow-insecure-index",
+                 "--torch-index-url", f"http://127.0.0.1:9/simple?token={SEK}1", timeout=120)
+    return _leak(res.out + res.err, "stderr")
+
+
+def json_error_shows_private_token(box: Box) -> str | None:
+    res = box.tf("install", *CPU, "--prefix", str(box.work / "env"), "--allow-insecure-index", "--json",
+                 "--torch-index-url", f"http://127.0.0.1:9/simple?private_token={SEK}2", timeout=120)
+    return _leak(res.out, "--json")
+
+
+def install_log_and_lock_keep_token(box: Box) -> str | None:
+    url = _mirror(box)
+    prefix = box.work / "env"
+    res = box.tf("install", *CPU, "--prefix", str(prefix), "--allow-insecure-index",
+                 "--torch-index-url", f"{url}/simple?token={SEK}3", timeout=600)
+    if res.code != 0:
+        return f"install failed ({res.code}): {res.err.strip().splitlines()[-1][:120]}"
+    hits = _files_with_secret(prefix) + [f"state/{p}" for p in _files_with_secret(box.work / "state")]
+    return ("the token is written to " + ", ".join(sorted(hits)[:4])) if hits else _leak(res.err, "progress")
+
+
+def export_writes_token(box: Box) -> str | None:
+    out = []
+    for fmt in ("requirements", "uv"):
+        res = box.tf("export", "--format", fmt, *CPU, "--assume", "gpu=none",
+                     "--torch-index-url", f"https://mirror.example/whl/cpu?private_token={SEK}4")
+        seen = _leak(res.out + res.err, f"export --format {fmt}")
+        if seen:
+            out.append(seen)
+    return out[0] if out else None
+
+
+def find_links_token_in_uv_argv(box: Box) -> str | None:
+    # a find-links page that never answers: uv waits on it, its command line readable by anyone (ps)
+    hang = box.serve(_Hang)
+    watch = Watch(stop_when=lambda argv: argv[0].endswith(b"/uv") and b"compile" in argv and b"--offline" not in argv)
+    box.tf("install", *CPU, "--prefix", str(box.work / "env"), "--allow-insecure-index", "--installer", "uv",
+           "--torch-index-url", box.torch_index, "--find-links", f"{hang}/wheels/?private_token={SEK}5",
+           timeout=90, during=watch)
+    leaks = watch.argv_leaks()
+    if leaks:
+        return f"a child's argv (ps) holds the token: {leaks[0]}"
+    if not [a for a, _ in watch.seen.values() if b"compile" in a and b"--offline" not in a]:
+        return "harness: uv's online resolution was not seen"
+    return None
+
+
+class _Hang(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        time.sleep(60)
+
+    def log_message(self, *_a: object) -> None:
+        pass
+
+
+def install_check_inherits_index_variables(box: Box) -> str | None:
+    watch = Watch()
+    env = {"TORCHFIT_TORCH_INDEX_URL": f"https://ci:{SEK}6@mirror.example/whl/{{variant}}",
+           "UV_EXTRA_INDEX_URL": f"https://mirror.example/simple?token={SEK}6"}
+    res = box.tf("install", *CPU, "--prefix", str(box.work / "env"), "--torch-index-url", box.torch_index,
+                 env=env, timeout=600, during=watch)
+    if res.code != 0:
+        return f"install failed ({res.code}): {res.err.strip().splitlines()[-1][:120]}"
+    envs = watch.env_of(b"build_worker") + watch.env_of(b"closure")
+    if not envs:
+        return "harness: the build check was not seen"
+    return "the env's Python (install's check) inherits the index credentials" if any(SEK.encode() in e for e in envs) else None
+
+
+def _env_python_inherits(box: Box, *args: str, word: bytes) -> str | None:
+    watch = Watch()
+    env = {"TORCHFIT_TORCH_INDEX_URL": f"https://mirror.example/whl/{{variant}}?private_token={SEK}7",
+           "PIP_FIND_LINKS": f"https://ci:{SEK}7@mirror.example/wheels/"}
+    res = box.tf(*args, env=env, timeout=300, during=watch)
+    envs = watch.env_of(word)
+    if not envs:
+        return f"harness: no {word.decode()} process seen (exit {res.code})"
+    return f"the env's Python ({args[0]}) inherits PIP_FIND_LINKS/TORCHFIT_TORCH_INDEX_URL" if any(
+        SEK.encode() in e for e in envs) else None
+
+
+def doctor_worker_inherits(box: Box) -> str | None:
+    return _env_python_inherits(box, "doctor", "--env", str(box.cpu_env()), word=b"doctor_worker")
+
+
+def verify_worker_inherits(box: Box) -> str | None:
+    return _env_python_inherits(box, "verify", "--env", str(box.cpu_env()), "--nproc", "1", "--backend", "gloo",
+                                word=b"inspect_worker")
+
+
+def probe_sends_basic_auth_over_http(box: Box) -> str | None:
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization") or "")
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *_a: object) -> None:
+            pass
+
+    url = box.serve(Handler)
+    res = box.tf("matrix", "probe", url.replace("://", f"://u:{SEK}8@") + "/" + WHEEL, "--no-cache", timeout=60)
+    if any(s.startswith("Basic ") for s in seen):
+        return f"Basic credentials sent over plain http (exit {res.code})"
+    return _leak(res.out + res.err, "probe")
+
+
+CASES = [
+    Case("5-progress-query-token", 5, "install: ?token= in --torch-index-url shown in progress lines and the error",
+         progress_and_error_show_query_token),
+    Case("5-json-private-token", 5, "install --json: ?private_token= in the JSON error", json_error_shows_private_token),
+    Case("5-log-lock-token", 5, "install from an http mirror with ?token=: the install log and pylock.toml keep it",
+         install_log_and_lock_keep_token),
+    Case("5-export-token", 5, "export --format requirements|uv: ?private_token= written out", export_writes_token),
+    Case("5-find-links-argv", 5, "install --find-links URL?private_token=: uv's argv (ps) holds the token",
+         find_links_token_in_uv_argv),
+    Case("5-install-check-env", 5, "install: the env's Python (the build check) inherits TORCHFIT_TORCH_INDEX_URL",
+         install_check_inherits_index_variables),
+    Case("5-doctor-env", 5, "doctor: its worker inherits PIP_FIND_LINKS/TORCHFIT_TORCH_INDEX_URL", doctor_worker_inherits),
+    Case("5-verify-env", 5, "verify: the inspection inherits PIP_FIND_LINKS/TORCHFIT_TORCH_INDEX_URL",
+         verify_worker_inherits),
+    Case("5-probe-basic-http", 5, "matrix probe http://u:TOKEN@...: Basic credentials over plain http",
+         probe_sends_basic_auth_over_http),
+]
