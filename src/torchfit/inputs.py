@@ -19,7 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
+import stat
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -32,8 +34,9 @@ MAX_LOCK_BYTES = 8 << 20
 # A requirements file or pyproject.toml: a big monorepo's is ~100 KB.
 MAX_REQUIREMENTS_BYTES = 4 << 20
 MAX_MATRIX_BYTES = 16 << 20
-# doctor reads a training log to explain its errors; it needs the end of a big one.
-MAX_LOG_BYTES = 256 << 20
+# doctor reads a training log to explain its errors; it needs the end of a big one:
+# its last 64 MiB (read_text_file's `tail`).
+MAX_LOG_BYTES = 64 << 20
 MAX_DEPTH = 32
 # No single host has more: an NVL72 rack is 72 GPUs over 18 hosts (4 each).
 MAX_GPUS = 1024
@@ -104,24 +107,37 @@ def _mib(n: int) -> str:
     return f"{n / (1 << 20):g} MiB"
 
 
-def read_text_file(path: str, what: str, *, limit: int) -> str:
+def read_text_file(path: str, what: str, *, limit: int, tail: bool = False) -> str:
     """The UTF-8 text of `path`, at most `limit` bytes; BadInput (`what PATH: ...`) otherwise.
 
     Reads limit+1 bytes at most, so /dev/zero or a 10 GB file costs no memory.
     "-" is standard input.
+
+    `tail` (a log, whose error is at its end): a longer regular file gives its last
+    `limit` bytes, a stream (standard input, a pipe, a device) its first `limit`, and
+    bytes that are not UTF-8 become U+FFFD (a log holds what the program printed),
+    instead of BadInput.
     """
     try:
         if path == "-":
-            data = sys.stdin.buffer.read(limit + 1)
+            data = sys.stdin.buffer.read(limit if tail else limit + 1)
         else:
             with open(path, "rb") as fh:
-                data = fh.read(limit + 1)
+                if tail:
+                    info = os.fstat(fh.fileno())
+                    if stat.S_ISREG(info.st_mode) and info.st_size > limit:
+                        fh.seek(info.st_size - limit)
+                    data = fh.read(limit)
+                else:
+                    data = fh.read(limit + 1)
     except FileNotFoundError:
         raise BadInput(f"{what} {path}: cannot read (no such file)") from None
     except IsADirectoryError:
         raise BadInput(f"{what} {path}: is a directory") from None
     except OSError as exc:
         raise BadInput(f"{what} {path}: cannot read ({exc.strerror or exc})") from None
+    if tail:
+        return data.decode("utf-8", errors="replace")
     if len(data) > limit:
         raise BadInput(f"{what} {path}: larger than {_mib(limit)}; not a file torchfit writes")
     try:

@@ -127,12 +127,12 @@ def test_lock_garbage(tmp_path: Path, capsys: pytest.CaptureFixture[str], conten
 @FAST
 @given(content=st.one_of(st.binary(max_size=400), st.text(max_size=400).map(str.encode)))
 def test_log_garbage(tmp_path: Path, content: bytes) -> None:
-    from torchfit.cli.commands.doctor import read_log
     from torchfit.doctor.logs import explain_text, parse_log
+    from torchfit.inputs import MAX_LOG_BYTES, read_text_file
 
     path = tmp_path / "train.log"
     path.write_bytes(content)
-    text = read_log(str(path))
+    text = read_text_file(str(path), "--log", limit=MAX_LOG_BYTES, tail=True)
     assert isinstance(text, str)
     parse_log(text)
     explain_text(text)

@@ -43,8 +43,8 @@ def test_a_failure_exits_1(h200: Host) -> None:
     ("args", "words"),
     [
         (["--env", "/nonexistent/prefix"], "--env /nonexistent/prefix: not a directory"),
-        (["--env", "."], "no bin/python3 or bin/python"),
-        (["--python", "/nonexistent/python"], "--python /nonexistent/python: not an executable file"),
+        (["--env", "."], "no bin/python or bin/python3"),
+        (["--python", "/nonexistent/python"], "--python /nonexistent/python: not found"),
         (["--log", "/nonexistent/train.log"], "--log /nonexistent/train.log: cannot read"),
         (["--log", "."], "is a directory"),
         (["--root", "/nonexistent/root"], "--root /nonexistent/root: not a directory"),

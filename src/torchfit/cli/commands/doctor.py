@@ -12,19 +12,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from torchfit.errors import BadInput
-from torchfit.inputs import seconds
+from torchfit.inputs import MAX_LOG_BYTES, read_text_file, seconds
 
 if TYPE_CHECKING:
     from torchfit.checks import Check
     from torchfit.doctor.context import Context
     from torchfit.progress import Progress
-
-LOG_LIMIT = 64 << 20  # read at most the last 64 MiB of a --log file
 
 DESCRIPTION = """\
 Diagnose a broken GPU / PyTorch setup: each check names what it looked at, what it
@@ -46,7 +43,9 @@ def add_parser(subparsers: Any, epilog: str) -> argparse.ArgumentParser:
     target = p.add_mutually_exclusive_group()
     target.add_argument("--env", metavar="PREFIX", help="inspect the venv or conda env at PREFIX")
     target.add_argument("--python", metavar="PATH", help="inspect the environment of this interpreter")
-    p.add_argument("--log", metavar="FILE", help="also explain the error messages found in FILE")
+    p.add_argument("--log", metavar="FILE",
+                   help=f"also explain the error messages found in FILE (its last {MAX_LOG_BYTES >> 20} MiB; "
+                        "- is standard input)")
     p.add_argument("--json", action="store_true", help="print one JSON object (for CI)")
     p.add_argument("--root", metavar="DIR", default="/",
                    help="read /proc, /sys, /dev, /etc, /lib/modules under DIR instead of / (tests, images)")
@@ -56,63 +55,6 @@ def add_parser(subparsers: Any, epilog: str) -> argparse.ArgumentParser:
                    help="fast node health check for Slurm's HealthCheckProgram/Prolog: driver and environment "
                         "checks only (no torch), one line, exit 0 healthy or 1 with the reason (docs/cluster.md)")
     return p
-
-
-def pick_python(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[str | None, str]:
-    """The interpreter whose environment is inspected (an absolute path), and why that one.
-
-    Absolute because the worker runs in an empty temporary directory: `--env env`
-    or `VIRTUAL_ENV=.` would name nothing there. Symlinks are kept (a venv's
-    bin/python links to the base interpreter; resolving it would leave the venv).
-    """
-    python, why = _pick_python(args, environ)
-    return (os.path.abspath(python) if python else None), why
-
-
-def _pick_python(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[str | None, str]:
-    from torchfit.host.pythons import env_python
-
-    if args.python:
-        path = os.path.expanduser(args.python)
-        if os.sep not in path:
-            path = shutil.which(path) or path
-        if not os.path.isfile(path) or not os.access(path, os.X_OK):
-            raise BadInput(f"--python {args.python}: not an executable file")
-        return path, "--python"
-    if args.env:
-        prefix = os.path.expanduser(args.env)
-        if not os.path.isdir(prefix):
-            raise BadInput(f"--env {args.env}: not a directory")
-        candidate = env_python(prefix)
-        if candidate:
-            return candidate, "--env"
-        raise BadInput(f"--env {args.env}: no bin/python3 or bin/python in it (not a venv or conda env)")
-    for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
-        prefix = environ.get(var)
-        if prefix:
-            candidate = env_python(prefix)
-            if candidate:
-                return candidate, f"the active env (${var})"
-    found = shutil.which("python3", path=environ.get("PATH", os.defpath))
-    if found:
-        return found, "python3 on PATH"
-    return None, "none found"
-
-
-def read_log(path: str | None) -> str | None:
-    if path is None:
-        return None
-    try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as fh:
-            if size > LOG_LIMIT:
-                fh.seek(size - LOG_LIMIT)
-            data = fh.read(LOG_LIMIT)
-    except IsADirectoryError:
-        raise BadInput(f"--log {path}: is a directory") from None
-    except OSError as exc:
-        raise BadInput(f"--log {path}: cannot read ({exc.strerror or exc})") from None
-    return data.decode("utf-8", errors="replace")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,8 +67,11 @@ def run(args: argparse.Namespace) -> int:
     environ = dict(os.environ)
     if args.node_check:
         return _node_check(args, root, environ)
-    python, source = pick_python(args, environ)
-    log_text = read_log(args.log)
+    from torchfit.cli.target import target_python
+
+    python, _, source = target_python(args, environ)
+    # The end of the log (its error is there): its last MAX_LOG_BYTES, "-" is standard input.
+    log_text = read_text_file(args.log, "--log", limit=MAX_LOG_BYTES, tail=True) if args.log else None
     ctx = Context(
         root=root,
         environ=environ,

@@ -1,10 +1,11 @@
 """`torchfit verify`: arguments, choosing the interpreter, and rendering the report.
 
-Which Python: `--env PREFIX` (its bin/python), `--python PATH` (a path or a name
-on PATH), else the `python3` on PATH: the interpreter a user would type, not the
-one running torchfit (torchfit may live in its own pipx environment without
-torch). The orchestration is torchfit.verify; this module parses, and the report is
-rendered by torchfit.cli.ui.verify (never for --json).
+Which Python: cli/target.py's rule, doctor's too: `--env PREFIX` (its bin/python),
+`--python PATH` (a path or a name on PATH), else the active env, else the `python3`
+on PATH: the interpreter a user would type, not the one running torchfit (torchfit
+may live in its own pipx environment without torch). The orchestration is
+torchfit.verify; this module parses, and the report is rendered by
+torchfit.cli.ui.verify (never for --json).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +40,7 @@ def add_parser(subparsers: Any, epilog: str) -> None:
         "--env", metavar="PREFIX", help="the environment to verify (a venv or conda prefix)"
     )
     which.add_argument(
-        "--python", metavar="PATH", help="its interpreter (default: python3 on PATH)"
+        "--python", metavar="PATH", help="its interpreter (default: the active venv or conda env, else python3 on PATH)"
     )
     p.add_argument(
         "--nproc",
@@ -158,37 +158,13 @@ def slurm_time(text: str) -> str:
 
 
 def find_python(args: argparse.Namespace) -> tuple[str, str | None]:
-    """(interpreter path, env prefix or None); BadInput (exit 2) when there is none."""
-    from torchfit.host.pythons import env_python
+    """(interpreter path, env prefix or None) by cli.target's rule; BadInput (exit 2) when there is none."""
+    from torchfit.cli.target import target_python
 
-    if args.env:
-        prefix = os.path.abspath(args.env)
-        if not os.path.isdir(prefix):
-            raise BadInput(f"--env {args.env}: not a directory")
-        cand = env_python(prefix, ("bin/python", "bin/python3"))
-        if cand:
-            return cand, prefix
-        raise BadInput(
-            f"--env {args.env}: no bin/python in it (not a virtual environment or conda prefix)"
-        )
-    name = args.python or "python3"
-    if os.sep in name:
-        # Not resolved through symlinks: a venv's bin/python links to the base
-        # interpreter, and resolving it would leave the venv.
-        path = os.path.abspath(name)
-        if not os.path.isfile(path):
-            raise BadInput(f"--python {name}: not found")
-        if not os.access(path, os.X_OK):
-            raise BadInput(f"--python {name}: not executable")
-        return path, None
-    found = shutil.which(name)
-    if found is None:
-        raise BadInput(
-            f"--python {name}: not found on PATH"
-            if args.python
-            else "no python3 on PATH: give --python PATH or --env PREFIX"
-        )
-    return os.path.abspath(found), None
+    target = target_python(args, os.environ)
+    if target.python is None:
+        raise BadInput("no python3 on PATH: give --python PATH or --env PREFIX")
+    return target.python, target.prefix
 
 
 def _options(args: argparse.Namespace, python: str, prefix: str | None) -> Options:

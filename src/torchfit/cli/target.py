@@ -1,0 +1,79 @@
+"""Which interpreter `verify` and `doctor` look at: one rule for both commands.
+
+`--python PATH` (a path, `~` expanded, or a name looked up on PATH); `--env PREFIX`
+(`~` expanded; its bin/python, else bin/python3: what a venv, a conda env and the env
+`torchfit install` builds all have); else the active env ($VIRTUAL_ENV, then
+$CONDA_PREFIX); else `python3` on PATH: the interpreter a user would type, not the one
+running torchfit (torchfit may live in its own pipx environment without torch).
+
+The path is absolute (the workers run in a temporary directory, where `--env env` or
+`VIRTUAL_ENV=.` would name nothing) and not resolved through symlinks (a venv's
+bin/python links to the base interpreter; resolving it would leave the venv).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from torchfit.errors import BadInput
+
+ENV_NAMES = ("bin/python", "bin/python3")
+
+
+class Target(NamedTuple):
+    """The interpreter (None: none found), the env prefix it belongs to (None: not an env's),
+    and why that one (`--env`, `the active env ($VIRTUAL_ENV)`, `python3 on PATH`...)."""
+
+    python: str | None
+    prefix: str | None
+    source: str
+
+
+def target_python(args: argparse.Namespace, environ: Mapping[str, str]) -> Target:
+    """The interpreter `args.env`/`args.python` name, else the active env's, else python3 on PATH.
+
+    BadInput (exit 2) for an --env or --python that names no interpreter; when neither
+    is given and nothing is found, `python` is None (the caller says what that means).
+    """
+    path_var = environ.get("PATH", os.defpath)
+    if getattr(args, "python", None):
+        name = os.path.expanduser(args.python)
+        if os.sep in name:
+            path = os.path.abspath(name)
+            if not os.path.isfile(path):
+                raise BadInput(f"--python {args.python}: not found")
+            if not os.access(path, os.X_OK):
+                raise BadInput(f"--python {args.python}: not executable")
+            return Target(path, None, "--python")
+        found = shutil.which(name, path=path_var)
+        if found is None:
+            raise BadInput(f"--python {args.python}: not found on PATH")
+        return Target(os.path.abspath(found), None, "--python")
+    if getattr(args, "env", None):
+        prefix = os.path.abspath(os.path.expanduser(args.env))
+        if not os.path.isdir(prefix):
+            raise BadInput(f"--env {args.env}: not a directory")
+        found = _env_python(prefix)
+        if found is None:
+            raise BadInput(f"--env {args.env}: no bin/python or bin/python3 in it (not a venv or conda env)")
+        return Target(found, prefix, "--env")
+    for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+        if environ.get(var):
+            prefix = os.path.abspath(environ[var])
+            found = _env_python(prefix)
+            if found is not None:
+                return Target(found, prefix, f"the active env (${var})")
+    found = shutil.which("python3", path=path_var)
+    if found is not None:
+        return Target(os.path.abspath(found), None, "python3 on PATH")
+    return Target(None, None, "none found")
+
+
+def _env_python(prefix: str) -> str | None:
+    from torchfit.host.pythons import env_python
+
+    return env_python(prefix, ENV_NAMES)
