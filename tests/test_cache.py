@@ -261,3 +261,86 @@ def test_a_bad_companions_file_is_the_same_error_and_is_not_stored(tmp_path: Pat
     assert _records("companions-") == []
     with pytest.raises(CompanionsError, match=r"missing\.toml: cannot read"):
         cache.load_companions(str(tmp_path / "missing.toml"))
+
+
+# --- attack round 3 (issue 21, class 2): a cache opens regular files only, never blocking ------
+
+
+def _plant(path: Path, kind: str, tmp_path: Path) -> None:
+    """Replace `path` with a non-regular file: what a user or another program may leave there."""
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path, 0o600)
+    elif kind == "fifo via symlink":
+        os.mkfifo(tmp_path / f"elsewhere-{path.name}", 0o600)
+        path.symlink_to(tmp_path / f"elsewhere-{path.name}")
+    elif kind == "symlink to /dev/zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "char device":  # /dev/zero's own numbers; needs root (CAP_MKNOD)
+        os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 5))
+    elif kind == "socket":
+        import socket
+
+        sock, cwd = socket.socket(socket.AF_UNIX), os.getcwd()
+        os.chdir(path.parent)  # a relative name: AF_UNIX paths are limited to 107 bytes
+        try:
+            sock.bind(path.name)
+        finally:
+            os.chdir(cwd)
+            sock.close()
+
+
+_KINDS = ["fifo", "fifo via symlink", "symlink to /dev/zero", "char device", "socket"]
+
+
+def test_attack3_a_fifo_in_the_start_up_cache_never_blocks(tmp_path: Path) -> None:
+    """Every record of the start-up cache replaced by a FIFO: a real `torchfit resolve`
+    answers as always (a miss, then the record rewritten), where it hung in open()."""
+    args = ("resolve", "torch==2.13.0", "--variant", "cpu", "--assume", "python=3.11", "--json")
+    first = run_cli(*args, cwd=ROOT)
+    assert first.returncode == 0, first.stderr
+    records = sorted(Path(cache.cache_dir()).glob("*.json"))
+    assert records, "resolve wrote no start-up record"
+    for record in records:
+        _plant(record, "fifo", tmp_path)
+    again = run_cli(*args, cwd=ROOT, timeout=60)
+    assert again.returncode == 0 and again.stderr == "", again.stderr
+    assert json.loads(again.stdout)["torch"] == json.loads(first.stdout)["torch"]
+    assert all(r.is_file() and not r.is_symlink() for r in records)  # rewritten as regular files
+
+
+@pytest.mark.parametrize("kind", _KINDS)
+def test_attack3_a_record_that_is_not_a_regular_file_is_a_miss_at_once(kind: str, tmp_path: Path) -> None:
+    import time
+
+    if kind == "char device" and os.geteuid() != 0:
+        pytest.skip("mknod needs root")
+    assert cache.write_record("probe", "k", {"a": 1})
+    assert cache.read_record("probe", "k") == {"a": 1}
+    _plant(Path(cache.cache_dir()) / "probe.json", kind, tmp_path)
+    start = time.monotonic()
+    assert cache.read_record("probe", "k") is None
+    assert time.monotonic() - start < 5
+    assert cache.write_record("probe", "k", {"a": 2}) and cache.read_record("probe", "k") == {"a": 2}
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink to /dev/zero"])
+def test_attack3_read_regular_refuses_what_is_not_a_regular_file_at_once(kind: str, tmp_path: Path) -> None:
+    import time
+
+    target = tmp_path / "r.json"
+    target.write_text("x")
+    _plant(target, kind, tmp_path)
+    start = time.monotonic()
+    with pytest.raises(OSError):
+        cache.read_regular(str(target), 1 << 20)
+    assert time.monotonic() - start < 5
+
+
+def test_attack3_read_regular_stops_at_its_limit(tmp_path: Path) -> None:
+    big = tmp_path / "big"
+    with open(big, "wb") as fh:
+        fh.truncate(cache.MAX_RECORD_BYTES + 1)  # sparse: costs no disk
+    with pytest.raises(OSError, match="larger than"):
+        cache.read_regular(str(big), cache.MAX_RECORD_BYTES)
+    assert cache.read_regular(str(big), cache.MAX_RECORD_BYTES + 1) == b"\0" * (cache.MAX_RECORD_BYTES + 1)

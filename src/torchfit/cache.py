@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
 
 # Bump when the shape of any record changes, so old records are misses.
 FORMAT = 1
+# No record torchfit writes comes near this (the matrix's is ~200 KB): a bigger file is not ours.
+MAX_RECORD_BYTES = 64 << 20
 
 
 def sha256_hex(data: bytes) -> str:
@@ -65,6 +68,39 @@ def _usable(directory: str) -> bool:
     return st.st_uid == os.getuid() and not st.st_mode & 0o022
 
 
+def read_regular(path: str, limit: int) -> bytes:
+    """The bytes of the regular file at `path`, never blocking and never following a link.
+
+    A cache may hold anything a user or another program left there: a FIFO (whose
+    open() waits for a writer forever), a device, a symlink. O_NONBLOCK makes the open
+    of a FIFO return at once, O_NOFOLLOW refuses a symlink, and fstat on the opened
+    descriptor refuses whatever is not a regular file. OSError for all of these, and
+    for a file larger than `limit` bytes (read `limit + 1` at most).
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{path}: not a regular file")
+        if st.st_size > limit:
+            raise OSError(f"{path}: larger than {limit} bytes")
+        chunks: list[bytes] = []
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise OSError(f"{path}: larger than {limit} bytes")
+    return data
+
+
 def _record_path(directory: str, name: str) -> str:
     return os.path.join(directory, f"{name}.json")
 
@@ -79,9 +115,9 @@ def read_record(name: str, key: str) -> Any:
     if not _usable(directory):
         return None
     try:
-        with open(_record_path(directory, name), encoding="utf-8") as fh:
-            header = json.loads(fh.readline(4096))
-            body = fh.read()
+        head, _, rest = read_regular(_record_path(directory, name), MAX_RECORD_BYTES).partition(b"\n")
+        header = json.loads(head[:4096])
+        body = rest.decode("utf-8")
         if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("key") != key:
             return None
         if sha256_hex(body.encode()) != header.get("sha256"):

@@ -301,3 +301,52 @@ def test_metadata_by_range_needs_range_support(rsps) -> None:
     url = "https://files.example/t-1.0-py3-none-any.whl"
     _serve_ranges(rsps, url, _zip_with_metadata("Name: t\n"), honour=False)
     assert wheel_metadata(client(use_cache=False), IndexFile("t-1.0-py3-none-any.whl", url)) is None
+
+
+# --- attack round 3 (issue 21, class 2): the HTTP cache opens regular files only -------------
+
+
+def test_attack3_a_fifo_in_the_http_cache_is_a_miss_never_a_hang(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A real server on 127.0.0.1; the cached body and record of its page replaced by FIFOs:
+    the next fetch asks the server again and answers, where it waited in open() forever."""
+    import http.server
+    import os
+    import threading
+
+    page = b'<html><body><a href="torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl">t</a></body></html>'
+    asked: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("ETag", '"v1"')
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *_a) -> None:  # type: ignore[no-untyped-def]
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/simple"
+    try:
+        cache = tmp_path / "c"
+        assert client(cache_dir=cache).project_page(base, "torch").files
+        stored = sorted(cache.iterdir())
+        assert {p.suffix for p in stored} == {".body", ".json"}
+        for p in stored:
+            p.unlink()
+            os.mkfifo(p, 0o600)
+        result: list[object] = []
+        fetch = threading.Thread(target=lambda: result.append(client(cache_dir=cache).project_page(base, "torch")),
+                                 daemon=True)
+        fetch.start()
+        fetch.join(timeout=30)
+        assert result, "the fetch blocked on a FIFO in the HTTP cache"
+        assert len(asked) == 2 and result[0].files  # type: ignore[attr-defined]
+    finally:
+        server.shutdown()
+        server.server_close()

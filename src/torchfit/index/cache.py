@@ -13,6 +13,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from torchfit.cache import read_regular
+
+MAX_META_BYTES = 1 << 20
+# The largest body the client keeps (index.client reads no more than this from a server).
+MAX_BODY_BYTES = 256 << 20
+
 
 def default_cache_dir() -> Path:
     """`$XDG_CACHE_HOME/torchfit/http` (XDG default `~/.cache`)."""
@@ -35,9 +41,11 @@ class DiskCache:
         return hashlib.sha256(f"{url}\n{accept}".encode()).hexdigest()
 
     def load(self, key: str) -> tuple[dict[str, Any], bytes] | None:
+        """The record and body stored for `key`; None when absent, damaged, or not regular
+        files (a FIFO or a device there never blocks: `cache.read_regular`)."""
         try:
-            meta = json.loads((self.root / f"{key}.json").read_text("utf-8"))
-            body = (self.root / f"{key}.body").read_bytes()
+            meta = json.loads(read_regular(str(self.root / f"{key}.json"), MAX_META_BYTES).decode("utf-8"))
+            body = read_regular(str(self.root / f"{key}.body"), MAX_BODY_BYTES)
         except (OSError, ValueError):
             return None
         if not isinstance(meta, dict) or hashlib.sha256(body).hexdigest() != meta.get("sha256"):
