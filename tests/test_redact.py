@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -114,3 +115,56 @@ def test_attack3_children_lose_index_variables_and_credentialed_urls() -> None:
     dropped = set(index_variables(environ))
     assert dropped == set(environ) - {"PATH", "HOME", "HF_HOME", "CUDA_VISIBLE_DEVICES"}
     assert "SEK" not in repr(without_index_variables(environ))
+
+
+# --- examples and fuzzing ----------------------------------------------------------------
+
+FUZZ = settings(max_examples=200, deadline=None)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("https://user:pass@host/simple", "https://user:***@host/simple"),
+        (
+            "pip install --index-url https://ghp_abc123@host/x torch",
+            "pip install --index-url https://***@host/x torch",
+        ),
+        ("git+ssh://git@github.com/o/r.git", "git+ssh://***@github.com/o/r.git"),
+        (
+            "a https://u:p@h1 and http://v:q@h2:8080/?x=@y",
+            "a https://u:***@h1 and http://v:***@h2:8080/?x=@y",
+        ),
+        ("https://u:p@ss@host/x", "https://u:***@host/x"),
+        ("'https://u:p@h/x'", "'https://u:***@h/x'"),
+        ("mail me at someone@example.com", "mail me at someone@example.com"),
+        ("https://host/path@v1", "https://host/path@v1"),
+        ("no urls here", "no urls here"),
+    ],
+)
+def test_redact_examples(text: str, expected: str) -> None:
+    assert redact(text) == expected
+
+
+USERINFO = st.text(
+    st.characters(blacklist_characters="/?#@\"'<>", blacklist_categories=("Zs", "Cc", "Zl", "Zp")),
+    min_size=1,
+)
+
+
+@FUZZ
+@given(USERINFO, USERINFO)
+def test_fuzz_redact_hides_passwords(user: str, secret: str) -> None:
+    user = user.replace(":", "")
+    if not user:
+        user = "u"
+    out = redact(f"see https://{user}:{secret}@index.example/simple for details")
+    assert out == f"see https://{user}:***@index.example/simple for details"
+
+
+@FUZZ
+@given(st.text())
+def test_fuzz_redact_is_idempotent(text: str) -> None:
+    once = redact(text)
+    assert redact(once) == once
+

@@ -1,7 +1,7 @@
 """host/pythons.py through the start-up cache: asked once, asked again when what decides the answer changes.
 
 Real processes throughout: a copy of this machine's interpreter (an ELF file), fake
-python scripts and the fake pyenv of test_probes.py, which logs every call.
+python scripts and the fake pyenv of test_pythons.py, which logs every call.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.host.test_probes import FakeHost, _fake_pyenv, _fake_python
+from tests.host.test_pythons import _fake_pyenv, _fake_python
+from tests.support.fakehost import FakeHost
 from torchfit import cache
 from torchfit.host.pythons import probe_pyenv, probe_pythons
 from torchfit.runner import Runner

@@ -1,0 +1,132 @@
+"""runner.py: argv without a shell, timeouts that kill the process group, redacted errors."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.fakehost import (
+    FakeHost,
+    alive,
+)
+from torchfit.errors import ProbeFailed, ToolMissing, ToolTimeout
+from torchfit.runner import Runner, RunResult
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> FakeHost:
+    return FakeHost(tmp_path)
+
+
+def _py(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_runner_runs_argv_without_a_shell(tmp_path: Path) -> None:
+    runner = Runner(env_overrides={"TF_A": "runner", "TF_B": "runner"})
+    code = (
+        "import os, sys; print(sys.argv[1]); print(os.getcwd()); print(sys.stdin.read());"
+        " print(os.environ['TF_A'], os.environ['TF_B'])"
+    )
+    res = runner.run(
+        [*_py(code), "$(echo hi); rm -rf x"],
+        timeout=30,
+        cwd=tmp_path,
+        input="from stdin",
+        env={"TF_B": "call"},
+    )
+    assert isinstance(res, RunResult) and res.ok
+    assert res.stdout.splitlines() == [
+        "$(echo hi); rm -rf x",
+        str(tmp_path),
+        "from stdin",
+        "runner call",
+    ]
+    assert res.argv[0] == sys.executable and res.duration_s > 0
+
+
+def test_runner_nonzero_exit_is_a_result() -> None:
+    res = Runner().run(_py("import sys; sys.stderr.write('boom'); sys.exit(3)"), timeout=30)
+    assert (res.returncode, res.stderr, res.ok) == (3, "boom", False)
+    with pytest.raises(ProbeFailed) as err:
+        res.check()
+    assert err.value.code == 3
+
+
+def test_runner_missing_tool_uses_the_runners_path(host: FakeHost) -> None:
+    with pytest.raises(ToolMissing) as err:
+        Runner().run(["torchfit-no-such-tool"], timeout=5)
+    assert isinstance(err.value, ProbeFailed)
+    assert err.value.message == "torchfit-no-such-tool not found on PATH"
+    host.script("torchfit-no-such-tool", "print('here')")
+    res = Runner(env_overrides={"PATH": str(host.bin)}).run(["torchfit-no-such-tool"], timeout=30)
+    assert res.stdout == "here\n"
+    assert Runner(env_overrides={"PATH": str(host.bin)}).which("torchfit-no-such-tool")
+
+
+def test_runner_timeout_kills_the_process_group(host: FakeHost) -> None:
+    host.tool("wedged", hang=True)
+    runner = Runner(env_overrides={"PATH": str(host.bin)})
+    secret_arg = "--index-url=https://user:s3cret@pypi.example/simple"
+    start = time.monotonic()
+    with pytest.raises(ToolTimeout) as err:
+        runner.run(["wedged", secret_arg], timeout=0.5)
+    assert time.monotonic() - start < 3.0
+    assert isinstance(err.value, ProbeFailed)
+    assert "s3cret" not in str(err.value)
+    assert (
+        str(err.value)
+        == "wedged --index-url=https://user:***@pypi.example/simple timed out after 0.5 s"
+    )
+    grandchild = int((host.tmp / "wedged.grandchild").read_text())
+    deadline = time.monotonic() + 2
+    while alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(grandchild)
+
+
+def test_runner_bad_path_and_bad_cwd(tmp_path: Path) -> None:
+    with pytest.raises(ToolMissing) as err:
+        Runner().run([str(tmp_path / "nope")], timeout=5)
+    assert err.value.message == f"{tmp_path / 'nope'} not found"
+    with pytest.raises(ProbeFailed) as err2:
+        Runner().run(_py("pass"), timeout=5, cwd=tmp_path / "gone")
+    assert not isinstance(err2.value, ToolMissing)
+    assert "working directory" in err2.value.message
+
+
+def test_runner_demands_a_timeout() -> None:
+    for bad in (0, -1, None):
+        with pytest.raises(ValueError):
+            Runner().run(_py("pass"), timeout=bad)  # type: ignore[arg-type]
+
+
+def test_runner_escalates_to_sigkill() -> None:
+    code = (
+        "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+        " print('ready', flush=True); time.sleep(1000)"
+    )
+    start = time.monotonic()
+    with pytest.raises(ToolTimeout) as err:
+        Runner(kill_grace=0.3).run(_py(code), timeout=0.5)
+    assert time.monotonic() - start < 3.0
+    assert err.value.stdout == "ready\n"
+
+
+def test_runner_check_redacts() -> None:
+    res = Runner().run(
+        _py(
+            "import sys; sys.stderr.write("
+            "'401 from https://__token__:pypi-AgEIcHlw@upload.example/x'); sys.exit(1)"
+        ),
+        timeout=30,
+    )
+    with pytest.raises(ProbeFailed) as err:
+        res.check()
+    assert "pypi-AgEIcHlw" not in str(
+        err.value
+    ) and "https://__token__:***@upload.example/x" in str(err.value)
+
