@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -60,12 +59,15 @@ def cache_dir() -> str:
 
 
 def _usable(directory: str) -> bool:
-    """Ours and not writable by others: a record read from here is one we wrote."""
+    """A real directory of ours that others cannot write (files.private_dir, without creating
+    it): a record read from here is one we wrote."""
+    from torchfit.files import private_dir
+
     try:
-        st = os.stat(directory)
+        os.close(private_dir(directory, create=False))
     except OSError:
         return False
-    return st.st_uid == os.getuid() and not st.st_mode & 0o022
+    return True
 
 
 def read_regular(path: str, limit: int) -> bytes:
@@ -128,29 +130,27 @@ def read_record(name: str, key: str) -> Any:
 
 
 def write_record(name: str, key: str, data: Any) -> bool:
-    """Store `data` (JSON values only) under `name` for `key`, atomically; False when not written."""
-    directory = cache_dir()
-    tmp = ""
+    """Store `data` (JSON values only) under `name` for `key`, atomically; False when not written.
+
+    The directory must be ours and writable by nobody else; the record is a new
+    O_EXCL file renamed into place (files.write_private), never a write through a
+    name someone else could have planted.
+    """
+    from torchfit.files import private_dir, write_private
+
     try:
         body = json.dumps(data, separators=(",", ":"))
         header = json.dumps({"format": FORMAT, "key": key, "sha256": sha256_hex(body.encode())})
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        if not _usable(directory):
-            return False
-        # Per process and thread: two writers never share a temp file; the rename is atomic.
-        tmp = os.path.join(directory, f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(f"{header}\n{body}")
-        os.replace(tmp, _record_path(directory, name))
-        return True
+        dfd = private_dir(cache_dir())
     except (OSError, ValueError, TypeError, RecursionError):
-        if tmp:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
         return False
+    try:
+        write_private(dfd, f"{name}.json", f"{header}\n{body}".encode())
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(dfd)
 
 
 def fingerprint(path: str) -> list[int] | None:

@@ -253,6 +253,19 @@ class PrefixBusy(TorchfitError):
     reference = "prefix-locked"
 
 
+class EnvInUse(TorchfitError):
+    """`install --force` would remove an env that running processes use (exit 1; `--wait` waits)."""
+
+    reference = "env-in-use"
+
+    def __init__(self, message: str, processes: Sequence[tuple[int, str]] = (), hint: str | None = None) -> None:
+        self.processes = [(pid, redact(cmd)) for pid, cmd in processes]
+        super().__init__(message, hint=hint)
+
+    def details(self) -> dict[str, Any]:
+        return {"processes": [{"pid": pid, "command": cmd} for pid, cmd in self.processes]}
+
+
 class RelocationFailed(TorchfitError):
     """A script of the env still names the temporary path after relocation."""
 
@@ -310,6 +323,13 @@ class VerifyFailed(TorchfitError):
 
     def details(self) -> dict[str, Any]:
         return {"rank": self.rank, "stage": self.stage, "tail": self.tail}
+
+
+class OutputFailed(TorchfitError):
+    """A file a command writes for the user could not be written (disk full, I/O error):
+    not bad input, exit 1; the file that was there is unchanged (files.write_atomic)."""
+
+    reference = "output-failed"
 
 
 class ExportFailed(TorchfitError):

@@ -13,10 +13,11 @@ marks its temporary envs with it too.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import re
 import secrets
-import shutil
 import stat
 import tempfile
 import time
@@ -124,23 +125,138 @@ def mark_existing(path: str, prefix: str) -> None:
 
 
 
+def _unescape_mountinfo(field: str) -> str:
+    """mountinfo writes space, tab, newline and backslash as octal escapes (\\040 ...)."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def parse_mount_points(text: str) -> list[str]:
+    """The mount points listed in /proc/self/mountinfo's text (field 5 of each line)."""
+    points = []
+    for line in text.splitlines():
+        fields = line.split(" ")
+        if len(fields) > 4:
+            points.append(_unescape_mountinfo(fields[4]))
+    return points
+
+
+def mounts_under(path: str) -> list[str]:
+    """Mount points strictly inside directory `path` (this process's mount namespace).
+
+    A bind mount of the same filesystem has the same st_dev as its parent, so only
+    the kernel's table tells it apart; without /proc every directory whose st_dev
+    differs is found by the walk in `remove_tree` instead.
+    """
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as fh:
+            points = parse_mount_points(fh.read())
+    except OSError:
+        return []
+    root = os.path.realpath(path).rstrip(os.sep) + os.sep
+    return sorted({p for p in points if p.startswith(root)})
+
+
+class TreeNotRemoved(OSError):
+    """`remove_tree` left part of a tree: a mount point (or another filesystem) inside it."""
+
+
 def remove_tree(path: str) -> None:
-    """rm -rf of a directory (never through a symlink), signals held so a second Ctrl-C
-    cannot leave half of it. shutil.rmtree walks with fds and does not follow links."""
+    """rm -rf of a directory torchfit made, never leaving it: no symlink is followed and no
+    mount point is crossed (a bind mount inside an env keeps every file of its own).
+
+    Signals are held so a second Ctrl-C cannot leave half of it. A tree with a mount
+    point inside is not touched at all (TreeNotRemoved names it); a directory on
+    another device found during the walk (a mount that appeared meanwhile) is left
+    with its contents, and the walk says so the same way. Other errors are ignored,
+    like `rm -rf` (what could not be removed stays).
+    """
     with signals_deferred():
         try:
             st = os.lstat(path)
         except OSError:
             return
-        if stat.S_ISDIR(st.st_mode):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
+        if not stat.S_ISDIR(st.st_mode):
             with contextlib.suppress(OSError):
                 os.unlink(path)
+            return
+        inside = mounts_under(path)
+        if inside:
+            raise TreeNotRemoved(errno.EBUSY, f"a mount point is inside it at {inside[0]}", path)
+        root = os.path.realpath(path)
+        try:
+            dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return
+        kept: list[str] = []
+        try:
+            if os.fstat(dfd).st_ino != st.st_ino:
+                return  # replaced between the two looks: not the directory we judged
+            _clear(dfd, root, st.st_dev, kept)
+        finally:
+            os.close(dfd)
+        if kept:
+            raise TreeNotRemoved(errno.EXDEV, f"another filesystem is mounted inside it at {kept[0]}", path)
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+
+
+def _clear(dfd: int, where: str, dev: int, kept: list[str]) -> bool:
+    """Remove everything in the directory open at `dfd` (path `where`) on device `dev`;
+    True when it is empty now. Directories are opened relative to their parent's fd with
+    O_NOFOLLOW, so a symlink swapped in during the walk is never entered."""
+    empty = True
+    try:
+        names = os.listdir(dfd)
+    except OSError:
+        return False
+    for name in names:
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except OSError:
+            empty = False
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            try:
+                os.unlink(name, dir_fd=dfd)
+            except OSError:
+                empty = False
+            continue
+        sub = os.path.join(where, name)
+        if st.st_dev != dev:
+            kept.append(sub)
+            empty = False
+            continue
+        try:
+            cfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+        except OSError:
+            empty = False
+            continue
+        try:
+            cst = os.fstat(cfd)
+            if (cst.st_dev, cst.st_ino) != (st.st_dev, st.st_ino):
+                empty = False  # swapped after the look: leave it
+                continue
+            try:
+                done = _clear(cfd, sub, dev, kept)
+            except RecursionError:
+                done = False
+        finally:
+            os.close(cfd)
+        if done:
+            try:
+                os.rmdir(name, dir_fd=dfd)
+            except OSError:
+                empty = False
+        else:
+            empty = False
+    return empty
 
 
 def remove_marked(path: str, token: str | None = None) -> bool:
-    """Remove `path` only when its marker proves torchfit made it (and, given, the same token)."""
+    """Remove `path` only when its marker proves torchfit made it (and, given, the same token).
+
+    TreeNotRemoved (a mount point inside) propagates: the caller says what was left.
+    """
     marker = read_marker(path)
     if marker is None or (token is not None and marker.get("token") != token):
         return False
@@ -185,8 +301,9 @@ def sweep_temp_dirs(kind: str, base: str | None = None) -> list[str]:
         path = os.path.join(base, entry)
         marker = read_marker(path)
         if marker is not None and not owner_alive(marker):
-            remove_tree(path)
-            removed.append(path)
+            with contextlib.suppress(TreeNotRemoved):  # a mount inside: left as it is
+                remove_tree(path)
+                removed.append(path)
     return removed
 
 
@@ -202,4 +319,5 @@ def temp_dir(kind: str) -> Iterator[str]:
     try:
         yield path
     finally:
-        remove_owned_dir(path)
+        with contextlib.suppress(TreeNotRemoved):  # a mount inside: left as it is
+            remove_owned_dir(path)

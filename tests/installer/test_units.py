@@ -247,3 +247,25 @@ def test_swap_replaces_atomically_and_removes_the_old(tmp_path: Path) -> None:
 
 def nccl_text(code: int) -> str | None:
     return version_text(decode_nccl_code(code))
+
+
+def test_attack3_install_log_never_writes_through_a_planted_symlink(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A symlink at the log's name (pid and stamp are predictable) is refused, never written
+    through (82c371b opened it with open(path, "w"), truncating the target)."""
+    from torchfit.installer.prefix import InstallLog, state_dir
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    logs = Path(state_dir())
+    logs.mkdir(parents=True, mode=0o700)
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    now = time.time()
+    for dt in range(4):
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now + dt))
+        os.symlink(victim, logs / f"install-env-{stamp}-{os.getpid()}.log")
+    said: list[str] = []
+    log = InstallLog("env", on_error=said.append)
+    log.write("secret-free text")
+    assert victim.read_text() == "precious\n"
+    assert log.path is None and len(said) == 1 and "exists already" in said[0] and "continuing without it" in said[0]

@@ -29,8 +29,10 @@ def default_cache_dir() -> Path:
 class DiskCache:
     """Bodies and their validators, one pair of files per (URL, Accept) key.
 
-    Records hold the URL without credentials; a cache the user cannot write is
-    silently skipped (it is an optimisation, never a reason to fail).
+    Records hold the URL without credentials; a cache the user cannot write, or a
+    directory not theirs or writable by others, is silently skipped (it is an
+    optimisation, never a reason to fail). Nothing there is written through a name
+    someone could have planted (torchfit.files).
     """
 
     def __init__(self, root: Path) -> None:
@@ -41,9 +43,13 @@ class DiskCache:
         return hashlib.sha256(f"{url}\n{accept}".encode()).hexdigest()
 
     def load(self, key: str) -> tuple[dict[str, Any], bytes] | None:
-        """The record and body stored for `key`; None when absent, damaged, or not regular
-        files (a FIFO or a device there never blocks: `cache.read_regular`)."""
+        """The record and body stored for `key`; None when absent, damaged, not regular
+        files (a FIFO or a device there never blocks: `cache.read_regular`), or in a
+        directory that is not ours or that others can write (a record planted there)."""
+        from torchfit.files import private_dir
+
         try:
+            os.close(private_dir(str(self.root), create=False))
             meta = json.loads(read_regular(str(self.root / f"{key}.json"), MAX_META_BYTES).decode("utf-8"))
             body = read_regular(str(self.root / f"{key}.body"), MAX_BODY_BYTES)
         except (OSError, ValueError):
@@ -53,15 +59,20 @@ class DiskCache:
         return meta, body
 
     def store(self, key: str, meta: dict[str, Any], body: bytes) -> None:
+        """Keep `body` and its validators: new O_EXCL files renamed into place
+        (files.write_private), in a directory that is ours and not writable by others;
+        anything else is skipped, never written through."""
+        from torchfit.files import private_dir, write_private
+
         try:
-            self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+            dfd = private_dir(str(self.root))
+        except OSError:
+            return
+        try:
             meta = {**meta, "sha256": hashlib.sha256(body).hexdigest()}
-            for suffix, data in ((".body", body), (".json", json.dumps(meta).encode())):
-                tmp = self.root / f"{key}{suffix}.tmp{os.getpid()}"
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                os.replace(tmp, self.root / f"{key}{suffix}")
+            write_private(dfd, f"{key}.body", body)
+            write_private(dfd, f"{key}.json", json.dumps(meta).encode())
         except OSError:
             pass
-
+        finally:
+            os.close(dfd)

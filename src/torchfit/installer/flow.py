@@ -48,11 +48,11 @@ from torchfit.installer.nccl import (
     nccl_package,
     write_env_script,
 )
-from torchfit.installer.prefix import InstallLog, TempEnv, relocate, swap_into_place
+from torchfit.installer.prefix import InstallLog, TempEnv, relocate, swap_into_place, wait_unused
 from torchfit.installer.sources import Sources
 from torchfit.lock.model import Lock, LockedDist, sorted_dists
 from torchfit.lock.pylock import LOCK_NAME, TOOL_SCHEMA, write_lock
-from torchfit.owned import remove_tree
+from torchfit.owned import mounts_under, remove_tree
 from torchfit.progress import Progress
 from torchfit.redact import redact, strip_credentials
 from torchfit.runner import Runner, kill_stray_children, stall_timeout, without_index_variables
@@ -198,6 +198,7 @@ class InstallJob:
     lock: Lock | None = None  # rebuild this lock instead of resolving packages
     nccl_override: str | None = None  # "nvidia-nccl-cu13==2.28.3"
     seed: bool = False  # pip (and uv's other seed packages) in the env: --seed
+    wait: float = 0.0  # --wait: how long processes using the old env may take to end
     timings: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     # The swap: True from the instant PREFIX holds the new env; `late_signals` arrived after it.
@@ -262,12 +263,16 @@ class InstallJob:
                 write_lock(lock_path, self._make_lock(dists, pin, report, backend))
                 remove_tree(work)
                 relocate(tmp.path, self.prefix)
+            if replaced:  # a process that started using the old env during the build
+                wait_unused(self.prefix, self.wait, self.observer.info, after_build=True)
             with self._python_step("swap", f"{'replace' if replaced else 'create'} {self.prefix}"):
                 def exchanged() -> None:
                     tmp.committed = self.swapped = True
 
                 outcome = swap_into_place(tmp.path, self.prefix, on_exchanged=exchanged)
                 self.late_signals = outcome.late
+            if outcome.kept:
+                self._log_trouble(outcome.kept)
         log_path = log.move_into(self.prefix)
         return InstallResult(
             prefix=self.prefix, plan=self.plan, installer=backend.label, packages=sorted_dists(dists), pin=pin,
@@ -401,7 +406,7 @@ def check_prefix(prefix: str, force: bool) -> None:
         return
     if not force:
         raise BadInput(f"--prefix {prefix} exists; pass --force to replace it "
-                       "(the old env keeps working until the new one is complete)")
+                       "(only once the new env is complete, and never while a process uses the old one)")
     if os.path.islink(prefix) or not os.path.isdir(prefix):
         raise BadInput(f"--prefix {prefix} is not a directory; torchfit replaces only an env it can recognise")
     if os.path.ismount(prefix):
@@ -412,6 +417,11 @@ def check_prefix(prefix: str, force: bool) -> None:
     if not os.path.isfile(os.path.join(prefix, "pyvenv.cfg")) and os.listdir(prefix):
         raise BadInput(f"--prefix {prefix} is not a virtual environment (no pyvenv.cfg); "
                        "refusing to replace it, even with --force")
+    inside = mounts_under(prefix)
+    if inside:
+        # Replacing the env removes its tree; the files of a mounted directory are not the env's.
+        raise BadInput(f"--prefix {prefix} has a mount point inside it at {inside[0]}; unmount it first "
+                       "(torchfit never removes files across a mount point)")
 
 
 def check_ld_preload_lib(pin: NcclPin, lock: Lock | None) -> NcclPin:

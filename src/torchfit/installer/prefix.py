@@ -31,20 +31,21 @@ import fcntl
 import os
 import platform
 import secrets
-import shutil
 import signal
 import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from torchfit.errors import BadInput, PrefixBusy, RelocationFailed
+from torchfit.errors import BadInput, EnvInUse, PrefixBusy, RelocationFailed
 from torchfit.owned import (
+    TreeNotRemoved,
     make_marked_dir,
     mark_existing,
     owner_alive,
     read_marker,
     remove_marked,
+    remove_tree,
 )
 from torchfit.redact import redact
 from torchfit.runner import (
@@ -258,7 +259,52 @@ class TempEnv:
         if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
             kill_stray_children()  # first: a stray pip would keep writing into the tree
         # Committed: root/env is PREFIX now (or holds the old env, already removed).
-        remove_marked(self.root, self.token)
+        with contextlib.suppress(TreeNotRemoved):  # a mount inside: swap_into_place said so
+            remove_marked(self.root, self.token)
+
+
+# --- the old env's users ---------------------------------------------------------------------
+
+
+def wait_unused(prefix: str, wait: float, on_wait: Callable[[str], None] | None = None,
+                after_build: bool = False) -> None:
+    """Return once no process uses the env at PREFIX (its python, its libraries, a cwd in it).
+
+    Replacing an env removes its files: a process that has imported torch from it
+    keeps its mapped libraries but fails on the next one it loads (`Cannot load
+    .../libtorch_cpu.so`), so no env in use is replaced. With `wait` > 0 this waits
+    that long for them to end; then, or at once, EnvInUse names them (exit 1).
+    """
+    from torchfit.host.procs import find_users
+
+    if not os.path.isdir(prefix):
+        return
+    deadline = time.monotonic() + max(wait, 0.0)
+    announced = False
+    while True:
+        users = find_users(prefix)
+        if not users.procs:
+            if users.unreadable and on_wait is not None and not announced:
+                on_wait(f"{users.unreadable} process(es) of other users could not be checked for use of {prefix}")
+            return
+        if time.monotonic() >= deadline:
+            break
+        if on_wait is not None and not announced:
+            on_wait(f"waiting for {len(users.procs)} process(es) using {prefix} to end: "
+                    + "; ".join(u.describe() for u in users.procs[:3]))
+            announced = True
+        time.sleep(0.5)
+    n = len(users.procs)
+    head = "; ".join(u.describe() for u in users.procs[:5]) + (f"; and {n - 5} more" if n > 5 else "")
+    done = "the new env was built and discarded; " if after_build else ""
+    waited = f" after waiting {wait:g} s" if wait > 0 else ""
+    raise EnvInUse(
+        f"{prefix} is in use by {n} process(es){waited}: {head}. Replacing it now would break them "
+        f"(a library they load later would be gone); {done}{prefix} was not changed",
+        [(u.pid, u.command) for u in users.procs],
+        hint=("end those processes, or give a longer --wait" if wait > 0 else
+              "end those processes, or pass --wait SECONDS to wait for them to finish"),
+    )
 
 
 # --- relocation and the swap ----------------------------------------------------------------
@@ -368,6 +414,7 @@ class SwapOutcome:
 
     exchanged: bool = False
     late: list[str] = field(default_factory=list)
+    kept: str | None = None  # why the old env was not removed (and where it stays)
 
 
 def swap_into_place(built: str, prefix: str, on_exchanged: Callable[[], None] | None = None) -> SwapOutcome:
@@ -405,7 +452,11 @@ def swap_into_place(built: str, prefix: str, on_exchanged: Callable[[], None] | 
         if old is not None:
             if old != built:
                 mark_existing(old, prefix)
-            shutil.rmtree(old, ignore_errors=True)
+            try:
+                remove_tree(old)
+            except TreeNotRemoved as exc:
+                # A mount appeared inside the old env after the up-front check: its files stay.
+                outcome.kept = f"the old env stays at {old}: {exc.strerror}; unmount it, then remove {old}"
         outcome.late = [signal.Signals(s).name for s in take_pending([])]
     return outcome
 
@@ -422,39 +473,62 @@ class InstallLog:
     """The install's log: each step's command, exit code, time and output, redacted.
 
     Written as it happens to the state directory ($XDG_STATE_HOME/torchfit/logs), so
-    it survives a failure; on success it is moved into PREFIX.
+    it survives a failure; on success it is moved into PREFIX. The directory must be
+    ours and writable by nobody else, and the log is a new file there (O_EXCL,
+    O_NOFOLLOW, torchfit.files) written through the fd it was created with: a symlink
+    planted in its place is refused, never written through. When the log cannot be
+    written, `on_error` says why once and the install continues without it.
     """
 
     def __init__(self, label: str, on_error: Callable[[str], None] | None = None) -> None:
+        from torchfit.files import PrivateDirError, create_private, private_dir
+
         directory = state_dir()
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        self.path: str | None = os.path.join(directory, f"install-{label}-{stamp}-{os.getpid()}.log")
+        name = f"install-{label}-{stamp}-{os.getpid()}.log"
+        self.path: str | None = os.path.join(directory, name)
         self.on_error = on_error
         self.error: str | None = None  # why the log is incomplete (disk full, ...), once known
+        self._fd: int | None = None
+        self._dfd: int | None = None
+        self._name = name
         try:
-            os.makedirs(directory, exist_ok=True)
-            with open(self.path, "w", encoding="utf-8"):
-                pass
+            self._dfd = private_dir(directory)
+            self._fd = create_private(self._dfd, name, 0o666, os.O_RDWR | os.O_APPEND)
+        except PrivateDirError as exc:
+            self._failed(exc, f"the log directory is not safe to write: {exc.strerror}")
         except OSError as exc:
-            self._failed(exc)
+            if exc.errno == errno.EEXIST:
+                self._failed(exc, f"{self.path} exists already (planted? torchfit never writes through it)")
+            else:
+                self._failed(exc)
 
-    def _failed(self, exc: OSError) -> None:
+    def _failed(self, exc: OSError, why: str | None = None) -> None:
         """Say once, through `on_error`, that the log cannot be written, and stop writing it."""
         if self.error is None:
-            self.error = f"cannot write the install log {self.path} ({exc.strerror or exc})"
+            self.error = f"cannot write the install log {self.path} ({why or exc.strerror or exc})"
             if self.on_error is not None:
                 self.on_error(self.error + "; continuing without it")
-        if self.path is not None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
             with contextlib.suppress(OSError):
-                os.unlink(self.path)  # an empty or truncated log would mislead
+                os.unlink(self._name, dir_fd=self._dfd)  # an empty or truncated log would mislead
+        self._close_dir()
         self.path = None
 
+    def _close_dir(self) -> None:
+        if self._dfd is not None:
+            os.close(self._dfd)
+            self._dfd = None
+
     def write(self, text: str) -> None:
-        if self.path is None:
+        if self._fd is None:
             return
+        data = (redact(text.rstrip("\n")) + "\n").encode("utf-8", "replace")
         try:
-            with open(self.path, "a", encoding="utf-8") as fh:
-                fh.write(redact(text.rstrip("\n")) + "\n")
+            while data:
+                data = data[os.write(self._fd, data):]
         except OSError as exc:
             self._failed(exc)
 
@@ -467,18 +541,33 @@ class InstallLog:
             self.write("-- stderr --\n" + stderr)
 
     def move_into(self, directory: str, name: str = "torchfit-install.log") -> str | None:
-        if self.path is None:
+        """Copy the log into `directory` (the new env: ours) as a new file, then remove it here."""
+        if self._fd is None or self.path is None:
             return None
         dest = os.path.join(directory, name)
+        out = None
         try:
-            shutil.move(self.path, dest)
+            out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+            offset = 0
+            while chunk := os.pread(self._fd, 1 << 20, offset):
+                offset += len(chunk)
+                while chunk:
+                    chunk = chunk[os.write(out, chunk):]
         except OSError as exc:
             if self.on_error is not None:
                 self.on_error(f"cannot move the install log into {directory} ({exc.strerror or exc}); "
                               f"it stays at {self.path}")
-            with contextlib.suppress(OSError):
-                if os.path.exists(self.path):
+            if out is not None:
+                with contextlib.suppress(OSError):
                     os.unlink(dest)  # a partial copy
-            return self.path if self.path and os.path.exists(self.path) else None
+            return self.path
+        finally:
+            if out is not None:
+                os.close(out)
+        with contextlib.suppress(OSError):
+            os.unlink(self._name, dir_fd=self._dfd)
+        os.close(self._fd)
+        self._fd = None
+        self._close_dir()
         self.path = dest
         return dest

@@ -18,7 +18,6 @@ credentials from the index options when rebuilding), other text passes through
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
@@ -437,31 +436,12 @@ def write_lock(path: str, lock: Lock) -> None:
 
 
 def replace_lock(path: str, lock: Lock) -> None:
-    """Rewrite the lock at `path` atomically: a temporary file beside it, flushed to
-    disk, then renamed over it. Until the rename the old lock is whole and in place;
-    a failure (disk full, a signal) removes the temporary file and leaves it so."""
-    import tempfile
+    """Rewrite the lock at `path` atomically (files.write_atomic: a temporary file beside
+    it, flushed to disk, the old file's mode, renamed over it). Until the rename the old
+    lock is whole and in place; a failure (disk full, a signal) leaves it so."""
+    from torchfit.files import write_atomic
 
-    directory = os.path.dirname(os.path.abspath(path))
-    text = render_lock(lock)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        with contextlib.suppress(OSError):
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)  # the old file's mode, not mkstemp's 0600
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    dfd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dfd)  # the rename itself survives a crash
-    finally:
-        os.close(dfd)
+    write_atomic(path, render_lock(lock))
 
 
 def requirements_text(dists: Sequence[LockedDist]) -> str:

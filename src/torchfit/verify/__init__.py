@@ -30,7 +30,7 @@ from typing import Any
 from torchfit.checks import Check, Status
 from torchfit.host.links import probe_links
 from torchfit.lock.pylock import load_expected
-from torchfit.owned import owned_temp_dir, remove_owned_dir
+from torchfit.owned import owned_temp_dir, remove_owned_dir, remove_tree
 from torchfit.progress import Progress
 from torchfit.redact import redact
 from torchfit.verify.bandwidth import bandwidth_report, smi_indices
@@ -216,7 +216,8 @@ def _discard(run: _Run, work: str) -> None:
     assert run.ddp is not None
     run.ddp.child.stop()
     aside = os.path.join(work, "ddp-discarded")
-    shutil.rmtree(aside, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        remove_tree(aside)
     with contextlib.suppress(OSError):
         os.rename(run.ddp.results, aside)
     run.ddp = None

@@ -37,34 +37,15 @@ def run_detect_slurm(args: argparse.Namespace) -> int:
                    bound=args.deadline)
     data = fleet_to_json(fleet)
     if args.output:
-        try:
-            write_file(args.output, json.dumps(data, indent=2) + "\n")
-        except OSError as exc:
-            raise BadInput(f"--output {args.output}: cannot write ({exc.strerror or exc})") from None
+        from torchfit.cli.ui.output import write_output
+
+        write_output(args.output, json.dumps(data, indent=2) + "\n", "--output")
     if args.json:
         print(json.dumps(data, indent=2))
     else:
         for line in format_fleet(fleet):
             print(line)
     return 0 if fleet.groups else 1
-
-
-def write_file(path: str, text: str) -> None:
-    """Atomically: a reader never sees half a fleet file, and a failed write leaves the old one."""
-    import tempfile
-
-    target = os.path.abspath(path)
-    folder = os.path.dirname(target)
-    if not os.path.isdir(folder):
-        raise BadInput(f"--output {path}: no directory {folder}")
-    fd, tmp = tempfile.mkstemp(prefix=".torchfit-fleet-", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def format_fleet(fleet: Any) -> list[str]:

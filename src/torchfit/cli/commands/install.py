@@ -59,7 +59,8 @@ def add_parser(subparsers: Any, epilog: str) -> None:
                         "(envs built with --installer pip always have it); to add packages with the torch "
                         "build kept and the lock grown, use `torchfit add PKG --env PREFIX`")
     p.add_argument("--wait", type=seconds(allow_zero=True), default=0.0, metavar="SECONDS",
-                   help="wait this long for another install into PREFIX to finish (default: fail at once)")
+                   help="wait this long for another install into PREFIX to finish, and with --force for "
+                        "the processes using the old env to end (default: fail at once)")
     p.add_argument("--timeout", type=seconds(), default=3600.0, metavar="SECONDS",
                    help="the longest one step (a pyenv build, a CUDA download) may take (default 3600)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout (progress stays on stderr)")
@@ -142,10 +143,10 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
         nccl_pin_for,
     )
     from torchfit.installer.nccl import NcclPin, pin_from_json
-    from torchfit.installer.prefix import PrefixLock, scan_temps
+    from torchfit.installer.prefix import PrefixLock, scan_temps, wait_unused
     from torchfit.installer.sources import load_pip_config, make_sources, torch_index_for
     from torchfit.lock.pylock import load_lock
-    from torchfit.owned import remove_marked
+    from torchfit.owned import TreeNotRemoved, remove_marked
     from torchfit.progress import StderrProgress
     from torchfit.runner import interrupts_raise
 
@@ -189,7 +190,7 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
                   f"{' (pyenv)' if plan.python_source == 'pyenv' else ''}, NCCL {pin.describe()}")
     job = InstallJob(prefix=prefix, plan=plan, hosts=hosts, request=request, sources=sources, pin=pin,
                      installer=args.installer, observer=observer, timeout=args.timeout, lock=lock,
-                     nccl_override=nccl_override, seed=args.seed)
+                     nccl_override=nccl_override, seed=args.seed, wait=args.wait)
     parent = os.path.dirname(prefix)
     try:
         os.makedirs(parent, exist_ok=True)
@@ -199,10 +200,15 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
     with interrupts_raise(), PrefixLock(prefix, args.wait, observer.info):
         check_prefix(prefix, args.force)  # again, now that no other install can race us
         scan = scan_temps(prefix)
+        if args.force:
+            wait_unused(prefix, args.wait, observer.info)
         for stale in scan.stale:
             # Its marker proves a torchfit run made it, and that run is gone.
             observer.info(f"removing {stale}, left by a torchfit install that was killed")
-            remove_marked(stale)
+            try:
+                remove_marked(stale)
+            except TreeNotRemoved as exc:
+                observer.warn(f"leaving {stale}: {exc.strerror}")
         for other in scan.unproven:
             observer.warn(f"leaving {other} alone: its name looks like a torchfit temporary env, "
                           "but nothing proves torchfit made it")
