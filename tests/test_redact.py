@@ -168,3 +168,9 @@ def test_fuzz_redact_is_idempotent(text: str) -> None:
     once = redact(text)
     assert redact(once) == once
 
+
+
+def test_strip_credentials() -> None:
+    assert strip_credentials("https://u:p@h.example:8443/a?b") == "https://h.example:8443/a?b"
+    assert strip_credentials("file:///x") == "file:///x"
+

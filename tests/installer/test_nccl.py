@@ -23,9 +23,12 @@ import pytest
 from tests.installer.conftest import leftovers, run_tf
 from tests.support.envs import CACHE
 from torchfit.compat.versions import decode_nccl_code, version_text
+from torchfit.errors import BadInput
 from torchfit.installer.nccl import (
     NcclPin,
+    check_nccl_lib,
     hook_activate,
+    render_env_script,
     write_env_script,
 )
 
@@ -212,3 +215,32 @@ def test_cuda_build_and_nccl_pins(tmp_path: Path) -> None:
 
 def nccl_text(code: int) -> str | None:
     return version_text(decode_nccl_code(code))
+
+
+# --- the version codes, the env script, --nccl-lib's check ------------------------------------
+
+
+def test_nccl_version_codes() -> None:
+    assert nccl_text(23007) == "2.30.7"
+    assert nccl_text(22809) == "2.28.9"
+    assert nccl_text(2708) == "2.7.8"
+
+
+def test_env_script_is_idempotent_and_undoable(tmp_path: Path) -> None:
+    lib = tmp_path / "it's lib" / "libnccl.so.2"
+    script = tmp_path / "torchfit-env"
+    script.write_text(render_env_script("/p", NcclPin("ld-preload", None, "2.28.9", str(lib))))
+    res = subprocess.run(["sh", "-c", f'. "{script}"; . "{script}"; echo "$LD_PRELOAD"; _torchfit_env_off; '
+                                      'echo "${LD_PRELOAD-unset}"'], capture_output=True, text=True, timeout=30,
+                         env={"PATH": os.environ["PATH"], "LD_PRELOAD": "/x.so"})
+    assert res.stdout.splitlines() == [f"{lib}:/x.so", "/x.so"], res.stderr
+
+
+def test_check_nccl_lib_rejects_non_libraries(tmp_path: Path) -> None:
+    fake = tmp_path / "libnccl.so.2"
+    fake.write_bytes(b"\x7fELF" + b"\0" * 100)
+    with pytest.raises(BadInput, match="ncclGetVersion"):
+        check_nccl_lib(str(fake))
+    fake.write_bytes(b"\x7fELF" + b"\0" * (5 << 20) + b"ncclGetVersion")  # found across a chunk border
+    assert check_nccl_lib(str(fake)) == str(fake)
+
