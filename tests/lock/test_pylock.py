@@ -208,3 +208,15 @@ def test_attack3_requirements_text_checks_its_parts_itself(name: str, version: s
     except BadInput:
         return
     assert text.count("\n") == 1 and _LINE.fullmatch(text.rstrip("\n")), text
+
+
+@pytest.mark.parametrize(
+    "text", ["not toml [[[", "[tool]\ntorchfit = 3\n", "[tool.torchfit]\nexpected = 5\n", ""]
+)
+def test_lock_is_read_tolerantly(tmp_path: Path, text: str) -> None:
+    lock = tmp_path / "pylock.toml"
+    lock.write_text(text)
+    expected, err = load_expected(str(lock))
+    assert (expected is None) == (err is not None) or expected == {}
+    assert load_expected(str(tmp_path / "none.toml")) == (None, None)
+

@@ -22,6 +22,7 @@ import pytest
 
 from tests.support.cli import start_cli
 from tests.support.envs import CACHE, locked, pip_env
+from torchfit.checks import Check
 
 NCCL_WHEEL = "nvidia-nccl-cu13==2.30.7"
 ROOT = Path(__file__).resolve().parents[2]
@@ -220,3 +221,21 @@ def finish(proc: subprocess.Popen[str], tag: str, timeout: float) -> Result:
 @pytest.fixture
 def verify(tmp_path: Path) -> Verify:
     return Verify(tmp_path)
+
+
+# --- the judging tests' captures and helpers -----------------------------------------------
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "verify"
+
+
+# The H200 captures live once, in tests/data/h200-x2 (PROVENANCE.md there).
+H200 = Path(__file__).resolve().parents[1] / "data" / "h200-x2"
+
+
+H200_ARCHS = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]  # data/torch-info.txt
+
+
+
+def by_name(checks: list[Check]) -> dict[str, Check]:
+    return {c.name: c for c in checks}
+
