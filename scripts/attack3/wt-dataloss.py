@@ -509,13 +509,93 @@ def _signal_sweep(box: Box, args: list[str], sigs: list[int], count: int, seed: 
 def signals_verify(box: Box) -> str | None:
     env = box.cpu_env()
     return _signal_sweep(box, ["verify", "--env", str(env), "--backend", "gloo", "--nproc", "2"],
-                         [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], 12, 21)
+                         [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], 5, 21)
+
+
+def _range_server(box: Box, path: Path, delay: float) -> str:
+    """The wheel over HTTP with Range support, each answer `delay` s late (a slow mirror)."""
+    import http.server
+
+    size = path.stat().st_size
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def _span(self) -> tuple[int, int]:
+            spec = (self.headers.get("Range") or "").removeprefix("bytes=")
+            if not spec:
+                return 0, size - 1
+            a, _, b = spec.partition("-")
+            if not a:
+                return max(0, size - int(b)), size - 1
+            return int(a), min(size - 1, int(b)) if b else size - 1
+
+        def do_HEAD(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(size))
+            self.send_header("Accept-Ranges", "bytes")
+            self.end_headers()
+
+        def do_GET(self) -> None:
+            time.sleep(delay)
+            start, end = self._span()
+            self.send_response(206 if self.headers.get("Range") else 200)
+            self.send_header("Content-Length", str(end - start + 1))
+            self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+            self.send_header("Accept-Ranges", "bytes")
+            self.end_headers()
+            with open(path, "rb") as fh:
+                fh.seek(start)
+                left = end - start + 1
+                while left > 0:
+                    chunk = fh.read(min(left, 1 << 20))
+                    if not chunk:
+                        break
+                    try:
+                        self.wfile.write(chunk)
+                    except OSError:
+                        return
+                    left -= len(chunk)
+
+    return box.serve(Handler) + "/" + path.name
 
 
 def signals_probe(box: Box) -> str | None:
-    wheel = str(_wheel())
-    return _signal_sweep(box, ["matrix", "probe", wheel, "--json", "-o", str(box.work / "probe.json")],
-                         [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], 12, 8)
+    url = _range_server(box, _wheel(), 0.05)
+    return _signal_sweep(box, ["matrix", "probe", url, "--allow-insecure-index", "--no-cache", "--json",
+                               "-o", str(box.work / "probe.json")],
+                         [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], 6, 8)
+
+
+def startup_signal(box: Box) -> str | None:
+    """SIGTERM/SIGHUP the instant torchfit opens torchfit/cli to import it (inotify): before
+    cli.main has its handlers, the default action used to kill torchfit (exit -15, no word)."""
+    import ctypes
+    import ctypes.util
+    import select
+
+    cli = box.src / "torchfit" / "cli"
+    subprocess.run([sys.executable, "-m", "torchfit", "--help"], env=box.env, capture_output=True, timeout=60)
+    seen = []
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        for p in (cli, cli / "__pycache__"):
+            if p.exists():
+                libc.inotify_add_watch(fd, os.fsencode(p), 0x20)  # IN_OPEN
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", "torchfit", "resolve", *CPU], env=box.env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            if select.select([fd], [], [], 30)[0]:
+                proc.send_signal(sig)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            os.close(fd)
+        if proc.returncode != 130:
+            seen.append(f"{signal.Signals(sig).name} during the start-up imports: exit {proc.returncode}"
+                        + ("" if err.strip() else ", nothing said"))
+    return "; ".join(seen) or None
 
 
 CASES = [
@@ -536,7 +616,8 @@ CASES = [
          sigstop_user_arrives),
     Case("8-sigstop-cont", 8, "SIGSTOP/SIGCONT of the installer child", sigstop_cont),
     Case("8-two-installs", 8, "two installs into one prefix at once (--wait)", two_installs),
-    Case("8-signals-verify-gloo", 8, "SIGINT/TERM/HUP at 12 random moments of verify --backend gloo --nproc 2",
+    Case("8-signals-verify-gloo", 8, "SIGINT/TERM/HUP at 5 random moments of verify --backend gloo --nproc 2",
          signals_verify),
-    Case("8-signals-matrix-probe", 8, "SIGINT/TERM/HUP at 12 random moments of matrix probe -o", signals_probe),
+    Case("8-signal-at-start-up", 8, "SIGTERM/SIGHUP while torchfit imports torchfit.cli (inotify)", startup_signal),
+    Case("8-signals-matrix-probe", 8, "SIGINT/TERM/HUP at 6 random moments of matrix probe URL -o (a slow range server)", signals_probe),
 ]
