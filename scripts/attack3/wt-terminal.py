@@ -153,10 +153,116 @@ def _narrow(*args: str) -> object:
     return fn
 
 
+# --- class 1: full disks and exhausted inodes -------------------------------------------------
+
+
+def _mount_tmpfs(box: Box, name: str, opts: str) -> str:
+    where = box.work / name
+    where.mkdir(exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)], check=True)
+    box.on_exit(lambda: subprocess.run(["umount", "-l", str(where)], check=False))
+    return str(where)
+
+
+def _used(where: str) -> tuple[int, int]:
+    st = os.statvfs(where)
+    return (st.f_blocks - st.f_bfree) * st.f_frsize, st.f_files - st.f_ffree
+
+
+_NEEDS: dict[str, tuple[int, int]] = {}
+
+
+def _install_needs(box: Box) -> tuple[int, int]:
+    """(bytes, inodes) an install of the CPU env takes on a tmpfs, measured once per run."""
+    if "env" not in _NEEDS:
+        where = _mount_tmpfs(box, "measure", "size=2g")
+        res = box.tf(*_INSTALL, "--torch-index-url", box.torch_index, "--prefix", f"{where}/env", timeout=600)
+        if res.code != 0:
+            raise RuntimeError(f"the measuring install failed: {res.err[-300:]}")
+        _NEEDS["env"] = _used(where)
+    return _NEEDS["env"]
+
+
+_INSTALL = ("install", "torch==2.13.0", "--variant", "cpu", "--python", "3.11")
+
+
+def _judge_full(res: object, where: str, cache: bool = False) -> str | None:
+    """`cache`: the full filesystem is uv's cache, whose content is uv's (not torchfit's leftovers)."""
+    code, err = res.code, res.err  # type: ignore[attr-defined]
+    left = os.listdir(where)
+    crash = _crash(res)
+    if crash:
+        return crash
+    if code != 1 or "stdout" in err or where not in err or "free" not in err:
+        return f"exit {code}: {err.strip().splitlines()[-1][:200] if err.strip() else '(nothing)'}"
+    if not cache and [p for p in left if p not in ("fill",)]:
+        return f"left behind on the full filesystem: {left[:3]}"
+    return None
+
+
+def _install_short(kind: str) -> object:
+    def fn(box: Box) -> str | None:
+        need, inodes = _install_needs(box)
+        opts = f"size={need - 24 * 1024}" if kind == "bytes" else f"size=2g,nr_inodes={inodes - 3}"
+        where = _mount_tmpfs(box, "fs", opts)
+        res = box.tf(*_INSTALL, "--torch-index-url", box.torch_index, "--prefix", f"{where}/env", timeout=600)
+        return _judge_full(res, where)
+    return fn
+
+
+def install_full_uv_cache(box: Box) -> str | None:
+    cache = _mount_tmpfs(box, "uv-cache", "size=40m")
+    res = box.tf(*_INSTALL, "--torch-index-url", box.torch_index, "--prefix", str(box.work / "env"),
+                 env={"UV_CACHE_DIR": cache}, timeout=600)
+    if (box.work / "env").exists() or [p for p in os.listdir(box.work) if ".torchfit-" in p]:
+        return "the env or its temporary directory was left behind"
+    return _judge_full(res, cache, cache=True) or (None if "uv's cache" in res.err else "uv's cache not named")
+
+
+def verify_full_tmpdir(box: Box) -> str | None:
+    where = _mount_tmpfs(box, "fulltmp", "size=256k")
+    with open(os.path.join(where, "fill"), "wb") as fh:
+        fh.write(b"\0" * (240 << 10))
+    res = box.tf("verify", "--env", str(box.cpu_env()), "--no-bandwidth", env={"TMPDIR": where}, timeout=300)
+    return _judge_full(res, where)
+
+
+def probe_full_tmpdir(box: Box) -> str | None:
+    body = os.urandom(2 << 20)
+
+    class NoRange(http.server.BaseHTTPRequestHandler):  # ignores Range: the whole body comes
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            try:
+                self.wfile.write(body)
+            except OSError:
+                pass
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    url = box.serve(NoRange)
+    where = _mount_tmpfs(box, "fulltmp", "size=256k")
+    with open(os.path.join(where, "fill"), "wb") as fh:
+        fh.write(b"\0" * (128 << 10))
+    res = box.tf("matrix", "probe", f"{url}/torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", "--no-cache",
+                 env={"TMPDIR": where})
+    return _judge_full(res, where)
+
+
 ASCII = {"PYTHONIOENCODING": "ascii"}
 C_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
 
 CASES = [
+    Case("1-install-bytes-short", 1, "install onto a tmpfs 24 KB short of the env", _install_short("bytes")),  # type: ignore[arg-type]
+    Case("1-install-inodes-short", 1, "install onto a tmpfs 3 inodes short of the env",
+         _install_short("inodes")),  # type: ignore[arg-type]
+    Case("1-install-full-uv-cache", 1, "install with UV_CACHE_DIR on a 40 MB tmpfs", install_full_uv_cache),
+    Case("1-verify-full-tmpdir", 1, "verify with TMPDIR on a tmpfs with 16 KB left", verify_full_tmpdir),
+    Case("1-probe-full-tmpdir", 1, "matrix probe of a 2 MB wheel from a server ignoring Range, TMPDIR 128 KB free",
+         probe_full_tmpdir),
     Case("6-closed-stdout", 6, "torchfit detect >&- (stdout closed)", closed_stdout),
     Case("6-closed-stderr", 6, "torchfit resolve --json 2>&- (stderr closed)", closed_stderr),
     Case("6-ascii-resolve", 6, "PYTHONIOENCODING=ascii resolve --explain (a GPU host)",

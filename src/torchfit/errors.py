@@ -194,6 +194,59 @@ class ToolStalled(ToolTimeout):
         self.stall = stall
 
 
+# --- space -------------------------------------------------------------------------------
+
+
+class DiskFull(TorchfitError):
+    """A write ran out of space (ENOSPC) or quota (EDQUOT): the step, the path, its
+    filesystem and what is left there, what that place is to torchfit and how to make
+    room (exit 1: the host's state, not the user's input). Built by torchfit.space."""
+
+    reference = "disk-full"
+
+    def __init__(self, step: str, path: str, mount: str, *, role: str | None = None, fix: str | None = None,
+                 quota: bool = False, free: int | None = None, size: int | None = None,
+                 inodes_free: int | None = None, inodes: int | None = None, needed: int | None = None,
+                 needed_what: str = "", grown: int | None = None) -> None:
+        from torchfit.space import format_bytes
+
+        self.step, self.path, self.mount, self.role, self.fix = step, path, mount, role, fix
+        self.quota, self.free, self.size = quota, free, size
+        self.inodes_free, self.inodes, self.needed, self.needed_what = inodes_free, inodes, needed, needed_what
+        self.grown = grown
+        # Out of inodes rather than bytes: blocks left, no file can be made.
+        self.out_of_inodes = inodes_free is not None and inodes_free == 0 and (free or 0) > 0
+        if quota:
+            what = "disk quota exceeded"
+        elif self.out_of_inodes:
+            what = "no free inodes left (the filesystem can hold no more files)"
+        else:
+            what = "no space left on device"
+        place = f"{mount}, {role}" if role else mount
+        left = []
+        if self.out_of_inodes and inodes is not None:
+            left.append(f"0 of {inodes} inodes free")
+        elif free is not None and size is not None:
+            left.append(f"{format_bytes(free)} free of {format_bytes(size)}")
+        if needed is not None:
+            left.append(f"{needed_what or 'needed'} {format_bytes(needed)}")
+        if grown is not None:
+            left.append(f"it had written {format_bytes(grown)} when it ran out")
+        super().__init__(f"{what}: {step}: {path} (on {place}" + (f"; {'; '.join(left)}" if left else "") + ")",
+                         hint=fix or f"free space on {mount}")
+
+    def with_grown(self, grown: int) -> DiskFull:
+        """The same failure, saying how much the step had written (a new error)."""
+        return DiskFull(self.step, self.path, self.mount, role=self.role, fix=self.fix, quota=self.quota,
+                        free=self.free, size=self.size, inodes_free=self.inodes_free, inodes=self.inodes,
+                        needed=self.needed, needed_what=self.needed_what, grown=grown)
+
+    def details(self) -> dict[str, Any]:
+        return {"step": self.step, "path": self.path, "mount": self.mount, "role": self.role,
+                "free_bytes": self.free, "size_bytes": self.size, "free_inodes": self.inodes_free,
+                "needed_bytes": self.needed, "written_bytes": self.grown}
+
+
 # --- installing ----------------------------------------------------------------------------
 
 

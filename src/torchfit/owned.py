@@ -109,6 +109,14 @@ def make_marked_dir(path: str, prefix: str) -> dict[str, object]:
     dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         _write_marker(dfd, record, exclusive=True)
+    except BaseException:
+        # A marker that could not be written (a full disk): the directory is just made
+        # and empty but for it; nothing is left behind.
+        with contextlib.suppress(OSError):
+            os.unlink(MARKER, dir_fd=dfd)
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+        raise
     finally:
         os.close(dfd)
     return record

@@ -24,17 +24,10 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TextIO
 
 from torchfit.redact import redact
+from torchfit.space import format_bytes
 
 FIRST_HEARTBEAT_S = 10.0
 HEARTBEAT_S = 30.0
-
-
-def format_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} GB"  # pragma: no cover
 
 
 class Progress:

@@ -321,6 +321,7 @@ def _say(text: str) -> None:
 def _main(argv: Sequence[str] | None = None, closed: frozenset[int] = frozenset()) -> int:
     from torchfit.cli.ui.streams import failed_stream, refuse_closed_stdout
     from torchfit.errors import interrupted_json
+    from torchfit.space import from_oserror, is_no_space, tmpdir_place
 
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in argv or "--verbose" in argv
@@ -348,15 +349,7 @@ def _main(argv: Sequence[str] | None = None, closed: frozenset[int] = frozenset(
         sys.stdout.flush()
         return code
     except TorchfitError as err:
-        if verbose:
-            import traceback
-
-            traceback.print_exc()
-        from torchfit.cli.ui.errors import render_error
-
-        print_json_error(wants_json(), err.to_json())
-        render_error(err, verbose)
-        return err.exit_code
+        return _report(err, verbose, wants_json())
     except KeyboardInterrupt as err:
         from torchfit.runner import Interrupted, kill_all
 
@@ -371,6 +364,11 @@ def _main(argv: Sequence[str] | None = None, closed: frozenset[int] = frozenset(
         _drop_stdout()
         return 0
     except OSError as exc:
+        if failed_stream(exc) != "stdout" and is_no_space(exc):
+            # Out of space anywhere but stdout: where, and what is left there (exit 1).
+            words = (getattr(args, "command", None), getattr(args, "matrix_command", None))
+            step = "torchfit " + " ".join(w for w in words if w)
+            return _report(from_oserror(exc, step.strip(), [tmpdir_place()]), verbose, wants_json())
         if failed_stream(exc) != "stdout" or exc.errno not in _OUTPUT_ERRNOS:
             return _internal_error(exc, verbose, wants_json())
         _drop_stdout()
@@ -392,6 +390,19 @@ def _drop_stdout() -> None:
         os.close(devnull)
     except (OSError, ValueError):
         pass
+
+
+def _report(err: TorchfitError, verbose: bool, as_json: bool) -> int:
+    """A TorchfitError as the user sees it: the JSON object when asked for, the lines on stderr."""
+    if verbose:
+        import traceback
+
+        traceback.print_exc()
+    from torchfit.cli.ui.errors import render_error
+
+    print_json_error(as_json, err.to_json())
+    render_error(err, verbose)
+    return err.exit_code
 
 
 def _internal_error(exc: BaseException, verbose: bool, as_json: bool = False) -> int:

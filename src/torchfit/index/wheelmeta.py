@@ -33,6 +33,7 @@ from urllib.parse import urldefrag
 from torchfit._backports import FROZEN
 from torchfit.errors import WheelFormatError
 from torchfit.redact import redact
+from torchfit.space import from_oserror, is_no_space, tmpdir_place
 
 if TYPE_CHECKING:
     from torchfit.index.client import IndexClient
@@ -249,9 +250,18 @@ class HttpRangeSource:
         self.whole_file = True
         spool = tempfile.TemporaryFile(prefix="torchfit-wheel-")
         n = 0
-        for block in self.client.iter_body(resp, self.url, _CHUNK):  # type: ignore[arg-type]
-            spool.write(block)
-            n += len(block)
+        try:
+            for block in self.client.iter_body(resp, self.url, _CHUNK):  # type: ignore[arg-type]
+                spool.write(block)
+                n += len(block)
+        except OSError as exc:
+            spool.close()
+            if not is_no_space(exc):
+                raise
+            length = str(getattr(resp, "headers", {}).get("Content-Length", ""))
+            raise from_oserror(exc, f"downloading {self.name} whole (the server ignores Range)", [tmpdir_place()],
+                               path=tempfile.gettempdir(), needed=int(length) if length.isdigit() else None,
+                               needed_what="the wheel is") from exc
         self.bytes_read += n
         self.size = n
         self._spool = spool
@@ -377,8 +387,12 @@ def copy_to_temp(archive: WheelArchive, m: ZipMember, directory: str | None = No
     fh = tempfile.TemporaryFile(prefix="torchfit-member-", dir=directory)
     try:
         archive.extract(m, fh)
-    except BaseException:
+    except BaseException as exc:
         fh.close()
+        if is_no_space(exc):
+            raise from_oserror(exc, f"extracting {m.name}", [tmpdir_place()],  # type: ignore[arg-type]
+                               path=directory or tempfile.gettempdir(), needed=m.size,
+                               needed_what="the member is") from exc
         raise
     fh.seek(0)
     return fh

@@ -62,6 +62,7 @@ from torchfit.lock.uv import UV_MIN, compile_argv, find_uv, read_uv_lock, uv_pro
 from torchfit.progress import Progress
 from torchfit.redact import redact
 from torchfit.runner import Runner, RunResult, kill_stray_children, without_index_variables
+from torchfit.space import Place, disk_full, space_error_in
 
 PIP_MIN = Version("22.2")  # `pip install --report`
 TAIL_LINES = 30
@@ -83,6 +84,9 @@ class StepContext:
     timings: dict[str, float]
     # No I/O from the step's processes for this long: a hung index; killed (runner.ToolStalled).
     stall: float | None = None
+    # Where the steps write (the env's filesystem, TMPDIR, uv's cache): a step that runs
+    # out of space there is DiskFull, naming the place (torchfit.space).
+    places: Sequence[Place] = ()
 
     def run(self, step: str, argv: Sequence[str], env: Mapping[str, str], detail: str,
             check: bool = True, quiet: bool = False, show: bool = True) -> RunResult:
@@ -118,6 +122,9 @@ class StepContext:
         self.timings[step] = self.timings.get(step, 0.0) + seconds
         self.log.step(step, list(argv), res.returncode, seconds, res.stdout, res.stderr)
         if check and res.returncode != 0:
+            full = space_error_in(res.stderr + "\n" + res.stdout)
+            if full is not None:
+                raise disk_full(f"install step '{step}'", full[0], self.places, quota=full[1])
             raise self.failed(step, argv, res.returncode, _tail(res.stderr + "\n" + res.stdout))
         if not show or (quiet and res.returncode != 0):
             return res
@@ -510,9 +517,12 @@ def read_resolution(path: str, *, log_path: str | None) -> list[LockedDist]:
 def write_private(work: str, name: str, text: str) -> str:
     """`work/name` with `text`, readable by this user only (it may hold a credentialed URL)."""
     path = os.path.join(work, name)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # may hold a credentialed URL
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # may hold a credentialed URL
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:  # a write's error names no file: name it (a full disk says where)
+        raise OSError(exc.errno, exc.strerror, exc.filename or path) from exc
     return path
 
 

@@ -31,7 +31,7 @@ from torchfit.compat.matrix import Matrix
 from torchfit.compat.plan import Plan, plan_from_json, plan_to_json
 from torchfit.compat.request import Request
 from torchfit.compat.rules import host_checks
-from torchfit.errors import BadInput, InstallFailed, LockMismatch, NoCompatibleSet
+from torchfit.errors import BadInput, DiskFull, InstallFailed, LockMismatch, NoCompatibleSet
 from torchfit.installer.backends import (
     Backend,
     StepContext,
@@ -48,7 +48,14 @@ from torchfit.installer.nccl import (
     nccl_package,
     write_env_script,
 )
-from torchfit.installer.prefix import InstallLog, TempEnv, relocate, swap_into_place, wait_unused
+from torchfit.installer.prefix import (
+    InstallLog,
+    TempEnv,
+    relocate,
+    state_dir,
+    swap_into_place,
+    wait_unused,
+)
 from torchfit.installer.sources import Sources
 from torchfit.lock.model import Lock, LockedDist, sorted_dists
 from torchfit.lock.pylock import LOCK_NAME, TOOL_SCHEMA, write_lock
@@ -56,6 +63,16 @@ from torchfit.owned import mounts_under, remove_tree
 from torchfit.progress import Progress
 from torchfit.redact import redact, strip_credentials
 from torchfit.runner import Runner, kill_stray_children, stall_timeout, without_index_variables
+from torchfit.space import (
+    Place,
+    from_oserror,
+    is_no_space,
+    prefix_place,
+    state_place,
+    tmpdir_place,
+    tree_bytes,
+    uv_cache_place,
+)
 
 WORK_DIR = ".torchfit-work"
 
@@ -217,10 +234,15 @@ class InstallJob:
             if line.startswith("--offline"):
                 self.observer.warn(line)
         ctx = StepContext(runner, log, self.observer, self.sources, self.timeout, self.timings,
-                          stall=stall_timeout())
+                          stall=stall_timeout(), places=self.places())
         self.log_path = log.path
         try:
-            return self._run(runner, ctx, log)
+            try:
+                return self._run(runner, ctx, log)
+            except OSError as exc:
+                if not is_no_space(exc):
+                    raise
+                raise from_oserror(exc, "install", ctx.places) from exc
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt) and not self.swapped:
                 for pid in kill_stray_children():
@@ -229,11 +251,15 @@ class InstallJob:
                 log.write(f"== failed: {type(exc).__name__}: {exc}")
             raise
 
+    def places(self) -> list[Place]:
+        """Where an install writes: the env's filesystem, TMPDIR, uv's cache, the logs."""
+        return [prefix_place(self.prefix), tmpdir_place(), uv_cache_place(os.environ), state_place(state_dir())]
+
     def _run(self, runner: Runner, ctx: StepContext, log: InstallLog) -> InstallResult:
         python = find_interpreter(self.plan, runner, self.observer, log, self.timings, self.timeout)
         backend = pick_backend(self.installer, ctx)
         replaced = os.path.lexists(self.prefix)
-        with TempEnv(self.prefix) as tmp:
+        with TempEnv(self.prefix) as tmp, _measured_on_full_disk(tmp.root, ctx.places):
             # Beside the env, not in it: uv's resolution runs while `uv venv` creates the env.
             work = os.path.join(tmp.root, WORK_DIR)
             os.makedirs(work, mode=0o700, exist_ok=True)
@@ -297,6 +323,8 @@ class InstallJob:
         try:
             yield
         except OSError as exc:
+            if is_no_space(exc):
+                raise from_oserror(exc, f"install step '{name}'", self.places()) from exc
             raise InstallFailed(name, [], None, f"{exc.filename or ''}: {exc.strerror or exc}",
                                 log_path=self.log_path) from None
         seconds = time.monotonic() - start
@@ -454,3 +482,17 @@ def nccl_pin_for(plan: Plan, nccl_version: str | None, nccl_lib: str | None) -> 
     if nccl_version:
         return NcclPin("wheel-override", package, nccl_version), f"{package}=={nccl_version}"
     return NcclPin("wheel", package, plan.nccl), None
+
+
+@contextmanager
+def _measured_on_full_disk(root: str, places: Sequence[Place]) -> Iterator[None]:
+    """Out of space while building: DiskFull, saying how much the temporary env had reached
+    (measured before it is removed: at least that much more room is needed)."""
+    try:
+        yield
+    except DiskFull as err:
+        raise err.with_grown(tree_bytes(root)) from None
+    except OSError as exc:
+        if not is_no_space(exc):
+            raise
+        raise from_oserror(exc, "install", places).with_grown(tree_bytes(root)) from exc

@@ -33,6 +33,7 @@ from torchfit.lock.pylock import load_expected
 from torchfit.owned import owned_temp_dir, remove_owned_dir, remove_tree
 from torchfit.progress import Progress
 from torchfit.redact import redact
+from torchfit.space import from_oserror, is_no_space, require_room, tmpdir_place
 from torchfit.verify.bandwidth import bandwidth_report, smi_indices
 from torchfit.verify.ddp import early_plan, judge_ddp, plan_ddp, rank_to_json, visible_gpus_guess
 from torchfit.verify.environment import blocking, host_gpu_count, judge_environment, shown
@@ -51,6 +52,9 @@ from torchfit.verify.watch import DdpRun, Inspection, child_env
 __all__ = ["verify"]
 
 POLL_S = 0.1
+# Room the work directory must have before any worker starts: their reports, torchrun's and
+# NCCL's logs (a two-rank gloo run writes 44 KB, measured; a GPU run's NCCL logs more).
+WORK_ROOM = 128 << 10
 
 
 def find_lock(opts: Options, insp: Mapping[str, Any]) -> str | None:
@@ -75,7 +79,20 @@ def verify(opts: Options, observer: Progress | None = None) -> Report:
     """
     obs = observer or Progress()
     t0 = time.monotonic()
-    work = owned_temp_dir("verify")  # marked: a SIGKILLed run's is swept by the next one
+    places = [tmpdir_place()]
+    try:
+        work = owned_temp_dir("verify")  # marked: a SIGKILLed run's is swept by the next one
+    except OSError as exc:
+        if not is_no_space(exc):
+            raise
+        raise from_oserror(exc, "verify: its work directory", places, path=places[0].path) from exc
+    try:
+        # The workers' reports and logs go there: a worker that cannot write them fails
+        # without a word, so the room is asked for first.
+        require_room(work, WORK_ROOM, "verify: room for the workers' reports and logs", places)
+    except BaseException:
+        remove_owned_dir(work)
+        raise
     report = Report(python=opts.python, env_prefix=opts.env_prefix, work_dir=work)
     env = child_env()
     # doctor's judgement of the ranks' environment, before any rank starts (verify.environment).

@@ -29,6 +29,7 @@ from torchfit import runner
 from torchfit.checks import Check, Status
 from torchfit.errors import BadInput
 from torchfit.redact import redact
+from torchfit.space import full_place
 from torchfit.verify.model import Options
 from torchfit.verify.sizes import iteration_plan
 from torchfit.workers import JsonlTail, script, worker_argv
@@ -239,6 +240,10 @@ class Inspection:
                 )
             ]
         if not self.tail.records:
+            full = full_place(self.tail.path)
+            if full is not None:  # the report could not be written: say where the space ran out
+                return [Check("inspect", Status.FAIL, f"the inspection's report could not be written: {full.message}",
+                              self.child.output_tail(), hint=full.hint)]
             return [
                 Check(
                     "python",
