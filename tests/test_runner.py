@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -130,3 +134,32 @@ def test_runner_check_redacts() -> None:
         err.value
     ) and "https://__token__:***@upload.example/x" in str(err.value)
 
+
+
+@pytest.mark.slow
+def test_attack3_a_stopped_child_is_not_a_stall() -> None:
+    """SIGSTOP of the installer child (issue 21, class 8): a stopped process moves no byte,
+    but it waits on whoever stopped it, not on an index. 82c371b killed it as stalled
+    ("made no progress for 2 s") the moment the stall limit passed; the timeout still bounds it."""
+    def resume_later(pid_file: Path) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not pid_file.exists():
+            time.sleep(0.05)
+        pid = int(pid_file.read_text())
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # until the shell has stopped itself
+            with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+                if fh.read().rpartition(")")[2].split()[0] == "T":
+                    break
+            time.sleep(0.05)
+        time.sleep(4)  # twice the stall limit, stopped
+        os.kill(pid, signal.SIGCONT)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        pid_file = Path(tmp) / "pid"
+        waker = threading.Thread(target=resume_later, args=(pid_file,), daemon=True)
+        waker.start()
+        script = f'echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file} && kill -STOP $$ && echo resumed'
+        res = Runner().run(["sh", "-c", script], timeout=60, stall=2)
+        waker.join(timeout=40)
+    assert res.returncode == 0 and res.stdout.strip() == "resumed"

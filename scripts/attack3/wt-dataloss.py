@@ -598,6 +598,43 @@ def startup_signal(box: Box) -> str | None:
     return "; ".join(seen) or None
 
 
+STOPPED_CODE = """
+import os, signal, sys, threading, time
+from torchfit.runner import Runner
+from torchfit.errors import ToolStalled
+
+def resume():
+    while not os.path.exists(sys.argv[1]):
+        time.sleep(0.05)
+    pid = int(open(sys.argv[1]).read())
+    for _ in range(600):
+        if open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()[0] == "T":
+            break
+        time.sleep(0.05)
+    time.sleep(4)
+    os.kill(pid, signal.SIGCONT)
+
+threading.Thread(target=resume, daemon=True).start()
+p = sys.argv[1]
+try:
+    res = Runner().run(["sh", "-c", f"echo $$ > {p}.t && mv {p}.t {p} && kill -STOP $$ && echo resumed"],
+                       timeout=60, stall=2)
+    print("exit", res.returncode, res.stdout.strip())
+except ToolStalled as err:
+    print("stalled:", err)
+"""
+
+
+def sigstop_stall(box: Box) -> str | None:
+    """A child stopped (SIGSTOP) for twice the stall limit, then continued: the runner (every
+    install step goes through it) must not kill it as a hung index."""
+    res = subprocess.run([sys.executable, "-c", STOPPED_CODE, str(box.work / "pid")], env=box.env,
+                         capture_output=True, text=True, timeout=120)
+    if "exit 0 resumed" not in res.stdout:
+        return f"a SIGSTOPped child was killed as stalled: {(res.stdout + res.stderr).strip()[-160:]}"
+    return None
+
+
 CASES = [
     Case("0a-bind-mount", 0, "install --force over an env with a bind mount inside", bind_mount),
     Case("0a-symlink-out", 0, "install --force over an env with a symlink to a directory outside", symlink_out),
@@ -615,6 +652,7 @@ CASES = [
     Case("8-sigstop-user-arrives", 8, "SIGSTOP of uv, a Python starts using the old env, SIGCONT",
          sigstop_user_arrives),
     Case("8-sigstop-cont", 8, "SIGSTOP/SIGCONT of the installer child", sigstop_cont),
+    Case("8-sigstop-stall", 8, "a child SIGSTOPped for twice the stall limit, then SIGCONT", sigstop_stall),
     Case("8-two-installs", 8, "two installs into one prefix at once (--wait)", two_installs),
     Case("8-signals-verify-gloo", 8, "SIGINT/TERM/HUP at 5 random moments of verify --backend gloo --nproc 2",
          signals_verify),

@@ -390,16 +390,25 @@ def group_io_bytes(pgid: int) -> int:
     Network reads count (rchar covers sockets): a download that moves shows it, a
     hung index shows a number that stops growing.
     """
+    return group_activity(pgid)[0]
+
+
+def group_activity(pgid: int) -> tuple[int, bool]:
+    """`group_io_bytes`, and whether a member of the group is stopped (state T: SIGSTOP,
+    Ctrl-Z, a debugger): a stopped process moves no byte, and is not a hung index."""
     total = 0
+    stopped = False
     try:
         entries = [e for e in os.listdir("/proc") if e.isdigit()]
     except OSError:  # pragma: no cover
-        return 0
+        return 0, False
     for entry in entries:
         try:
             with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as fh:
-                if int(fh.read().rpartition(")")[2].split()[2]) != pgid:
-                    continue
+                fields = fh.read().rpartition(")")[2].split()
+            if int(fields[2]) != pgid:
+                continue
+            stopped = stopped or fields[0] in ("T", "t")
             with open(f"/proc/{entry}/io", encoding="ascii") as fh:
                 for line in fh:
                     key, _, val = line.partition(":")
@@ -407,7 +416,7 @@ def group_io_bytes(pgid: int) -> int:
                         total += int(val)
         except (OSError, ValueError, IndexError):
             continue
-    return total
+    return total, stopped
 
 
 # --- signals: SIGTERM and SIGHUP are Ctrl-C ------------------------------------------------
@@ -670,9 +679,11 @@ class Runner:
                     return self._drain(proc)
             if stall is None and on_wait is None:
                 continue
-            io = group_io_bytes(proc.pid)
+            io, stopped = group_activity(proc.pid)
             now = time.monotonic()
-            if io != last_io:
+            if io != last_io or stopped:
+                # A stopped child (SIGSTOP, Ctrl-Z) waits on whoever stopped it, not on an
+                # index: its time is not a stall (the timeout still bounds the step).
                 last_io, last_change = io, now
             if on_wait is not None:
                 on_wait(now - start, max(io, 0))
