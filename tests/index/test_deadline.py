@@ -34,7 +34,7 @@ def trickle_server() -> Iterator[str]:
     def handler(conn: socket.socket, stop: threading.Event) -> None:
         try:
             conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 100000000\r\n\r\n")
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 10000000\r\n\r\n")
             while not stop.wait(0.2):
                 conn.sendall(b"<")
         except OSError:

@@ -55,6 +55,13 @@ ACCEPT_SIMPLE = (
     "application/vnd.pypi.simple.v1+html;q=0.2, "
     "text/html;q=0.01"
 )
+# The most bytes of one body torchfit keeps (after Content-Encoding is undone): the
+# biggest simple page measured, download.pytorch.org/whl/torch/ as PEP 503 HTML, is a
+# few MB; a gzip-bombed page (1 MB on the wire, 3 GB inflated) stops here.
+MAX_BODY_BYTES = 64 << 20
+# Redirects followed per request, each hop checked (https -> http refused, http(s) only).
+MAX_REDIRECTS = 10
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 # 5xx that a retry can cure, and 429 (rate limit). 501/505 are not transient.
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 MAX_RETRY_AFTER = 60.0
@@ -122,6 +129,10 @@ class IndexClient:
     one every 15 s while a request waits, naming the URL and since when.
     `deadline` bounds each GET as a whole (attempts, backoff, body): past it the
     request fails with `IndexUnavailable` (kind "timeout"); default `default_deadline`.
+    A body is kept up to `MAX_BODY_BYTES` (decompressed) unless the caller sets its own
+    limit. Redirects are followed by hand, at most `MAX_REDIRECTS`, each hop checked:
+    only http(s), and never from https to plain http unless `allow_insecure`
+    (--allow-insecure-index); credentials of the URL go only to its own host.
     """
 
     def __init__(
@@ -137,6 +148,7 @@ class IndexClient:
         progress: Progress | None = None,
         deadline: float | None = None,
         honor_max_age: bool = False,
+        allow_insecure: bool = False,
     ) -> None:
         import requests
 
@@ -157,6 +169,7 @@ class IndexClient:
         # Serve a cached body the server called fresh (Cache-Control max-age) without asking:
         # for the project's reads at every resolve. `matrix check` always revalidates.
         self.honor_max_age = honor_max_age
+        self.allow_insecure = allow_insecure
 
     # -- plumbing ---------------------------------------------------------------
 
@@ -205,24 +218,43 @@ class IndexClient:
                 self.body(resp, url)
             return resp
 
-    def body(self, resp: requests.Response, url: str) -> bytes:
-        """The whole body of a response from `_send`, read within its deadline."""
-        return b"".join(self.iter_body(resp, url))
+    def body(self, resp: requests.Response, url: str, limit: int | None = MAX_BODY_BYTES) -> bytes:
+        """The whole body of a response from `_send`, read within its deadline, at most
+        `limit` bytes (IndexMalformed past it: nothing bigger is held in memory)."""
+        if resp._content_consumed and isinstance(resp._content, bytes):
+            return resp._content
+        data = b"".join(self.iter_body(resp, url, limit=limit))
+        resp._content = data
+        resp._content_consumed = True
+        return data
 
-    def iter_body(self, resp: requests.Response, url: str, chunk: int = 1 << 16) -> Iterator[bytes]:
-        """The body in blocks, within the request's deadline (IndexUnavailable past it)."""
+    def iter_body(self, resp: requests.Response, url: str, chunk: int = 1 << 16,
+                  limit: int | None = None) -> Iterator[bytes]:
+        """The body in blocks, within the request's deadline (IndexUnavailable past it)
+        and `limit` bytes after decompression (IndexMalformed past it). Nothing is kept:
+        a caller that streams a big body to disk holds one block at a time."""
         import requests
 
         end, timer = getattr(resp, "_torchfit_deadline", (math.inf, None))
         if resp._content_consumed and isinstance(resp._content, bytes):
+            if limit is not None and len(resp._content) > limit:
+                raise _too_big(url, limit)
             yield resp._content
             return
-        got = []
+        declared = resp.headers.get("Content-Length", "")
+        if (limit is not None and declared.isdigit() and int(declared) > limit
+                and resp.headers.get("Content-Encoding", "identity").lower() == "identity"):
+            resp.close()
+            raise _too_big(url, limit, int(declared))
+        got = 0
         try:
             for block in resp.iter_content(chunk):
                 if time.monotonic() > end:
                     raise self._past_deadline(url, end)
-                got.append(block)
+                got += len(block)
+                if limit is not None and got > limit:
+                    resp.close()
+                    raise _too_big(url, limit)
                 yield block
         except (requests.RequestException, OSError) as exc:
             if time.monotonic() >= end:
@@ -231,8 +263,42 @@ class IndexClient:
         finally:
             if timer is not None:
                 timer.cancel()
-        resp._content = b"".join(got)
-        resp._content_consumed = True
+
+    def _follow(self, url: str, headers: Mapping[str, str], per: float) -> requests.Response:
+        """One attempt: GET `url` and follow its redirects by hand, checking every hop."""
+        from urllib.parse import urljoin
+
+        start = urlsplit(url)
+        auth = (start.username or "", start.password or "") if start.username or start.password else None
+        current = url
+        seen = {strip_credentials(url)}
+        for _hop in range(MAX_REDIRECTS + 1):
+            here = urlsplit(current)
+            # The URL's credentials go to its own host only, and never over a downgrade.
+            send_auth = auth if here.hostname == start.hostname and (
+                here.scheme == start.scheme or here.scheme == "https") else None
+            resp = self.session.get(current, headers=dict(headers), timeout=(per, per), allow_redirects=False,
+                                    stream=True, auth=send_auth)
+            location = resp.headers.get("Location")
+            if resp.status_code not in _REDIRECT_STATUSES or not location:
+                return resp
+            resp.close()
+            nxt = urljoin(current, location)
+            parts = urlsplit(nxt)
+            scheme = parts.scheme.lower()
+            if scheme not in ("http", "https") or not parts.hostname:
+                raise IndexUnavailable(url, f"redirected to {redact(nxt)}, which is not an http(s) URL; refused")
+            if here.scheme.lower() == "https" and scheme == "http" and not self.allow_insecure:
+                raise IndexUnavailable(
+                    url, f"redirected from https to plain http ({redact(nxt)}); refused: packages and "
+                         "credentials would travel unencrypted",
+                    hint="fix the mirror's redirect, or pass --allow-insecure-index to follow it")
+            key = strip_credentials(nxt)
+            if key in seen:
+                raise IndexUnavailable(url, f"redirect loop: {redact(nxt)} was already visited")
+            seen.add(key)
+            current = nxt
+        raise IndexUnavailable(url, f"more than {MAX_REDIRECTS} redirects; refused")
 
     def _attempts(self, url: str, headers: Mapping[str, str], end: float) -> requests.Response:
         import requests
@@ -250,8 +316,7 @@ class IndexClient:
             tried += 1
             try:
                 self.requests_made += 1
-                resp = self.session.get(url, headers=dict(headers), timeout=(per, per), allow_redirects=True,
-                                        stream=True)
+                resp = self._follow(url, headers, per)
             except requests.ConnectTimeout:
                 last, kind = f"connection timed out after {per:g} s", "connect"
             except requests.Timeout:
@@ -373,6 +438,12 @@ class IndexClient:
                 raise IndexUnavailable(file.metadata_url, f"HTTP {got.status} for advertised metadata")
             return None
         return got.body.decode("utf-8", errors="replace")
+
+
+def _too_big(url: str, limit: int, declared: int | None = None) -> IndexMalformed:
+    size = f"{declared} bytes" if declared is not None else f"more than {limit} bytes"
+    return IndexMalformed(url, f"the answer is {size} (decompressed); torchfit reads at most {limit} "
+                               "bytes of it (a compression bomb, or not an index?)")
 
 
 def _fresh_until(cache_control: str | None) -> float | None:

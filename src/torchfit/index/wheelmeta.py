@@ -46,6 +46,14 @@ _EOCD64 = b"PK\x06\x06"
 _CENTRAL = b"PK\x01\x02"
 _LOCAL = b"PK\x03\x04"
 _CHUNK = 1 << 20
+# Bounds for an archive from anywhere (a zip bomb, a crafted central directory): torch's
+# biggest wheels have ~20,000 members and a central directory of a few MB; its biggest
+# member (libtorch_cuda.so) is ~1.5 GB inflated, its wheels at most a few GB.
+MAX_CENTRAL_DIRECTORY = 64 << 20
+MAX_MEMBERS = 200_000
+MAX_MEMBER_IN_MEMORY = 2 << 30  # `WheelArchive.read`: what may be held in memory at once
+MAX_MEMBER_BYTES = 8 << 30  # `extract`/`iter_member`: a member written to a temporary file
+MAX_WHEEL_BYTES = 16 << 30  # a wheel downloaded whole from a server that ignores Range
 
 
 @dataclass(**FROZEN)
@@ -131,6 +139,8 @@ def parse_central_directory(cd: bytes) -> tuple[ZipMember, ...]:
     out: list[ZipMember] = []
     pos = 0
     while pos + 4 <= len(cd) and cd[pos:pos + 4] == _CENTRAL:
+        if len(out) >= MAX_MEMBERS:
+            raise WheelFormatError("central directory", f"more than {MAX_MEMBERS} members; not a wheel torchfit reads")
         if pos + 46 > len(cd):
             raise WheelFormatError("central directory", "truncated entry")
         (method,) = struct.unpack("<H", cd[pos + 10:pos + 12])
@@ -234,7 +244,9 @@ class HttpRangeSource:
         resp = self.client._send(self.url, {"Range": f"bytes={spec}", "Accept-Encoding": "identity"}, stream=True)
         try:
             if resp.status_code == 206:
-                body = self.client.body(resp, self.url)
+                first, _, last = spec.partition("-")
+                wanted = int(last) if not first else int(last) - int(first) + 1
+                body = self.client.body(resp, self.url, limit=wanted)
                 self.bytes_read += len(body)
                 m = re.search(r"/(\d+)\s*$", resp.headers.get("Content-Range", ""))
                 return 206, body, int(m.group(1)) if m else None
@@ -251,12 +263,12 @@ class HttpRangeSource:
         spool = tempfile.TemporaryFile(prefix="torchfit-wheel-")
         n = 0
         try:
-            for block in self.client.iter_body(resp, self.url, _CHUNK):  # type: ignore[arg-type]
+            for block in self.client.iter_body(resp, self.url, _CHUNK, limit=MAX_WHEEL_BYTES):  # type: ignore[arg-type]
                 spool.write(block)
                 n += len(block)
-        except OSError as exc:
+        except BaseException as exc:
             spool.close()
-            if not is_no_space(exc):
+            if not isinstance(exc, OSError) or not is_no_space(exc):
                 raise
             length = str(getattr(resp, "headers", {}).get("Content-Length", ""))
             raise from_oserror(exc, f"downloading {self.name} whole (the server ignores Range)", [tmpdir_place()],
@@ -320,6 +332,9 @@ class WheelArchive:
         cd_offset, cd_size, eocd64 = parse_eocd(tail, source.size)
         if eocd64 is not None:
             cd_offset, cd_size = parse_eocd64(self._read(eocd64, 56, tail), source.size)
+        if cd_size > MAX_CENTRAL_DIRECTORY:
+            raise WheelFormatError(source.name, f"a central directory of {cd_size} bytes (at most "
+                                                f"{MAX_CENTRAL_DIRECTORY} read); not a wheel torchfit reads")
         self.members = {m.name: m for m in parse_central_directory(self._read(cd_offset, cd_size, tail))}
 
     def _read(self, start: int, length: int, tail: bytes) -> bytes:
@@ -336,45 +351,71 @@ class WheelArchive:
     def _data_offset(self, m: ZipMember) -> int:
         return m.header_offset + parse_local_header(self.source.read(m.header_offset, 30))
 
-    def iter_member(self, m: ZipMember) -> Iterator[bytes]:
-        """The member's uncompressed bytes in blocks, reading its compressed bytes in 1 MiB ranges."""
+    def iter_member(self, m: ZipMember, limit: int = MAX_MEMBER_BYTES) -> Iterator[bytes]:
+        """The member's uncompressed bytes in blocks of at most 1 MiB, reading its compressed
+        bytes in 8 MiB ranges. Bounded: a member that declares more than `limit` bytes, or
+        inflates past the size it declares (a zip bomb), is a WheelFormatError before its
+        output is held."""
         if m.method not in (0, 8):
             raise WheelFormatError(m.name, f"compression method {m.method} is not supported")
+        if m.size > limit:
+            raise WheelFormatError(m.name, f"declares {m.size} bytes; torchfit reads members of at most {limit}")
         start = self._data_offset(m)
         if start + m.compressed_size > self.source.size:
             raise WheelFormatError(m.name, "member runs past the end of the file")
         inflater = zlib.decompressobj(-15) if m.method == 8 else None
         crc = 0
+        produced = 0
         done = 0
+
+        def counted(out: bytes) -> bytes:
+            nonlocal crc, produced
+            produced += len(out)
+            if produced > m.size:
+                raise WheelFormatError(m.name, f"inflates past the {m.size} bytes it declares (a zip bomb?)")
+            crc = zlib.crc32(out, crc)
+            return out
+
         while done < m.compressed_size:
             block = self.source.read(start + done, min(_CHUNK * 8, m.compressed_size - done))
             done += len(block)
+            if inflater is None:
+                yield counted(block)
+                continue
             try:
-                out = inflater.decompress(block) if inflater else block
+                # At most 1 MiB of output per call: a block of a bomb never inflates at once.
+                while block:
+                    out = counted(inflater.decompress(block, _CHUNK))
+                    block = inflater.unconsumed_tail
+                    if out:
+                        yield out
             except zlib.error as exc:
                 raise WheelFormatError(m.name, f"bad deflate data ({exc})") from None
-            crc = zlib.crc32(out, crc)
-            if out:
-                yield out
         if inflater:
-            tail = inflater.flush()
-            crc = zlib.crc32(tail, crc)
+            try:
+                tail = counted(inflater.flush())
+            except zlib.error as exc:
+                raise WheelFormatError(m.name, f"bad deflate data ({exc})") from None
             if tail:
                 yield tail
+        if produced != m.size:
+            raise WheelFormatError(m.name, f"inflates to {produced} bytes, not the {m.size} it declares")
         if crc != m.crc32:
             raise WheelFormatError(m.name, "CRC-32 mismatch")
 
-    def read(self, name: str | ZipMember) -> bytes:
-        """One member, uncompressed, in memory (METADATA, a 10 MB library)."""
+    def read(self, name: str | ZipMember, limit: int = MAX_MEMBER_IN_MEMORY) -> bytes:
+        """One member, uncompressed, in memory (METADATA, a 10 MB library); at most `limit` bytes."""
         m = self.members.get(name) if isinstance(name, str) else name
         if m is None:
             raise WheelFormatError(str(name), "no such member")
         if m.method == 0 and m.size == m.compressed_size:
+            if m.size > limit:
+                raise WheelFormatError(m.name, f"declares {m.size} bytes; torchfit reads members of at most {limit}")
             data = self.source.read(self._data_offset(m), m.compressed_size)
             if zlib.crc32(data) != m.crc32:
                 raise WheelFormatError(m.name, "CRC-32 mismatch")
             return data
-        return b"".join(self.iter_member(m))
+        return b"".join(self.iter_member(m, limit))
 
     def extract(self, m: ZipMember, fh: IO[bytes]) -> None:
         """Write one member, uncompressed, to `fh` (for members too big to hold in memory)."""

@@ -57,7 +57,9 @@ def package_reader(args: argparse.Namespace, request: Request, arch: str | None 
 
     sources = project_sources(args, request, "cpu")
     indexes = [] if sources.no_index else [sources.index_url or PYPI_SIMPLE, *sources.extra_index_urls]
-    reader = SourcePackages(IndexClient(progress=progress, honor_max_age=True), indexes, list(sources.find_links),
+    client = IndexClient(progress=progress, honor_max_age=True,
+                         allow_insecure=bool(getattr(args, "allow_insecure_index", False)))
+    reader = SourcePackages(client, indexes, list(sources.find_links),
                             arch or os.uname().machine)
     reader.prefetch([(r.name, r.requirement.specifier) for r in request.project.others if r.requirement.url is None])
     return reader

@@ -123,7 +123,11 @@ def variant_of_build(name: str, text: str) -> tuple[str | None, str | None]:
 def _linux_x86_wheels(files: Iterable[IndexFile]) -> list[IndexFile]:
     out = []
     for f in files:
-        if f.filename.endswith(".whl") and re.search(r"linux[^-]*_x86_64", f.filename):
+        # "linux" then "_x86_64" within one dash-free part of the name (a regex over the
+        # whole name backtracked quadratically on a crafted one: linear here).
+        if f.filename.endswith(".whl") and any(
+                (at := part.find("linux")) >= 0 and part.find("_x86_64", at + 5) >= 0
+                for part in f.filename.split("-")):
             out.append(f)
     return out
 

@@ -32,7 +32,7 @@ import io
 import re
 import struct
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
@@ -49,9 +49,13 @@ from torchfit.matrixcheck.wheels import linux_requirements, parse_pins
 _CUDA_TOKEN = rb"(?:sm|compute)_\d{2,3}[af]?"
 _GFX_TOKEN = rb"gfx[0-9a-f]{3,4}(?::[a-z]+[+-])*"
 # No anchor at the start: the string may follow a char array without a NUL of its
-# own (2.8.0 and 2.9.1: "...ipc_hsm_70 sm_75 ..."); the longest list wins.
-_CUDA_LIST = re.compile(rb"(" + _CUDA_TOKEN + rb"(?: " + _CUDA_TOKEN + rb")*)\x00")
-_GFX_LIST = re.compile(rb"(" + _GFX_TOKEN + rb"(?:[ ;]" + _GFX_TOKEN + rb")*)\x00")
+# own (2.8.0 and 2.9.1: "...ipc_hsm_70 sm_75 ..."); the longest list wins. The lists
+# are matched backwards from each NUL (`_longest_list`): an unanchored regex over the
+# bytes backtracked quadratically (a 60 KB run of "sm_90 " without a NUL: 13 s).
+_CUDA_WORD = re.compile(_CUDA_TOKEN)
+_GFX_WORD = re.compile(_GFX_TOKEN)
+_CUDA_SUFFIX = re.compile(_CUDA_TOKEN + rb"\Z")
+_GFX_START = re.compile(rb"gfx")
 # Where the arch string lives, in the order tried: Module.cpp is in libtorch_python.
 ARCH_MEMBERS = (r"^torch/lib/libtorch_python\.so$", r"^torch/lib/libtorch_hip\.so$",
                 r"^torch/lib/libtorch_cuda\.so$", r"^torch/lib/libtorch_cpu\.so$")
@@ -135,12 +139,50 @@ class WheelFacts:
 
 
 def find_arch_strings(data: bytes) -> list[str]:
-    """Every whole C string in `data` that is a CUDA or ROCm arch list, longest first, deduplicated."""
+    """Every whole C string in `data` that is a CUDA or ROCm arch list, longest first, deduplicated.
+
+    Linear in `data`: each NUL-terminated string is read backwards, word by word, as
+    far as its words are arch tokens (the first may be the tail of a longer word).
+    """
     found: dict[str, None] = {}
-    for rx in (_CUDA_LIST, _GFX_LIST):
-        for m in rx.finditer(data):
-            found[m.group(1).decode("ascii")] = None
+    strings = data.split(b"\x00")[:-1]  # the last piece has no NUL of its own
+    for seps, word, suffix in ((b" ", _CUDA_WORD, _cuda_suffix), (b" ;", _GFX_WORD, _gfx_suffix)):
+        for text in strings:
+            got = _longest_list(text, seps, word, suffix)
+            if got:
+                found[got.decode("ascii")] = None
     return sorted(found, key=lambda s: (-len(s.split()), -len(s)))
+
+
+def _longest_list(text: bytes, seps: bytes, word: re.Pattern[bytes],
+                  suffix: Callable[[bytes], bytes | None]) -> bytes | None:
+    """The longest tail of `text` that is tokens joined by single separators of `seps`
+    (what `(TOKEN(?:SEP TOKEN)*)\\x00` matches before the NUL), in linear time."""
+    words = re.split(b"[" + re.escape(seps) + b"]", text)
+    i = len(words) - 1
+    while i >= 0 and word.fullmatch(words[i]):
+        i -= 1
+    tokens = words[i + 1:]
+    head = suffix(words[i]) if i >= 0 else None
+    if head:
+        tokens = [head, *tokens]
+    if not tokens:
+        return None
+    return text[len(text) - (sum(len(t) for t in tokens) + len(tokens) - 1):]
+
+
+def _cuda_suffix(piece: bytes) -> bytes | None:
+    """The longest tail of `piece` that is a CUDA token ("ipc_hsm_70" -> "sm_70"); tokens are short."""
+    m = _CUDA_SUFFIX.search(piece[-16:])
+    return m.group(0) if m else None
+
+
+def _gfx_suffix(piece: bytes) -> bytes | None:
+    """The longest tail of `piece` that is a ROCm token (linear: each start is a "gfx")."""
+    for m in _GFX_START.finditer(piece):
+        if _GFX_WORD.fullmatch(piece, m.start()):
+            return piece[m.start():]
+    return None
 
 
 def cuda_arch_to_matrix(tokens: Iterable[str]) -> str:
@@ -281,7 +323,9 @@ def parse_version_py(text: str) -> dict[str, str | None]:
     """`__version__`, `cuda` and `hip` of torch/version.py (assignments of string literals)."""
     out: dict[str, str | None] = {}
     for key in ("__version__", "cuda", "hip"):
-        m = re.search(rf"^{key}\s*(?::[^=]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", text, re.M)
+        # One line at a time ([ \t], [^...\n]): `\s` and `[^=]` spanning lines backtracked
+        # quadratically over a crafted version.py (8,000 lines "cuda:": 14 s).
+        m = re.search(rf"^{key}[ \t]*(?::[^=\n]*)?=[ \t]*(?:'([^'\n]*)'|\"([^\"\n]*)\"|None)", text, re.M)
         out[key] = (m.group(1) or m.group(2)) if m and (m.group(1) or m.group(2)) else None
     return out
 

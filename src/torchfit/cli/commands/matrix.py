@@ -136,6 +136,7 @@ def _client(args: argparse.Namespace) -> IndexClient:
         backoff=max(0.0, args.backoff),
         use_cache=not args.no_cache,
         progress=StderrProgress() if verbose or sys.stderr.isatty() else None,
+        allow_insecure=bool(getattr(args, "allow_insecure_index", False)),
     )
 
 
