@@ -379,8 +379,9 @@ class VerifyFailed(TorchfitError):
 
 
 class OutputFailed(TorchfitError):
-    """A file a command writes for the user could not be written (disk full, I/O error):
-    not bad input, exit 1; the file that was there is unchanged (files.write_atomic)."""
+    """A file a command writes for the user could not be written (an I/O error, a file too
+    large; a full disk is DiskFull): not bad input, exit 1; the file that was there is
+    unchanged (files.write_atomic)."""
 
     reference = "output-failed"
 
