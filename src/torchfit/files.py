@@ -108,10 +108,10 @@ def _judge_dir(path: str, st: os.stat_result) -> str | None:
 def private_dir(path: str, create: bool = True) -> int:
     """An fd of directory `path` (created 0700 with its parents when missing), checked to be ours.
 
-    The directory itself and every component torchfit created must be a real
-    directory (not a symlink) owned by this user and writable by nobody else; the
-    answer is an O_DIRECTORY fd to open files relative to, so a rename of the path
-    after the check changes nothing. PrivateDirError says what is wrong.
+    The directory must be a real directory (not a symlink) owned by this user and
+    writable by nobody else; the answer is an O_DIRECTORY fd to open files relative
+    to, so a rename of the path after the check changes nothing. PrivateDirError says
+    what is wrong.
     """
     if create:
         with contextlib.suppress(FileExistsError):
@@ -122,14 +122,9 @@ def private_dir(path: str, create: bool = True) -> int:
         if os.path.islink(path):
             raise PrivateDirError(exc.errno, f"{path} is a symbolic link", path) from None
         raise
+    # Judged on the descriptor: a directory swapped in after the check is never the one
+    # used, so the parents need no judgement of their own.
     why = _judge_dir(path, os.fstat(dfd))
-    if why is None:
-        # A parent of ours that others can write could have the whole tree swapped under us.
-        parent = os.path.dirname(path.rstrip(os.sep))
-        with contextlib.suppress(OSError):
-            pst = os.stat(parent)
-            if pst.st_uid == os.geteuid() and pst.st_mode & 0o022 and not pst.st_mode & stat.S_ISVTX:
-                why = f"{parent} is writable by others (mode {stat.S_IMODE(pst.st_mode):04o})"
     if why is not None:
         os.close(dfd)
         raise PrivateDirError(errno.EPERM, why, path)
