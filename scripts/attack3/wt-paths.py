@@ -246,3 +246,96 @@ CASES = [
     Case("5-probe-basic-http", 5, "matrix probe http://u:TOKEN@...: Basic credentials over plain http",
          probe_sends_basic_auth_over_http),
 ]
+
+
+# --- class 4: paths ----------------------------------------------------------------------------
+
+RAW = ("\x1b", "\u202e", "\udcff")
+
+
+def _odd_prefix(box: Box, name: str) -> tuple[Path, object]:
+    parent = box.work / "p"
+    parent.mkdir(exist_ok=True)
+    prefix = parent / name
+    res = box.tf("install", *CPU, "--torch-index-url", box.torch_index, "--prefix", str(prefix), timeout=600)
+    return prefix, res
+
+
+def _refused_cleanly(res: object, parent: Path) -> str | None:
+    """None when the refusal is one line, exit 2, nothing raw, nothing made; else what is wrong."""
+    text = res.out + res.err  # type: ignore[attr-defined]
+    lines = [ln for ln in res.err.splitlines() if ln.strip()]  # type: ignore[attr-defined]
+    if res.traceback or "internal error" in text:  # type: ignore[attr-defined]
+        return "a traceback: " + next((ln for ln in lines if "Error" in ln), lines[-1] if lines else "")[:140]
+    if res.code != 2 or len(lines) != 1:  # type: ignore[attr-defined]
+        return f"exit {res.code}, {len(lines)} lines: {lines[-1][:120] if lines else ''}"  # type: ignore[attr-defined]
+    if any(r in text for r in RAW):
+        return "the refusal prints the path raw"
+    left = os.listdir(parent)
+    return f"left beside the prefix: {left}" if left else None
+
+
+def _script_starts(prefix: Path) -> str | None:
+    try:
+        res = subprocess.run([str(prefix / "bin" / "torchrun"), "--help"], capture_output=True, text=True, timeout=300)
+    except OSError as exc:
+        return f"bin/torchrun cannot start ({exc.strerror})"
+    return None if res.returncode == 0 else f"bin/torchrun cannot start: {res.stderr.strip()[-100:]}"
+
+
+def _shebang_case(name: str) -> Callable[[Box], str | None]:
+    def fn(box: Box) -> str | None:
+        prefix, res = _odd_prefix(box, name)
+        if res.code == 0:  # type: ignore[attr-defined]
+            return _script_starts(prefix) or "accepted (the env works)"
+        return _refused_cleanly(res, prefix.parent)
+    return fn
+
+
+def colon_prefix(box: Box) -> str | None:
+    prefix, res = _odd_prefix(box, "a:b")
+    if res.code == 0:  # type: ignore[attr-defined]
+        act = subprocess.run(["bash", "-c", f"source '{prefix}/bin/activate'; command -v python"],
+                             capture_output=True, text=True, timeout=60)
+        if act.stdout.strip() != str(prefix / "bin" / "python"):
+            return f"activate does not put the env first: python is {act.stdout.strip() or 'not found'}"
+        return None
+    return _refused_cleanly(res, prefix.parent)
+
+
+def _raw_case(name: str) -> Callable[[Box], str | None]:
+    def fn(box: Box) -> str | None:
+        prefix, res = _odd_prefix(box, name)
+        text = res.out + res.err  # type: ignore[attr-defined]
+        raw = [ln for ln in text.splitlines() if any(r in ln for r in RAW)]
+        if raw:
+            return f"{len(raw)} lines carry the raw characters to the terminal: {ascii(raw[0])[:120]}"
+        if res.code != 0:  # type: ignore[attr-defined]
+            return f"refused, though such an env works (exit {res.code})"  # type: ignore[attr-defined]
+        return _script_starts(prefix)
+    return fn
+
+
+def non_utf8_prefix(box: Box) -> str | None:
+    prefix, res = _odd_prefix(box, os.fsdecode(b"caf\xe9\xff"))
+    if res.code == 0:  # type: ignore[attr-defined]
+        return _script_starts(prefix)
+    return _refused_cleanly(res, prefix.parent)
+
+
+def long_name_prefix(box: Box) -> str | None:
+    prefix, res = _odd_prefix(box, "x" * 240)
+    if res.code == 0:  # type: ignore[attr-defined]
+        return _script_starts(prefix)
+    return _refused_cleanly(res, prefix.parent)
+
+
+CASES += [
+    Case("4-newline-prefix", 4, "install --prefix 'a<newline>b': bin/torchrun's #! line", _shebang_case("a\nb")),
+    Case("4-tab-prefix", 4, "install --prefix 'a<tab>b': bin/torchrun's #! line", _shebang_case("a\tb")),
+    Case("4-colon-prefix", 4, "install --prefix a:b: activate and PATH", colon_prefix),
+    Case("4-ansi-prefix", 4, "install --prefix with an ANSI escape: raw to the terminal", _raw_case("\x1b[31mred")),
+    Case("4-rlo-prefix", 4, "install --prefix with U+202E: raw to the terminal", _raw_case("evil\u202etxt")),
+    Case("4-non-utf8-prefix", 4, "install --prefix with bytes that are not UTF-8", non_utf8_prefix),
+    Case("4-long-name-prefix", 4, "install --prefix with a 240-byte name", long_name_prefix),
+]

@@ -202,16 +202,124 @@ _CONTROL = re.compile(
     r"|\x1b[@-_]?"
     r"|\x9b[0-?]*[ -/]*[@-~]"
     r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+    # the bidirectional controls (U+202E shows "evil\u202etxt.exe" as "evilexe.txt"), invisible marks
+    r"|[\u061c\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
 )
 
 
+_RAW_BYTE = re.compile("[\udc80-\udcff]")
+
+
 def terminal_text(text: str) -> str:
-    """`text` without control sequences: safe to print to a terminal."""
-    return _CONTROL.sub("", text)
+    """`text` without control sequences: safe to print to a terminal. A byte of a name that
+    is not UTF-8 (os.fsdecode's surrogateescape) is written `\\xff`, as `shown` does."""
+    text = _CONTROL.sub("", text)
+    if text.isascii():
+        return text
+    return _RAW_BYTE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}", text)
 
 
 def has_control(text: str) -> bool:
     return _CONTROL.search(text) is not None
+
+
+# --- paths ----------------------------------------------------------------------------
+
+_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def shown(text: str) -> str:
+    """`text` (a path, a name) as it may be printed: every character a terminal would act
+    on or hide is escaped, the way Python writes it (`\\n`, `\\t`, `\\x1b`, `\\u202e` for a
+    right-to-left override), a byte that is not UTF-8 as `\\xff` (os.fsdecode's
+    surrogateescape); the rest, spaces and letters of any script, as is."""
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch.isprintable():
+            out.append(ch)
+        elif "\udc80" <= ch <= "\udcff":  # a raw byte of a non-UTF-8 name
+            out.append(f"\\x{ord(ch) - 0xDC00:02x}")
+        elif ord(ch) < 0x80:
+            out.append(_ESCAPES.get(ch) or f"\\x{ord(ch):02x}")
+        else:  # \u0080, never \x80: that is a raw byte's
+            out.append(f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}")
+    return "".join(out)
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[:n] + "..."
+
+
+def shell_word(text: str) -> str:
+    """`text` as one word a POSIX shell reads back as `text` (shlex.quote), in bash's
+    $'...' form, escaped as `shown` does, when it holds a character a terminal acts on."""
+    import shlex
+
+    if text.isprintable():
+        return shlex.quote(text)
+
+    def word(ch: str) -> str:
+        if ch == "\\" or ch == "'":
+            return "\\" + ch
+        if ch.isprintable():
+            return ch
+        # the very bytes, whatever the shell's locale: \x1b, \xe2\x80\xae (U+202E), \xff (a raw byte)
+        return "".join(f"\\x{b:02x}" for b in ch.encode("utf-8", "surrogateescape"))
+
+    return "$'" + "".join(word(ch) for ch in text) + "'"
+
+
+# What a name beside PREFIX adds to its last component: `.NAME.torchfit-PID-XXXXXX` (the
+# temporary env, installer.prefix.temp_name) is 25 bytes longer; and the deepest file of an
+# env lies ~300 bytes below it (torch's include/ tree under lib/pythonX.Y/site-packages).
+_NAME_ROOM = 32
+_TREE_ROOM = 400
+
+
+def check_prefix_text(path: str, what: str) -> None:
+    """BadInput (exit 2, one line, the path `shown`) for an env prefix that cannot work,
+    before anything is made:
+
+    - a newline or a tab: the kernel ends a `#!` line at a newline and splits it at a
+      tab, so every script of the env (bin/torchrun, bin/pip) could not start;
+    - a `:`: PATH (bin/activate, `torchfit run`) splits there; no quoting exists;
+    - a name that is not UTF-8: the lock (TOML), pyvenv.cfg and the scripts are UTF-8;
+    - a name too long for its filesystem (with the room the temporary name beside it
+      needs), or a path too long for the files an env holds (PATH_MAX).
+    """
+    bad = next((ch for ch in path if ch in "\n\t:"), None)
+    if bad is not None:
+        why = {"\n": "a newline", "\t": "a tab", ":": "a ':'"}[bad]
+        use = ("a #! line cannot hold it, so the env's scripts (bin/torchrun, bin/pip) could not start"
+               if bad != ":" else "PATH is split at ':', so bin/activate and `torchfit run` could not put "
+               "the env's bin/ first")
+        raise BadInput(f"{what} {shown(path)}: contains {why}; {use}: choose another directory")
+    try:
+        raw = path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadInput(f"{what} {shown(path)}: the name is not UTF-8; an env's lock, pyvenv.cfg and "
+                       "scripts are written in UTF-8: choose a UTF-8 name") from None
+    import os
+
+    limit_path = os.pathconf("/", "PC_PATH_MAX") if hasattr(os, "pathconf") else 4096
+    if len(raw) + _TREE_ROOM > limit_path:
+        raise BadInput(f"{what} {_clip(shown(path), 120)}: {len(raw)} bytes long; an env's files lie up to "
+                       f"{_TREE_ROOM} bytes deeper, past this system's limit of {limit_path}: choose a shorter path")
+    where = os.path.dirname(path.rstrip(os.sep)) or os.sep
+    while not os.path.isdir(where) and where != os.path.dirname(where):
+        where = os.path.dirname(where)
+    try:
+        name_max = os.pathconf(where, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    for part in path.split(os.sep):
+        size = len(part.encode("utf-8"))
+        if size + _NAME_ROOM > name_max:
+            raise BadInput(f"{what} {_clip(shown(path), 120)}: the name {_clip(shown(part), 40)} is {size} bytes; "
+                           f"this filesystem allows {name_max}, and torchfit builds the env beside it under "
+                           f"a name {_NAME_ROOM} bytes longer: choose a shorter name")
 
 
 # --- URLs -----------------------------------------------------------------------------

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TextIO
 
+from torchfit.inputs import terminal_text
 from torchfit.redact import redact
 from torchfit.space import format_bytes
 
@@ -105,7 +106,8 @@ class StderrProgress(Progress):
         return on_wait
 
     def _line(self, text: str) -> None:
-        self.stream.write(redact(text) + "\n")
+        # Redacted, and no control sequence of a path or a tool's text reaches the terminal.
+        self.stream.write(terminal_text(redact(text)) + "\n")
         self.stream.flush()
 
     def step(self, name: str, detail: str) -> None:

@@ -32,6 +32,7 @@ from torchfit.compat.plan import Plan, plan_from_json, plan_to_json
 from torchfit.compat.request import Request
 from torchfit.compat.rules import host_checks
 from torchfit.errors import BadInput, DiskFull, InstallFailed, LockMismatch, NoCompatibleSet
+from torchfit.inputs import shown
 from torchfit.installer.backends import (
     Backend,
     StepContext,
@@ -291,7 +292,7 @@ class InstallJob:
                 relocate(tmp.path, self.prefix)
             if replaced:  # a process that started using the old env during the build
                 wait_unused(self.prefix, self.wait, self.observer.info, after_build=True)
-            with self._python_step("swap", f"{'replace' if replaced else 'create'} {self.prefix}"):
+            with self._python_step("swap", f"{'replace' if replaced else 'create'} {shown(self.prefix)}"):
                 def exchanged() -> None:
                     tmp.committed = self.swapped = True
 
@@ -427,28 +428,29 @@ def locked_torch_index(lock: Lock) -> str:
 
 def check_prefix(prefix: str, force: bool) -> None:
     """BadInput when PREFIX may not be (re)placed: it exists without --force, or is not an env."""
+    shown_prefix = shown(prefix)
     if not os.path.lexists(prefix):
         parent = os.path.dirname(prefix.rstrip(os.sep)) or "."
         if os.path.exists(parent) and not os.path.isdir(parent):
-            raise BadInput(f"--prefix {prefix}: {parent} is not a directory")
+            raise BadInput(f"--prefix {shown_prefix}: {shown(parent)} is not a directory")
         return
     if not force:
-        raise BadInput(f"--prefix {prefix} exists; pass --force to replace it "
+        raise BadInput(f"--prefix {shown_prefix} exists; pass --force to replace it "
                        "(only once the new env is complete, and never while a process uses the old one)")
     if os.path.islink(prefix) or not os.path.isdir(prefix):
-        raise BadInput(f"--prefix {prefix} is not a directory; torchfit replaces only an env it can recognise")
+        raise BadInput(f"--prefix {shown_prefix} is not a directory; torchfit replaces only an env it can recognise")
     if os.path.ismount(prefix):
         # The new env is built beside PREFIX and swapped in with one rename; a mount
         # point cannot be renamed (EBUSY), which would fail only after the whole install.
-        raise BadInput(f"--prefix {prefix} is a mount point, which cannot be replaced by a rename; "
-                       f"install into a directory inside it (e.g. --prefix {os.path.join(prefix, 'env')})")
+        raise BadInput(f"--prefix {shown_prefix} is a mount point, which cannot be replaced by a rename; "
+                       f"install into a directory inside it (e.g. --prefix {shown(os.path.join(prefix, 'env'))})")
     if not os.path.isfile(os.path.join(prefix, "pyvenv.cfg")) and os.listdir(prefix):
-        raise BadInput(f"--prefix {prefix} is not a virtual environment (no pyvenv.cfg); "
+        raise BadInput(f"--prefix {shown_prefix} is not a virtual environment (no pyvenv.cfg); "
                        "refusing to replace it, even with --force")
     inside = mounts_under(prefix)
     if inside:
         # Replacing the env removes its tree; the files of a mounted directory are not the env's.
-        raise BadInput(f"--prefix {prefix} has a mount point inside it at {inside[0]}; unmount it first "
+        raise BadInput(f"--prefix {shown_prefix} has a mount point inside it at {shown(inside[0])}; unmount it first "
                        "(torchfit never removes files across a mount point)")
 
 

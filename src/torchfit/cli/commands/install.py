@@ -12,7 +12,6 @@ import argparse
 import contextlib
 import json
 import os
-import shlex
 import sys
 from typing import Any
 
@@ -99,13 +98,14 @@ def run(args: argparse.Namespace) -> int:
         return _run(args)
     except KeyboardInterrupt as err:
         why = str(err) or "interrupted"
+        from torchfit.inputs import shown
         job = _JOB[0] if _JOB else None
         if job is not None and job.swapped:
             # Reported as it happened: the exchange was done before the signal was seen.
-            sys.stderr.write(f"torchfit: {why} after the swap: {args.prefix} holds the new env (complete); "
+            sys.stderr.write(f"torchfit: {why} after the swap: {shown(args.prefix)} holds the new env (complete); "
                              "the old env was removed\n")
         else:
-            sys.stderr.write(f"torchfit: {why}: the temporary env was removed; {args.prefix} was not changed\n")
+            sys.stderr.write(f"torchfit: {why}: the temporary env was removed; {shown(args.prefix)} was not changed\n")
         from torchfit.runner import Interrupted
 
         raise Interrupted(why, getattr(err, "signum", None), reported=True) from err
@@ -117,6 +117,9 @@ def _run(args: argparse.Namespace) -> int:
 
     _validate(args)
     prefix = os.path.abspath(os.path.expanduser(args.prefix))
+    from torchfit.inputs import check_prefix_text
+
+    check_prefix_text(prefix, "--prefix")  # what no env could survive: refused before anything is made
     # The host probe waits on subprocesses (nvidia-smi, every Python): run it while
     # this thread imports the installer and reads the matrix.
     probing = Background(load_hosts, args)
@@ -221,24 +224,28 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
     else:
         _summary(result)
     if job.late_signals:
-        sys.stderr.write(f"torchfit: {', '.join(job.late_signals)} arrived after {prefix} had been replaced: "
+        from torchfit.inputs import shown
+
+        sys.stderr.write(f"torchfit: {', '.join(job.late_signals)} arrived after {shown(prefix)} had been replaced: "
                          "the install was already complete and is kept\n")
     return 0
 
 
 def _summary(result: Any) -> None:
+    from torchfit.inputs import shell_word, shown
     from torchfit.redact import redact
 
     rt = result.report.runtime
     accel = f"CUDA {rt.get('cuda')}" if rt.get("cuda") else (f"HIP {rt.get('hip')}" if rt.get("hip") else "CPU")
     lines = [
-        f"torchfit: {'replaced' if result.replaced else 'created'} {result.prefix} with {result.installer}: "
+        f"torchfit: {'replaced' if result.replaced else 'created'} {shown(result.prefix)} with {result.installer}: "
         f"torch {rt.get('torch')} ({accel}), Python {rt.get('python')}, {len(result.packages)} packages",
-        f"  lock:  {result.lock_path}",
+        f"  lock:  {shown(result.lock_path)}",
         f"  NCCL:  {result.pin.describe()}" + (f", runtime {rt['nccl']}" if rt.get("nccl") else ""),
-        f"  use:   source {shlex.quote(result.prefix + '/bin/activate')}   or   "
-        f"torchfit run --env {shlex.quote(result.prefix)} -- python ...",
+        # copied into a shell: a path with a character a terminal acts on is written $'...' (bash)
+        f"  use:   source {shell_word(result.prefix + '/bin/activate')}   or   "
+        f"torchfit run --env {shell_word(result.prefix)} -- python ...",
     ]
     if result.log_path:
-        lines.append(f"  log:   {result.log_path}")
+        lines.append(f"  log:   {shown(result.log_path)}")
     sys.stderr.write(redact("\n".join(lines)) + "\n")

@@ -40,19 +40,24 @@ def run(args: argparse.Namespace) -> int:
         cmd = cmd[1:]
     if not cmd:
         raise BadInput("torchfit run: give a command after --, e.g. torchfit run --env ./env -- python train.py")
+    from torchfit.inputs import shown
+
     prefix = os.path.abspath(os.path.expanduser(args.env))
     script = os.path.join(prefix, "bin", ENV_SCRIPT)
     if not os.path.isdir(prefix):
-        raise BadInput(f"--env {args.env}: no such directory")
+        raise BadInput(f"--env {shown(args.env)}: no such directory")
+    if os.pathsep in prefix:  # PATH has no quoting: PREFIX/bin could not come first
+        raise BadInput(f"--env {shown(prefix)}: contains a '{os.pathsep}', where PATH is split, so its bin/ "
+                       "cannot be put first on PATH; move or rebuild the env under another name")
     if not os.path.isfile(script):
-        raise BadInput(f"--env {args.env}: not an env made by torchfit install (no bin/{ENV_SCRIPT})")
+        raise BadInput(f"--env {shown(args.env)}: not an env made by torchfit install (no bin/{ENV_SCRIPT})")
     env = dict(os.environ)
     env.pop("PYTHONHOME", None)
     env["VIRTUAL_ENV"] = prefix
     env["PATH"] = os.path.join(prefix, "bin") + os.pathsep + env.get("PATH", os.defpath)
     exe = shutil.which(cmd[0], path=env["PATH"]) if os.sep not in cmd[0] else cmd[0]
     if exe is None or not os.access(exe, os.X_OK):
-        raise BadInput(f"torchfit run: {cmd[0]}: command not found (PATH starts with {prefix}/bin)")
+        raise BadInput(f"torchfit run: {shown(cmd[0])}: command not found (PATH starts with {shown(prefix)}/bin)")
     from torchfit.runner import exec_replace
 
     sh = shutil.which("sh") or "/bin/sh"
