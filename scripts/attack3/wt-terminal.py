@@ -219,6 +219,43 @@ def install_full_uv_cache(box: Box) -> str | None:
     return _judge_full(res, cache, cache=True) or (None if "uv's cache" in res.err else "uv's cache not named")
 
 
+def add_full_env_fs(box: Box) -> str | None:
+    """`torchfit add` of a 4 MB package into an env whose filesystem has 1 MB left. (82c371b had
+    no `add`: not applicable there. Main had it from issue 18 on: exit 0 and a package without
+    its 4 MB file, uv's out-of-space failure taken for a cache miss and retried.)"""
+    if "add" not in box.tf("--help").out:
+        return None
+    import base64
+    import hashlib
+    import zipfile
+
+    links = box.work / "links"
+    links.mkdir()
+    info = "bigpkg-1.0.dist-info"
+    files = {"bigpkg/__init__.py": b"", "bigpkg/blob.bin": os.urandom(4 << 20),
+             f"{info}/METADATA": b"Metadata-Version: 2.1\nName: bigpkg\nVersion: 1.0\n",
+             f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    rec = "".join(f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},"
+                  f"{len(d)}\n" for p, d in files.items()) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(links / "bigpkg-1.0-py3-none-any.whl", "w") as zf:
+        for p, d in files.items():
+            zf.writestr(p, d)
+        zf.writestr(f"{info}/RECORD", rec)
+    where = _mount_tmpfs(box, "fs", "size=2g")
+    env = f"{where}/env"
+    res = box.tf(*_INSTALL, "--torch-index-url", box.torch_index, "--prefix", env, timeout=600)
+    if res.code != 0:
+        raise RuntimeError(f"the install failed: {res.err[-300:]}")
+    st = os.statvfs(where)
+    with open(os.path.join(where, "fill"), "wb") as fh:
+        fh.write(b"\0" * (st.f_bavail * st.f_frsize - (1 << 20)))
+    res = box.tf("add", "bigpkg", "--env", env, "--find-links", str(links), timeout=300)
+    blob = list((box.work / "fs" / "env" / "lib").glob("python3*/site-packages/bigpkg/blob.bin"))
+    if res.code == 0:
+        return "exit 0: added" + ("" if blob else ", and bigpkg/blob.bin is missing from the env (a broken package)")
+    return _judge_full(res, where, cache=True)
+
+
 def verify_full_tmpdir(box: Box) -> str | None:
     where = _mount_tmpfs(box, "fulltmp", "size=256k")
     with open(os.path.join(where, "fill"), "wb") as fh:
@@ -260,6 +297,7 @@ CASES = [
     Case("1-install-inodes-short", 1, "install onto a tmpfs 3 inodes short of the env",
          _install_short("inodes")),  # type: ignore[arg-type]
     Case("1-install-full-uv-cache", 1, "install with UV_CACHE_DIR on a 40 MB tmpfs", install_full_uv_cache),
+    Case("1-add-full-env-fs", 1, "add a 4 MB package to an env whose filesystem has 1 MB left", add_full_env_fs),
     Case("1-verify-full-tmpdir", 1, "verify with TMPDIR on a tmpfs with 16 KB left", verify_full_tmpdir),
     Case("1-probe-full-tmpdir", 1, "matrix probe of a 2 MB wheel from a server ignoring Range, TMPDIR 128 KB free",
          probe_full_tmpdir),

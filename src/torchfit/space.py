@@ -140,9 +140,10 @@ def uv_cache_place(environ: Mapping[str, str]) -> Place:
                                      "filesystem with room")
 
 
-def prefix_place(prefix: str) -> Place:
-    return Place("the env's filesystem (--prefix)", os.path.dirname(os.path.abspath(prefix)),
-                 "free space there, or install to a --prefix on a filesystem with room")
+def prefix_place(prefix: str, option: str = "--prefix") -> Place:
+    return Place(f"the env's filesystem ({option})", os.path.dirname(os.path.abspath(prefix)),
+                 f"free space there, or install to a {option} on a filesystem with room"
+                 if option == "--prefix" else "free space there")
 
 
 def require_room(directory: str, nbytes: int, step: str, places: Sequence[Place]) -> None:

@@ -75,3 +75,49 @@ def test_attack3_install_with_a_full_uv_cache(tmp_path: Path, torch_index: str, 
         assert "UV_CACHE_DIR" in str(data["hint"]), data
     assert not (tmp_path / "env").exists()
     assert [p for p in os.listdir(tmp_path) if p not in ("uv-cache", "xdg-cache")] == []
+
+
+def _big_wheel(directory: Path, name: str, size: int) -> Path:
+    """A real pure-Python wheel whose module carries `size` incompressible bytes."""
+    import base64
+    import hashlib
+    import zipfile
+
+    directory.mkdir(parents=True, exist_ok=True)
+    info = f"{name}-1.0.dist-info"
+    files = {
+        f"{name}/__init__.py": b"",
+        f"{name}/blob.bin": os.urandom(size),
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: torchfit-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+
+    def digest(data: bytes) -> str:
+        return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+    record = "".join(f"{p},{digest(d)},{len(d)}\n" for p, d in files.items()) + f"{info}/RECORD,,\n"
+    path = directory / f"{name}-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
+        for p, d in files.items():
+            zf.writestr(p, d)
+        zf.writestr(f"{info}/RECORD", record)
+    return path
+
+
+def test_attack3_add_onto_a_full_env_filesystem(tmp_path: Path, torch_index: str, state_home: Path) -> None:
+    links = tmp_path / "links"
+    _big_wheel(links, "bigpkg", 4 << 20)
+    where = tmp_path / "fs"
+    with tmpfs(where, size="2g"):
+        env = where / "env"
+        proc = run_tf("install", *CPU_ARGS, "--torch-index-url", torch_index, "--prefix", str(env), state=state_home)
+        assert proc.returncode == 0, proc.stderr
+        lock = (env / "pylock.toml").read_bytes()
+        with open(where / "fill", "wb") as fh:  # leave 1 MB: not enough for the 4 MB package
+            free = os.statvfs(where).f_bavail * os.statvfs(where).f_frsize
+            fh.write(b"\0" * (free - (1 << 20)))
+        proc = run_tf("add", "bigpkg", "--env", str(env), "--find-links", str(links), "--json", state=state_home)
+        data = _disk_full(proc, where, "the env's filesystem (--env)")
+        assert (env / "pylock.toml").read_bytes() == lock  # the lock as it was
+        assert not list((env / "lib").glob("python3*/site-packages/bigpkg*"))  # nothing of it left
+        assert data["step"] == "install step 'install'", data

@@ -51,7 +51,7 @@ from torchfit.installer.backends import (
     read_resolution,
     write_private,
 )
-from torchfit.installer.prefix import InstallLog
+from torchfit.installer.prefix import InstallLog, state_dir
 from torchfit.installer.sources import Sources
 from torchfit.lock.model import Lock, LockedDist, sorted_dists
 from torchfit.lock.pylock import LOCK_NAME, load_lock, replace_lock
@@ -60,6 +60,14 @@ from torchfit.owned import temp_dir
 from torchfit.progress import Progress
 from torchfit.redact import redact, strip_credentials
 from torchfit.runner import Runner, stall_timeout
+from torchfit.space import (
+    from_oserror,
+    is_no_space,
+    prefix_place,
+    state_place,
+    tmpdir_place,
+    uv_cache_place,
+)
 
 # uv's "no solution" explanation involves the family pin: "... depends on torch==2.12.0",
 # "torchfit-env depends on torch==2.13.0+cpu" (not `torch-scatter`, not a build's traceback).
@@ -153,10 +161,17 @@ class AddJob:
         log.write(f"torchfit add {' '.join(str(r) for r in self.requirements)} into {self.prefix}")
         for line in self.sources.describe():
             log.write(line)
+        places = [prefix_place(self.prefix, "--env"), tmpdir_place(), uv_cache_place(os.environ),
+                  state_place(state_dir())]
         ctx = StepContext(Runner(), log, self.observer, self.sources, self.timeout, self.timings,
-                          stall=stall_timeout())
+                          stall=stall_timeout(), places=places)
         try:
-            return self._run(ctx, log)
+            try:
+                return self._run(ctx, log)
+            except OSError as exc:  # out of space in torchfit's own writes: where, and what is left
+                if not is_no_space(exc):
+                    raise
+                raise from_oserror(exc, "add", places) from exc
         except BaseException as exc:
             if log.path:
                 log.write(f"== failed: {type(exc).__name__}: {exc}")

@@ -121,10 +121,12 @@ class StepContext:
         seconds = time.monotonic() - start
         self.timings[step] = self.timings.get(step, 0.0) + seconds
         self.log.step(step, list(argv), res.returncode, seconds, res.stdout, res.stderr)
+        full = space_error_in(res.stderr + "\n" + res.stdout) if res.returncode != 0 else None
+        if full is not None:
+            # Out of space is never a harmless failure (not a cache miss to retry: a retry
+            # may find the half-installed package "already there" and succeed).
+            raise disk_full(f"install step '{step}'", full[0], self.places, quota=full[1])
         if check and res.returncode != 0:
-            full = space_error_in(res.stderr + "\n" + res.stdout)
-            if full is not None:
-                raise disk_full(f"install step '{step}'", full[0], self.places, quota=full[1])
             raise self.failed(step, argv, res.returncode, _tail(res.stderr + "\n" + res.stdout))
         if not show or (quiet and res.returncode != 0):
             return res
