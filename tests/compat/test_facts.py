@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import make_facts
+from tests.support.cli import bad_input, run_clean
 from torchfit.compat.facts import (
     apply_assumptions,
     facts_from_json,
@@ -141,3 +143,44 @@ def test_arch_parse_garbage(text: str) -> None:
         Arch.parse(text)
     except BadInput:
         pass
+
+
+# --- the --facts file through the CLI: keys named, values checked (#19, #27 of issue 13) ---
+
+
+def _facts(tmp_path: Path, data: dict[str, object]) -> str:
+    path = tmp_path / "node.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+
+def test_d19_unknown_key_in_facts_is_named(tmp_path: Path) -> None:
+    line = bad_input(run_clean("resolve", "--facts", _facts(tmp_path, {"driver": "550.54.14", "gpus": []})))
+    assert "'driver'" in line and "driver_version" in line
+
+
+def test_d19_gpu_by_name_alone_gets_its_capability(tmp_path: Path) -> None:
+    path = _facts(tmp_path, {"driver_version": "570.124.06", "glibc": "2.39", "arch": "x86_64",
+                             "pythons": [{"version": "3.12.3"}],
+                             "gpus": [{"name": "NVIDIA GeForce RTX 4090"}]})
+    proc = run_clean("resolve", "--facts", path, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "sm unknown" not in proc.stdout and json.loads(proc.stdout)["variant"].startswith("cu")
+
+
+def test_d19_pyenv_installable_must_be_versions(tmp_path: Path) -> None:
+    path = _facts(tmp_path, {"pyenv": {"path": "/p", "installable": ["abc", "3.12.99999999999999999999"]}})
+    assert "pyenv.installable" in bad_input(run_clean("resolve", "--facts", path))
+
+
+def test_d19_a_pyenv_object_with_a_typo_is_named_not_dropped(tmp_path: Path) -> None:
+    """{"pyenv": {"root": ...}} used to be read as "no pyenv" (and its list never checked)."""
+    path = _facts(tmp_path, {"pyenv": {"root": "/r", "installable": ["abc"]}})
+    assert "unknown key 'root'" in bad_input(run_clean("resolve", "--facts", path))
+    assert "'path'" in bad_input(run_clean("resolve", "--facts", _facts(tmp_path, {"pyenv": {}})))
+
+
+def test_d27_endless_driver_version_from_facts(tmp_path: Path) -> None:
+    bad_input(run_clean("resolve", "--facts", _facts(tmp_path, {"driver_version": ".".join(["1"] * 2001)})))
+

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.requirements import InvalidRequirement, Requirement
 
+from tests.support.cli import bad_input, run_clean
 from torchfit.compat.request import PlainRequirement, parse_plain_requirement, parse_requirements
 from torchfit.errors import BadInput
 
@@ -70,3 +71,13 @@ def test_the_full_parser_still_reads_what_the_plain_one_does_not() -> None:
     assert isinstance(req, PlainRequirement)
     with pytest.raises(InvalidRequirement):
         Requirement("torch==")
+
+
+# --- requirement parts are never dropped (#20 of issue 13) ---------------------------------
+
+
+@pytest.mark.parametrize("req", ["torch @ https://x/y.whl", "torch[opt-einsum]", 'torch; python_version<"3"'])
+def test_d20_requirement_parts_are_not_dropped(req: str) -> None:
+    line = bad_input(run_clean("resolve", req, "--assume", "gpu=none"))
+    assert "requirement" in line
+

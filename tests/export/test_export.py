@@ -14,6 +14,7 @@ import functools
 import hashlib
 import http.server
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -25,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.support.cli import clean_env, run_clean
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -402,3 +405,19 @@ def test_the_install_mirror_variable_is_honoured(capsys, monkeypatch: pytest.Mon
                               "--variant", "cpu")
     assert code == 0, err
     assert "--index-url https://mirror.corp/pytorch/whl/cpu" in out
+
+
+# --- export finds the uv install uses (#21 of issue 13) ------------------------------------
+
+
+def test_d21_export_finds_uv_beside_torchfit(tmp_path: Path) -> None:
+    beside = Path(sys.executable).parent / "uv"
+    if not os.access(beside, os.X_OK):
+        pytest.skip("uv is not installed beside this Python")
+    env = clean_env(PATH="/usr/bin:/bin")  # no uv on PATH
+    wheel_dir = tmp_path / "empty"
+    wheel_dir.mkdir()
+    proc = run_clean("export", "--format", "pylock", "torch==2.13.0", "--assume", "gpu=none", "--python", "3.11",
+              "--torch-index-url", wheel_dir.as_uri(), env=env, timeout=180)
+    assert "needs uv" not in proc.stderr, proc.stderr
+

@@ -3,7 +3,9 @@
 `run_cli` is `python -m torchfit ARGS` as a real subprocess that runs to its end (exit
 codes, stdout and stderr exactly as a user sees them); `start_cli` starts the same command
 and returns the running process, for tests that signal it or read it as it goes. Both build
-the command with `torchfit_argv`. `run_main` calls `torchfit.cli.main` in this process, for
+the command with `torchfit_argv`. `run_clean` is `run_cli` in `clean_env()` (this tree's
+src first on PYTHONPATH, no COLUMNS, no $TORCHFIT_TORCH_INDEX_URL) from the repository
+root; `bad_input` asserts the bad-input contract (exit 2, one line, no traceback). `run_main` calls `torchfit.cli.main` in this process, for
 tests whose HTTP is served by `responses` (which only sees requests made here).
 """
 
@@ -15,6 +17,8 @@ import sys
 from typing import Any
 
 import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def torchfit_argv(*args: str, python: str = sys.executable, via: list[str] | None = None) -> list[str]:
@@ -97,3 +101,31 @@ def run_cli_pty(*args: str, cols: int = 80, env: dict[str, str] | None = None, t
             proc.wait()
         os.close(master)
     return code, b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """os.environ with this tree's src first on PYTHONPATH, no COLUMNS and no
+    $TORCHFIT_TORCH_INDEX_URL (what the user's shell may set), then `extra`."""
+    env = dict(os.environ)
+    src = os.path.join(ROOT, "src")
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.pop("COLUMNS", None)
+    env.pop("TORCHFIT_TORCH_INDEX_URL", None)
+    env.update(extra)
+    return env
+
+
+def run_clean(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
+              **kw: Any) -> subprocess.CompletedProcess[str]:
+    """`run_cli` in `env` (default `clean_env()`), from the repository root unless `cwd=`."""
+    return run_cli(*args, base_env=env or clean_env(), timeout=timeout, cwd=str(kw.pop("cwd", ROOT)), **kw)
+
+
+def bad_input(proc: subprocess.CompletedProcess[str]) -> str:
+    """Exit 2, one line on stderr, no traceback; returns the line."""
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-500:], proc.stderr[-2000:])
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+    assert lines[0].startswith("torchfit: error:")
+    return lines[0]

@@ -40,3 +40,16 @@ def install_fake_smi(directory: Path, script: str) -> Path:
     smi.write_text(script)
     smi.chmod(0o755)
     return directory
+
+
+def fake_smi_env(tmp_path: Path, script: str) -> dict[str, str]:
+    """A clean environment (tests.support.cli.clean_env) whose PATH starts with a directory
+    holding `nvidia-smi` = script."""
+    import os
+
+    from tests.support.cli import clean_env
+
+    d = install_fake_smi(tmp_path / "bin", script)
+    env = clean_env()
+    env["PATH"] = f"{d}{os.pathsep}{env['PATH']}"
+    return env

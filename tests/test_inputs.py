@@ -1,0 +1,97 @@
+"""inputs.py: untrusted input at the edge, through the real CLI: numbers finite and in range (#14), files
+bounded in size and depth (#15, #29), URLs and lenient values refused (#26, #27), control sequences never
+reaching the terminal (#30); defect numbers of the 2026-11 attack (issue 13)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import bad_input, clean_env, run_clean
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["detect", "--timeout", "nan"], ["detect", "--timeout", "inf"], ["detect", "--timeout", "-1"],
+        ["detect", "--timeout", "0"], ["detect", "--timeout", "1e309"],
+        ["install", "--timeout", "nan"], ["install", "--timeout", "inf"], ["install", "--wait", "nan"],
+        ["verify", "--timeout", "nan"], ["verify", "--sizes", "100000000000000000000"],
+        ["verify", "--master-port", "99999"], ["verify", "--rdzv-timeout", "-1"],
+        ["verify", "--nnodes", "2", "--rdzv-endpoint", "127.0.0.1:99999"],
+        ["doctor", "--timeout", "nan"], ["matrix", "check", "--timeout", "inf"],
+    ],
+    ids=lambda a: "-".join(a),
+)
+def test_d14_numeric_flags_are_finite_and_in_range(args: list[str]) -> None:
+    line = bad_input(run_clean(*args))
+    assert "--" in line
+
+
+def test_d15_deep_and_endless_facts_and_locks(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    assert "nested" in bad_input(run_clean("resolve", "--facts", str(deep)))
+    start = time.monotonic()
+    assert "larger than" in bad_input(run_clean("resolve", "--facts", "/dev/zero"))
+    assert "larger than" in bad_input(run_clean("export", "--format", "requirements", "--lock", "/dev/zero"))
+    assert time.monotonic() - start < 30
+    deep_toml = tmp_path / "deep.toml"
+    deep_toml.write_text("a = " + "[" * 50_000 + "]" * 50_000 + "\n")
+    assert "nested" in bad_input(run_clean("install", "--lock", str(deep_toml), "--prefix", str(tmp_path / "e")))
+
+
+def test_d29_huge_facts_refused_fast(tmp_path: Path) -> None:
+    gpu = {"index": 0, "name": "NVIDIA H100", "compute_capability": "9.0"}
+    facts = tmp_path / "huge.json"
+    facts.write_text(json.dumps({"driver_version": "580.65.06", "gpus": [gpu] * 200_000}))
+    start = time.monotonic()
+    line = bad_input(run_clean("resolve", "--facts", str(facts)))
+    assert time.monotonic() - start < 20 and len(line) < 300
+
+
+def test_d26_invalid_ipv6_url_is_bad_input() -> None:
+    assert "IPv6" in bad_input(run_clean("matrix", "check", "--index-url", "https://[::1/whl"))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["resolve", "--assume", "gpu=gfxZZZ"],
+        ["resolve", "--assume", "driver=\uff15\uff18\uff10.\uff11"],  # full-width digits
+        ["install", "--torch-index-url", "notaurl", "--prefix", "/tmp/torchfit-d27-never"],
+        ["install", "--torch-index-url", "https://m/{varient}", "--prefix", "/tmp/torchfit-d27-never"],
+        ["install", "--index-url", "notaurl", "--prefix", "/tmp/torchfit-d27-never"],
+    ],
+    ids=["gfx-garbage", "fullwidth-driver", "index-notaurl", "bad-placeholder", "pip-index-notaurl"],
+)
+def test_d27_lenient_values_are_bad_input(args: list[str]) -> None:
+    bad_input(run_clean(*args))
+    assert not Path("/tmp/torchfit-d27-never").exists()
+
+
+def _facts(tmp_path: Path, data: dict[str, object]) -> str:
+    path = tmp_path / "node.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_d30_ansi_in_facts_does_not_reach_the_terminal(tmp_path: Path) -> None:
+    path = _facts(tmp_path, {"driver_version": "418.87.01", "glibc": "2.39", "arch": "x86_64",
+                             "pythons": [{"version": "3.12.3"}],
+                             "gpus": [{"name": "Evil\x1b[2J\x1b]0;pwned\x07GPU\x9b31m", "compute_capability": "9.0"}]})
+    for extra in ([], ["--json"]):
+        proc = run_clean("resolve", "--facts", path, *extra, env=clean_env(COLUMNS="80"))
+        assert proc.returncode == 1, proc.stderr
+        assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr and "\x9b" not in proc.stderr
+        assert "EvilGPU" in proc.stderr or "EvilGPU" in proc.stdout
+
+
+def test_d30_terminal_text_strips_every_control() -> None:
+    from torchfit.inputs import terminal_text
+
+    assert terminal_text("a\x1b[31mb\x1b]8;;http://x\x1b\\c\x07d\re\tf\n") == "abcde\tf\n"
+
