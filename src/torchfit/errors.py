@@ -300,6 +300,21 @@ class PythonUnavailable(TorchfitError):
     reference = "python-unavailable"
 
 
+class BrokenEnv(TorchfitError):
+    """An environment whose interpreter is damaged (missing, a dangling link, a link loop):
+    not bad input, a broken state to repair (exit 1), with how to rebuild it."""
+
+    reference = "broken-env"
+
+    def __init__(self, prefix: str, what: str, hint: str) -> None:
+        self.prefix = prefix
+        self.what = what
+        super().__init__(f"{prefix} is a broken environment: {what}", hint=hint)
+
+    def details(self) -> dict[str, Any]:
+        return {"prefix": self.prefix, "broken": self.what}
+
+
 class PrefixBusy(TorchfitError):
     """Another torchfit install holds PREFIX.lock (exit 1)."""
 

@@ -82,3 +82,49 @@ def test_a_log_is_read_from_its_end_and_bytes_that_are_not_utf8_are_kept_as_text
     assert read_text_file("-", "--log", limit=40, tail=True) == "from a pipe\n"
     with pytest.raises(BadInput, match=r"--log .*: is a directory"):
         read_text_file(str(tmp_path), "--log", limit=40, tail=True)
+
+
+# --- attack round 3 (issue 21, class 2): a damaged env is a broken state, not bad input -------
+
+
+def _damage(env: Path, how: str) -> None:
+    for name in ("python", "python3"):
+        exe = env / "bin" / name
+        if exe.is_symlink() or exe.exists():
+            exe.unlink()
+        if how == "dangling":
+            exe.symlink_to("/nonexistent/python3.11")
+        elif how == "loop":
+            exe.symlink_to(name)
+        elif how == "not executable":
+            exe.write_text("#!/bin/sh\n")
+            exe.chmod(0o644)
+
+
+@pytest.mark.parametrize("how", ["missing", "dangling", "loop", "not executable"])
+@pytest.mark.parametrize("command", ["verify", "doctor", "run"])
+def test_attack3_a_damaged_env_is_exit_1_naming_what_is_broken_and_how_to_rebuild(
+        tmp_path: Path, how: str, command: str) -> None:
+    """verify, doctor and run on an env whose bin/python is missing, a dangling symlink, a
+    symlink loop or not executable: exit 1 (a broken env, not bad input), what is broken,
+    how to rebuild; `run` no longer runs the command with the system's python."""
+    env = _venv(tmp_path / "env")
+    (env / "bin" / "torchfit-env").write_text("# torchfit install's env script\n")
+    (env / "pylock.toml").write_text("# the env's lock\n")
+    _damage(env, how)
+    marker = tmp_path / "ran"
+    argv = {"run": ["run", "--env", str(env), "--", "python", "-c", f"open({str(marker)!r}, 'w')"]}.get(
+        command, [command, "--env", str(env)])
+    res = run_cli(*argv, timeout=120)
+    assert res.returncode == 1, (res.returncode, res.stderr)
+    assert "is a broken environment" in res.stderr and "Traceback" not in res.stderr, res.stderr
+    expect = {"missing": "bin/python is missing", "dangling": "dangling symlink to /nonexistent/python3.11",
+              "loop": "symlink loop", "not executable": "not executable"}[how]
+    assert expect in res.stderr, res.stderr
+    assert f"torchfit install --lock {env / 'pylock.toml'} --prefix {env} --force" in res.stderr
+    assert not marker.exists()  # the command never ran under another python
+
+
+def test_attack3_a_directory_that_is_no_env_stays_bad_input(tmp_path: Path) -> None:
+    res = run_cli("verify", "--env", str(tmp_path), timeout=120)
+    assert res.returncode == 2 and "no bin/python or bin/python3" in res.stderr

@@ -59,6 +59,7 @@ def target_python(args: argparse.Namespace, environ: Mapping[str, str]) -> Targe
             raise BadInput(f"--env {args.env}: not a directory")
         found = _env_python(prefix)
         if found is None:
+            check_env_intact(prefix)
             raise BadInput(f"--env {args.env}: no bin/python or bin/python3 in it (not a venv or conda env)")
         return Target(found, prefix, "--env")
     for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
@@ -71,6 +72,16 @@ def target_python(args: argparse.Namespace, environ: Mapping[str, str]) -> Targe
     if found is not None:
         return Target(os.path.abspath(found), None, "python3 on PATH")
     return Target(None, None, "none found")
+
+
+def check_env_intact(prefix: str) -> None:
+    """BrokenEnv (exit 1) when `prefix` is an env whose interpreter does not run: a damaged
+    env is a state to repair, not bad input; the error says what is broken and how to rebuild."""
+    from torchfit.errors import BrokenEnv
+    from torchfit.host.pythons import env_python, explain_env_python, is_env_dir, rebuild_hint
+
+    if is_env_dir(prefix) and env_python(prefix, ENV_NAMES) is None:
+        raise BrokenEnv(prefix, explain_env_python(prefix, ENV_NAMES), rebuild_hint(prefix))
 
 
 def _env_python(prefix: str) -> str | None:

@@ -121,6 +121,52 @@ def env_python(prefix: str, names: Sequence[str] = ("bin/python3", "bin/python")
     return None
 
 
+def is_env_dir(prefix: str) -> bool:
+    """Does `prefix` look like an environment (a venv's pyvenv.cfg, a conda env's conda-meta/,
+    or the env script `torchfit install` writes), whatever state its interpreter is in?"""
+    return any(os.path.lexists(os.path.join(prefix, marker))
+               for marker in ("pyvenv.cfg", "conda-meta", "bin/torchfit-env"))
+
+
+def explain_env_python(prefix: str, names: Sequence[str] = ("bin/python3", "bin/python")) -> str:
+    """What is wrong with each of `names` under `prefix` (none of them runs): missing, a
+    dangling symlink, a symlink loop, not executable. One line, for a BrokenEnv."""
+    import errno
+
+    parts = []
+    for name in names:
+        exe = os.path.join(prefix, name)
+        if not os.path.lexists(exe):
+            parts.append(f"{name} is missing")
+            continue
+        try:
+            os.stat(exe)
+        except OSError as exc:
+            target = os.readlink(exe) if os.path.islink(exe) else "?"
+            if exc.errno == errno.ELOOP:
+                parts.append(f"{name} is a symlink loop ({name} -> {target})")
+            elif exc.errno == errno.ENOENT:
+                parts.append(f"{name} is a dangling symlink to {target}")
+            else:
+                parts.append(f"{name} cannot be read ({exc.strerror})")
+            continue
+        if not os.path.isfile(exe):
+            parts.append(f"{name} is not a file")
+        elif not os.access(exe, os.X_OK):
+            parts.append(f"{name} is not executable")
+    return "; ".join(parts) or "no interpreter runs"
+
+
+def rebuild_hint(prefix: str) -> str:
+    """How to rebuild the env at `prefix`: from its own lock when it has one."""
+    lock = os.path.join(prefix, "pylock.toml")
+    if os.path.isfile(lock):
+        return (f"rebuild it from its lock: torchfit install --lock {lock} --prefix {prefix} --force "
+                "(copy the lock elsewhere first: --force replaces the env and its lock)")
+    return (f"rebuild it: torchfit install ... --prefix {prefix} --force (or python -m venv --clear {prefix} "
+            "and reinstall its packages)")
+
+
 def interpreter_in(prefix: str, version: str) -> str | None:
     """bin/pythonX.Y (or bin/python3, bin/python) under an installation prefix."""
     major_minor = ".".join(version.split(".")[:2])

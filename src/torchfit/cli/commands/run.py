@@ -51,6 +51,11 @@ def run(args: argparse.Namespace) -> int:
                        "cannot be put first on PATH; move or rebuild the env under another name")
     if not os.path.isfile(script):
         raise BadInput(f"--env {shown(args.env)}: not an env made by torchfit install (no bin/{ENV_SCRIPT})")
+    from torchfit.cli.target import check_env_intact
+
+    # An env whose python is gone would run `python` from further down PATH (the system's),
+    # silently: refused, saying what is broken and how to rebuild it (exit 1).
+    check_env_intact(prefix)
     env = dict(os.environ)
     env.pop("PYTHONHOME", None)
     env["VIRTUAL_ENV"] = prefix
