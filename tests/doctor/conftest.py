@@ -485,3 +485,16 @@ def system_libs(host: Host) -> dict[str, Path]:
 
 def mode_bits(path: Path) -> str:
     return stat.filemode(path.stat().st_mode)
+
+
+def raising_torch_env(parent: Path) -> Path:
+    """A venv at PARENT/raise whose `import torch` raises RuntimeError("broken") (defect #4 of issue 13)."""
+    py311 = "/root/.pyenv/versions/3.11.7/bin/python3.11"
+    base = py311 if os.path.exists(py311) else sys.executable
+    env = parent / "raise"
+    subprocess.run([base, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
+    site = next((env / "lib").glob("python3.*")) / "site-packages" / "torch"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text('raise RuntimeError("broken")\n')
+    return env
+

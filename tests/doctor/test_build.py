@@ -3,13 +3,24 @@ whose libtorch_cuda.so is a real shared object (see conftest)."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.doctor.conftest import FakeEnv, Host, fake_lib, fixture, h200_env
+from tests.doctor.conftest import (
+    SRC,
+    FakeEnv,
+    Host,
+    fake_lib,
+    fixture,
+    h200_env,
+    raising_torch_env,
+)
+from tests.support.cli import run_cli
 
 # What the Fooocus#1313 user saw: driver 470.86 (CUDA 11.4) under a cu121 torch.
 TOO_OLD = ("The NVIDIA driver on your system is too old (found version 11040). Please update your GPU driver by "
@@ -185,7 +196,6 @@ def test_worker_runs_on_old_pythons(tmp_path: Path, version: str) -> None:
     env (any env a torch can live in), and say so in the workers' record protocol."""
     import glob
     import shutil
-    import subprocess
 
     from torchfit.workers import read_records, script
 
@@ -197,3 +207,41 @@ def test_worker_runs_on_old_pythons(tmp_path: Path, version: str) -> None:
                           cwd=tmp_path, env={**os.environ, "PYTHONPATH": ""})
     kinds = [r["kind"] for r in read_records(proc.stdout)]
     assert proc.returncode == 0 and kinds == ["metadata", "stage", "torch", "libraries", "done"], proc.stderr
+
+
+# --- torch that does not import, CPU torch on a GPU host (#9, #8 of issue 13) --------------
+
+
+@pytest.mark.parametrize("python", ["/bin/false", "/bin/sleep", "script", "exit0"])
+def test_d09_uninspectable_python_is_not_a_clean_bill(host: Host, tmp_path: Path, python: str) -> None:
+    if python == "script":
+        p = tmp_path / "notpython.sh"
+        p.write_text("#!/bin/sh\necho hello\n")
+        p.chmod(0o755)
+        python = str(p)
+    elif python == "exit0":
+        env = raising_torch_env(tmp_path)
+        init = next((env / "lib").glob("python3.*")) / "site-packages" / "torch" / "__init__.py"
+        init.write_text("import sys; sys.exit(0)\n")
+        python = str(env / "bin" / "python")
+    r = host.doctor("--python", python)
+    assert r.rc == 1, r
+    assert r.status("torch-import") == "fail"
+    text = run_cli("doctor", "--root", str(host.root), "--python", python, base_env=host.env, timeout=300).stdout
+    assert "Nothing failed" not in text
+
+
+@pytest.mark.slow
+def test_d08_cpu_torch_on_a_gpu_host_same_verdict_in_verify_and_doctor(h200: Host, cpu_torch_env: Path) -> None:
+    """The one judgement (compat.judgements.judge_torch_build), from both commands."""
+    doc = h200.doctor("--python", str(cpu_torch_env / "bin" / "python"))
+    assert doc.status("torch-cpu-build") == "fail"
+    env = dict(h200.env)
+    env["PYTHONPATH"] = str(SRC)
+    ver = run_cli("verify", "--json", "--python", str(cpu_torch_env / "bin" / "python"), "--no-bandwidth", "--nproc", "1",
+                  base_env=env, timeout=300)
+    assert ver.returncode == 1, ver.stderr[-2000:]
+    gpus = next(c for c in json.loads(ver.stdout)["checks"] if c["name"] == "gpus")
+    assert gpus["status"] == "fail" and "CPU-only build on a host with GPUs" in gpus["summary"]
+    assert "CPU-only build on a host with GPUs" in doc.check("torch-cpu-build")["evidence"]
+

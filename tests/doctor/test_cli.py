@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.doctor.conftest import Host, h200_env
-from tests.support.cli import start_cli
+from tests.doctor.conftest import Host, h200_env, raising_torch_env
+from tests.support.cli import run_cli, start_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 STATUSES = {"ok", "warn", "fail", "unknown"}
@@ -184,3 +184,43 @@ def test_help_names_the_options(host: Host) -> None:
 
 def lines_of(text: str) -> list[str]:
     return text.strip().splitlines()
+
+
+# --- the target and the report (#4 of issue 13; 80 columns) --------------------------------
+
+
+@pytest.mark.parametrize("how", [["--env", "raise"], ["--env", "./raise"], ["--python", "raise/bin/python"],
+                                 ["VIRTUAL_ENV=."]])
+def test_d04_relative_env_is_inspected(host: Host, tmp_path: Path, how: list[str]) -> None:
+    raising_torch_env(tmp_path)
+    env = dict(host.env)
+    cwd = tmp_path
+    args = how
+    if how == ["VIRTUAL_ENV=."]:
+        env["VIRTUAL_ENV"] = "."
+        cwd = tmp_path / "raise"
+        args = []
+    proc = run_cli("doctor", "--json", "--root", str(host.root), *args, base_env=env, cwd=cwd, timeout=300)
+    data = json.loads(proc.stdout)
+    imp = next(c for c in data["checks"] if c["id"] == "torch-import")
+    assert imp["status"] == "fail" and "broken" in imp["evidence"], imp
+    assert proc.returncode == 1
+    assert os.path.isabs(data["python"])
+
+
+@pytest.mark.slow
+def test_ux_doctor_report_reads_at_80_columns(host: Host, cpu_torch_env: Path) -> None:
+    env = dict(host.env, COLUMNS="80")
+    proc = run_cli("doctor", "--root", str(host.root), "--python", str(cpu_torch_env / "bin" / "python"), "--log", os.devnull,
+                   base_env=env, timeout=300)
+    lines = proc.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
+    ok = [ln for ln in lines if ln.startswith("  ok ")]
+    assert ok and all("fix:" not in ln for ln in ok)
+    data = json.loads(run_cli("doctor", "--json", "--root", str(host.root), "--python", str(cpu_torch_env / "bin" / "python"),
+                              "--log", os.devnull, base_env=env, timeout=300).stdout)
+    assert len(ok) == sum(1 for c in data["checks"] if c["status"] == "ok")
+    bad = [c["id"] for c in data["checks"] if c["status"] in ("warn", "fail") and c["fix"]]
+    fixes = [ln for ln in lines if ln.strip().startswith("fix:")]
+    assert len(fixes) == len(bad)
+

@@ -6,7 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.doctor.conftest import FakeEnv, Host, fake_lib, h200_env, system_libs
+import pytest
+
+from tests.doctor.conftest import (
+    FakeEnv,
+    Host,
+    fake_lib,
+    h200_env,
+    system_libs,
+)
 
 
 def test_h200_system_nccl_and_cudnn_beside_the_bundled_ones_are_warnings(h200: Host, tmp_path: Path) -> None:
@@ -180,3 +188,27 @@ def test_nccl_older_than_torch_was_built_against_without_a_package(h200: Host, f
     assert n["status"] == "fail", n
     assert "NCCL 2.18.1" in n["evidence"] and "built against NCCL 2.19.3" in n["evidence"]
     assert "nvidia-nccl-cu12==2.19.3" in n["fix"]
+
+
+# --- one NCCL verdict with verify ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("code", "status"), [(22803, "warn"), (22602, "fail")])
+def test_ux_shadowed_nccl_same_verdict_in_doctor_and_verify(h200: Host, tmp_path: Path, code: int,
+                                                            status: str) -> None:
+    """A preloaded libnccl other than torch's 2.28.9: doctor's nccl-shadowed and verify's
+    nccl check give the same verdict (the H200 record had warn against fail)."""
+    import torchfit.verify.inspection as v
+
+    env = h200_env(tmp_path)
+    system_libs(h200)
+    version = f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+    lib = tmp_path / "pre" / f"libnccl.so.{version}"
+    lib.parent.mkdir()
+    lib.write_bytes(fake_lib("nccl", code).read_bytes())
+    r = h200.doctor("--python", env.python, env={"LD_PRELOAD": str(lib)})
+    assert r.check("nccl-shadowed")["status"] == status
+    torch = {"version": "2.11.0+cu130", "cuda": "13.0", "nccl_compiled": [2, 28, 9]}
+    check = v.judge_nccl(torch, {"nccl": {"code": code, "path": str(lib), "paths": []}}, {"LD_PRELOAD": str(lib)})
+    assert check.status == status
+

@@ -1,4 +1,6 @@
-"""Regression tests for verify's lock defects of the 2026-11 attack (issue 13): #16, #6."""
+"""verify/__init__.py, the verify run, against a lock: a corrupt lock fails the `lock` check (#16 of
+the 2026-11 attack, issue 13) and an env missing a dependency fails `lock-deps` (#6; the closure
+check install --lock makes too). Real `torchfit verify` subprocesses."""
 
 from __future__ import annotations
 

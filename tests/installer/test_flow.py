@@ -1,6 +1,7 @@
-"""Regression tests for install's lock and hint defects of the 2026-11 attack (issue 13):
-#6 (a lock missing a dependency), #28 (inconsistent locks), the shell-quoted hint.
-Real installs with uv from the local CPU torch wheel."""
+"""installer/flow.py, the install job, end to end: `install --lock` refuses a lock missing a
+dependency (#6 of the 2026-11 attack, issue 13; the closure check) or contradicting itself (#28),
+and the hint it prints to use the env works when pasted. Real installs with uv from the local
+CPU torch wheel."""
 
 from __future__ import annotations
 
