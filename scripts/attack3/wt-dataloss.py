@@ -498,7 +498,7 @@ def _signal_sweep(box: Box, args: list[str], sigs: list[int], count: int, seed: 
         elif res.code == -sig or res.traceback or res.left:
             seen.append(f"{name} at {moment:.2f} s: exit {res.code}" + (" traceback" if res.traceback else "")
                         + (f" left {res.left[0]}" if res.left else ""))
-        elif res.code not in (0, 1, 130):
+        elif res.code not in (0, 1, 130, whole.code):  # the unsignalled run's own answer stands
             seen.append(f"{name} at {moment:.2f} s: exit {res.code}")
         left = [p.name for p in (box.work / "tmp").iterdir() if p.name.startswith("torchfit-")]
         if left and res.code != 0:
