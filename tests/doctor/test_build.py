@@ -245,3 +245,67 @@ def test_d08_cpu_torch_on_a_gpu_host_same_verdict_in_verify_and_doctor(h200: Hos
     assert gpus["status"] == "fail" and "CPU-only build on a host with GPUs" in gpus["summary"]
     assert "CPU-only build on a host with GPUs" in doc.check("torch-cpu-build")["evidence"]
 
+
+# --- attack round 3 (issue 21, class 2): a damaged torch is a failure, with its cause -------
+
+
+def _torch_env(tmp_path: Path, init: str, recorded: str) -> Path:
+    """A real venv whose torch/__init__.py holds `init` while its RECORD holds the hash of `recorded`."""
+    import base64
+    import hashlib
+    import subprocess
+
+    env = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
+    site = next((env / "lib").glob("python*/site-packages"))
+    (site / "torch").mkdir()
+    (site / "torch" / "__init__.py").write_text(init)
+    (site / "torch" / "version.py").write_text("__version__ = '2.13.0+cpu'\ncuda = None\nhip = None\n")
+    info = site / "torch-2.13.0+cpu.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0+cpu\n")
+
+    def digest(text: str) -> str:
+        return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+
+    (info / "RECORD").write_text(
+        f"torch/__init__.py,sha256={digest(recorded)},{len(recorded)}\n"
+        f"torch/version.py,sha256={digest((site / 'torch' / 'version.py').read_text())},60\n"
+        "../../../bin/torchrun,sha256=rewritten-by-the-installer,1\n"
+        "torch-2.13.0+cpu.dist-info/RECORD,,\n")
+    return env
+
+
+GOOD_INIT = "from torch.version import __version__\ncuda = None\n"
+
+
+def test_attack3_an_empty_torch_init_fails_and_names_the_file_that_differs(host: Host, tmp_path: Path) -> None:
+    """What a damaged file in uv's cache gives every env linked from it: torch imports
+    (an empty __init__.py) and knows nothing. doctor said "Nothing failed", exit 0."""
+    host.tool("lspci", "")
+    env = _torch_env(tmp_path, "", GOOD_INIT)
+    r = host.doctor("--env", str(env))
+    assert r.rc == 1
+    imp = r.check("torch-import")
+    assert imp["status"] == "fail" and "no torch.__version__" in imp["evidence"], imp
+    files = r.check("torch-files")
+    assert files["status"] == "fail", files
+    assert "1 of torch's 2 files differ" in files["evidence"] and "torch/__init__.py" in files["evidence"]
+    assert "bin/torchrun" not in files["evidence"]  # scripts are rewritten on install: not judged
+    assert "uv cache clean torch" in files["fix"]
+
+
+def test_attack3_a_healthy_torch_is_not_hashed(host: Host, tmp_path: Path) -> None:
+    host.tool("lspci", "")
+    env = _torch_env(tmp_path, GOOD_INIT, GOOD_INIT)
+    r = host.doctor("--env", str(env))
+    assert r.status("torch-import") == "ok", r.check("torch-import")
+    assert r.status("torch-files") == "ok" and "only when" in r.check("torch-files")["evidence"]
+
+
+def test_attack3_a_torch_that_does_not_import_is_hashed(host: Host, tmp_path: Path) -> None:
+    host.tool("lspci", "")
+    env = _torch_env(tmp_path, "raise ImportError('libtorch_cpu.so: file too short')\n", GOOD_INIT)
+    r = host.doctor("--env", str(env))
+    assert r.status("torch-import") == "fail"
+    assert r.status("torch-files") == "fail" and "torch/__init__.py" in r.check("torch-files")["evidence"]

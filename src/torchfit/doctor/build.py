@@ -76,7 +76,38 @@ def check_torch_import(ctx: Context) -> Verdict:
 
         hint = explain_text(message) or "see the shadowing checks below"
         return fail(f"import torch failed in {w.python}: {kind}: {parse.first_line(message, 400)}", hint)
+    if not t.get("version"):
+        # An empty or truncated torch/__init__.py imports "fine" and defines nothing.
+        return fail(f"torch imports in {w.python} but is damaged: it has no torch.__version__ "
+                    f"({t.get('file') or 'no torch.__file__'}); see torch-files for the files that differ",
+                    DAMAGED_FIX)
     return ok(f"torch {t.get('version')} ({build_label(t)}) from {t.get('file')} ({ctx.python_source})")
+
+
+DAMAGED_FIX = ("uv links files from its cache, so a damaged cache file damages every env built from it: "
+               "`uv cache clean torch`, then reinstall (torchfit install --lock PREFIX/pylock.toml "
+               "--prefix PREFIX --force)")
+
+
+@check("torch-files", "build", "torch's files match its wheel's RECORD (hashed when torch is damaged)")
+def check_torch_files(ctx: Context) -> Verdict:
+    w = ctx.worker
+    if w.python is None:
+        return unknown(w.cause or "no Python to inspect")
+    t = w.torch
+    if t is not None and t.get("imported") and t.get("version"):
+        return ok("torch imports and knows its version; its files are hashed only when it does not")
+    record = ctx.torch_record()
+    if record is None:
+        return unknown("no torch-*.dist-info/RECORD on the interpreter's path: nothing to check the files against")
+    checked, bad = ctx.record_mismatches(record)
+    if not checked:
+        return unknown(f"{record} lists no file with a hash: nothing to check the files against")
+    if not bad:
+        return ok(f"all {checked} files of torch with a hash match {record}")
+    shown = "; ".join(f"{f}: {why}" for f, why in bad[:3]) + (f"; and {len(bad) - 3} more" if len(bad) > 3 else "")
+    return fail(f"{len(bad)} of torch's {checked} files differ from its wheel's RECORD ({record}): {shown}",
+                DAMAGED_FIX)
 
 
 @check("torch-cpu-build", "build", "a GPU host has a GPU build of torch")
