@@ -214,7 +214,10 @@ def test_ux_doctor_report_reads_at_80_columns(host: Host, cpu_torch_env: Path) -
     proc = run_cli("doctor", "--root", str(host.root), "--python", str(cpu_torch_env / "bin" / "python"), "--log", os.devnull,
                    base_env=env, timeout=300)
     lines = proc.stdout.splitlines()
-    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
+    # Wrapped to COLUMNS even through a pipe; a path longer than the width is never broken
+    # (it must stay copyable), so it stands alone on its line.
+    wide = [ln for ln in lines if len(ln) > 80 and len(ln.split()) > 1]
+    assert wide == [], wide
     ok = [ln for ln in lines if ln.startswith("  ok ")]
     assert ok and all("fix:" not in ln for ln in ok)
     data = json.loads(run_cli("doctor", "--json", "--root", str(host.root), "--python", str(cpu_torch_env / "bin" / "python"),

@@ -16,14 +16,18 @@ _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "unknown": "magen
 def render_report(checks: Sequence[Check], ctx: Context) -> None:
     """Grouped by area: one line per ok check; evidence and fix, wrapped, only for
     the checks that did not pass. Readable at 40 columns, nothing cut."""
+    import sys
+
     from rich.markup import escape
 
-    from torchfit.cli.ui.console import console
+    from torchfit.cli.ui.console import console, terminal_width
 
     con = console(soft_wrap=True)
-    # On a terminal, wrapped to its width (at most 120); through a pipe or into a file, not
-    # wrapped and never cut: the report pasted into a bug tracker keeps every fact.
-    width = max(20, min(con.width, 120)) if con.is_terminal else None
+    # Wrapped to $COLUMNS when set, else to the terminal's width (at most 120); through a
+    # pipe or into a file with no COLUMNS, not wrapped; never cut: the report pasted into
+    # a bug tracker keeps every fact.
+    cols = terminal_width(sys.stdout)
+    width = max(20, min(cols, 120)) if cols else None
     for line in format_report(checks, ctx, width):
         status = next((k for k in _STYLE if line.startswith(f"  {k} ")), None)
         text = escape(line)
@@ -47,6 +51,11 @@ def format_report(checks: Sequence[Check], ctx: Context, width: int | None = 80)
             return [first + text]
         import textwrap
 
+        words = text.split()
+        if first.strip() and words and len(first) + len(words[0]) > width:
+            # A first word (a path) too long to follow the head: the head stands alone and
+            # the text starts below it; a path is never broken, so it stays copyable.
+            return [first.rstrip(), *wrap(text, rest, rest)]
         return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest,
                              break_long_words=False, break_on_hyphens=False) or [first.rstrip()]
 
