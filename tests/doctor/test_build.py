@@ -21,6 +21,7 @@ from tests.doctor.conftest import (
     raising_torch_env,
 )
 from tests.support.cli import run_cli
+from tests.support.wheels import record_digest
 
 # What the Fooocus#1313 user saw: driver 470.86 (CUDA 11.4) under a cu121 torch.
 TOO_OLD = ("The NVIDIA driver on your system is too old (found version 11040). Please update your GPU driver by "
@@ -251,8 +252,6 @@ def test_d08_cpu_torch_on_a_gpu_host_same_verdict_in_verify_and_doctor(h200: Hos
 
 def _torch_env(tmp_path: Path, init: str, recorded: str) -> Path:
     """A real venv whose torch/__init__.py holds `init` while its RECORD holds the hash of `recorded`."""
-    import base64
-    import hashlib
     import subprocess
 
     env = tmp_path / "env"
@@ -265,12 +264,9 @@ def _torch_env(tmp_path: Path, init: str, recorded: str) -> Path:
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0+cpu\n")
 
-    def digest(text: str) -> str:
-        return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-
     (info / "RECORD").write_text(
-        f"torch/__init__.py,sha256={digest(recorded)},{len(recorded)}\n"
-        f"torch/version.py,sha256={digest((site / 'torch' / 'version.py').read_text())},60\n"
+        f"torch/__init__.py,{record_digest(recorded.encode())},{len(recorded)}\n"
+        f"torch/version.py,{record_digest((site / 'torch' / 'version.py').read_bytes())},60\n"
         "../../../bin/torchrun,sha256=rewritten-by-the-installer,1\n"
         "torch-2.13.0+cpu.dist-info/RECORD,,\n")
     return env

@@ -9,7 +9,6 @@ real CPU wheel in /opt/wheels and the dependencies come from /opt/pypi; elsewher
 
 from __future__ import annotations
 
-import base64
 import functools
 import hashlib
 import http.server
@@ -28,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import clean_env, run_clean
+from tests.support.wheels import record_digest
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -73,8 +73,7 @@ def _synthetic_wheel(path: Path) -> None:
     with zipfile.ZipFile(path, "w") as zf:
         for name, data in files.items():
             zf.writestr(name, data)
-            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-            record.append(f"{name},sha256={digest},{len(data)}")
+            record.append(f"{name},{record_digest(data)},{len(data)}")
         record.append("torch-2.13.0+cpu.dist-info/RECORD,,")
         zf.writestr("torch-2.13.0+cpu.dist-info/RECORD", "\n".join(record) + "\n")
 

@@ -8,7 +8,6 @@ and the machine's pip configuration (local file:// indexes, PyPI for the rest).
 from __future__ import annotations
 
 import base64
-import hashlib
 import http.server
 import json
 import os
@@ -22,20 +21,13 @@ from typing import Any, ClassVar
 import pytest
 
 from tests.support.cli import run_cli, start_cli
+from tests.support.wheels import sha256_file
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parents[1] / "data" / "installer"
 CPU_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 CPU_ARGS = ("torch==2.13.0", "--variant", "cpu", "--python", "3.11")
 INSTALL_TIMEOUT = 900
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def make_simple_index(root: Path, wheels: list[Path], relative: bool = False) -> Path:
@@ -48,7 +40,7 @@ def make_simple_index(root: Path, wheels: list[Path], relative: bool = False) ->
     projects: dict[str, list[str]] = {}
     for wheel in wheels:
         project = wheel.name.split("-")[0].lower().replace("_", "-")
-        digest = sha256_of(wheel)
+        digest = sha256_file(wheel)
         quoted = wheel.name.replace("+", "%2B")
         if relative:
             (root / "files").mkdir(parents=True, exist_ok=True)

@@ -24,9 +24,8 @@ from tests.installer.conftest import (
     needs_uv,
     one_line_error,
     run_tf,
-    sha256_of,
 )
-from tests.support.wheels import make_wheel
+from tests.support.wheels import make_wheel, sha256_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -142,7 +141,7 @@ def test_compatible_packages_are_installed_locked_and_verified(add_env: Path, li
     after = _packages(add_env)
     for name in ("plugin-pkg", "extra-pure"):
         (wheel,) = after[name]["wheels"]
-        assert wheel["hashes"]["sha256"] == sha256_of(links / wheel["name"])
+        assert wheel["hashes"]["sha256"] == sha256_file(links / wheel["name"])
     assert {n: p for n, p in after.items() if n in before} == before
     tool = tomllib.loads((add_env / "pylock.toml").read_text())["tool"]["torchfit"]
     assert tool["plan"]["project"] == ["needs-torch", "pure-pkg", "plugin-pkg", "extra-pure>=1"]
@@ -283,7 +282,7 @@ def test_pip_installs_what_uv_resolved(tmp_path: Path, torch_index: str, links: 
     assert out["installer"].startswith("pip ") and [d["name"] for d in out["added"]] == ["needs-torch"]
     assert env_dists(prefix)["needs-torch"] == "1.0"
     (wheel,) = _packages(prefix)["needs-torch"]["wheels"]
-    assert wheel["hashes"]["sha256"] == sha256_of(links / wheel["name"])
+    assert wheel["hashes"]["sha256"] == sha256_file(links / wheel["name"])
     assert _tree_digest(_site(prefix) / "torch") == torch_before
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from tests.installer.conftest import CPU_ARGS, needs_uv, run_tf
 from tests.support.mounts import tmpfs
+from tests.support.wheels import record_digest
 
 pytestmark = [pytest.mark.slow, needs_uv]
 
@@ -79,8 +80,6 @@ def test_attack3_install_with_a_full_uv_cache(tmp_path: Path, torch_index: str, 
 
 def _big_wheel(directory: Path, name: str, size: int) -> Path:
     """A real pure-Python wheel whose module carries `size` incompressible bytes."""
-    import base64
-    import hashlib
     import zipfile
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -92,10 +91,7 @@ def _big_wheel(directory: Path, name: str, size: int) -> Path:
         f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: torchfit-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
 
-    def digest(data: bytes) -> str:
-        return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-    record = "".join(f"{p},{digest(d)},{len(d)}\n" for p, d in files.items()) + f"{info}/RECORD,,\n"
+    record = "".join(f"{p},{record_digest(d)},{len(d)}\n" for p, d in files.items()) + f"{info}/RECORD,,\n"
     path = directory / f"{name}-1.0-py3-none-any.whl"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
         for p, d in files.items():

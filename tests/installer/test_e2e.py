@@ -19,6 +19,7 @@ from tests.installer.conftest import (
     needs_uv,
     run_tf,
 )
+from tests.support.wheels import record_digest
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -240,8 +241,6 @@ def _facts_without_python(tmp_path: Path, installable: list[str]) -> Path:
 
 def _fake_torch_wheel(folder: Path, version: str) -> Path:
     """A torch wheel that is not torch: a planted file says so, version.py says `version`."""
-    import base64
-    import hashlib
     import zipfile
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -259,8 +258,7 @@ def _fake_torch_wheel(folder: Path, version: str) -> Path:
         for name, text in files.items():
             data = text.encode()
             zf.writestr(name, data)
-            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-            record.append(f"{name},sha256={digest},{len(data)}")
+            record.append(f"{name},{record_digest(data)},{len(data)}")
         record.append(f"{info}/RECORD,,")
         zf.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
     return path
@@ -272,7 +270,8 @@ def test_a_torch_offered_by_another_source_is_never_installed(tmp_path: Path, to
     """Dependency confusion: an extra index and a find-links directory offer a higher torch (99.0)
     and a different file under the plan's own version (2.13.0+cpu). The env gets the torch index's
     file: the version, the sha256 in the lock, and no planted file."""
-    from tests.installer.conftest import CPU_WHEEL, make_simple_index, sha256_of
+    from tests.installer.conftest import CPU_WHEEL, make_simple_index
+    from tests.support.wheels import sha256_file
 
     if installer == "uv" and not __import__("tests.installer.conftest", fromlist=["have_uv"]).have_uv():
         pytest.skip("uv is not installed")
@@ -286,6 +285,6 @@ def test_a_torch_offered_by_another_source_is_never_installed(tmp_path: Path, to
     out = json.loads(proc.stdout)
     assert out["runtime"]["torch"] == "2.13.0+cpu"
     torch = next(p for p in _lock(prefix)["packages"] if p["name"] == "torch")
-    assert [w["hashes"]["sha256"] for w in torch["wheels"]] == [sha256_of(CPU_WHEEL)]
+    assert [w["hashes"]["sha256"] for w in torch["wheels"]] == [sha256_file(CPU_WHEEL)]
     assert not list(prefix.glob("lib/python3*/site-packages/torch/PLANTED_BY_ANOTHER_INDEX"))
     assert (next(prefix.glob("lib/python3*/site-packages/torch")) / "version.py").read_text().count("2.13.0+cpu")

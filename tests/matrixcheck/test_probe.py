@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.cli import run_cli
+from tests.support.wheels import sha256_file
 from torchfit.errors import WheelFormatError
 from torchfit.index.wheelmeta import FileSource, WheelArchive, parse_central_directory, parse_eocd
 from torchfit.matrixcheck.probe import (
@@ -97,18 +98,9 @@ def test_probe_cli_table_and_json() -> None:
         assert text in table.stdout
     js = run_cli("matrix", "probe", str(LOCAL_WHEEL), "--json")
     (rec,) = json.loads(js.stdout)
-    assert rec["sha256"] == _sha256(LOCAL_WHEEL)
+    assert rec["sha256"] == sha256_file(LOCAL_WHEEL)
     assert rec["sha256_from"] == "file"
 
-
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 @pytest.mark.slow

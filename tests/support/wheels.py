@@ -22,8 +22,18 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 
-def _digest(data: bytes) -> str:
+def record_digest(data: bytes) -> str:
+    """A RECORD line's hash field for `data`: sha256=<urlsafe base64, no padding> (PEP 376)."""
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def sha256_file(path: Path) -> str:
+    """A file's sha256, hex (what an index's #sha256= and a lock carry), read in blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def metadata_text(name: str, version: str, requires: Sequence[str] = (), requires_python: str | None = None) -> str:
@@ -45,7 +55,7 @@ def make_wheel(directory: Path, name: str, version: str, requires: Sequence[str]
         f"{info}/METADATA": metadata_text(name, version, requires, requires_python).encode(),
         f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: torchfit-tests\nRoot-Is-Purelib: true\nTag: {tag}\n".encode(),
     }
-    record = "".join(f"{path},{_digest(data)},{len(data)}\n" for path, data in files.items()) + f"{info}/RECORD,,\n"
+    record = "".join(f"{path},{record_digest(data)},{len(data)}\n" for path, data in files.items()) + f"{info}/RECORD,,\n"
     path = directory / f"{dist}-{version}-{tag}.whl"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
         for name_in_zip, data in files.items():
