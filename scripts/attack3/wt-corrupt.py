@@ -318,6 +318,69 @@ def probe_hang(box: Box) -> str | None:
                         extra=("--timeout", "1"))
 
 
+def _broken_env(box: Box, how: str) -> Path:
+    env = box.copy_env()
+    for name in ("python", "python3"):
+        exe = env / "bin" / name
+        if exe.is_symlink() or exe.exists():
+            exe.unlink()
+        if how == "dangling":
+            exe.symlink_to("/nonexistent/python3.11")
+        elif how == "loop":
+            exe.symlink_to(name)
+    return env
+
+
+def _damaged_env_case(how: str) -> Callable[[Box], str | None]:
+    def case(box: Box) -> str | None:
+        env = _broken_env(box, how)
+        seen = []
+        for cmd in ("verify", "doctor"):
+            res = box.tf(cmd, "--env", str(env), timeout=120)
+            if res.code != 1 or "broken" not in res.err:
+                seen.append(f"{cmd} exit {res.code}")
+        marker = box.work / "ran"
+        res = box.tf("run", "--env", str(env), "--", "python", "-c", f"open({str(marker)!r}, 'w')", timeout=60)
+        if marker.exists():
+            seen.append("run ran the command with another python")
+        elif res.code != 1:
+            seen.append(f"run exit {res.code}")
+        return "; ".join(seen) or None
+    return case
+
+
+def doctor_empty_init(box: Box) -> str | None:
+    env = box.copy_env()
+    init = next((env / "lib").glob("python*/site-packages/torch/__init__.py"))
+    init.unlink()  # a fresh file: the copy's original may be linked from uv's cache
+    init.write_text("")
+    res = box.tf("doctor", "--env", str(env), timeout=180)
+    if res.code == 0 or "Nothing failed" in res.text:
+        return f"doctor on a torch with an empty __init__.py: exit {res.code}, 'Nothing failed'"
+    if "RECORD" not in res.text:
+        return f"doctor exit {res.code}, no word of the file that differs from RECORD"
+    return None
+
+
+def uv_cache_damaged(box: Box) -> str | None:
+    cache = box.work / "uv-cache"
+    env = {"UV_CACHE_DIR": str(cache)}
+    args = ("install", "torch==2.13.0", "--variant", "cpu", "--python", "3.11", "--torch-index-url",
+            box.torch_index)
+    first = box.tf(*args, "--prefix", str(box.work / "first"), env=env, timeout=600)
+    inits = sorted(cache.glob("archive-v0/*/torch/__init__.py"))
+    if first.code != 0 or not inits:
+        return f"setup: install exit {first.code}, {len(inits)} torch in uv's cache"
+    inits[0].write_bytes(b"")
+    second = box.tf(*args, "--prefix", str(box.work / "second"), env=env, timeout=600)
+    if second.code == 0:
+        return "install from a damaged uv cache: exit 0, 'created' while import torch fails"
+    verify = box.tf("verify", "--env", str(box.work / "first"), timeout=300)
+    if "RECORD" not in verify.text:
+        return f"install exit {second.code}; verify exit {verify.code} names no file that differs from RECORD"
+    return None
+
+
 CASES = [
     Case("2-lock-inject-index", 2, "install --lock: a version with a newline and --extra-index-url (uv)",
          lock_injects_index),
@@ -327,6 +390,15 @@ CASES = [
          fifo_start_up_cache),
     Case("2-fifo-http-cache", 2, "matrix probe with FIFOs in place of the HTTP cache's body and record",
          fifo_http_cache),
+    Case("2-env-python-missing", 2, "verify, doctor, run on an env whose bin/python is gone",
+         _damaged_env_case("missing")),
+    Case("2-env-python-dangling", 2, "verify, doctor, run on an env whose bin/python is a dangling symlink",
+         _damaged_env_case("dangling")),
+    Case("2-env-python-loop", 2, "verify, doctor, run on an env whose bin/python is a symlink loop",
+         _damaged_env_case("loop")),
+    Case("2-doctor-empty-init", 2, "doctor on a torch whose __init__.py is empty", doctor_empty_init),
+    Case("2-uv-cache-damaged", 2, "install from a uv cache whose torch/__init__.py is emptied; verify the older env",
+         uv_cache_damaged),
     Case("3-gzip-bomb-page", 3, "matrix probe --torch: the index page is a gzip bomb (2 GiB inflated)",
          gzip_bomb_page),
     Case("3-range-ignored-huge", 3, "matrix probe URL: the server ignores Range and sends 1 GiB",

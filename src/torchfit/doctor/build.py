@@ -24,6 +24,7 @@ from torchfit.doctor import parse
 from torchfit.doctor.context import Context, decode_lib
 from torchfit.doctor.model import Verdict, check, fail, ok, unknown, warn
 from torchfit.errors import BadInput
+from torchfit.lock.closure import DAMAGED_FIX, format_mismatches, record_mismatches
 
 RESOLVE = "`torchfit resolve` picks the build that fits this host (then `torchfit install`)"
 
@@ -84,11 +85,6 @@ def check_torch_import(ctx: Context) -> Verdict:
     return ok(f"torch {t.get('version')} ({build_label(t)}) from {t.get('file')} ({ctx.python_source})")
 
 
-DAMAGED_FIX = ("uv links files from its cache, so a damaged cache file damages every env built from it: "
-               "`uv cache clean torch`, then reinstall (torchfit install --lock PREFIX/pylock.toml "
-               "--prefix PREFIX --force)")
-
-
 @check("torch-files", "build", "torch's files match its wheel's RECORD (hashed when torch is damaged)")
 def check_torch_files(ctx: Context) -> Verdict:
     w = ctx.worker
@@ -100,14 +96,12 @@ def check_torch_files(ctx: Context) -> Verdict:
     record = ctx.torch_record()
     if record is None:
         return unknown("no torch-*.dist-info/RECORD on the interpreter's path: nothing to check the files against")
-    checked, bad = ctx.record_mismatches(record)
+    checked, bad = record_mismatches(record)
     if not checked:
         return unknown(f"{record} lists no file with a hash: nothing to check the files against")
     if not bad:
         return ok(f"all {checked} files of torch with a hash match {record}")
-    shown = "; ".join(f"{f}: {why}" for f, why in bad[:3]) + (f"; and {len(bad) - 3} more" if len(bad) > 3 else "")
-    return fail(f"{len(bad)} of torch's {checked} files differ from its wheel's RECORD ({record}): {shown}",
-                DAMAGED_FIX)
+    return fail(format_mismatches(record, checked, bad), DAMAGED_FIX)
 
 
 @check("torch-cpu-build", "build", "a GPU host has a GPU build of torch")

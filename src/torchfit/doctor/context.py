@@ -151,7 +151,7 @@ class Context:
 
     def torch_record(self) -> str | None:
         """torch's RECORD (…/torch-X.dist-info/RECORD) on the target interpreter's path, or None."""
-        import glob
+        from torchfit.lock.closure import env_site_dirs, find_record
 
         w = self.worker
         file = (w.torch or {}).get("file") if w.torch else None
@@ -159,48 +159,8 @@ class Context:
         py = w.meta.get("python")
         roots += [p for p in (py.get("path") or []) if isinstance(p, str)] if isinstance(py, dict) else []
         if w.prefix:
-            roots += sorted(glob.glob(os.path.join(w.prefix, "lib", "python*", "site-packages")))
-        for root in dict.fromkeys(roots):
-            found = sorted(glob.glob(os.path.join(glob.escape(root), "torch-*.dist-info", "RECORD")))
-            if found:
-                return found[0]
-        return None
-
-    def record_mismatches(self, record: str) -> tuple[int, list[tuple[str, str]]]:
-        """(files checked, [(file, what is wrong)]) for the files `record` lists with a hash:
-        each file's digest against the one its wheel recorded (a file damaged in uv's
-        cache is damaged in every env uv linked it into)."""
-        import base64
-        import hashlib
-
-        from torchfit.doctor.parse import parse_record
-
-        site = os.path.dirname(os.path.dirname(record))
-        try:  # the env's own file (not the host's: never under --root)
-            with open(record, encoding="utf-8", errors="replace") as fh:
-                text = fh.read(64 << 20)
-        except OSError:
-            text = ""
-        bad: list[tuple[str, str]] = []
-        # Scripts outside site-packages (../../../bin/torchrun) get their #! line rewritten by
-        # the installer and by torchfit's relocation: only the package's own files are judged.
-        rows = [r for r in parse_record(text) if not r[0].startswith(("../", "/"))]
-        for rel, algo, digest in rows:
-            path = os.path.normpath(os.path.join(site, rel))
-            try:
-                h = hashlib.new(algo)
-                with open(path, "rb") as fh:
-                    for block in iter(lambda fh=fh: fh.read(1 << 20), b""):
-                        h.update(block)
-            except ValueError:
-                continue  # an algorithm hashlib does not have: not judged
-            except OSError as exc:
-                bad.append((rel, f"cannot be read ({exc.strerror})"))
-                continue
-            got = base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
-            if got != digest.rstrip("="):
-                bad.append((rel, f"{algo} {got} where RECORD says {digest}"))
-        return len(rows), bad
+            roots += env_site_dirs(w.prefix)
+        return find_record(roots)
 
     def why_unreadable(self, path: str) -> str:
         try:

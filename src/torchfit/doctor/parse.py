@@ -354,15 +354,3 @@ def parse_osrelease(text: str) -> str | None:
         return token
     return None
 
-
-def parse_record(text: str) -> list[tuple[str, str, str]]:
-    """A wheel's RECORD (PEP 376/427, CSV): (path, algorithm, urlsafe-base64 digest) of every
-    file that has a hash; rows without one (RECORD itself, .pyc written later) are left out."""
-    import csv
-
-    out = []
-    for row in csv.reader(text.splitlines()):
-        if len(row) >= 2 and "=" in row[1] and row[0]:
-            algo, _, digest = row[1].partition("=")
-            out.append((row[0], algo.strip().lower(), digest.strip()))
-    return out

@@ -106,6 +106,12 @@ def compare_build(plan: Plan, probe: Mapping[str, Any], pin: NcclPin) -> BuildRe
         runtime["cudnn"] = cudnn
         if plan.cudnn and cudnn and not same_release(cudnn, plan.cudnn, 3):
             warns.append(f"cuDNN {cudnn} is installed; the matrix says {plan.cudnn} for {plan.variant}")
+    imported = probe.get("import")
+    if imported is not None and not imported.get("ok") and pin.mechanism not in ("ld-preload", "wheel-override"):
+        fails.append(f"`import torch` fails in the new env: {imported.get('error')}; a file of the install is "
+                     "damaged (uv links files from its cache, so one damaged there breaks every env built from "
+                     "it): `uv cache clean torch`, then install again")
+        return BuildReport(tuple(fails), tuple(warns), runtime, dists)
     _check_nccl(plan, probe, pin, dists, runtime, fails, warns)
     return BuildReport(tuple(fails), tuple(warns), runtime, dists)
 

@@ -356,13 +356,14 @@ class InstallJob:
 
     def _check(self, ctx: StepContext, env_dir: str) -> BuildReport:
         lib = self.pin.library if self.pin.mechanism == "ld-preload" else ""
-        # A chosen NCCL must load with this torch: import it under the pin.
-        import_torch = self.pin.mechanism in ("ld-preload", "wheel-override")
+        # torch is imported for real: a file damaged in uv's cache is linked into the env and
+        # only an import shows it (version.py alone read fine); a chosen NCCL must load too.
+        import_torch = True
         argv = probe_argv(env_python(env_dir), lib, import_torch)
         env = without_index_variables()  # the env's Python needs no package source
-        detail = "the installed build against the plan"
-        if import_torch:
-            detail += ", and import torch with the NCCL pin"
+        detail = "the installed build against the plan, and import torch"
+        if self.pin.mechanism in ("ld-preload", "wheel-override"):
+            detail += " with the NCCL pin"
             if lib:
                 env["LD_PRELOAD"] = lib + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
         res = ctx.run("check", argv, env, detail, check=False)

@@ -8,6 +8,11 @@ disagree): it runs `workers/closure_worker.py` in the env, which lists the env's
 distributions and its marker environment (one `closure` record, the workers' record
 protocol), and `judge_closure` does with them what `pip check` does, without needing
 pip or uv in the env (a uv-made venv has no pip).
+
+Whole also means undamaged: `record_mismatches` hashes a distribution's files against
+its wheel's RECORD (PEP 376/427). uv links files from its cache into every env, so one
+file damaged there breaks each env built from it; doctor (torch-files) and verify (an
+inspection that fails importing torch) name the files that differ and the fix.
 """
 
 from __future__ import annotations
@@ -118,3 +123,93 @@ def find_closure_problems(
             if not ok:
                 problems.append(f"{name} {version} requires {req}, but {req.name} {have} is installed")
     return problems
+
+
+# --- RECORD: are the files of a distribution the ones its wheel held? ----------------------
+
+DAMAGED_FIX = ("uv links files from its cache, so a damaged cache file damages every env built from it: "
+               "`uv cache clean torch`, then reinstall (torchfit install --lock PREFIX/pylock.toml "
+               "--prefix PREFIX --force)")
+
+
+def parse_record(text: str) -> list[tuple[str, str, str]]:
+    """A wheel's RECORD (CSV): (path, algorithm, urlsafe-base64 digest) of every file with a
+    hash; rows without one (RECORD itself, .pyc written later) are left out."""
+    import csv
+
+    out = []
+    for row in csv.reader(text.splitlines()):
+        if len(row) >= 2 and "=" in row[1] and row[0]:
+            algo, _, digest = row[1].partition("=")
+            out.append((row[0], algo.strip().lower(), digest.strip()))
+    return out
+
+
+def find_record(roots: Sequence[str], project: str = "torch") -> str | None:
+    """`project`'s `*.dist-info/RECORD` in the first of `roots` (site directories) that has one."""
+    import glob
+    import os
+
+    for root in dict.fromkeys(roots):
+        found = sorted(glob.glob(os.path.join(glob.escape(root), f"{project}-*.dist-info", "RECORD")))
+        if found:
+            return found[0]
+    return None
+
+
+def env_site_dirs(prefix: str) -> list[str]:
+    """The site-packages directories of the env at `prefix` (lib/pythonX.Y/site-packages)."""
+    import glob
+    import os
+
+    return sorted(glob.glob(os.path.join(glob.escape(prefix), "lib", "python*", "site-packages")))
+
+
+def record_mismatches(record: str) -> tuple[int, list[tuple[str, str]]]:
+    """(files checked, [(file, what is wrong)]) for the files `record` lists with a hash.
+
+    Scripts outside site-packages (../../../bin/torchrun) get their #! line rewritten by
+    the installer and by torchfit's relocation: only the package's own files are judged.
+    """
+    import base64
+    import hashlib
+    import os
+
+    site = os.path.dirname(os.path.dirname(record))
+    try:
+        with open(record, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(64 << 20)
+    except OSError:
+        return 0, []
+    rows = [r for r in parse_record(text) if not r[0].startswith(("../", "/"))]
+    bad: list[tuple[str, str]] = []
+    for rel, algo, digest in rows:
+        path = os.path.normpath(os.path.join(site, rel))
+        try:
+            h = hashlib.new(algo)
+            with open(path, "rb") as fh:
+                for block in iter(lambda fh=fh: fh.read(1 << 20), b""):  # type: ignore[misc]
+                    h.update(block)
+        except ValueError:
+            continue  # an algorithm hashlib does not have: not judged
+        except OSError as exc:
+            bad.append((rel, f"cannot be read ({exc.strerror})"))
+            continue
+        got = base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
+        if got != digest.rstrip("="):
+            bad.append((rel, f"{algo} {got} where RECORD says {digest}"))
+    return len(rows), bad
+
+
+def format_mismatches(record: str, checked: int, bad: Sequence[tuple[str, str]]) -> str:
+    shown = "; ".join(f"{f}: {why}" for f, why in bad[:3]) + (f"; and {len(bad) - 3} more" if len(bad) > 3 else "")
+    return f"{len(bad)} of torch's {checked} files differ from its wheel's RECORD ({record}): {shown}"
+
+
+def explain_damaged_torch(prefix: str) -> str | None:
+    """One line naming torch's files that differ from its RECORD in the env at `prefix`, or None."""
+    record = find_record(env_site_dirs(prefix))
+    if record is None:
+        return None
+    checked, bad = record_mismatches(record)
+    return format_mismatches(record, checked, bad) if bad else None

@@ -231,14 +231,18 @@ class Inspection:
         errors = [r for r in self.tail.records if r.get("kind") == "error"]
         if errors:
             e = errors[-1]
-            return [
-                Check(
-                    "inspect",
-                    Status.FAIL,
-                    f"the inspection failed at stage '{e.get('stage')}': {e.get('type')}: {e.get('message')}",
-                    lines_tail(e.get("traceback"), 20),
-                )
-            ]
+            what = f"the inspection failed at stage '{e.get('stage')}': {e.get('type')}: {e.get('message')}"
+            hint = None
+            if e.get("stage") == "import-torch":
+                # A file damaged in uv's cache (linked into the env) is the cause to rule out first.
+                from torchfit.lock.closure import DAMAGED_FIX, explain_damaged_torch
+
+                prefix = os.path.dirname(os.path.dirname(os.path.abspath(self.child.argv[0])))
+                damage = explain_damaged_torch(prefix)
+                if damage:
+                    what += f"; {damage}"
+                    hint = DAMAGED_FIX
+            return [Check("inspect", Status.FAIL, what, lines_tail(e.get("traceback"), 20), hint=hint)]
         if not self.tail.records:
             full = full_place(self.tail.path)
             if full is not None:  # the report could not be written: say where the space ran out

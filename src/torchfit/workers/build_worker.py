@@ -123,9 +123,13 @@ def probe(argv):
     lib = argv[1] if len(argv) > 1 else ""
     if len(argv) > 2 and argv[2] == "import":
         try:
-            importlib.import_module("torch")
+            torch = importlib.import_module("torch")
 
-            out["import"] = {"ok": True}
+            if getattr(torch, "__version__", None):
+                out["import"] = {"ok": True}
+            else:  # an empty or truncated torch/__init__.py imports and defines nothing
+                out["import"] = {"ok": False, "error": "torch imports but has no torch.__version__ "
+                                                      "(its __init__.py is empty or damaged)"}
         except BaseException as exc:
             out["import"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         rt = runtime()
