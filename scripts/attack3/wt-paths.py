@@ -339,3 +339,81 @@ CASES += [
     Case("4-non-utf8-prefix", 4, "install --prefix with bytes that are not UTF-8", non_utf8_prefix),
     Case("4-long-name-prefix", 4, "install --prefix with a 240-byte name", long_name_prefix),
 ]
+
+
+# --- class 7: shared machines ------------------------------------------------------------------
+
+COLLEAGUE = "tfcolleague"
+DEPS = ("packaging", "resolvelib", "rich", "pygments", "markdown_it", "mdurl", "requests", "urllib3", "idna",
+        "charset_normalizer", "certifi", "elftools")
+
+
+def _shared_world(box: Box) -> tuple[Path, str]:
+    """A world-readable copy of the checkout's src and torchfit's imports, for the second user's
+    /usr/bin/python3 (this interpreter may live under /root)."""
+    import importlib
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="tf-attack3-", dir="/tmp"))
+    box.on_exit(lambda: shutil.rmtree(base, ignore_errors=True))
+    base.chmod(0o1777)
+    for name in DEPS:
+        src = Path(importlib.import_module(name).__file__ or "").parent
+        shutil.copytree(src, base / "site" / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(box.src, base / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(["chmod", "-R", "a+rX", str(base / "site"), str(base / "src")], check=True)
+    if subprocess.run(["id", COLLEAGUE], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", COLLEAGUE], check=True)
+    return base, f"{base / 'src'}:{base / 'site'}"
+
+
+def _umask077_env(base: Path) -> Path:
+    prefix = base / "env"
+    subprocess.run(["bash", "-c", f"umask 077 && /usr/bin/python3 -m venv --without-pip '{prefix}' "
+                    f"&& touch '{prefix}/bin/torchfit-env' '{prefix}/pylock.toml'"], check=True, timeout=120)
+    return prefix
+
+
+def _colleague_case(*command: str) -> Callable[[Box], str | None]:
+    def fn(box: Box) -> str | None:
+        base, pythonpath = _shared_world(box)
+        prefix = _umask077_env(base)
+        args = [command[0], "--env", str(prefix), *command[1:]]
+        env = ["PATH=/usr/bin:/bin", f"HOME={base}", f"PYTHONPATH={pythonpath}", "LANG=C.UTF-8"]
+        res = subprocess.run(["runuser", "-u", COLLEAGUE, "--", "env", "-i", *env, "/usr/bin/python3", "-m",
+                              "torchfit", *args], capture_output=True, text=True, timeout=120, cwd="/")
+        line = next((ln for ln in res.stderr.splitlines() if "error" in ln), res.stderr.strip()[-120:])
+        if "permission denied" in res.stderr and "drwx------" in res.stderr and res.returncode == 1:
+            return None
+        return f"exit {res.returncode}: {line[:150]}"
+    return fn
+
+
+def install_warns_unshared(box: Box) -> str | None:
+    import grp
+
+    subprocess.run(["groupadd", "-f", "tfteam"], check=True, capture_output=True)
+    team = box.work / "team"
+    team.mkdir()
+    os.chown(team, -1, grp.getgrnam("tfteam").gr_gid)
+    team.chmod(0o2775)
+    res = box.tf("install", *CPU, "--torch-index-url", box.torch_index, "--prefix", str(team / "env"),
+                 timeout=600, preexec_fn=lambda: os.umask(0o077))
+    if res.code != 0:
+        return f"install failed ({res.code})"
+    if not any("umask" in ln and "tfteam" in ln for ln in res.err.splitlines()):
+        return "no warning: the env is drwx------ in a directory shared with group tfteam"
+    return None
+
+
+CASES += [
+    Case("7-umask077-verify", 7, "verify --env of an env built under umask 077, by another user",
+         _colleague_case("verify", "--nproc", "1")),
+    Case("7-umask077-doctor", 7, "doctor --env of an env built under umask 077, by another user",
+         _colleague_case("doctor")),
+    Case("7-umask077-run", 7, "run --env of an env built under umask 077, by another user",
+         _colleague_case("run", "--", "python", "-c", "pass")),
+    Case("7-install-umask-warning", 7, "install under umask 077 into a setgid group directory: a warning",
+         install_warns_unshared),
+]

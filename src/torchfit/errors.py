@@ -19,9 +19,12 @@ no, 2 = bad input. Every message passes through `redact`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchfit.redact import redact
+
+if TYPE_CHECKING:
+    from torchfit.access import Denied
 
 
 class TorchfitError(Exception):
@@ -313,6 +316,19 @@ class BrokenEnv(TorchfitError):
 
     def details(self) -> dict[str, Any]:
         return {"prefix": self.prefix, "broken": self.what}
+
+
+class PermissionDenied(TorchfitError):
+    """This user may not use a path another user made (exit 1): access.Denied's sentence."""
+
+    reference = "permission-denied"
+
+    def __init__(self, what: str, denied: Denied, within: str | None = None) -> None:
+        self.path = denied.path
+        super().__init__(f"{what}: {denied.sentence()}", hint=denied.hint(within))
+
+    def details(self) -> dict[str, Any]:
+        return {"path": self.path}
 
 
 class PrefixBusy(TorchfitError):

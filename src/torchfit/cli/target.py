@@ -55,9 +55,10 @@ def target_python(args: argparse.Namespace, environ: Mapping[str, str]) -> Targe
         return Target(os.path.abspath(found), None, "--python")
     if getattr(args, "env", None):
         prefix = os.path.abspath(os.path.expanduser(args.env))
+        refuse_denied(f"--env {args.env}", prefix)  # another user's env: said as such, before "not a venv"
+        found = _env_python(prefix) if os.path.isdir(prefix) else None
         if not os.path.isdir(prefix):
             raise BadInput(f"--env {args.env}: not a directory")
-        found = _env_python(prefix)
         if found is None:
             check_env_intact(prefix)
             raise BadInput(f"--env {args.env}: no bin/python or bin/python3 in it (not a venv or conda env)")
@@ -82,6 +83,27 @@ def check_env_intact(prefix: str) -> None:
 
     if is_env_dir(prefix) and env_python(prefix, ENV_NAMES) is None:
         raise BrokenEnv(prefix, explain_env_python(prefix, ENV_NAMES), rebuild_hint(prefix))
+
+
+def refuse_denied(what: str, prefix: str, also: tuple[str, ...] = ()) -> None:
+    """PermissionDenied (exit 1: who owns what, which mode) when this user may not use the env
+    at `prefix`: enter it, run its bin/python (and the interpreter it links to), read its
+    pyvenv.cfg and lib/ (and `also`, under the prefix): an env of another user's, not a broken one."""
+    from torchfit.access import find_denied
+    from torchfit.errors import PermissionDenied
+
+    denied = find_denied(prefix)
+    wanted = [(n, os.X_OK) for n in ENV_NAMES] + [("pyvenv.cfg", os.R_OK), ("lib", os.R_OK)]
+    wanted += [(n, os.R_OK) for n in also]
+    for name, need in wanted:
+        if denied is not None:
+            break
+        path = os.path.join(prefix, name)
+        parent = os.path.dirname(path)
+        if os.path.lexists(path) or (os.path.isdir(parent) and not os.access(parent, os.X_OK)):
+            denied = find_denied(path, need)
+    if denied is not None:
+        raise PermissionDenied(what, denied, within=prefix)
 
 
 def _env_python(prefix: str) -> str | None:

@@ -199,6 +199,7 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
         os.makedirs(parent, exist_ok=True)
     except OSError as exc:
         raise BadInput(f"--prefix {args.prefix}: cannot create {parent} ({exc.strerror})") from None
+    _warn_unshared(prefix, observer)
     _JOB.append(job)
     with interrupts_raise(), PrefixLock(prefix, args.wait, observer.info):
         check_prefix(prefix, args.force)  # again, now that no other install can race us
@@ -229,6 +230,25 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
         sys.stderr.write(f"torchfit: {', '.join(job.late_signals)} arrived after {shown(prefix)} had been replaced: "
                          "the install was already complete and is kept\n")
     return 0
+
+
+def _warn_unshared(prefix: str, observer: Any) -> None:
+    """A shared machine: the env is built with this process's umask; say so when the group
+    that shares PREFIX's parent directory could then not use it (umask 077 in a team's directory)."""
+    import stat
+
+    from torchfit.access import shared_group, umask
+    from torchfit.inputs import shown
+
+    parent = os.path.dirname(prefix)
+    group = shared_group(parent)
+    mask = umask()
+    if group is None or not mask & 0o050:  # the group keeps r-x: nothing lost
+        return
+    mode = stat.filemode(os.stat(parent).st_mode)
+    observer.warn(f"umask {mask:04o}: the env will be usable by you only, though {shown(parent)} ({mode}) is shared "
+                  f"with group {group}: its members could not run it; install under `umask 002` (or 022), or "
+                  f"run `chmod -R g+rX {shown(prefix)}` afterwards")
 
 
 def _summary(result: Any) -> None:

@@ -44,6 +44,9 @@ def run(args: argparse.Namespace) -> int:
 
     prefix = os.path.abspath(os.path.expanduser(args.env))
     script = os.path.join(prefix, "bin", ENV_SCRIPT)
+    from torchfit.cli.target import refuse_denied
+
+    refuse_denied(f"--env {shown(args.env)}", prefix, also=(f"bin/{ENV_SCRIPT}",))
     if not os.path.isdir(prefix):
         raise BadInput(f"--env {shown(args.env)}: no such directory")
     if os.pathsep in prefix:  # PATH has no quoting: PREFIX/bin could not come first
