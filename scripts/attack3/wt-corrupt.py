@@ -115,6 +115,12 @@ def _handler(fn: Callable[[http.server.BaseHTTPRequestHandler], None]) -> type[h
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
+        def handle(self) -> None:
+            try:
+                super().handle()
+            except OSError:  # the client hung up (it refused the body): expected here
+                pass
+
         def do_GET(self) -> None:
             try:
                 fn(self)
