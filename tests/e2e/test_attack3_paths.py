@@ -69,3 +69,10 @@ def test_attack3_a_prefix_with_terminal_controls_works_and_is_shown_escaped(
 
 def shell_quote(path: str) -> str:
     return "'" + path.replace("'", "'\\''") + "'"
+
+
+def test_attack3_export_shows_the_file_it_wrote_escaped(tf: Tf, tmp_path: Path) -> None:
+    out = tmp_path / "\x1b[2Jreq\u202etxt"
+    code, _, err = tf.run("export", "--format", "requirements", *CPU_ARGS, "--assume", "gpu=none", "-o", str(out))
+    assert code == 0 and out.is_file(), err
+    assert not any(r in err for r in RAW) and f"wrote {shown(str(out))} " in err, err

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from torchfit.errors import ProbeFailed, SlurmMissing, ToolMissing, ToolTimeout
-from torchfit.runner import Runner
+from torchfit.runner import Runner, index_variables
 
 BEGIN = "torchfit-fleet-node"
 END = "torchfit-fleet-end"
@@ -93,7 +93,8 @@ def srun_complaint(stderr: str) -> str | None:
 def run_srun(runner: Runner, argv: Sequence[str], bound: float) -> tuple[str, str, bool]:
     """Run srun for at most `bound` seconds: (stdout, stderr, timed_out)."""
     try:
-        res = runner.run(list(argv), timeout=bound)
+        # srun hands its environment to every task on every node: no package source or credential goes
+        res = runner.run(list(argv), timeout=bound, unset=index_variables())
     except ToolMissing:
         raise SlurmMissing(argv[0]) from None
     except ToolTimeout as exc:

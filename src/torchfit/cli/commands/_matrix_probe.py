@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from torchfit.errors import BadInput
+from torchfit.inputs import terminal_text
 
 
 def run_probe(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], Any],
@@ -180,7 +181,7 @@ def _index_targets(args: argparse.Namespace, failures: list[tuple[str, str]]) ->
             try:
                 pages[idx] = client.project_page(idx, "torch")
             except (IndexUnavailable, IndexMalformed) as exc:
-                sys.stderr.write(f"torchfit: {exc}\n")
+                sys.stderr.write(f"torchfit: {terminal_text(str(exc))}\n")
                 failures.append(("torch's index page", exc.message))
                 failed_pages.add(idx)
                 pages[idx] = None
@@ -223,14 +224,16 @@ def run_update_from_probe(args: argparse.Namespace, matrix_text: Callable[[str |
     text, path = matrix_text(args.matrix)
     diff, summary = propose_from_probe(text, matrix, facts, path=path)
     for line in summary:
-        sys.stderr.write(f"torchfit: {line}\n")
+        sys.stderr.write(f"torchfit: {terminal_text(line)}\n")
     if args.output:
         from torchfit.cli.ui.output import write_output
 
         write_output(args.output, diff, "--output")
-        sys.stderr.write(f"proposed changes written to {args.output} ({len(diff.splitlines())} lines); "
+        from torchfit.inputs import shown
+
+        sys.stderr.write(f"proposed changes written to {shown(args.output)} ({len(diff.splitlines())} lines); "
                          "review, then apply with `git apply`\n" if diff else
-                         f"no changes proposed; {args.output} is empty\n")
+                         f"no changes proposed; {shown(args.output)} is empty\n")
     else:
         sys.stdout.write(diff)
     return 1 if diff else 0

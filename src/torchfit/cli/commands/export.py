@@ -93,7 +93,9 @@ def run(args: argparse.Namespace) -> int:
         from torchfit.cli.ui.output import write_output
 
         write_output(args.output, text, "-o")
-        sys.stderr.write(f"torchfit: wrote {args.output} ({args.format}: "
+        from torchfit.inputs import shown
+
+        sys.stderr.write(f"torchfit: wrote {shown(args.output)} ({args.format}: "
                          f"{', '.join(f'{n} {v}' for n, v in stack.family)}, {stack.variant})\n")
     else:
         sys.stdout.write(text)

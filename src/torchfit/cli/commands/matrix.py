@@ -172,9 +172,11 @@ def _check(args: argparse.Namespace, *, update: bool) -> int:
             from torchfit.cli.ui.output import write_output
 
             write_output(args.output, diff, "--output")
-            sys.stderr.write(f"proposed changes written to {args.output} ({len(diff.splitlines())} lines); "
+            from torchfit.inputs import shown
+
+            sys.stderr.write(f"proposed changes written to {shown(args.output)} ({len(diff.splitlines())} lines); "
                              "review, then apply with `git apply`\n" if diff else
-                             f"no changes proposed; {args.output} is empty\n")
+                             f"no changes proposed; {shown(args.output)} is empty\n")
         else:
             sys.stdout.write(diff)
         return 0 if report.ok else 1
