@@ -440,6 +440,22 @@ class IndexClient:
         return got.body.decode("utf-8", errors="replace")
 
 
+def check_no_downgrade(client: IndexClient, index_url: str, project: str = "torch") -> None:
+    """IndexUnavailable when an https index sends `project`'s page, or lists its files, over
+    plain http (a redirect, or http:// links): uv and pip would follow either silently and
+    fetch the wheels in clear. Nothing for an http:// or file:// index (refused or allowed
+    elsewhere); a page the index does not have is left to the installer to report."""
+    if urlsplit(index_url).scheme.lower() != "https" or client.allow_insecure:
+        return
+    page = client.project_page(index_url, project)  # each redirect hop checked by the client
+    plain = [f.url for f in page.files if urlsplit(f.url).scheme.lower() == "http"] if page else []
+    if plain:
+        raise IndexUnavailable(
+            index_url, f"lists {len(plain)} {project} file(s) over plain http ({redact(plain[0])}); refused: "
+                       "the wheels would travel unencrypted",
+            hint="fix the mirror, or pass --allow-insecure-index to install from it anyway")
+
+
 def _too_big(url: str, limit: int, declared: int | None = None) -> IndexMalformed:
     size = f"{declared} bytes" if declared is not None else f"more than {limit} bytes"
     return IndexMalformed(url, f"the answer is {size} (decompressed); torchfit reads at most {limit} "
@@ -469,4 +485,4 @@ def _user_agent() -> str:
     return f"torchfit/{__version__} (+matrix check)"
 
 
-__all__ = ["ACCEPT_SIMPLE", "IndexClient"]
+__all__ = ["ACCEPT_SIMPLE", "IndexClient", "check_no_downgrade"]

@@ -187,6 +187,12 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
         find_links=[*args.find_links, *(files.find_links if files else ())], offline=args.offline,
         allow_insecure=args.allow_insecure_index, pip=load_pip_config(), torch_index_flag=flag,
     )
+    if not args.offline and not args.allow_insecure_index and sources.torch_index.lower().startswith("https://"):
+        # uv and pip follow an https -> http redirect silently (uv 0.13.9, measured): the torch
+        # index is read once here, each hop checked, before either is asked.
+        from torchfit.index.client import IndexClient, check_no_downgrade
+
+        check_no_downgrade(IndexClient(retries=1, honor_max_age=True), sources.torch_index)
     for w in plan.warnings:
         observer.warn(w)
     observer.info(f"plan: torch {plan.torch} {plan.variant}, Python {plan.python_version}"

@@ -1,0 +1,108 @@
+"""Attack round 3 (issue 21, class 3): an https torch index that sends install to plain http.
+
+uv 0.13.9 follows an https -> http redirect silently (measured: it read every project page
+from the plain-http server), so torchfit reads the torch index itself first, each hop
+checked, and refuses (exit 1) unless --allow-insecure-index. Real servers on 127.0.0.1,
+TLS with a throwaway CA the torchfit process trusts (REQUESTS_CA_BUNDLE).
+"""
+
+from __future__ import annotations
+
+import http.server
+import ssl
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.installer.conftest import CPU_ARGS, run_tf
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    d = tmp_path_factory.mktemp("tls")
+
+    def ssl_(*argv: str) -> None:
+        res = subprocess.run(["openssl", *argv], capture_output=True, text=True, timeout=60, cwd=d)
+        if res.returncode != 0:
+            pytest.skip(f"openssl: {res.stderr[-200:]}")
+
+    ssl_("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=torchfit-test-ca",
+         "-keyout", "ca.key", "-out", "ca.pem", "-addext", "basicConstraints=critical,CA:TRUE",
+         "-addext", "keyUsage=critical,keyCertSign")
+    ssl_("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", "leaf.key", "-out", "leaf.csr")
+    (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
+    ssl_("x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
+         "-extfile", "ext.cnf", "-out", "leaf.pem")
+    return {"ca": str(d / "ca.pem"), "cert": str(d / "leaf.pem"), "key": str(d / "leaf.key")}
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., tuple[str, list[str]]]]:
+    servers: list[http.server.ThreadingHTTPServer] = []
+
+    def start(answer: Callable[[http.server.BaseHTTPRequestHandler], None],
+              tls: dict[str, str] | None = None) -> tuple[str, list[str]]:
+        seen: list[str] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                seen.append(self.path)
+                answer(self)
+
+            def log_message(self, *_a: Any) -> None:
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(tls["cert"], tls["key"])
+            srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        servers.append(srv)
+        return f"{'https' if tls else 'http'}://127.0.0.1:{srv.server_address[1]}", seen
+
+    yield start
+    for srv in servers:
+        srv.shutdown()
+        srv.server_close()
+
+
+def _send(h: http.server.BaseHTTPRequestHandler, status: int, body: bytes = b"", **headers: str) -> None:
+    h.send_response(status)
+    for k, v in headers.items():
+        h.send_header(k.replace("_", "-"), v)
+    h.send_header("Content-Length", str(len(body)))
+    h.end_headers()
+    h.wfile.write(body)
+
+
+def _install(tmp_path: Path, index: str, tls: dict[str, str], *extra: str) -> Any:
+    trust = {"REQUESTS_CA_BUNDLE": tls["ca"], "CURL_CA_BUNDLE": tls["ca"], "SSL_CERT_FILE": tls["ca"]}
+    return run_tf("install", *CPU_ARGS, "--torch-index-url", index, "--prefix", str(tmp_path / "work" / "env"),
+                  *extra, state=tmp_path / "state", env=trust, timeout=300)
+
+
+def test_attack3_install_refuses_an_https_index_that_redirects_to_http(
+        tmp_path: Path, tls: dict[str, str], serve: Callable[..., tuple[str, list[str]]]) -> None:
+    plain, asked = serve(lambda h: _send(h, 200, b"<html></html>", Content_Type="text/html"))
+    secure, _ = serve(lambda h: _send(h, 302, Location=plain + h.path), tls)
+    res = _install(tmp_path, secure + "/whl/cpu", tls)
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert "redirected from https to plain http" in res.stderr and "--allow-insecure-index" in res.stderr
+    assert asked == []  # neither torchfit nor an installer asked the plain-http server
+    assert not (tmp_path / "work" / "env").exists()
+
+
+def test_attack3_install_refuses_an_https_index_listing_http_files(
+        tmp_path: Path, tls: dict[str, str], serve: Callable[..., tuple[str, list[str]]]) -> None:
+    plain, asked = serve(lambda h: _send(h, 404))
+    page = f'<a href="{plain}/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl">t</a>'.encode()
+    secure, _ = serve(lambda h: _send(h, 200, page, Content_Type="text/html"), tls)
+    res = _install(tmp_path, secure + "/whl/cpu", tls)
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert "over plain http" in res.stderr
+    assert asked == []
