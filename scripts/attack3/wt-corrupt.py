@@ -387,6 +387,42 @@ def uv_cache_damaged(box: Box) -> str | None:
     return None
 
 
+def install_https_to_http(box: Box) -> str | None:
+    """install --torch-index-url https://...: the index redirects to plain http (uv follows it)."""
+    d = box.work
+    def ssl_(*argv: str) -> None:
+        subprocess.run(["openssl", *argv], capture_output=True, check=True, timeout=60, cwd=d)
+    ssl_("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=ca", "-keyout", "ca.key",
+         "-out", "ca.pem", "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign")
+    ssl_("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", "leaf.key", "-out", "leaf.csr")
+    (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
+    ssl_("x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
+         "-extfile", "ext.cnf", "-out", "leaf.pem")
+    seen: list[str] = []
+
+    def plain(h: http.server.BaseHTTPRequestHandler) -> None:
+        seen.append(h.path)
+        _answer(h, 404)
+
+    http_base = box.serve(_handler(plain))
+    httpd = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), _handler(lambda h: _answer(h, 302, Location=http_base + h.path)))
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(d / "leaf.pem"), str(d / "leaf.key"))
+    httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    box.on_exit(lambda: (httpd.shutdown(), httpd.server_close()))
+    ca = str(d / "ca.pem")
+    res = box.tf("install", "torch==2.13.0", "--variant", "cpu", "--python", "3.11", "--torch-index-url",
+                 f"https://127.0.0.1:{httpd.server_address[1]}/whl/cpu", "--prefix", str(d / "env"),
+                 env={"REQUESTS_CA_BUNDLE": ca, "CURL_CA_BUNDLE": ca, "SSL_CERT_FILE": ca}, timeout=300)
+    if seen:
+        return f"install followed https -> http ({len(seen)} plain requests, {seen[0]}), exit {res.code}"
+    if res.code != 1 or "plain http" not in res.err:
+        return f"exit {res.code}, no word of the https -> http redirect"
+    return None
+
+
 CASES = [
     Case("2-lock-inject-index", 2, "install --lock: a version with a newline and --extra-index-url (uv)",
          lock_injects_index),
@@ -416,6 +452,8 @@ CASES = [
          arch_string_backtrack),
     Case("3-https-to-http", 3, "matrix probe --index-url https://...: the index redirects to plain http",
          https_to_http),
+    Case("3-install-https-to-http", 3, "install --torch-index-url https://...: the index redirects to plain http",
+         install_https_to_http),
     Case("3-probe-404", 3, "matrix probe --torch --index-url: the index answers 404", probe_404),
     Case("3-probe-500", 3, "matrix probe --torch --index-url: the index answers 500", probe_500),
     Case("3-probe-redirect-loop", 3, "matrix probe --torch --index-url: the index redirects to itself",
