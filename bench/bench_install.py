@@ -6,6 +6,7 @@
     python bench/bench_install.py --seed                   # pip in the env, for torchfit and the anchor
     python bench/bench_install.py --config user --cold-runs 0   # this machine's pip configuration, both sides
     python bench/bench_install.py --json out.json
+    python bench/bench_install.py --config user --cold-runs 0 --anchor-imports   # anchor + its first import torch
 
 torchfit runs as a user gets it: this checkout `pip install`ed into a fresh venv (its
 bytecode compiled, uv beside its interpreter as a runtime dependency), then
@@ -177,8 +178,9 @@ def checkout(work: Path, rev: str) -> Path:
 
 class Bench:
     def __init__(self, work: Path, name: str, spec: dict[str, Any], tools: dict[str, Path], seed: bool,
-                 config: str = "bench") -> None:
+                 config: str = "bench", anchor_imports: bool = False) -> None:
         self.work = work
+        self.anchor_imports = anchor_imports
         self.name = name
         self.spec = spec
         self.tools = tools  # label -> torchfit venv
@@ -248,6 +250,8 @@ class Bench:
         lines.append("anchor:   " + " ".join(["uv", "venv", *seed, "--python", self.python, "D"]))
         lines.append("anchor:   " + " ".join([*(f"{k}={v}" for k, v in extra_env.items()), "uv", "pip", "install",
                                              "--python", "D/bin/python", *install]))
+        if self.anchor_imports:
+            lines.append("anchor:   D/bin/python -W ignore -c 'import torch'  (its first import, timed with it)")
         return lines
 
     def anchor(self, cold: bool, check: bool = False) -> dict[str, Any]:
@@ -258,6 +262,8 @@ class Bench:
         start = time.monotonic()
         _run([self.uv, "venv", "-q", *(["--seed"] if self.seed else []), "--python", self.python, str(dest)], env)
         _run([self.uv, "pip", "install", "-q", "--python", str(dest / "bin" / "python"), *install], env)
+        if self.anchor_imports:  # the anchor's user's first `import torch` (it compiles the bytecode)
+            _run([str(dest / "bin" / "python"), "-W", "ignore", "-c", "import torch"], env)
         seconds = time.monotonic() - start
         if check:
             _, proc = _run([self.uv, "pip", "freeze", "--python", str(dest / "bin" / "python")], env)
@@ -349,10 +355,14 @@ def main() -> int:
     ap.add_argument("--config", choices=("bench", "user"), default="bench",
                     help="bench: the sources written out (default); user: this machine's pip configuration "
                          "on both sides, --seed, the anchor resolves the requirement itself")
+    ap.add_argument("--anchor-imports", action="store_true",
+                    help="the anchor also imports torch once in its env, as torchfit's build check does in its "
+                         "own (the anchor's user pays that first import, bytecode compilation included, later)")
     ap.add_argument("--work", metavar="DIR", help="scratch directory (default: a temporary one)")
     ap.add_argument("--json", metavar="FILE", help="write the raw figures here")
     args = ap.parse_args()
     results: dict[str, Any] = {"seed": args.seed or args.config == "user", "config": args.config,
+                               "anchor_imports": args.anchor_imports,
                                "baseline": args.baseline, "date": time.strftime("%Y-%m-%d %H:%M")}
     with tempfile.TemporaryDirectory(prefix="bench-install-", dir=args.work) as tmp:
         work = Path(tmp)
@@ -366,7 +376,8 @@ def main() -> int:
             if not spec["index"]:
                 print(f"{name}: its wheels are not on this machine; skipped")
                 continue
-            results[name] = run_set(Bench(work, name, spec, tools, args.seed, args.config), args.runs, args.cold_runs)
+            results[name] = run_set(Bench(work, name, spec, tools, args.seed, args.config, args.anchor_imports),
+                                    args.runs, args.cold_runs)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 0
