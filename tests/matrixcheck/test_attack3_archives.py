@@ -55,8 +55,11 @@ def _bomb(path: Path, inflated: int, declared: int, member: str = "torch-2.13.0.
 
 
 def _child(code: str, timeout: float = 120) -> dict[str, object]:
-    wrapper = ("import json, resource\nresult = None\n" + code + "\nprint(json.dumps({'result': result, "
-               "'peak_mib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))\n")
+    wrapper = ("import json\n"
+               "def _hwm_kib():  # this process image's own peak RSS (VmHWM); ru_maxrss keeps the forking parent's\n"
+               "    return next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:'))\n"
+               "result = None\n" + code + "\nprint(json.dumps({'result': result, "
+               "'peak_mib': _hwm_kib() / 1024}))\n")
     res = subprocess.run([sys.executable, "-c", wrapper], capture_output=True, text=True, timeout=timeout,
                          env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
     assert res.returncode == 0, res.stderr[-2000:]
