@@ -92,6 +92,8 @@ def nccl_pin_env(
 
     pin_dir = tmp_path_factory.mktemp("nccl-pin")
     (pin_dir / "bin").mkdir()
+    # An env has its python (run refuses an env whose bin/python is missing: broken-env).
+    (pin_dir / "bin" / "python").symlink_to(cpu_torch_env / "bin" / "python")
     pin = NcclPin("ld-preload", version="2.30.7", library=str(other_nccl))
     write_env_script(str(pin_dir), str(cpu_torch_env), pin)
     return pin_dir
