@@ -88,4 +88,7 @@ def test_an_interrupted_run_leaves_no_task_on_any_node(slurm: SlurmCluster, cpu_
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, err
-    no_job_left(slurm)
+    # No task process may outlive the run; the job's record in
+    # squeue clears on slurmctld's own schedule, which a loaded CI machine stretched past
+    # 20 s once (the job 'R' at 0:22 with no process left on any node).
+    no_job_left(slurm, within=60.0)
