@@ -140,6 +140,9 @@ def record(client: IndexClient, directory: str, pins: list[str]) -> None:
         for version in versions:
             wheels = sorted((f for f in _linux_x86_wheels(listed.files) if f"-{version}-" in f.filename),
                             key=lambda f: f.filename)
+            if not wheels:  # a pure-Python release (trl): its one wheel serves Linux x86_64 too
+                wheels = [f for f in listed.files
+                          if f.filename.endswith("-none-any.whl") and f"-{version}-" in f.filename]
             wheel = wheels[0]
             text, via = _read_metadata(client, wheel)
             assert text is not None, wheel.filename
@@ -148,7 +151,7 @@ def record(client: IndexClient, directory: str, pins: list[str]) -> None:
                 fh.write(data)
             entry = next(f for f in page["files"] if f["filename"] == wheel.filename)
             entry["core-metadata"] = {"sha256": hashlib.sha256(data).hexdigest()}
-            entry["x-read-via"] = via
+            entry["_torchfit-read-via"] = via
             keep.append(entry)
             print(f"{name} {version}: {wheel.filename} (torch{torch_requirement_of(text) or ': none'}) via {via}",
                   file=sys.stderr)

@@ -1,6 +1,6 @@
 """`SourcePackages` over recorded PyPI pages and METADATA of real releases (issue 18).
 
-tests/data/projects/pypi holds what PyPI served on 2026-12-01 (its README names the
+tests/data/projects/pypi holds what PyPI served on 2026-12-01/02 (its README names the
 URLs): PEP 691 pages and each release's METADATA. A real HTTP server on 127.0.0.1
 serves them as an index (file URLs pointed at itself), and the resolver, reading the
 project through it, must land on the torch each release pins.
@@ -99,7 +99,7 @@ def test_recorded_releases_resolve_to_the_torch_they_pin(recorded_index: str, tm
 
 def test_versions_and_metadata_are_read_from_the_pages(recorded_index: str, tmp_path: Path) -> None:
     packages = SourcePackages(IndexClient(cache_dir=tmp_path), [recorded_index], [], "x86_64")
-    assert packages.versions("vllm") == [Version("0.13.0"), Version("0.10.1.1")]
+    assert packages.versions("vllm") == [Version(v) for v in ("0.33.0", "0.22.1", "0.22.0", "0.13.0", "0.10.1.1")]
     meta = packages.metadata("vllm", Version("0.10.1.1"))
     assert meta is not None and meta.requires_python == "<3.13,>=3.9"
     assert any(r.startswith("torch==2.7.1") for r in meta.requires_dist)
