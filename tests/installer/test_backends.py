@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from torchfit.errors import BadInput
+from torchfit.index.sources import PipConfig, make_sources
 from torchfit.installer.backends import PipBackend, StepContext, UvBackend, pick_backend
 from torchfit.installer.prefix import InstallLog
-from torchfit.installer.sources import PipConfig, make_sources
 from torchfit.lock.uv import find_uv
 from torchfit.progress import Progress
 from torchfit.runner import Runner

@@ -120,13 +120,13 @@ def check_source_options(args: argparse.Namespace) -> None:
     template = args.torch_index_url or os.environ.get(TORCH_INDEX_ENV)
     if not (template or args.index_url or args.extra_index_url or args.find_links):
         return  # nothing to check (and the installer's modules stay unloaded)
+    from torchfit.index.sources import check_url
     from torchfit.inputs import check_index_url
-    from torchfit.installer.sources import check_url
 
     template = args.torch_index_url or os.environ.get(TORCH_INDEX_ENV)
     if template:
         flag = "--torch-index-url" if args.torch_index_url else TORCH_INDEX_ENV
-        check_index_url(template, flag)
+        check_index_url(template, flag, allow_path=True)  # a directory of wheels, or a PEP 503 tree
         check_url(template.replace("{variant}", "cpu"), flag, args.allow_insecure_index)
     for flag, urls in (("--index-url", [args.index_url] if args.index_url else []),
                        ("--extra-index-url", args.extra_index_url), ("--find-links", args.find_links)):

@@ -41,6 +41,7 @@ from packaging.version import InvalidVersion, Version
 
 from torchfit.compat.matrix import FAMILY_PACKAGES
 from torchfit.errors import AddRefused, BadInput
+from torchfit.index.sources import Sources
 from torchfit.installer.backends import (
     PipBackend,
     StepContext,
@@ -52,7 +53,6 @@ from torchfit.installer.backends import (
     write_private,
 )
 from torchfit.installer.prefix import InstallLog, state_dir
-from torchfit.installer.sources import Sources
 from torchfit.lock.model import Lock, LockedDist, sorted_dists
 from torchfit.lock.pylock import LOCK_NAME, load_lock, replace_lock
 from torchfit.lock.uv import compile_argv, find_uv, uv_project, uv_version

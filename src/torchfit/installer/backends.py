@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import quote
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -46,8 +47,8 @@ from packaging.version import InvalidVersion, Version
 from torchfit.background import Background
 from torchfit.compat.matrix import FAMILY_PACKAGES, PYPI_SIMPLE
 from torchfit.errors import BadInput, InstallFailed, ToolMissing, ToolStalled, ToolTimeout
+from torchfit.index.sources import Sources, is_local
 from torchfit.installer.prefix import InstallLog
-from torchfit.installer.sources import Sources, is_local
 from torchfit.lock.model import Artifact, LockedDist
 from torchfit.lock.pylock import (
     LOCK_VERSION,
@@ -368,9 +369,15 @@ class UvBackend(Backend):
         work_project = os.path.join(work, "project")
         os.makedirs(work_project, mode=0o700, exist_ok=True)
         # may hold the index's credentials: 0600, removed with the work directory
-        pyproject = write_private(work_project, "pyproject.toml", uv_project(specs, s.torch_index, self.routed))
+        from torchfit.index.torchsource import is_flat, local_path
+
+        torch_index = s.torch_index
+        if "://" not in torch_index:  # a directory given as a path: uv wants a URL
+            torch_index = "file://" + quote(local_path(torch_index) or torch_index)
+        pyproject = write_private(work_project, "pyproject.toml",
+                                  uv_project(specs, torch_index, self.routed, flat=is_flat(s.torch_index)))
         out = os.path.join(work, "pylock.resolved.toml")
-        args = s.uv_args(family=False)
+        args, env = s.uv_compile(os.environ, work)  # no --no-index: it would drop the torch index too
         # the project's -c files (`uv pip` reads no [tool.uv] constraints)
         constraints = write_private(work, "constraints.txt", "".join(f"{c}\n" for c in self.constraints)) \
             if self.constraints else None
@@ -382,7 +389,6 @@ class UvBackend(Backend):
                                 python_platform=target[1] if target else None,
                                 options=options, constraints=constraints, overrides=overrides)
 
-        env = s.uv_env(os.environ, family=False, find_links=True)
         detail = f"the torch family from {redact(s.torch_index)} only, the rest from your sources"
         obs = self.ctx.observer
         obs.step("resolve", detail)
@@ -391,7 +397,7 @@ class UvBackend(Backend):
             if on_hint is not None and _any_remote(s):
                 cached = os.path.join(work, "pylock.cached.toml")
                 res = self.ctx.run("resolve", argv([*args, "--offline"], cached),
-                                   s.uv_env(os.environ, family=False),
+                                   {k: v for k, v in env.items() if k != "UV_FIND_LINKS"},
                                    detail + " (uv's cache)", check=False, show=False)
                 hint = None
                 self.cache_answered = res.returncode == 0

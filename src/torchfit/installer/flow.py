@@ -32,6 +32,7 @@ from torchfit.compat.plan import Plan, plan_from_json, plan_to_json
 from torchfit.compat.request import Request
 from torchfit.compat.rules import host_checks
 from torchfit.errors import BadInput, DiskFull, InstallFailed, LockMismatch, NoCompatibleSet
+from torchfit.index.sources import Sources
 from torchfit.inputs import shown
 from torchfit.installer.backends import (
     Backend,
@@ -57,7 +58,6 @@ from torchfit.installer.prefix import (
     swap_into_place,
     wait_unused,
 )
-from torchfit.installer.sources import Sources
 from torchfit.lock.model import Lock, LockedDist, sorted_dists
 from torchfit.lock.pylock import LOCK_NAME, TOOL_SCHEMA, write_lock
 from torchfit.owned import mounts_under, remove_tree
@@ -270,7 +270,9 @@ class InstallJob:
                 backend.install_locked(tmp.path, dists, work)
                 self._check_closure(ctx, tmp.path)
             else:
-                backend.constraints = tuple(self.plan.constraints)
+                # The plan is uv's whole set (planning.make_plan): install exactly it, every
+                # version pinned, so the install cannot drift from what resolve showed.
+                backend.constraints = (*self.plan.constraints, *resolved_pins(self.plan, self.nccl_override))
                 backend.routed = tuple(self.plan.routed)
                 dists = backend.build(python, tmp.path, self.seed, install_specs(self.plan), self.nccl_override, work)
             # The check runs the env's Python; meanwhile write what does not depend on
@@ -499,3 +501,16 @@ def _measured_on_full_disk(root: str, places: Sequence[Place]) -> Iterator[None]
         if not is_no_space(exc):
             raise
         raise from_oserror(exc, "install", places).with_grown(tree_bytes(root)) from exc
+
+
+def resolved_pins(plan: Plan, nccl_override: str | None) -> list[str]:
+    """`name==version` of every package of the plan's resolved set outside the torch family
+    (the family is pinned by `install_specs`); an `--nccl` override's package is left to it."""
+    from packaging.utils import canonicalize_name
+
+    from torchfit.compat.matrix import FAMILY_PACKAGES
+
+    skip = set(FAMILY_PACKAGES)
+    if nccl_override:
+        skip.add(canonicalize_name(nccl_override.split("=")[0].strip()))
+    return [f"{name}=={version}" for name, version in sorted(plan.resolved.items()) if name not in skip]

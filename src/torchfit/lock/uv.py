@@ -35,7 +35,7 @@ import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from packaging.requirements import Requirement
@@ -92,13 +92,17 @@ def uv_version(runner: Runner, uv: str) -> Version | None:
 
 
 def uv_routing(index_name: str, index_url: str, routed: Sequence[str], *,
-               default_index: str | None = None) -> dict[str, Any]:
+               default_index: str | None = None, flat: bool = False) -> dict[str, Any]:
     """`[tool.uv]`'s `index` and `sources`: `routed` from the explicit index `index_url` only.
 
     `default_index`: a `[[tool.uv.index]]` marked default (what uv takes every other
-    package from) instead of PyPI.
+    package from) instead of PyPI. `flat`: `index_url` is a find-links location (a
+    directory of wheels, `pip download` output), uv's `format = "flat"` index.
     """
-    index: list[dict[str, Any]] = [{"name": index_name, "url": index_url, "explicit": True}]
+    torch_index: dict[str, Any] = {"name": index_name, "url": index_url, "explicit": True}
+    if flat:
+        torch_index["format"] = "flat"
+    index: list[dict[str, Any]] = [torch_index]
     if default_index is not None:
         index.append({"name": "default", "url": default_index, "default": True})
     return {"index": index, "sources": {n: Inline(index=index_name) for n in dict.fromkeys(routed)}}
@@ -109,13 +113,17 @@ def dumps_routing(routing: Mapping[str, Any]) -> str:
     return dumps_toml(routing, under=("tool", "uv"))
 
 
-def uv_project(specs: Sequence[str], torch_index: str, routed: Sequence[str] = ()) -> str:
+def uv_project(specs: Sequence[str], torch_index: str, routed: Sequence[str] = (), *, flat: bool = False) -> str:
     """The pyproject.toml uv resolves for an install: the family (and `routed`) pinned to
-    the torch index as an explicit index; every other package from the user's sources."""
+    the torch index as an explicit index; every other package from the user's sources.
+
+    The whole family is routed, named in `specs` or not: a companion a package further
+    down requires (vllm's torchaudio==2.11.0) comes from the torch index too.
+    """
     names = [canonicalize_name(Requirement(x).name) for x in specs]
-    to_torch = [n for n in names if n in FAMILY_PACKAGES or n in routed]
+    to_torch = list(dict.fromkeys([*FAMILY_PACKAGES, *(n for n in names if n in routed), *routed]))
     return dumps_toml({"project": {"name": "torchfit-env", "version": "0", "dependencies": list(specs)},
-                       "tool": {"uv": uv_routing(TORCH_INDEX_NAME, torch_index, to_torch)}})
+                       "tool": {"uv": uv_routing(TORCH_INDEX_NAME, torch_index, to_torch, flat=flat)}})
 
 
 # --- uv pip compile ---------------------------------------------------------------------------
@@ -173,3 +181,91 @@ def read_uv_lock(path: str) -> list[LockedDist]:
         named = tuple(a if a.filename else replace(a, filename=file_name(a.url or a.path or "")) for a in arts)
         out.append(replace(d, artifacts=named))
     return out
+
+
+# --- the one compile step -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """One `uv pip compile`: the distributions it chose (ok), or its explanation (not ok)."""
+
+    ok: bool
+    locked: tuple[LockedDist, ...]
+    stderr: str
+    argv: tuple[str, ...]
+    seconds: float
+
+
+def write_private(work: str, name: str, text: str) -> str:
+    """`work/name` with `text`, readable by this user only (it may hold a credentialed URL)."""
+    path = os.path.join(work, name)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:  # a write's error names no file: name it (a full disk says where)
+        raise OSError(exc.errno, exc.strerror, exc.filename or path) from exc
+    return path
+
+
+def compile_project(runner: Any, uv: str, *, specs: Sequence[str], torch_index: str, work: str,
+                    env: Mapping[str, str], options: Sequence[str] = (), routed: Sequence[str] = (),
+                    flat: bool = False, python: str | None = None, target: tuple[str, str] | None = None,
+                    constraints: Sequence[str] = (), overrides: Sequence[str] = (), timeout: float = 600.0,
+                    stall: float | None = None, name: str = "plan") -> Compiled:
+    """`uv pip compile` of `specs` into a pylock: the project, its constraints and overrides
+    written 0600 under `work/name/`, uv run once (a failure is a result, read by the caller).
+
+    `target`: (Python version, uv platform) when resolving for a host rather than for the
+    interpreter `python`; `env`: uv's whole environment (what it lacks of ours is unset).
+    """
+    import time
+
+    where = os.path.join(work, name)
+    os.makedirs(where, mode=0o700, exist_ok=True)
+    project = os.path.join(where, "project")
+    os.makedirs(project, mode=0o700, exist_ok=True)
+    pyproject = write_private(project, "pyproject.toml", uv_project(specs, torch_index, routed, flat=flat))
+    cons = write_private(where, "constraints.txt", "".join(f"{c}\n" for c in constraints)) if constraints else None
+    over = write_private(where, "overrides.txt", "".join(f"{c}\n" for c in overrides)) if overrides else None
+    out = os.path.join(where, "pylock.toml")
+    argv = compile_argv(uv, pyproject, out, python=python, python_version=target[0] if target else None,
+                        python_platform=target[1] if target else None, options=options,
+                        constraints=cons, overrides=over)
+    start = time.monotonic()
+    res = runner.run(argv, timeout=timeout, env=env, unset=[k for k in os.environ if k not in env], stall=stall)
+    seconds = time.monotonic() - start
+    if res.returncode != 0:
+        return Compiled(False, (), res.stderr + res.stdout, tuple(argv), seconds)
+    return Compiled(True, tuple(read_uv_lock(out)), res.stderr, tuple(argv), seconds)
+
+
+# uv's words for a source it could not reach (uv 0.13.9, measured against an unresolvable
+# host, a closed port on 127.0.0.1 and a missing file:// directory): its "cause:" chain.
+_UNREACHABLE = re.compile(
+    r"(dns error|failed to lookup address|Connection refused|tcp connect error|error sending request|"
+    r"operation timed out|certificate|Network is unreachable|failed to read from file|No such file or directory)",
+    re.IGNORECASE)
+_FETCH_URL = re.compile(r"(?:Failed to fetch|error sending request for url|failed to read from file)[:` (]+([^\s`)]+)")
+
+
+def classify_failure(text: str) -> tuple[str, str | None]:
+    """What a failed `uv pip compile` says: ("unreachable", url) for a source it could not
+    read, ("no-solution", None) for a resolution with no answer, ("build", None) for a
+    package whose build failed, else ("other", None)."""
+    if "No solution found" in text or "unsatisfiable" in text:
+        return "no-solution", None
+    if _UNREACHABLE.search(text):
+        m = _FETCH_URL.search(text)
+        return "unreachable", m.group(1) if m else None
+    if "Failed to build" in text or "Failed to download and build" in text or "build backend" in text:
+        return "build", None
+    return "other", None
+
+
+def explanation(text: str, limit: int = 1200) -> str:
+    """uv's explanation as one paragraph: its `cause:` text and hints, whitespace folded."""
+    body = text.split("cause:", 1)[1] if "cause:" in text else text
+    folded = " ".join(body.replace("error:", "").split())
+    return folded if len(folded) <= limit else folded[: limit - 3] + "..."

@@ -99,7 +99,7 @@ def _targets(args: argparse.Namespace, failures: list[tuple[str, str]]) -> list[
                        "--variant NAME or --pypi, --unknown or --new")
     if args.wheels and (args.torch or args.variant or args.pypi or args.unknown or args.new):
         raise BadInput("give wheels or an index selection (--torch/--variant/--pypi/--unknown/--new), not both")
-    from torchfit.installer.sources import refuse_insecure
+    from torchfit.index.sources import refuse_insecure
     from torchfit.redact import has_credentials
 
     for opt, url in [("WHEEL", w) for w in args.wheels] + [("--index-url", args.index_url),

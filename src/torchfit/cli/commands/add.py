@@ -85,7 +85,7 @@ def _sources(args: argparse.Namespace, locked_index: str, variant: str) -> Any:
     """install's sources: the torch index the lock records (or --torch-index-url, or
     $TORCHFIT_TORCH_INDEX_URL), the dependency sources from the flags and pip's configuration."""
     from torchfit.compat.matrix import TORCH_INDEX_ENV
-    from torchfit.installer.sources import load_pip_config, make_sources, torch_index_for
+    from torchfit.index.sources import load_pip_config, make_sources, torch_index_for
 
     template = args.torch_index_url or os.environ.get(TORCH_INDEX_ENV) or locked_index
     flag = "--torch-index-url" if args.torch_index_url else (

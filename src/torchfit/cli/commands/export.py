@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
             check_index_url(url, opt, placeholders=opt == "--torch-index-url")
     from torchfit.compat.matrix import TORCH_INDEX_ENV
-    from torchfit.installer.sources import refuse_insecure
+    from torchfit.index.sources import refuse_insecure
 
     for opt, url in (("--torch-index-url", args.torch_index_url), ("--pypi-url", args.pypi_url),
                      (TORCH_INDEX_ENV, None if args.torch_index_url else os.environ.get(TORCH_INDEX_ENV))):
@@ -105,19 +105,18 @@ def run(args: argparse.Namespace) -> int:
 def _resolve_stack(args: argparse.Namespace) -> Stack:
     from torchfit.cache import load_matrix
     from torchfit.cli import check_source_options, load_hosts, make_request
-    from torchfit.compat.resolver import resolve
+    from torchfit.cli.settings import plan_settings
     from torchfit.export.stack import stack_from_plan
+    from torchfit.planning import make_plan
+    from torchfit.progress import StderrProgress
 
     matrix = load_matrix(args.matrix)
     check_source_options(args)
     request = make_request(args, matrix)
     hosts = load_hosts(args)
-    if request.project.others:  # the project's pins take part; uv resolves the whole set (issue 18)
-        from torchfit.installer.project import resolve_project
-
-        plan = resolve_project(hosts, request, matrix, args)
-    else:
-        plan = resolve(hosts, request, matrix)  # NoCompatibleSet: exit 1 with the conflicts
+    # The one planning step (NoCompatibleSet: exit 1 with the conflicts): what export writes is
+    # what resolve shows and install installs.
+    plan = make_plan(hosts, request, matrix, plan_settings(args, request.project), progress=StderrProgress())
     build = plan.build  # the resolver's plan keeps its matrix row
     assert build is not None
     arches = [h.arch for h in hosts if h.arch in build.platforms] or [build.platforms[0]]

@@ -16,7 +16,6 @@ import sys
 from typing import Any
 
 from torchfit.compat.matrix import DEFAULT_INDEX as DEFAULT_TORCH_INDEX
-from torchfit.compat.matrix import TORCH_INDEX_ENV
 from torchfit.inputs import seconds
 
 
@@ -135,7 +134,6 @@ def _run(args: argparse.Namespace) -> int:
 def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
     from torchfit.cache import load_matrix
     from torchfit.cli import make_request
-    from torchfit.compat.resolver import resolve
     from torchfit.errors import BadInput
     from torchfit.installer.flow import (
         InstallJob,
@@ -147,7 +145,6 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
     )
     from torchfit.installer.nccl import NcclPin, pin_from_json
     from torchfit.installer.prefix import PrefixLock, scan_temps, wait_unused
-    from torchfit.installer.sources import load_pip_config, make_sources, torch_index_for
     from torchfit.lock.pylock import load_lock
     from torchfit.owned import TreeNotRemoved, remove_marked
     from torchfit.progress import StderrProgress
@@ -167,26 +164,21 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
             pin = NcclPin("ld-preload", None, None, args.nccl_lib)
         pin = check_ld_preload_lib(pin, lock)
         nccl_override = None
-        template = args.torch_index_url or os.environ.get(TORCH_INDEX_ENV) or locked_torch_index(lock)
+        fallback = locked_torch_index(lock)
     else:
         request = make_request(args, matrix)
-        if request.project.others:  # the project's torch pins take part in the choice (issue 18)
-            from torchfit.installer.project import resolve_project
+        from torchfit.cli.settings import plan_settings
+        from torchfit.planning import make_plan
 
-            plan = resolve_project(hosts, request, matrix, args, whole_set=False)
-        else:
-            plan = resolve(hosts, request, matrix)  # NoCompatibleSet: exit 1, rendered by the CLI
+        # The one planning step: uv's whole set is the plan, installed exactly (NoCompatibleSet: exit 1)
+        plan = make_plan(hosts, request, matrix, plan_settings(args, request.project), progress=observer)
         pin, nccl_override = nccl_pin_for(plan, args.nccl, args.nccl_lib)
-        template = args.torch_index_url or os.environ.get(TORCH_INDEX_ENV) or plan.index_url or DEFAULT_TORCH_INDEX
-    flag = "--torch-index-url" if args.torch_index_url else (
-        TORCH_INDEX_ENV if os.environ.get(TORCH_INDEX_ENV) else "the torch index")
-    files = request.project if request is not None else None  # the index lines of -r files
-    sources = make_sources(
-        torch_index=torch_index_for(template, plan.variant), index_url=args.index_url or (files.index_url if files is not None else None),
-        extra_index_urls=[*args.extra_index_url, *(files.extra_index_urls if files else ())],
-        find_links=[*args.find_links, *(files.find_links if files else ())], offline=args.offline,
-        allow_insecure=args.allow_insecure_index, pip=load_pip_config(), torch_index_flag=flag,
-    )
+        fallback = plan.index_url or DEFAULT_TORCH_INDEX
+    from torchfit.cli.settings import sources_for
+
+    # the index lines of -r files join the sources; the torch source's precedence is settings'
+    sources = sources_for(args, os.environ, project=request.project if request is not None else None,
+                          variant=plan.variant, fallback=fallback)
     if not args.offline and not args.allow_insecure_index and sources.torch_index.lower().startswith("https://"):
         # uv and pip follow an https -> http redirect silently (uv 0.13.9, measured): the torch
         # index is read once here, each hop checked, before either is asked.

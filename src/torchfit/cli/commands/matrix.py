@@ -143,7 +143,7 @@ def _client(args: argparse.Namespace) -> IndexClient:
 def _check(args: argparse.Namespace, *, update: bool) -> int:
     from torchfit.cache import load_matrix
     from torchfit.compat.matrix import PYPI_SIMPLE
-    from torchfit.installer.sources import refuse_insecure
+    from torchfit.index.sources import refuse_insecure
     from torchfit.matrixcheck import check as mc
     from torchfit.matrixcheck.report import format_report
     from torchfit.matrixcheck.update import propose_update

@@ -5,7 +5,6 @@ fleet file's groups), with every choice explained; `--json` is the plan contract
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 from typing import Any
 
@@ -19,6 +18,8 @@ def add_parser(subparsers: Any, epilog: str) -> None:
     add_source_options(res)
     res.add_argument("--json", action="store_true", help="print one JSON object")
     res.add_argument("--explain", action="store_true", help="list what was ruled out and by which fact")
+    res.add_argument("--no-build", action="store_true",
+                     help="never build a package from source to plan (wheels only; uv's --no-build)")
     res.add_argument("--each-group", action="store_true",
                      help="with a fleet file: one plan per group of nodes instead of one for all")
 
@@ -26,8 +27,10 @@ def add_parser(subparsers: Any, epilog: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from torchfit.cache import load_matrix
     from torchfit.cli import check_source_options, load_hosts, make_request
+    from torchfit.cli.settings import plan_settings
     from torchfit.compat.plan import plan_to_json
-    from torchfit.compat.resolver import resolve
+    from torchfit.planning import make_plan
+    from torchfit.progress import StderrProgress
 
     matrix = load_matrix(args.matrix)
     check_source_options(args)
@@ -36,23 +39,9 @@ def run(args: argparse.Namespace) -> int:
         from torchfit.cli.commands._fleet import resolve_each_group
 
         return resolve_each_group(args, load_hosts(args), request, matrix)
-    if request.project.others:
-        from torchfit.background import Background
-        from torchfit.installer.project import package_reader, resolve_project
-
-        # The host probe waits on subprocesses, the project's reads on the indexes: both at once.
-        probing = Background(load_hosts, args)
-        try:
-            reader = package_reader(args, request)
-        except BaseException:
-            with contextlib.suppress(BaseException):  # the first failure is the one to show
-                probing.result()
-            raise
-        hosts = probing.result()
-        plan = resolve_project(hosts, request, matrix, args, reader=reader)
-    else:
-        hosts = load_hosts(args)
-        plan = resolve(hosts, request, matrix)  # NoCompatibleSet: the boundary prints it (exit 1)
+    hosts = load_hosts(args)
+    # NoCompatibleSet: the boundary prints it (exit 1)
+    plan = make_plan(hosts, request, matrix, plan_settings(args, request.project), progress=StderrProgress())
     if args.json:
         print(json.dumps(plan_to_json(plan), indent=2))
     else:

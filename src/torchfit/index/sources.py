@@ -309,6 +309,23 @@ class Sources:
             env["UV_HTTP_TIMEOUT"] = timeout.split(".")[0] or "30"
         return env
 
+    def uv_compile(self, base: Mapping[str, str], work: str) -> tuple[list[str], dict[str, str]]:
+        """(options, environment) of a `uv pip compile` over these sources.
+
+        No `--no-index` here: uv's `--no-index` drops every index, the explicit torch
+        index too (uv 0.13.9, measured), so an offline or find-links-only resolution
+        could never reach a `file://` torch tree. Instead the default index is an empty
+        local directory (`work/no-index`), which has no page for any package: only the
+        torch index and the find-links locations answer.
+        """
+        args = [a for a in self.uv_args(family=False) if a != "--no-index"]
+        env = self.uv_env(base, family=False, find_links=True)
+        if self.no_index:
+            empty = os.path.join(work, "no-index")
+            os.makedirs(empty, mode=0o700, exist_ok=True)
+            env["UV_DEFAULT_INDEX"] = "file://" + quote(empty)
+        return args, env
+
     def _dep_urls(self) -> list[str]:
         out = [] if self.no_index else [self.index_url or PYPI, *self.extra_index_urls]
         return out + list(self.find_links)

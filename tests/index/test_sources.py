@@ -1,4 +1,4 @@
-"""installer/sources.py: pip's configuration as pip reads it, and the sources each install step sees."""
+"""index/sources.py: pip's configuration as pip reads it, and the sources each install step sees."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from torchfit.errors import BadInput
-from torchfit.installer.sources import (
+from torchfit.index.sources import (
     PipConfig,
     load_pip_config,
     make_sources,

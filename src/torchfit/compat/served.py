@@ -1,0 +1,158 @@
+"""What a torch source really serves, as values, and the matrix cut down to it.
+
+The matrix says which builds *fit* a host; the source (the torch index, a mirror, a
+`file://` tree, a flat directory of wheels) says which builds *exist*. A plan is chosen
+among builds that do both (issue 24): a mirror holding only torch 2.13.0 gives 2.13.0,
+not a 2.15.0 the install then cannot find. Measured from the artifacts' file names
+(PEP 427: `torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl`), so this is
+`measured` evidence: it beats the matrix's `python` lists, which come from the public
+index on the day the row was written.
+
+`Served` is filled by `index.torchsource` (the I/O); `restrict_matrix` and
+`torch_constraint` are pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from torchfit._backports import FROZEN
+from torchfit.compat.matrix import Build, Matrix
+
+Minor = tuple[int, int]
+
+
+@dataclass(**FROZEN)
+class ServedFile:
+    """One torch wheel a source lists, reduced to what decides a plan."""
+
+    version: Version  # with its local label: 2.13.0+cpu
+    pythons: frozenset[Minor]  # GIL CPython minors (cp311)
+    freethreaded: frozenset[Minor]  # cp313t
+    platform: str  # "x86_64" | "aarch64"
+
+
+@dataclass(**FROZEN)
+class Served:
+    """The torch builds one source serves for one variant: `where` (redacted) and its files."""
+
+    where: str
+    variant: str
+    files: tuple[ServedFile, ...] = ()
+    kind: str = "index"  # "index" (PEP 503/691) | "flat" (a directory or page of wheels)
+    notes: tuple[str, ...] = ()
+
+    def for_build(self, torch: Version, platform: str) -> list[ServedFile]:
+        """The files of release `torch` (public version) for this variant on `platform`.
+
+        A file's local label must be the variant's (`+cu128` on the cu128 index) or
+        absent (PyPI's default build, a mirror that strips labels): a flat directory
+        that mixes variants gives each variant only its own files.
+        """
+        return [f for f in self.files if f.platform == platform and Version(f.version.public) == torch
+                and f.version.local in (None, self.variant)]
+
+    def versions(self, platform: str) -> list[Version]:
+        """Every version (local label kept) this source lists for `platform`, newest first."""
+        return sorted({f.version for f in self.files if f.platform == platform}, reverse=True)
+
+
+def parse_wheel_tags(tags: Iterable[tuple[str, str, str]]) -> tuple[frozenset[Minor], frozenset[Minor], set[str]]:
+    """(GIL minors, free-threaded minors, Linux platforms) of a wheel's (interpreter, abi,
+    platform) tags; only CPython and Linux count (`manylinux*`, `linux_*`)."""
+    gil: set[Minor] = set()
+    ft: set[Minor] = set()
+    platforms: set[str] = set()
+    for interp, abi, plat in tags:
+        if "linux" not in plat:
+            continue
+        for arch in ("x86_64", "aarch64"):
+            if plat.endswith(arch):
+                platforms.add(arch)
+        if not interp.startswith("cp") or not interp[2:].isdigit() or len(interp) < 4:
+            continue
+        minor = (int(interp[2]), int(interp[3:]))
+        (ft if abi.endswith("t") else gil).add(minor)
+    return frozenset(gil), frozenset(ft), platforms
+
+
+def restrict_matrix(matrix: Matrix, served: Mapping[str, Served], platform: str) -> Matrix:
+    """The matrix with every measured variant cut down to the builds its source serves.
+
+    A variant missing from `served` keeps its rows (not measured: the matrix is the
+    evidence). A served build keeps the Python minors the source has wheels for on
+    `platform` (measured beats the matrix's list); a build the source lacks, or serves
+    with no wheel for `platform`, is gone.
+    """
+    if not served:
+        return matrix
+    builds: list[Build] = []
+    for b in matrix.builds:
+        source = served.get(b.variant)
+        if source is None:
+            builds.append(b)
+            continue
+        files = source.for_build(b.torch, platform)
+        gil: frozenset[Minor] = frozenset().union(*(f.pythons for f in files))
+        ft: frozenset[Minor] = frozenset().union(*(f.freethreaded for f in files))
+        if not gil and not ft:
+            continue
+        pythons = tuple(sorted(gil | ft))
+        threaded = {**b.pythons_freethreaded, "torch": tuple(sorted(ft))}
+        if platform == "aarch64":
+            builds.append(replace(b, pythons_aarch64=pythons, pythons_freethreaded=threaded))
+        else:
+            builds.append(replace(b, pythons=pythons, pythons_freethreaded=threaded))
+    return replace(matrix, builds=tuple(builds))
+
+
+def describe_served(served: Served, platform: str, limit: int = 6) -> str:
+    """"torch 2.13.0+cpu (cp311)" lines for a message: what a source has, newest first."""
+    out = []
+    for v in served.versions(platform)[:limit]:
+        minors = sorted(frozenset().union(*(f.pythons | f.freethreaded for f in served.files
+                                            if f.version == v and f.platform == platform)))
+        out.append(f"{v} ({', '.join(f'cp{a}{b}' for a, b in minors)})")
+    more = len(served.versions(platform)) - limit
+    return ", ".join(out) + (f" and {more} more" if more > 0 else "") if out else "no torch wheel for " + platform
+
+
+def torch_constraint(allowed: Sequence[Version], present: Sequence[Version]) -> str:
+    """A PEP 440 specifier admitting exactly the `allowed` torch versions among `present`.
+
+    uv takes a specifier per constraint line, and a specifier has no "or": so the range
+    from the oldest to the newest allowed release, minus every other version `present`
+    holds inside it. Local labels count: `!=2.13.0+cu128` in a flat directory that mixes
+    variants; a public `!=2.14.0` excludes every build of 2.14.0 (PEP 440 ignores the
+    candidate's label). `present`: what the source lists, or (the source unread) the
+    matrix's releases. `allowed` must not be empty.
+    """
+    if not allowed:
+        raise ValueError("no allowed torch version")
+    publics = sorted({Version(v.public) for v in allowed})
+    lo, hi = publics[0], publics[-1]
+    parts = [f"=={lo}"] if lo == hi else [f">={lo}", f"<={hi}"]
+    span = SpecifierSet(",".join(parts))
+    keep = set(allowed)
+    for v in sorted(set(present)):
+        if v in keep or not span.contains(v, prereleases=True):
+            continue
+        if v.local is None and any(Version(a.public) == v for a in keep):
+            continue  # a public version whose labelled build is allowed: `!=` would drop that too
+        parts.append(f"!={v}")
+    return ",".join(parts)
+
+
+def allowed_versions(builds: Sequence[Build], served: Served | None, platform: str) -> list[Version]:
+    """The exact torch versions (local labels as the source names them) of `builds` that
+    the source lists; without a measured source, the builds' public versions."""
+    if served is None:
+        return sorted({b.torch for b in builds}, reverse=True)
+    out: set[Version] = set()
+    for b in builds:
+        out |= {f.version for f in served.for_build(b.torch, platform)}
+    return sorted(out, reverse=True)

@@ -1,0 +1,562 @@
+"""Plan a request: the one planning step `resolve`, `install` and `export` share (issue 24).
+
+Two kinds of knowledge meet here, each from where it is true:
+
+- **what fits** is the matrix's and the host's (`compat.resolver.resolve`: drivers,
+  arch lists, glibc, Pythons with wheels);
+- **what exists** is the sources': the torch source is read for the builds it serves
+  (`index.torchsource`, cut into the matrix by `compat.served.restrict_matrix`), and
+  everything else is uv's to find, once, for the whole graph.
+
+So a request with a project (or a torch source the user named) is planned in steps:
+
+1. the torch builds that fit the hosts *and* that the source serves: the family alone
+   through the resolver, which gives the preferred variant and Python;
+2. **one solver for the graph**: `uv pip compile` of the whole project with torch
+   constrained to exactly those builds (a specifier: `torch>=2.12,<=2.15.0,!=2.14.0`),
+   the family routed to the torch index as direct dependencies, the CUDA packages the
+   driver cannot run excluded, wheels only (`--no-build`) first. uv chooses torch: a pin
+   two levels down holds it where it must be. Once per (variant, Python) in preference
+   order, stopping at the first that solves (usually the first);
+3. a second, exact pass only where the first needs it: a family member that came in
+   transitively (routed now as a direct dependency), a companion (companions.toml) whose
+   resolved release has no binary for the chosen torch (constrained to those that do),
+   a companion whose binary for this build is the torch index's (routed there);
+4. the plan is the matrix's row for the torch uv chose, with `resolved` exactly uv's set:
+   what resolve prints is what install installs, the lock records and export writes.
+
+A request of the torch family alone against the public index keeps the fast path: the
+matrix alone, no network (the matrix tracks that index).
+
+When uv finds no answer, the old first-level reading explains it in host terms where it
+can (`compat.resolver.resolve` with the project's METADATA: the culprit package, its
+torch pin and the host fact that rules out each build it needs); otherwise uv's own
+explanation is shown, with the builds that fit this host and that the source serves. A
+source that cannot be reached is `index-unavailable`, never "no compatible set".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from torchfit.compat.facts import HostFacts
+from torchfit.compat.matrix import FAMILY_PACKAGES, Build, Matrix
+from torchfit.compat.plan import Plan
+from torchfit.compat.request import Request
+from torchfit.errors import BadInput, IndexUnavailable, NoCompatibleSet, ToolMissing, ToolTimeout
+from torchfit.progress import Progress
+
+if TYPE_CHECKING:
+    from torchfit.compat.companions import Companions
+    from torchfit.compat.served import Served
+    from torchfit.index.client import IndexClient
+    from torchfit.index.project import SourcePackages
+    from torchfit.index.sources import Sources
+    from torchfit.lock.uv import Compiled
+    from torchfit.runner import Runner
+
+# (variant, Python) pairs tried before giving up: each is one uv run.
+MAX_ATTEMPTS = 4
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """What the command line decided (cli/settings.py), as values.
+
+    `sources(variant)`: the install's sources with that variant's torch index;
+    `torch_given`: the user named the torch source (flag, environment, a lock), so it is
+    read even for a request of the family alone.
+    """
+
+    sources: Callable[[str], Sources]
+    torch_given: bool = False
+    allow_insecure: bool = False
+    timeout: float = 600.0
+    explain: bool = False
+    no_build: bool = False
+
+
+def make_plan(hosts: Sequence[HostFacts], request: Request, matrix: Matrix, settings: PlanSettings, *,
+              progress: Progress | None = None) -> Plan:
+    """The plan for `request` on `hosts`: NoCompatibleSet, IndexUnavailable or BadInput if none."""
+    from torchfit.compat.resolver import resolve
+
+    if not request.project.others and not settings.torch_given:
+        return resolve(hosts, request, matrix)
+    return _Planner(hosts, request, matrix, settings, progress or Progress()).plan()
+
+
+def family_request(request: Request) -> Request:
+    """The request without the project's packages (its -c constraints kept: they bind the family too)."""
+    return replace(request, project=replace(request.project, requirements=()))
+
+
+class _Planner:
+    def __init__(self, hosts: Sequence[HostFacts], request: Request, matrix: Matrix, settings: PlanSettings,
+                 progress: Progress) -> None:
+        self.hosts = list(hosts)
+        self.request = request
+        self.matrix = matrix
+        self.settings = settings
+        self.progress = progress
+        self.arch = hosts[0].arch or os.uname().machine
+        self.served: dict[str, Served] = {}
+        self._client: IndexClient | None = None
+        self.tried: list[str] = []  # what each uv run said, for a refusal
+        self.direct: list[str] = []  # family members made direct dependencies (routed to the torch index)
+        self.python_failed = False  # the last uv run failed on the interpreter (Requires-Python)
+        self.uv_said: list[str] = []  # uv's own explanations, in order
+
+    # -- the torch source ---------------------------------------------------------------
+    @property
+    def client(self) -> IndexClient:
+        if self._client is None:
+            from torchfit.index.client import IndexClient
+
+            self._client = IndexClient(progress=self.progress, honor_max_age=True,
+                                       allow_insecure=self.settings.allow_insecure)
+        return self._client
+
+    def read_source(self, variant: str) -> Served:
+        if variant not in self.served:
+            from torchfit.index.torchsource import read_torch_source
+
+            where = self.settings.sources(variant).torch_index
+            self.served[variant] = read_torch_source(self.client, where, variant)
+        return self.served[variant]
+
+    def fitting(self, excluded: set[str], request: Request) -> tuple[Plan, Matrix]:
+        """The resolver's plan for the family among builds that fit and that the sources
+        serve (each variant's source read when the resolver first prefers it)."""
+        from torchfit.compat.resolver import resolve
+        from torchfit.compat.served import restrict_matrix
+
+        while True:
+            cut = restrict_matrix(self.matrix, self.served, self.arch)
+            cut = replace(cut, builds=tuple(b for b in cut.builds if b.variant not in excluded))
+            try:
+                plan = resolve(self.hosts, request, cut, check_hints=not self.served)
+            except NoCompatibleSet as exc:
+                raise self._with_sources(exc) from None
+            if plan.variant in self.served:
+                return plan, cut
+            self.read_source(plan.variant)
+
+    def _with_sources(self, exc: NoCompatibleSet) -> NoCompatibleSet:
+        """A refusal among served builds says what the sources had (variants a mirror does not
+        hold on one line), then what uv said."""
+        from torchfit.compat.served import describe_served
+
+        if not self.served:
+            return exc
+        lines = [f"{s.where} ({s.variant}) serves torch {describe_served(s, self.arch)}"
+                 for s in self.served.values() if s.versions(self.arch)]
+        empty = [s.variant for s in self.served.values() if not s.versions(self.arch)]
+        if empty:
+            lines.append(f"no torch wheel for {self.arch} on the torch source for {', '.join(empty)}")
+        return NoCompatibleSet([*exc.conflicts, *lines, *self.tried],
+                               exc.hints or ["give a torch source that holds a build for this host "
+                                             "(--torch-index-url; docs/mirrors.md)"])
+
+    # -- the plan -------------------------------------------------------------------------
+    def plan(self) -> Plan:
+        fam = family_request(self.request)
+        if not self.request.project.others:
+            plan, _ = self.fitting(set(), fam)
+            return self._finish_family(plan)
+        return self._plan_project(fam)
+
+    def _finish_family(self, plan: Plan) -> Plan:
+        source = self.settings.sources(plan.variant)
+        return replace(plan, index_url=source.torch_index, reasons=(
+            *plan.reasons, f"torch {plan.torch} {plan.variant}: served by {self.served[plan.variant].where} "
+                           "(read from the source: measured)"))
+
+    def _plan_project(self, fam: Request) -> Plan:
+        from torchfit.owned import temp_dir
+
+        excluded: set[str] = set()
+        request = fam
+        with temp_dir("resolve") as work:
+            for attempt in range(MAX_ATTEMPTS):
+                try:
+                    first, cut = self.fitting(excluded, request)
+                except NoCompatibleSet:
+                    if not self.tried:
+                        raise
+                    break  # no other (variant, Python) to try: uv's answers explain it
+                builds = self._fitting_builds(request, cut, first)
+                got = self._solve(first, builds, work, f"try{attempt}")
+                if got is not None:
+                    compiled, torch = got
+                    return self._final(first, cut, builds, compiled, torch, work)
+                if self.python_failed:
+                    # the interpreter is what fails (Requires-Python): the next Python, same variant
+                    from packaging.specifiers import SpecifierSet
+
+                    request = replace(request, python=(request.python or SpecifierSet()) & SpecifierSet(
+                        f"!={first.python}.*"))
+                else:
+                    excluded.add(first.variant)
+            raise self._refusal(fam)
+
+    def _fitting_builds(self, request: Request, cut: Matrix, first: Plan) -> list[Build]:
+        """The builds of the plan's variant that fit every host with the plan's Python."""
+        from packaging.specifiers import SpecifierSet
+
+        from torchfit.compat.provider import Context
+
+        pinned = replace(request, python=SpecifierSet(f"=={first.python}.*"), free_threaded=first.free_threaded)
+        ctx = Context(self.hosts, pinned, cut)
+        return [b for b in ctx.ordered if b.variant == first.variant and not ctx.refusals(b)]
+
+    # -- uv -------------------------------------------------------------------------------
+    def _uv(self) -> tuple[Runner, str]:
+        from torchfit.lock.uv import find_uv, uv_version
+        from torchfit.runner import Runner
+
+        runner = Runner()
+        uv = find_uv(runner)
+        if uv is None or uv_version(runner, uv) is None:
+            raise NoCompatibleSet([f"resolving the project's packages needs uv (found: {uv or 'none'})"],
+                                  ["pip install uv beside torchfit (it is a dependency of torchfit)"])
+        return runner, uv
+
+    def _specs(self, direct: Sequence[str] = ()) -> list[str]:
+        """The project as uv resolves it: the family as the user asked (torch always, so its
+        routing holds), the family members `direct` (met transitively before), the project."""
+        family = [str(r) for r in self.request.requirements]
+        names = {canonicalize_name(_name(r)) for r in family}
+        out = list(family)
+        if "torch" not in names:
+            out.insert(0, "torch")
+        out += [n for n in direct if n not in names and n != "torch"]
+        return [*out, *(r.text for r in self.request.project.others)]
+
+    def _compile(self, plan: Plan, work: str, name: str, constraints: Sequence[str], *,
+                 direct: Sequence[str] = (), routed: Sequence[str] = (), no_build: bool = True) -> Compiled:
+        from torchfit.compat.tags import uv_platform
+        from torchfit.index.torchsource import is_flat
+        from torchfit.lock.uv import classify_failure, compile_project
+        from torchfit.runner import stall_timeout
+
+        runner, uv = self._uv()
+        sources = self.settings.sources(plan.variant)
+        options, env = sources.uv_compile(os.environ, work)
+        if no_build:
+            options = [*options, "--no-build"]
+        glibcs = [g.major_minor() for g in (h.glibc_v for h in self.hosts) if g is not None]
+        target = (plan.python_version, uv_platform(self.arch, min(glibcs) if glibcs else None))
+        flat = self.served[plan.variant].kind == "flat" or is_flat(sources.torch_index)
+        user = [r.text for r in self.request.project.constraints if not r.is_family]
+        how = "wheels only" if no_build else "source distributions allowed: uv may build one to read its metadata"
+        self.progress.info(f"[resolve] uv: the whole project, torch from {self.served[plan.variant].where} "
+                           f"({plan.variant}, Python {plan.python_version}; {how})")
+        try:
+            compiled = compile_project(
+                runner, uv, specs=self._specs(direct), torch_index=_as_url(sources.torch_index), work=work,
+                env=env, options=options, routed=routed, flat=flat, target=target,
+                constraints=[*user, *constraints], timeout=self.settings.timeout, stall=stall_timeout(), name=name)
+        except (ToolTimeout, ToolMissing) as exc:
+            raise NoCompatibleSet([f"uv did not answer: {exc}"], []) from None
+        if not compiled.ok:
+            kind, url = classify_failure(compiled.stderr)
+            if kind == "unreachable":
+                from torchfit.lock.uv import explanation
+
+                raise IndexUnavailable(url or sources.torch_index, explanation(compiled.stderr, 300), kind="connect",
+                                       hint="check the URL and the network, or give a reachable mirror with "
+                                            "--torch-index-url / --index-url (docs/mirrors.md)")
+        return compiled
+
+    def _base_constraints(self, plan: Plan, builds: Sequence[Build]) -> list[str]:
+        from torchfit.compat.served import allowed_versions, torch_constraint
+
+        served = self.served[plan.variant]
+        allowed = allowed_versions(builds, served, self.arch)
+        if not allowed:
+            return []
+        return [f"torch{torch_constraint(allowed, served.versions(self.arch))}", *self._cuda_exclusions()]
+
+    def _cuda_exclusions(self) -> list[str]:
+        """Constraints that keep out CUDA packages of a major the driver cannot run."""
+        from torchfit.compat.cudapkgs import cuda_exclusions
+
+        return cuda_exclusions(self.matrix, self.hosts)
+
+    def _solve(self, plan: Plan, builds: Sequence[Build], work: str, name: str) -> tuple[Compiled, str] | None:
+        """uv's answer for the project with torch among `builds`; None (and why, in
+        `self.tried`) when there is none. Wheels only first; then with builds from source."""
+        from torchfit.lock.uv import explanation
+
+        constraints = self._base_constraints(plan, builds)
+        if not constraints:
+            self.tried.append(f"{plan.variant}: no build of it that fits this host is served by "
+                              f"{self.served[plan.variant].where}")
+            return None
+        passes = [True] if self.settings.no_build else [True, False]
+        compiled = None
+        direct: list[str] = []
+        for no_build in passes:
+            while True:
+                compiled = self._compile(plan, work, f"{name}-{'wheels' if no_build else 'sdists'}-{len(direct)}",
+                                         constraints, direct=direct, no_build=no_build)
+                # uv routes only direct dependencies to the torch index ([tool.uv.sources]): a
+                # companion that came in further down and was not found elsewhere is made direct.
+                missing = [n for n in ("torchvision", "torchaudio")
+                           if not compiled.ok and n not in direct and re.search(rf"\b{n}\b", compiled.stderr)]
+                if not missing:
+                    break
+                direct += missing
+            if compiled.ok:
+                break
+        self.direct = direct
+        assert compiled is not None
+        if not compiled.ok:
+            said = explanation(compiled.stderr)
+            # uv names the interpreter when Requires-Python is what fails ("the requested Python version")
+            self.python_failed = bool(re.search(r"requested Python version|Python>=|Python<|python_version",
+                                                said, re.IGNORECASE))
+            self.tried.append(f"uv, with torch limited to the {plan.variant} builds that fit this host and "
+                              f"that {self.served[plan.variant].where} serves ({constraints[0]}) and Python "
+                              f"{plan.python_version}: {said}")
+            self.uv_said.append(said)
+            return None
+        torch = next((d.version for d in compiled.locked if d.name == "torch"), None)
+        if torch is None:
+            return None
+        return compiled, str(torch)
+
+    # -- the answer -------------------------------------------------------------------------
+    def _final(self, first: Plan, cut: Matrix, builds: Sequence[Build], compiled: Compiled, torch: str,
+               work: str) -> Plan:
+        from torchfit.cache import load_companions
+        from torchfit.compat.resolver import resolve
+
+        chosen = Version(Version(torch).public)
+        companions = load_companions()
+        compiled, notes, warnings, routed = self._refine(first, builds, compiled, chosen, companions, work)
+        resolved = {d.name: str(d.version) for d in compiled.locked}
+        # The matrix's row for what uv chose: the resolver again, among that release only.
+        keep = tuple(b for b in cut.builds if b.torch < chosen or (b.torch == chosen and b.variant == first.variant))
+        from packaging.specifiers import SpecifierSet
+
+        pinned = replace(self.request, project=replace(self.request.project, requirements=()),
+                         requirements=tuple(r for r in self.request.requirements
+                                            if canonicalize_name(_name(str(r))) == "torch"),
+                         python=SpecifierSet(f"=={first.python}.*"), free_threaded=first.free_threaded)
+        plan = resolve(self.hosts, pinned, replace(cut, builds=keep))
+        held = [b for b in builds if b.torch > chosen]
+        sdists = [d for d in compiled.locked if d.artifacts and all(a.kind == "sdist" for a in d.artifacts)]
+        return self._assemble(plan, first, builds, held, resolved, routed, notes,
+                              warnings + [_sdist_line(d.name, str(d.version), companions) for d in sdists],
+                              compiled, work)
+
+    def _refine(self, first: Plan, builds: Sequence[Build], compiled: Compiled, torch: Version,
+                companions: Companions, work: str) -> tuple[Compiled, list[str], list[str], list[str]]:
+        """The exact second pass, where the first needs one (the module's step 3)."""
+        resolved = {d.name: d for d in compiled.locked}
+        direct = {canonicalize_name(_name(str(r))) for r in self.request.requirements} | {"torch", *self.direct}
+        transitive = [n for n in FAMILY_PACKAGES if n in resolved and n not in direct]
+        constraints: list[str] = []
+        notes: list[str] = []
+        warnings: list[str] = []
+        routed: list[str] = []
+        python = first.python
+        for name, dist in resolved.items():
+            comp = companions.get(name)
+            if comp is None or name in FAMILY_PACKAGES:
+                continue
+            fits = companions.releases_for(name, torch=torch, variant=first.variant, python=python)
+            known = {r.version for r in comp.releases}
+            version = Version(str(dist.version))
+            if version in known and version not in {r.version for r in fits} and fits:
+                from torchfit.compat.served import torch_constraint
+
+                constraints.append(name + torch_constraint([r.version for r in fits], sorted(known)))
+                notes.append(f"{name} {version} has no binary for torch {torch} {first.variant} "
+                             f"(companions.toml); constrained to the releases that do ({', '.join(str(r.version) for r in fits[:4])})")
+            from torchfit.compat.matrix import DEFAULT_INDEX
+
+            if comp.route == DEFAULT_INDEX and companions.routing(name, torch=torch, variant=first.variant):
+                routed.append(name)
+        if not (transitive or constraints or routed):
+            return compiled, notes, warnings, routed
+        from torchfit.compat.served import allowed_versions
+
+        served = self.served[first.variant]
+        exact = [v for v in allowed_versions(builds, served, self.arch) if Version(v.public) == torch]
+        pin = f"torch=={exact[0]}" if exact else f"torch=={torch}"
+        second = self._compile(first, work, "exact", [pin, *self._cuda_exclusions(), *constraints],
+                               direct=[*self.direct, *transitive], routed=routed, no_build=False)
+        if second.ok:
+            return second, notes, warnings, routed
+        from torchfit.lock.uv import explanation
+
+        warnings += [f"{n}: kept as uv first resolved it; the exact pass failed: {explanation(second.stderr, 300)}"
+                     for n in notes]
+        return compiled, [], warnings, []
+
+    def _assemble(self, plan: Plan, first: Plan, builds: Sequence[Build], held: Sequence[Build],
+                  resolved: dict[str, str], routed: Sequence[str], notes: Sequence[str],
+                  warnings: Sequence[str], compiled: Compiled, work: str) -> Plan:
+        torch = plan.torch
+        served = self.served[plan.variant]
+        user_pin = str(self.request.spec("torch"))
+        count = len({b.torch for b in builds})
+        if held:
+            newer = ", ".join(dict.fromkeys(str(b.torch) for b in held))
+            why = (f"the newest of the {count} releases that fit this host and that {served.where} serves "
+                   f"which the project's dependencies allow (uv resolved the whole project; newer: {newer})")
+            culprit = self._held_by(first, builds, held, work) if self.settings.explain else None
+            if culprit:
+                why += f"; {culprit}"
+            elif user_pin and not any(Version(str(b.torch)) in self.request.spec("torch") for b in held):
+                why = f"within your torch{user_pin} ({count} releases fit this host and {served.where} serves)"
+        else:
+            why = f"the newest of the {count} releases that fit this host and that {served.where} serves"
+            if user_pin:
+                why += f", within your torch{user_pin}"
+        reasons = [r for r in plan.reasons if not r.startswith(f"torch {torch}:")]
+        reasons.insert(0, f"torch {torch}: {why}")
+        reasons.append(f"the whole project ({len(resolved)} packages) resolved by uv in one pass; "
+                       f"the torch family from {served.where} only")
+        reasons += list(notes)
+        reasons += [f"{n}: its {plan.variant} binary comes from the torch index, like torch (companions.toml)"
+                    for n in routed]
+        family = [n for n in FAMILY_PACKAGES if n in resolved]
+        ruled = [*plan.ruled_out[: plan.ruled_out_relevant],
+                 *(f"{b.label}: the project's dependencies need another torch (uv's resolution)" for b in held),
+                 *plan.ruled_out[plan.ruled_out_relevant:]]
+        why_map = dict(plan.why)
+        why_map["torch"] = why
+        why_map["torchvision"] = "required by the project; resolved by uv from the torch index" \
+            if "torchvision" in resolved else "not part of the plan"
+        why_map["torchaudio"] = "required by the project; resolved by uv from the torch index" \
+            if "torchaudio" in resolved else "not part of the plan"
+        why_map["index_url"] = f"the torch source given ({served.where})" if self.settings.torch_given \
+            else why_map.get("index_url", "")
+        return replace(
+            plan,
+            torchvision=_public(resolved.get("torchvision")),
+            torchaudio=_public(resolved.get("torchaudio")),
+            packages=tuple(family),
+            index_url=self.settings.sources(plan.variant).torch_index,
+            reasons=tuple(dict.fromkeys(reasons)),
+            warnings=tuple(dict.fromkeys([*plan.warnings, *warnings])),
+            ruled_out=tuple(ruled),
+            ruled_out_relevant=plan.ruled_out_relevant + len(held),
+            why=why_map,
+            project=tuple(r.text for r in self.request.project.others),
+            constraints=tuple(r.text for r in self.request.project.constraints),
+            resolved=resolved,
+            routed=tuple(routed),
+        )
+
+    def _held_by(self, first: Plan, builds: Sequence[Build], held: Sequence[Build], work: str) -> str | None:
+        """`--explain`: why not the newest build: uv's own explanation with that torch forced."""
+        from torchfit.compat.served import allowed_versions
+        from torchfit.lock.uv import explanation
+
+        newest = allowed_versions([held[0]], self.served[first.variant], self.arch)
+        if not newest:
+            return None
+        probe = self._compile(first, work, "why", [f"torch=={newest[0]}", *self._cuda_exclusions()],
+                              no_build=False)
+        if probe.ok:
+            return None
+        return f"with torch {held[0].torch}, uv says: {explanation(probe.stderr, 600)}"
+
+    # -- no answer ---------------------------------------------------------------------------
+    def _refusal(self, fam: Request) -> NoCompatibleSet:
+        """No (variant, Python) solved: the first-level reading names the culprit in host terms
+        where it can; uv's explanations (with what the sources serve) otherwise."""
+        from torchfit.cache import load_companions
+        from torchfit.compat.resolver import resolve
+        from torchfit.compat.served import restrict_matrix
+
+        try:
+            reader = self._reader()
+            resolve(self.hosts, self.request, restrict_matrix(self.matrix, self.served, self.arch), reader,
+                    load_companions())
+        except NoCompatibleSet as exc:
+            return self._with_sources(NoCompatibleSet([*exc.conflicts], exc.hints, exc.remedies))
+        except (IndexUnavailable, BadInput):
+            pass
+        conflicts = ["uv finds no set of the project's packages with a torch build that fits this host "
+                     "and that the torch source serves"]
+        hints = ["pin the package uv names to a release whose torch fits this host, or give a source that "
+                 "has one (--torch-index-url, --find-links)"]
+        cuda = self._cuda_line()
+        if cuda is not None:
+            conflicts.append(cuda[0])
+            hints.insert(0, cuda[1])
+        return self._with_sources(NoCompatibleSet(conflicts, hints))
+
+    def _cuda_line(self) -> tuple[str, str] | None:
+        """When uv's refusal names a CUDA package this host's driver cannot run: the host fact and the fix."""
+        from torchfit.compat.cudapkgs import blocked_majors
+
+        blocked = blocked_majors(self.matrix, self.hosts)
+        named = sorted({m.group(1) for said in self.uv_said
+                        for m in re.finditer(r"([A-Za-z0-9_.-]+)<0, which does not allow any versions", said)}
+                       | {m.group(1) for said in self.uv_said
+                          for m in re.finditer(r"([A-Za-z0-9_.-]+)<(\d+), which", said)
+                          if int(m.group(2)) in {b for b, _ in blocked}})
+        if not blocked or not named:
+            return None
+        major, floor = blocked[0]
+        drivers = ", ".join(sorted({str(h.driver) for h in self.hosts if h.driver is not None}))
+        return (f"{', '.join(named)}: CUDA {major} packages, and this host's driver {drivers} is below CUDA "
+                f"{major}.x's floor {floor} (NVIDIA's minor-version compatibility; data/matrix.toml [[cuda]]): "
+                "the project's releases that need them cannot run here",
+                f"upgrade the NVIDIA driver to >= {floor}, or pin a release of the project that does not need "
+                f"CUDA {major} packages")
+
+    def _reader(self) -> SourcePackages:
+        from torchfit.compat.matrix import PYPI_SIMPLE
+        from torchfit.index.project import SourcePackages
+
+        sources = self.settings.sources("cpu")
+        indexes = [] if sources.no_index else [sources.index_url or PYPI_SIMPLE, *sources.extra_index_urls]
+        return SourcePackages(self.client, indexes, list(sources.find_links), self.arch)
+
+
+def _name(text: str) -> str:
+    try:
+        return Requirement(text).name
+    except InvalidRequirement:
+        return text.split("=")[0].split("<")[0].split(">")[0].strip()
+
+
+def _public(version: str | None) -> str | None:
+    """"0.29.0" of "0.29.0+cpu": the plan names releases, the lock the exact builds."""
+    return Version(version).public if version else None
+
+
+def _as_url(location: str) -> str:
+    """A torch source for uv: a plain path becomes a file:// URL."""
+    if "://" in location:
+        return location
+    from urllib.parse import quote
+
+    return "file://" + quote(os.path.abspath(location))
+
+
+def _sdist_line(name: str, version: str, companions: Companions) -> str:
+    from torchfit.compat.companions import format_sdist_warning
+
+    comp = companions.get(name)
+    rel = next((r for r in comp.releases if str(r.version) == version), None) if comp else None
+    if rel is not None and rel.sdist_only:
+        return format_sdist_warning(rel)
+    return (f"{name} {version} has no wheel for this host in your sources: installing it builds it from its "
+            "source distribution (runs its build, needs its compilers); `resolve --no-build` refuses instead")

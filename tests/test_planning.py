@@ -1,0 +1,239 @@
+"""`planning.make_plan` through `torchfit resolve`: one solver (real uv) for the whole project,
+the torch builds that fit the host *and* that the source serves (issue 24, one test per class).
+
+Every source is built here: tiny torch wheels with real names and METADATA (a PEP 503 tree per
+variant, or a flat directory), the project's packages in a find-links directory, and uv run for
+real, offline (`--offline`: file:// sources only). Recorded PyPI METADATA of real releases
+(tests/data/projects/pypi) becomes tiny wheels whose Requires-Dist are the recorded lines on the
+torch family and CUDA packages (the rest would need the whole of PyPI).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import run_cli
+from tests.support.wheels import make_wheel, write_index
+
+PROJECTS = Path(__file__).resolve().parent / "data" / "projects" / "pypi"
+CP311 = "cp311-cp311-manylinux_2_28_x86_64"
+CPU_HOST = ("--assume", "gpu=none", "--assume", "python=3.11", "--assume", "glibc=2.36", "--assume", "arch=x86_64")
+# An H100 host on driver 570: CUDA 12.x builds run (cu126: minor-version compatibility), CUDA 13 does not.
+DRIVER_570 = ("--assume", "gpu=sm_90", "--assume", "driver=570.124.06", "--assume", "python=3.11",
+              "--assume", "glibc=2.36", "--assume", "arch=x86_64")
+
+
+def torch_tree(root: Path, variant: str, versions: list[str], tag: str = CP311, *, extra: list[Path] = ()) -> Path:
+    """root/<variant>/simple: a PEP 503 tree of torch wheels `version+variant` (and `extra` wheels)."""
+    wheels = [make_wheel(root / "wheels" / variant, "torch", f"{v}+{variant}", tag=tag) for v in versions]
+    return write_index(root / variant, [*wheels, *extra])
+
+
+def resolve(*args: str, ok: bool = True) -> dict:
+    proc = run_cli("resolve", "--json", "--offline", *args, timeout=180)
+    assert (proc.returncode == 0) == ok, proc.stderr + proc.stdout
+    return json.loads(proc.stdout)
+
+
+def wheel_from_record(directory: Path, record: Path, keep: re.Pattern[str]) -> Path:
+    """A tiny wheel whose METADATA is the recorded file's name, version, Requires-Python and the
+    Requires-Dist lines `keep` matches (the torch family, CUDA packages), as PyPI served them."""
+    text = record.read_text("utf-8")
+    name = re.search(r"^Name: (.+)$", text, re.M).group(1).strip()  # type: ignore[union-attr]
+    version = re.search(r"^Version: (.+)$", text, re.M).group(1).strip()  # type: ignore[union-attr]
+    rp = re.search(r"^Requires-Python: (.+)$", text, re.M)
+    requires = [m.strip() for m in re.findall(r"^Requires-Dist: (.+)$", text, re.M)
+                if keep.search(m) and "extra ==" not in m]
+    return make_wheel(directory, name, version, requires, rp.group(1).strip() if rp else None)
+
+
+# -- class 1: a pin further down ----------------------------------------------------------
+
+
+def test_a_torch_pin_two_levels_down_decides_the_plan(tmp_path: Path) -> None:
+    index = torch_tree(tmp_path, "cpu", ["2.12.0", "2.13.0", "2.15.0"])
+    links = tmp_path / "links"
+    make_wheel(links, "trlx", "1.0", ["vllmx"])           # pins nothing itself
+    make_wheel(links, "vllmx", "1.0", ["torch==2.13.0"])  # pins torch
+    make_wheel(links, "vllmx", "2.0", ["torch==2.99.0"])  # a torch no source has
+    out = resolve(*CPU_HOST, "trlx", "--find-links", str(links), "--torch-index-url", index.as_uri())
+    assert out["torch"] == "2.13.0" and out["variant"] == "cpu", out
+    assert out["resolved"]["vllmx"] == "1.0" and out["resolved"]["torch"] == "2.13.0+cpu", out
+    assert any("2.15.0" in r and "the project's dependencies need another torch" in r for r in out["ruled_out"])
+    assert not any("required by trlx" in r for r in out["reasons"]), out["reasons"]  # never blamed on trlx
+    # --explain asks uv why not 2.15.0, and shows its answer (the package that holds it)
+    proc = run_cli("resolve", "--offline", "--explain", *CPU_HOST, "trlx", "--find-links", str(links),
+                   "--torch-index-url", index.as_uri(), timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert "vllmx" in proc.stdout and "torch==2.13.0" in proc.stdout, proc.stdout
+
+
+# -- class 2: the companion release the plan names is the one installed ------------------------
+
+
+def test_a_companion_without_a_torch_pin_gets_the_release_built_for_the_chosen_torch(tmp_path: Path) -> None:
+    # torchao's METADATA names no torch (0.15.0, 0.18.0: tests/data/projects/pypi/torchao); its binary
+    # needs torch 2.9.1 (0.15.0) or >= 2.11 (0.18.0): companions.toml. The source has 2.9.1 only.
+    index = torch_tree(tmp_path, "cpu", ["2.9.1"])
+    links = tmp_path / "links"
+    for record in sorted((PROJECTS / "torchao").glob("torchao-0.1[58]*.metadata")):
+        wheel_from_record(links, record, re.compile(r"^torch\b"))
+    out = resolve(*CPU_HOST, "torchao", "--find-links", str(links), "--torch-index-url", index.as_uri())
+    assert out["torch"] == "2.9.1", out
+    assert out["resolved"]["torchao"] == "0.15.0", out  # not 0.18.0, which uv alone would take
+    assert any("torchao 0.18.0 has no binary for torch 2.9.1" in r for r in out["reasons"]), out["reasons"]
+
+
+# -- class 3: a companion whose METADATA names no torch, beside a newer torch -------------------
+
+
+def test_vllm_033_pins_torchaudio_2_11_0_beside_torch_2_14_and_gets_it(tmp_path: Path) -> None:
+    # vllm 0.33.0's wheel METADATA (recorded): torch==2.14.0, torchaudio==2.11.0, torchvision==0.29.0.
+    # torchaudio 2.11.0 names no torch: the METADATA decides, not a pairing table.
+    audio = make_wheel(tmp_path / "family", "torchaudio", "2.11.0+cpu", tag=CP311)
+    vision = make_wheel(tmp_path / "family", "torchvision", "0.29.0+cpu", ["torch==2.14.0"], tag=CP311)
+    index = torch_tree(tmp_path, "cpu", ["2.11.0", "2.14.0", "2.15.0"], extra=[audio, vision])
+    links = tmp_path / "links"
+    family = re.compile(r"^torch(vision|audio)?\b")
+    for record in sorted((PROJECTS / "vllm").glob("vllm-0.*.metadata")):
+        if "0.22.1" in record.name or "0.33.0" in record.name:
+            wheel_from_record(links, record, family)
+    out = resolve(*CPU_HOST, "vllm", "--find-links", str(links), "--torch-index-url", index.as_uri())
+    assert (out["torch"], out["torchaudio"], out["torchvision"]) == ("2.14.0", "2.11.0", "0.29.0"), out
+    assert out["resolved"]["vllm"] == "0.33.0", out
+    assert out["packages"] == ["torch", "torchvision", "torchaudio"], out  # what install installs
+    # the mirror lacks 2.14.0: the older vllm whose torch it has (0.22.1: torch==2.11.0), never a refusal
+    index2 = torch_tree(tmp_path / "m2", "cpu", ["2.11.0", "2.15.0"],
+                        extra=[make_wheel(tmp_path / "f2", "torchaudio", "2.11.0+cpu", tag=CP311),
+                               make_wheel(tmp_path / "f2", "torchvision", "0.26.0+cpu", ["torch==2.11.0"], tag=CP311)])
+    out = resolve(*CPU_HOST, "vllm", "--find-links", str(links), "--torch-index-url", index2.as_uri())
+    assert (out["torch"], out["resolved"]["vllm"]) == ("2.11.0", "0.22.1"), out
+
+
+# -- class 4: CUDA packages the driver cannot run --------------------------------------------
+
+
+def test_a_release_needing_cuda_13_packages_loses_to_an_older_one_on_a_driver_570_host(tmp_path: Path) -> None:
+    index = torch_tree(tmp_path, "cu126", ["2.13.0", "2.14.0"])
+    links = tmp_path / "links"
+    make_wheel(links, "kernels", "2.0", ["torch>=2.13", "nvidia-cuda-runtime>=13"])  # a CUDA 13 package
+    make_wheel(links, "kernels", "1.0", ["torch>=2.13"])
+    make_wheel(links, "nvidia-cuda-runtime", "13.0.96")
+    template = (tmp_path / "{variant}" / "simple").as_uri().replace("%7B", "{").replace("%7D", "}")
+    out = resolve(*DRIVER_570, "kernels", "--find-links", str(links), "--torch-index-url", template)
+    assert out["variant"] == "cu126" and out["resolved"]["kernels"] == "1.0", out
+    assert "nvidia-cuda-runtime" not in out["resolved"], out
+    # asked for by name, it is refused, and uv's reason names the CUDA package
+    proc = run_cli("resolve", "--offline", *DRIVER_570, "kernels==2.0", "--find-links", str(links),
+                   "--torch-index-url", template, timeout=180)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "nvidia-cuda-runtime" in proc.stderr, proc.stderr
+    assert index.is_dir()
+
+
+def test_vllm_needs_cuda_13_packages_so_a_driver_570_host_is_refused_with_them_named(tmp_path: Path) -> None:
+    # vllm 0.22.1 and 0.33.0 require nvidia-cutlass-dsl[cu13] (their recorded METADATA), whose cu13
+    # extra requires nvidia-cutlass-dsl-libs-cu13 (nvidia-cutlass-dsl 4.8.1 on PyPI).
+    index = torch_tree(tmp_path, "cu126", ["2.11.0", "2.14.0"])
+    links = tmp_path / "links"
+    keep = re.compile(r"^(torch\b|nvidia-cutlass-dsl)")
+    for record in sorted((PROJECTS / "vllm").glob("vllm-0.*.metadata")):
+        if "0.22.1" in record.name or "0.33.0" in record.name:
+            wheel_from_record(links, record, keep)
+    for version in ("4.5.2", "4.8.0"):
+        make_wheel(links, "nvidia-cutlass-dsl", version, [f'nvidia-cutlass-dsl-libs-cu13=={version}; extra == "cu13"'])
+        make_wheel(links, "nvidia-cutlass-dsl-libs-cu13", version)
+    template = (tmp_path / "{variant}" / "simple").as_uri().replace("%7B", "{").replace("%7D", "}")
+    proc = run_cli("resolve", "--offline", *DRIVER_570, "vllm", "--find-links", str(links), "--torch-index-url",
+                   template, "--json", timeout=180)
+    assert proc.returncode == 1, proc.stdout
+    err = json.loads(proc.stdout)
+    assert err["reference"] == "no-compatible-set"
+    assert "nvidia-cutlass-dsl-libs-cu13" in " ".join(err["conflicts"]), err
+    assert index.is_dir()
+
+
+# -- class 5: prebuilt binaries preferred --------------------------------------------------------
+
+
+def test_a_package_whose_wheels_stop_at_an_older_torch_leads_the_plan_there(tmp_path: Path) -> None:
+    index = torch_tree(tmp_path, "cpu", ["2.12.0", "2.15.0"])
+    links = tmp_path / "links"
+    make_wheel(links, "extx", "1.0", ["torch==2.12.0"])
+    # 2.0 exists only as an sdist (for torch 2.15): with a wheel that fits, no build is planned
+    sdist = links / "extx-2.0.tar.gz"
+    build = tmp_path / "sdist" / "extx-2.0"
+    build.mkdir(parents=True)
+    (build / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: extx\nVersion: 2.0\nRequires-Dist: torch==2.15.0\n")
+    (build / "setup.py").write_text("raise SystemExit('this build must never run')\n")
+    subprocess.run(["tar", "-czf", str(sdist), "-C", str(build.parent), "extx-2.0"], check=True)
+    out = resolve(*CPU_HOST, "extx", "--find-links", str(links), "--torch-index-url", index.as_uri())
+    assert (out["torch"], out["resolved"]["extx"]) == ("2.12.0", "1.0"), out
+    assert not any("source distribution" in w for w in out["warnings"]), out["warnings"]
+
+
+# -- class 6: what the sources really serve --------------------------------------------------------
+
+
+def test_a_mirror_holding_only_an_older_torch_gets_that_torch(tmp_path: Path) -> None:
+    index = torch_tree(tmp_path, "cpu", ["2.13.0"])
+    out = resolve(*CPU_HOST, "--torch-index-url", index.as_uri())  # no project: the source is still read
+    assert out["torch"] == "2.13.0" and out["index_url"] == index.as_uri(), out
+    links = tmp_path / "links"
+    make_wheel(links, "purelib", "1.0")
+    out = resolve(*CPU_HOST, "purelib", "--find-links", str(links), "--torch-index-url", index.as_uri())
+    assert out["torch"] == "2.13.0" and out["resolved"]["torch"] == "2.13.0+cpu", out
+
+
+@pytest.mark.parametrize("kind", ["tree", "flat"])
+def test_offline_from_a_file_tree_and_from_a_flat_directory_of_wheels(tmp_path: Path, kind: str) -> None:
+    links = tmp_path / "links"
+    make_wheel(links, "pin213", "1.0", ["torch==2.13.0"])
+    if kind == "tree":
+        source = torch_tree(tmp_path, "cpu", ["2.12.0", "2.13.0"]).as_uri()
+    else:  # `pip download` output: wheels side by side, variants mixed
+        flat = tmp_path / "wheels"
+        for v in ("2.12.0+cpu", "2.13.0+cpu", "2.13.0+cu126", "2.15.0+cpu"):
+            make_wheel(flat, "torch", v, tag=CP311)
+        source = str(flat)
+    proc = run_cli("resolve", "--json", "--offline", *CPU_HOST, "pin213", "--find-links", str(links),
+                   "--torch-index-url", source, timeout=180, env={"http_proxy": "http://127.0.0.1:9",
+                                                                   "https_proxy": "http://127.0.0.1:9"})
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["resolved"]["torch"] == "2.13.0+cpu" and out["resolved"]["pin213"] == "1.0", out
+
+
+def test_a_cp311_only_mirror_gives_python_3_11_though_3_13_is_newer(tmp_path: Path) -> None:
+    index = torch_tree(tmp_path, "cpu", ["2.13.0", "2.14.0"])  # cp311 wheels only
+    host = ("--assume", "gpu=none", "--assume", "python=3.11", "--assume", "python=3.13", "--assume", "glibc=2.36",
+            "--assume", "arch=x86_64")
+    out = resolve(*host, "--torch-index-url", index.as_uri())
+    assert out["python"] == "3.11" and out["torch"] == "2.14.0", out
+    public = resolve(*host)  # the public index (the matrix): 3.13 has wheels there
+    assert public["python"] == "3.13", public
+
+
+def test_a_source_without_any_build_for_the_host_is_refused_with_what_it_serves(tmp_path: Path) -> None:
+    index = torch_tree(tmp_path, "cpu", ["2.13.0"], tag="cp39-cp39-manylinux_2_28_x86_64")
+    proc = run_cli("resolve", "--offline", *CPU_HOST, "--torch-index-url", index.as_uri(), timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert "serves torch 2.13.0+cpu (cp39)" in proc.stderr, proc.stderr
+
+
+# -- class 7: a source that cannot be reached --------------------------------------------------------
+
+
+def test_an_index_that_cannot_be_resolved_is_index_unavailable_not_no_compatible_set(tmp_path: Path) -> None:
+    index = torch_tree(tmp_path, "cpu", ["2.13.0"])
+    proc = run_cli("resolve", "--json", *CPU_HOST, "purelib", "--index-url", "https://pypi.invalid/simple",
+                   "--torch-index-url", index.as_uri(), timeout=180)
+    assert proc.returncode == 1, proc.stdout
+    err = json.loads(proc.stdout)
+    assert err["reference"] == "index-unavailable", err
+    assert "pypi.invalid" in err["error"], err
