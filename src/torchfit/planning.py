@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from torchfit.index.client import IndexClient
     from torchfit.index.project import SourcePackages
     from torchfit.index.sources import Sources
+    from torchfit.lock.model import LockedDist
     from torchfit.lock.uv import Compiled
     from torchfit.runner import Runner
 
@@ -108,12 +109,16 @@ class _Planner:
         self.settings = settings
         self.progress = progress
         self.arch = hosts[0].arch or os.uname().machine
-        self.served: dict[str, Served] = {}
+        # variant -> what its torch source serves; None: not read (the public index, which
+        # the matrix tracks: a request of the default source keeps the matrix's word)
+        self.served: dict[str, Served | None] = {}
         self._client: IndexClient | None = None
         self.tried: list[str] = []  # what each uv run said, for a refusal
         self.direct: list[str] = []  # family members made direct dependencies (routed to the torch index)
         self.python_failed = False  # the last uv run failed on the interpreter (Requires-Python)
         self.uv_said: list[str] = []  # uv's own explanations, in order
+        self.routed: list[str] = []  # project packages sent to the torch index (companions.toml)
+        self.notes: list[str] = []  # warnings of the planning itself (a source that could not be read)
 
     # -- the torch source ---------------------------------------------------------------
     @property
@@ -125,13 +130,40 @@ class _Planner:
                                        allow_insecure=self.settings.allow_insecure)
         return self._client
 
-    def read_source(self, variant: str) -> Served:
+    def read_source(self, variant: str) -> Served | None:
         if variant not in self.served:
             from torchfit.index.torchsource import read_torch_source
 
             where = self.settings.sources(variant).torch_index
-            self.served[variant] = read_torch_source(self.client, where, variant)
+            try:
+                self.served[variant] = read_torch_source(self.client, where, variant) \
+                    if self.settings.torch_given else None
+            except IndexUnavailable as exc:
+                if self.request.project.others:
+                    raise  # uv must read it anyway: say so now
+                # The family alone (an export written on a login node for a mirror it cannot reach):
+                # the matrix's plan, said to be unchecked against the source.
+                self.served[variant] = None
+                self.notes.append(f"the torch source {exc.url} could not be read ({exc.why}): the plan is the "
+                                  "matrix's, not checked against what that source serves")
         return self.served[variant]
+
+    def measured(self) -> dict[str, Served]:
+        return {v: s for v, s in self.served.items() if s is not None}
+
+    def where(self, variant: str) -> str:
+        """The torch source of `variant`, as shown (credentials redacted)."""
+        from torchfit.redact import redact
+
+        served = self.served.get(variant)
+        return served.where if served is not None else redact(self.settings.sources(variant).torch_index)
+
+    def present(self, variant: str) -> list[Version]:
+        """What the source lists for `variant`, or (not read) the matrix's releases of it."""
+        served = self.served.get(variant)
+        if served is not None:
+            return served.versions(self.arch)
+        return sorted({b.torch for b in self.matrix.builds if b.variant == variant}, reverse=True)
 
     def fitting(self, excluded: set[str], request: Request) -> tuple[Plan, Matrix]:
         """The resolver's plan for the family among builds that fit and that the sources
@@ -140,10 +172,10 @@ class _Planner:
         from torchfit.compat.served import restrict_matrix
 
         while True:
-            cut = restrict_matrix(self.matrix, self.served, self.arch)
+            cut = restrict_matrix(self.matrix, self.measured(), self.arch)
             cut = replace(cut, builds=tuple(b for b in cut.builds if b.variant not in excluded))
             try:
-                plan = resolve(self.hosts, request, cut, check_hints=not self.served)
+                plan = resolve(self.hosts, request, cut, check_hints=not self.measured())
             except NoCompatibleSet as exc:
                 raise self._with_sources(exc) from None
             if plan.variant in self.served:
@@ -155,11 +187,12 @@ class _Planner:
         hold on one line), then what uv said."""
         from torchfit.compat.served import describe_served
 
-        if not self.served:
+        measured = self.measured()
+        if not measured and not self.tried:
             return exc
         lines = [f"{s.where} ({s.variant}) serves torch {describe_served(s, self.arch)}"
-                 for s in self.served.values() if s.versions(self.arch)]
-        empty = [s.variant for s in self.served.values() if not s.versions(self.arch)]
+                 for s in measured.values() if s.versions(self.arch)]
+        empty = [s.variant for s in measured.values() if not s.versions(self.arch)]
         if empty:
             lines.append(f"no torch wheel for {self.arch} on the torch source for {', '.join(empty)}")
         return NoCompatibleSet([*exc.conflicts, *lines, *self.tried],
@@ -176,9 +209,10 @@ class _Planner:
 
     def _finish_family(self, plan: Plan) -> Plan:
         source = self.settings.sources(plan.variant)
-        return replace(plan, index_url=source.torch_index, reasons=(
-            *plan.reasons, f"torch {plan.torch} {plan.variant}: served by {self.served[plan.variant].where} "
-                           "(read from the source: measured)"))
+        said = [f"torch {plan.torch} {plan.variant}: served by {self.where(plan.variant)} (read from the source: "
+                "measured)"] if self.served.get(plan.variant) is not None else []
+        return replace(plan, index_url=source.torch_index, reasons=(*plan.reasons, *said),
+                       warnings=tuple(dict.fromkeys([*plan.warnings, *self.notes])))
 
     def _plan_project(self, fam: Request) -> Plan:
         from torchfit.owned import temp_dir
@@ -255,10 +289,12 @@ class _Planner:
             options = [*options, "--no-build"]
         glibcs = [g.major_minor() for g in (h.glibc_v for h in self.hosts) if g is not None]
         target = (plan.python_version, uv_platform(self.arch, min(glibcs) if glibcs else None))
-        flat = self.served[plan.variant].kind == "flat" or is_flat(sources.torch_index)
+        served = self.served.get(plan.variant)
+        flat = (served is not None and served.kind == "flat") or is_flat(sources.torch_index)
+        env = {**env, "UV_PYTHON_DOWNLOADS": "never"}  # an sdist's build never fetches an interpreter
         user = [r.text for r in self.request.project.constraints if not r.is_family]
         how = "wheels only" if no_build else "source distributions allowed: uv may build one to read its metadata"
-        self.progress.info(f"[resolve] uv: the whole project, torch from {self.served[plan.variant].where} "
+        self.progress.info(f"[resolve] uv: the whole project, torch from {self.where(plan.variant)} "
                            f"({plan.variant}, Python {plan.python_version}; {how})")
         try:
             compiled = compile_project(
@@ -280,11 +316,26 @@ class _Planner:
     def _base_constraints(self, plan: Plan, builds: Sequence[Build]) -> list[str]:
         from torchfit.compat.served import allowed_versions, torch_constraint
 
-        served = self.served[plan.variant]
-        allowed = allowed_versions(builds, served, self.arch)
+        allowed = allowed_versions(builds, self.served.get(plan.variant), self.arch)
         if not allowed:
             return []
-        return [f"torch{torch_constraint(allowed, served.versions(self.arch))}", *self._cuda_exclusions()]
+        return [f"torch{torch_constraint(allowed, self.present(plan.variant))}", *self._cuda_exclusions()]
+
+    def _routed_first(self, plan: Plan, builds: Sequence[Build]) -> list[str]:
+        """Direct requirements whose binary for these builds is the torch index's (companions.toml:
+        xformers' cuXXX wheels, where PyPI's is another CUDA): routed there from the first pass."""
+        from torchfit.cache import load_companions
+        from torchfit.compat.matrix import DEFAULT_INDEX
+
+        companions = load_companions()
+        out = []
+        for r in self.request.project.others:
+            comp = companions.get(r.name)
+            if comp is None or comp.route != DEFAULT_INDEX:
+                continue
+            if any(companions.routing(r.name, torch=b.torch, variant=b.variant) for b in builds):
+                out.append(comp.name)
+        return out
 
     def _cuda_exclusions(self) -> list[str]:
         """Constraints that keep out CUDA packages of a major the driver cannot run."""
@@ -300,15 +351,15 @@ class _Planner:
         constraints = self._base_constraints(plan, builds)
         if not constraints:
             self.tried.append(f"{plan.variant}: no build of it that fits this host is served by "
-                              f"{self.served[plan.variant].where}")
+                              f"{self.where(plan.variant)}")
             return None
-        passes = [True] if self.settings.no_build else [True, False]
+        routed = self._routed_first(plan, builds)
         compiled = None
         direct: list[str] = []
-        for no_build in passes:
+        for no_build in [True, False]:
             while True:
                 compiled = self._compile(plan, work, f"{name}-{'wheels' if no_build else 'sdists'}-{len(direct)}",
-                                         constraints, direct=direct, no_build=no_build)
+                                         constraints, direct=direct, routed=routed, no_build=no_build)
                 # uv routes only direct dependencies to the torch index ([tool.uv.sources]): a
                 # companion that came in further down and was not found elsewhere is made direct.
                 missing = [n for n in ("torchvision", "torchaudio")
@@ -316,17 +367,27 @@ class _Planner:
                 if not missing:
                     break
                 direct += missing
-            if compiled.ok:
+            # Builds from source only where wheels alone cannot answer, and never with --no-build.
+            if compiled.ok or self.settings.no_build or not _wheels_missing(compiled.stderr):
                 break
         self.direct = direct
+        self.routed = routed
         assert compiled is not None
         if not compiled.ok:
+            from torchfit.lock.uv import classify_failure
+
             said = explanation(compiled.stderr)
+            kind, _ = classify_failure(compiled.stderr)
+            if kind != "no-solution":  # a build that failed, uv itself: no other variant would help
+                raise NoCompatibleSet(
+                    [f"uv could not resolve the project ({plan.variant}, Python {plan.python_version}): {said}"],
+                    ["a package without a wheel for this host is built from source to read its metadata: "
+                     "give a source with its wheel (--find-links), or `--no-build` to plan with wheels only"])
             # uv names the interpreter when Requires-Python is what fails ("the requested Python version")
-            self.python_failed = bool(re.search(r"requested Python version|Python>=|Python<|python_version",
+            self.python_failed = bool(re.search(r"requested Python version|requires Python|Python ?[<>=!~]",
                                                 said, re.IGNORECASE))
             self.tried.append(f"uv, with torch limited to the {plan.variant} builds that fit this host and "
-                              f"that {self.served[plan.variant].where} serves ({constraints[0]}) and Python "
+                              f"that {self.where(plan.variant)} serves ({constraints[0]}) and Python "
                               f"{plan.python_version}: {said}")
             self.uv_said.append(said)
             return None
@@ -341,10 +402,11 @@ class _Planner:
         from torchfit.cache import load_companions
         from torchfit.compat.resolver import resolve
 
-        chosen = Version(Version(torch).public)
         companions = load_companions()
-        compiled, notes, warnings, routed = self._refine(first, builds, compiled, chosen, companions, work)
+        compiled, notes, warnings, routed = self._refine(first, builds, compiled, Version(Version(torch).public),
+                                                         companions, work)
         resolved = {d.name: str(d.version) for d in compiled.locked}
+        chosen = Version(Version(resolved["torch"]).public)  # the exact pass may have moved it (torchvision)
         # The matrix's row for what uv chose: the resolver again, among that release only.
         keep = tuple(b for b in cut.builds if b.torch < chosen or (b.torch == chosen and b.variant == first.variant))
         from packaging.specifiers import SpecifierSet
@@ -355,6 +417,15 @@ class _Planner:
                          python=SpecifierSet(f"=={first.python}.*"), free_threaded=first.free_threaded)
         plan = resolve(self.hosts, pinned, replace(cut, builds=keep))
         held = [b for b in builds if b.torch > chosen]
+        from torchfit.compat.companions import companion_notes
+
+        build = plan.build
+        assert build is not None
+        comp_reasons, comp_warnings, routed = companion_notes(
+            companions, build, first.python,
+            [(d.name, Version(str(d.version))) for d in compiled.locked if d.name not in FAMILY_PACKAGES])
+        notes = [*notes, *comp_reasons]
+        warnings = [*warnings, *comp_warnings]
         sdists = [d for d in compiled.locked if d.artifacts and all(a.kind == "sdist" for a in d.artifacts)]
         return self._assemble(plan, first, builds, held, resolved, routed, notes,
                               warnings + [_sdist_line(d.name, str(d.version), companions) for d in sdists],
@@ -384,54 +455,96 @@ class _Planner:
                 constraints.append(name + torch_constraint([r.version for r in fits], sorted(known)))
                 notes.append(f"{name} {version} has no binary for torch {torch} {first.variant} "
                              f"(companions.toml); constrained to the releases that do ({', '.join(str(r.version) for r in fits[:4])})")
-            from torchfit.compat.matrix import DEFAULT_INDEX
+        build = first.build
+        assert build is not None
+        from torchfit.compat.companions import companion_notes
 
-            if comp.route == DEFAULT_INDEX and companions.routing(name, torch=torch, variant=first.variant):
-                routed.append(name)
-        if not (transitive or constraints or routed):
+        _, _, routed = companion_notes(companions, self.matrix.find_build(str(torch), first.variant) or build,
+                                       python, [(n, Version(str(d.version))) for n, d in resolved.items()])
+        routed = list(dict.fromkeys([*self.routed, *routed]))
+        pins = self._vision_pairs(first, builds, torch, resolved)
+        if not (transitive or constraints or set(routed) - set(self.routed) or pins):
             return compiled, notes, warnings, routed
-        from torchfit.compat.served import allowed_versions
-
-        served = self.served[first.variant]
-        exact = [v for v in allowed_versions(builds, served, self.arch) if Version(v.public) == torch]
-        pin = f"torch=={exact[0]}" if exact else f"torch=={torch}"
-        second = self._compile(first, work, "exact", [pin, *self._cuda_exclusions(), *constraints],
-                               direct=[*self.direct, *transitive], routed=routed, no_build=False)
-        if second.ok:
-            return second, notes, warnings, routed
         from torchfit.lock.uv import explanation
 
+        second = None
+        for pin in pins or [[self._exact_torch(first, builds, torch)]]:
+            second = self._compile_pass(first, work, f"exact-{len(pin)}", [*pin, *self._cuda_exclusions(), *constraints],
+                                        direct=[*self.direct, *transitive, *(["torchvision"] if pins else [])],
+                                        routed=routed)
+            if second.ok:
+                if pins:
+                    notes.append(f"torchvision {_public(_version_of(second, 'torchvision'))}: the build that matches "
+                                 f"torch {_public(_version_of(second, 'torch'))} (data/matrix.toml), from the torch index")
+                return second, notes, warnings, routed
+        assert second is not None
         warnings += [f"{n}: kept as uv first resolved it; the exact pass failed: {explanation(second.stderr, 300)}"
                      for n in notes]
-        return compiled, [], warnings, []
+        if pins:
+            warnings.append(f"torchvision {_public(str(resolved['torchvision'].version))} is not the build the matrix pairs "
+                            f"with torch {torch}, and no pairing the project allows was found: its C++ operators may "
+                            "not load (verify checks)")
+        return compiled, [], warnings, list(self.routed)
+
+    def _exact_torch(self, first: Plan, builds: Sequence[Build], torch: Version) -> str:
+        from torchfit.compat.served import allowed_versions
+
+        exact = [v for v in allowed_versions(builds, self.served.get(first.variant), self.arch)
+                 if Version(v.public) == torch]
+        return f"torch=={exact[0]}" if exact else f"torch=={torch}"
+
+    def _vision_pairs(self, first: Plan, builds: Sequence[Build], torch: Version,
+                      resolved: dict[str, LockedDist]) -> list[list[str]]:
+        """torchvision's C++ operators load only with the torch they were built against; its
+        METADATA says so up to 0.29.0 (torch==X) and no longer after (torch>=X). When uv's
+        torchvision is not the matrix's pair of its torch: the pairs to try, the chosen torch's
+        first, then the torch whose pair is the torchvision uv chose (a project that pins it)."""
+        dist = resolved.get("torchvision")
+        if dist is None:
+            return []
+        vision = Version(Version(str(dist.version)).public)
+        pair = {b.torch: b.torchvision for b in builds if b.torchvision}
+        if pair.get(torch) is None or Version(pair[torch]) == vision:
+            return []
+        out = [[self._exact_torch(first, builds, torch), f"torchvision=={pair[torch]}"]]
+        back = [t for t, v in pair.items() if Version(v) == vision]
+        if back:
+            out.append([self._exact_torch(first, builds, max(back)), f"torchvision=={vision}"])
+        return out
+
+    def _compile_pass(self, plan: Plan, work: str, name: str, constraints: Sequence[str], *,
+                      direct: Sequence[str], routed: Sequence[str]) -> Compiled:
+        """One exact pass: wheels only, then (where wheels cannot answer) source builds allowed."""
+        compiled = self._compile(plan, work, name + "-wheels", constraints, direct=direct, routed=routed)
+        if compiled.ok or self.settings.no_build or not _wheels_missing(compiled.stderr):
+            return compiled
+        return self._compile(plan, work, name + "-sdists", constraints, direct=direct, routed=routed, no_build=False)
 
     def _assemble(self, plan: Plan, first: Plan, builds: Sequence[Build], held: Sequence[Build],
                   resolved: dict[str, str], routed: Sequence[str], notes: Sequence[str],
                   warnings: Sequence[str], compiled: Compiled, work: str) -> Plan:
         torch = plan.torch
-        served = self.served[plan.variant]
+        where = self.where(plan.variant)
         user_pin = str(self.request.spec("torch"))
         count = len({b.torch for b in builds})
         if held:
             newer = ", ".join(dict.fromkeys(str(b.torch) for b in held))
-            why = (f"the newest of the {count} releases that fit this host and that {served.where} serves "
+            why = (f"the newest of the {count} releases that fit this host and that {where} serves "
                    f"which the project's dependencies allow (uv resolved the whole project; newer: {newer})")
-            culprit = self._held_by(first, builds, held, work) if self.settings.explain else None
+            culprit = self._held_by(first, builds, held, work, resolved) if self.settings.explain else None
             if culprit:
                 why += f"; {culprit}"
             elif user_pin and not any(Version(str(b.torch)) in self.request.spec("torch") for b in held):
-                why = f"within your torch{user_pin} ({count} releases fit this host and {served.where} serves)"
+                why = f"within your torch{user_pin} ({count} releases fit this host and {where} serves)"
         else:
-            why = f"the newest of the {count} releases that fit this host and that {served.where} serves"
+            why = f"the newest of the {count} releases that fit this host and that {where} serves"
             if user_pin:
                 why += f", within your torch{user_pin}"
         reasons = [r for r in plan.reasons if not r.startswith(f"torch {torch}:")]
         reasons.insert(0, f"torch {torch}: {why}")
         reasons.append(f"the whole project ({len(resolved)} packages) resolved by uv in one pass; "
-                       f"the torch family from {served.where} only")
+                       f"the torch family from {where} only")
         reasons += list(notes)
-        reasons += [f"{n}: its {plan.variant} binary comes from the torch index, like torch (companions.toml)"
-                    for n in routed]
         family = [n for n in FAMILY_PACKAGES if n in resolved]
         ruled = [*plan.ruled_out[: plan.ruled_out_relevant],
                  *(f"{b.label}: the project's dependencies need another torch (uv's resolution)" for b in held),
@@ -442,7 +555,7 @@ class _Planner:
             if "torchvision" in resolved else "not part of the plan"
         why_map["torchaudio"] = "required by the project; resolved by uv from the torch index" \
             if "torchaudio" in resolved else "not part of the plan"
-        why_map["index_url"] = f"the torch source given ({served.where})" if self.settings.torch_given \
+        why_map["index_url"] = f"the torch source given ({where})" if self.settings.torch_given \
             else why_map.get("index_url", "")
         return replace(
             plan,
@@ -451,7 +564,7 @@ class _Planner:
             packages=tuple(family),
             index_url=self.settings.sources(plan.variant).torch_index,
             reasons=tuple(dict.fromkeys(reasons)),
-            warnings=tuple(dict.fromkeys([*plan.warnings, *warnings])),
+            warnings=tuple(dict.fromkeys([*plan.warnings, *warnings, *self.notes])),
             ruled_out=tuple(ruled),
             ruled_out_relevant=plan.ruled_out_relevant + len(held),
             why=why_map,
@@ -461,19 +574,26 @@ class _Planner:
             routed=tuple(routed),
         )
 
-    def _held_by(self, first: Plan, builds: Sequence[Build], held: Sequence[Build], work: str) -> str | None:
+    def _held_by(self, first: Plan, builds: Sequence[Build], held: Sequence[Build], work: str,
+                 resolved: dict[str, str]) -> str | None:
         """`--explain`: why not the newest build: uv's own explanation with that torch forced."""
         from torchfit.compat.served import allowed_versions
         from torchfit.lock.uv import explanation
 
-        newest = allowed_versions([held[0]], self.served[first.variant], self.arch)
+        newest = allowed_versions([held[0]], self.served.get(first.variant), self.arch)
         if not newest:
             return None
         probe = self._compile(first, work, "why", [f"torch=={newest[0]}", *self._cuda_exclusions()],
                               no_build=False)
         if probe.ok:
             return None
-        return f"with torch {held[0].torch}, uv says: {explanation(probe.stderr, 600)}"
+        said = explanation(probe.stderr, 600)
+        pins = [f"required by {_dist_label(m.group(1), resolved)} (torch{m.group(2)})"
+                for m in re.finditer(r"(?:all versions of )?([A-Za-z0-9_.-]+(?:[=<>!~]=?[A-Za-z0-9_.+*-]+)?) "
+                                     r"depends? on torch([=<>!~]=?[^\s,]+)", said)
+                if not m.group(1).startswith("torchfit-env")]
+        head = "; ".join(dict.fromkeys(pins))
+        return (head + "; " if head else "") + f"with torch {held[0].torch}, uv says: {said}"
 
     # -- no answer ---------------------------------------------------------------------------
     def _refusal(self, fam: Request) -> NoCompatibleSet:
@@ -485,7 +605,7 @@ class _Planner:
 
         try:
             reader = self._reader()
-            resolve(self.hosts, self.request, restrict_matrix(self.matrix, self.served, self.arch), reader,
+            resolve(self.hosts, self.request, restrict_matrix(self.matrix, self.measured(), self.arch), reader,
                     load_companions())
         except NoCompatibleSet as exc:
             return self._with_sources(NoCompatibleSet([*exc.conflicts], exc.hints, exc.remedies))
@@ -535,6 +655,26 @@ def _name(text: str) -> str:
         return Requirement(text).name
     except InvalidRequirement:
         return text.split("=")[0].split("<")[0].split(">")[0].strip()
+
+
+def _version_of(compiled: Compiled, name: str) -> str | None:
+    return next((str(d.version) for d in compiled.locked if d.name == name), None)
+
+
+def _wheels_missing(text: str) -> bool:
+    """uv's refusal under `--no-build` is about a package without a usable wheel."""
+    return bool(re.search(r"building from source is disabled|--no-build|no usable wheels|source distribution",
+                          text, re.IGNORECASE))
+
+
+def _dist_label(text: str, resolved: dict[str, str]) -> str:
+    """uv's "pinlib==1.0" as "pinlib 1.0"; a bare name or a range ("vllmx<=1.0") as the version
+    the plan has of it ("vllmx 1.0"), else as uv wrote it."""
+    name = re.split(r"[=<>!~]", text, maxsplit=1)[0]
+    if "==" in text:
+        return f"{name} {text.split('==', 1)[1]}"
+    version = resolved.get(str(canonicalize_name(name)))
+    return f"{name} {version}" if version else text
 
 
 def _public(version: str | None) -> str | None:

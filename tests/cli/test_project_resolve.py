@@ -72,7 +72,7 @@ def resolve(indexes: dict[str, Any], *args: str) -> tuple[int, dict[str, Any], s
 
 
 def test_a_package_pinning_an_older_torch_gets_that_release_in_the_hosts_best_variant(indexes: dict[str, Any]) -> None:
-    code, plan, err = resolve(indexes, *H100_HOST, "pinlib==1.0")
+    code, plan, err = resolve(indexes, *H100_HOST, "pinlib==1.0", "--explain")  # --explain: who holds torch
     assert code == 0, err
     assert plan["torch"] == "2.8.0" and plan["variant"] == "cu128", plan
     assert plan["project"] == ["pinlib==1.0"]
@@ -197,14 +197,16 @@ def test_companions_data_names_where_an_abi_bound_binary_lives(indexes: dict[str
         plan["warnings"]
 
 
-def test_an_index_that_does_not_answer_is_bounded_and_named() -> None:
-    """A project index that accepts connections and never answers: the index deadline ends the
-    read, exit 1 naming the URL (never a hang, never a traceback)."""
+def test_an_index_that_does_not_answer_is_bounded_and_named(indexes: dict[str, Any]) -> None:
+    """A project index that accepts connections and never answers: uv's HTTP timeout (or
+    torchfit's stall limit) ends the read, exit 1 naming the URL (never a hang, never a traceback)."""
     from tests.support.servers import serve
 
     with serve() as url:
         out = run_cli("resolve", *CPU_HOST, "pinlib", "--index-url", f"{url}/simple", "--allow-insecure-index",
-                      env={"PIP_CONFIG_FILE": "/dev/null", "TORCHFIT_INDEX_DEADLINE": "3"}, timeout=120)
+                      "--torch-index-url", indexes["torch"],
+                      env={"PIP_CONFIG_FILE": "/dev/null", "TORCHFIT_INDEX_DEADLINE": "3", "UV_HTTP_TIMEOUT": "3"},
+                      timeout=120)
     assert out.returncode == 1, out.stderr
     assert "127.0.0.1" in out.stderr and "Traceback" not in out.stderr, out.stderr
 

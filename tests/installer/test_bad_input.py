@@ -79,7 +79,13 @@ def test_bad_nccl_lib(tmp_path: Path, make: object, expect: str) -> None:
     ],
 )
 def test_bad_flags(tmp_path: Path, args: tuple[str, ...], expect: str) -> None:
-    line = one_line_error(_install(tmp_path, *CPU_ARGS, "--torch-index-url", "file:///nonexistent/simple",
+    # A torch source that exists (the plan reads it) and holds no torch: every flag is judged before anything
+    # is installed (--nccl needs the plan's variant, which --variant cpu gives).
+    from tests.support.wheels import make_wheel, write_index
+
+    index = write_index(tmp_path / "index", [make_wheel(tmp_path / "wheels", "torch", "2.13.0+cpu",
+                                                        tag="cp311-cp311-manylinux_2_28_x86_64")])
+    line = one_line_error(_install(tmp_path, *CPU_ARGS, "--torch-index-url", index.as_uri(),
                                    *args, "--prefix", str(tmp_path / "env")))
     assert expect in line
     assert not (tmp_path / "env").exists()

@@ -47,7 +47,12 @@ def test_fake_pyenv_build_failure_is_explained(tmp_path: Path) -> None:
     assert str(tmp_path / "python-build.20261130081500.4242.log") in err.hint
 
 
-def test_cli_names_the_cause_and_keeps_the_log(tmp_path: Path, torch_index: str) -> None:
+def test_cli_names_the_cause_and_keeps_the_log(tmp_path: Path) -> None:
+    from tests.support.wheels import make_wheel, write_index
+
+    # the torch source has a cp312 build (a stand-in: the install stops at the Python step)
+    torch_index = write_index(tmp_path / "index", [make_wheel(tmp_path / "wheels", "torch", "2.13.0+cpu",
+                                                              tag="cp312-cp312-manylinux_2_28_x86_64")]).as_uri()
     bindir = _fake_pyenv_bin(tmp_path)
     facts = _facts_without_python(tmp_path, installable=["3.12.4"])
     prefix = tmp_path / "env"

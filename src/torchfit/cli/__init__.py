@@ -127,6 +127,12 @@ def check_source_options(args: argparse.Namespace) -> None:
     if template:
         flag = "--torch-index-url" if args.torch_index_url else TORCH_INDEX_ENV
         check_index_url(template, flag, allow_path=True)  # a directory of wheels, or a PEP 503 tree
+        from torchfit.index.torchsource import local_path
+
+        local = local_path(template) if "{variant}" not in template else None
+        if local is not None and not os.path.isdir(local):
+            raise BadInput(f"{flag} {template}: no such directory (give a PEP 503 tree, DIR/torch/index.html, "
+                           "or a directory of torch wheels)")
         check_url(template.replace("{variant}", "cpu"), flag, args.allow_insecure_index)
     for flag, urls in (("--index-url", [args.index_url] if args.index_url else []),
                        ("--extra-index-url", args.extra_index_url), ("--find-links", args.find_links)):

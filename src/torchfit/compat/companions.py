@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -251,6 +251,46 @@ def _prebuilt_fits(p: Prebuilt, torch: Version, variant: str, python: str, abi: 
     if p.python != f"cp{major}{minor}":
         return False
     return abi is None or p.cxx11abi == abi
+
+
+def companion_notes(companions: Companions, build: Any, python: str,
+                    packages: Sequence[tuple[str, Version]]) -> tuple[list[str], list[str], list[str]]:
+    """What companions.toml says of a plan's ABI-bound packages for its torch `build`.
+
+    (reasons, warnings, routed): a binary the torch index serves for this variant (PyPI's
+    is another CUDA: xformers 0.0.32.post2 on PyPI is cu128) is taken from the torch index,
+    the family's own source (`routed`); a binary on a third-party page (PyG) is named, not
+    added as a source without the user's word; a release with only an sdist gets the
+    warning of what its build needs; no binary for the build at all is said.
+    """
+    from torchfit.compat.matrix import DEFAULT_INDEX
+
+    reasons: list[str] = []
+    warnings: list[str] = []
+    routed: list[str] = []
+    for name, version in packages:
+        comp = companions.get(name)
+        if comp is None:
+            continue
+        label = f"{comp.name} {version}"
+        fits = companions.releases_for(name, torch=build.torch, variant=build.variant, python=python)
+        mine = [r for r in fits if r.version == version]
+        if any(r.sdist_only for r in mine) or (not mine and any(r.version == version and r.sdist_only
+                                                               for r in comp.releases)):
+            rel = mine[0] if mine else next(r for r in comp.releases if r.version == version)
+            warnings.append(format_sdist_warning(rel))
+        elif not mine and comp.releases and any(r.version == version for r in comp.releases):
+            warnings.append(f"{label}: companions.toml knows no binary of it for {build.label} on Python "
+                            f"{python}; newest that has one: {fits[0].label if fits else 'none'}")
+        route = companions.routing(name, torch=build.torch, variant=build.variant)
+        if route and comp.route == DEFAULT_INDEX:
+            routed.append(comp.name)
+            reasons.append(f"{label}: its {build.variant} binary comes from the torch index, like torch "
+                           f"(PyPI's wheel is another build; {comp.source.get('route', 'companions.toml')})")
+        elif route:
+            warnings.append(f"{label}: its {build.variant} binary for torch {build.torch} is on {route} "
+                            "(not PyPI): give it to install with --find-links/--extra-index-url")
+    return reasons, warnings, routed
 
 
 def format_sdist_warning(release: CompanionRelease) -> str:

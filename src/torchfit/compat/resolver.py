@@ -134,44 +134,13 @@ def _project_reasons(ctx: Context, build: Build, chosen: Sequence[ProjectCandida
 
 def _companion_notes(ctx: Context, build: Build, py: PythonChoice,
                      chosen: Sequence[ProjectCandidate]) -> tuple[list[str], list[str], list[str]]:
-    """What companions.toml says of the project's ABI-bound packages for this build.
-
-    (reasons, warnings, routed): a binary the torch index serves for this variant (PyPI's
-    is another CUDA: xformers 0.0.32.post2 on PyPI is cu128) is taken from the torch index,
-    the family's own source (`routed`); a binary on a third-party page (PyG) is named, not
-    added as a source without the user's word; a release with only an sdist gets the
-    warning of what its build needs; no binary for the build at all is said.
-    """
-    reasons: list[str] = []
-    warnings: list[str] = []
-    routed: list[str] = []
+    """What companions.toml says of the project's ABI-bound packages for this build
+    (`compat.companions.companion_notes`)."""
     if ctx.companions is None:
-        return reasons, warnings, routed
-    from torchfit.compat.companions import format_sdist_warning
-    from torchfit.compat.matrix import DEFAULT_INDEX
+        return [], [], []
+    from torchfit.compat.companions import companion_notes
 
-    for cand in chosen:
-        comp = ctx.companions.get(cand.name)
-        if comp is None:
-            continue
-        fits = ctx.companions.releases_for(cand.name, torch=build.torch, variant=build.variant, python=py.label)
-        mine = [r for r in fits if r.version == cand.version]
-        if any(r.sdist_only for r in mine) or (not mine and any(r.version == cand.version and r.sdist_only
-                                                               for r in comp.releases)):
-            rel = mine[0] if mine else next(r for r in comp.releases if r.version == cand.version)
-            warnings.append(format_sdist_warning(rel))
-        elif not mine and comp.releases and any(r.version == cand.version for r in comp.releases):
-            warnings.append(f"{cand.label}: companions.toml knows no binary of it for {build.label} on Python "
-                            f"{py.label}; newest that has one: {fits[0].label if fits else 'none'}")
-        route = ctx.companions.routing(cand.name, torch=build.torch, variant=build.variant)
-        if route and comp.route == DEFAULT_INDEX:
-            routed.append(cand.name)
-            reasons.append(f"{cand.label}: its {build.variant} binary comes from the torch index, like torch "
-                           f"(PyPI's wheel is another build; {comp.source.get('route', 'companions.toml')})")
-        elif route:
-            warnings.append(f"{cand.label}: its {build.variant} binary for torch {build.torch} is on {route} "
-                            "(not PyPI): give it to install with --find-links/--extra-index-url")
-    return reasons, warnings, routed
+    return companion_notes(ctx.companions, build, py.label, [(c.name, c.version) for c in chosen])
 
 
 def _make_plan(ctx: Context, build: Build, py: PythonChoice, chosen: Sequence[ProjectCandidate] = ()) -> Plan:

@@ -34,6 +34,7 @@ class ServedFile:
     pythons: frozenset[Minor]  # GIL CPython minors (cp311)
     freethreaded: frozenset[Minor]  # cp313t
     platform: str  # "x86_64" | "aarch64"
+    any_python: bool = False  # a py3-none-any file: every CPython the matrix lists
 
 
 @dataclass(**FROZEN)
@@ -61,13 +62,19 @@ class Served:
         return sorted({f.version for f in self.files if f.platform == platform}, reverse=True)
 
 
-def parse_wheel_tags(tags: Iterable[tuple[str, str, str]]) -> tuple[frozenset[Minor], frozenset[Minor], set[str]]:
-    """(GIL minors, free-threaded minors, Linux platforms) of a wheel's (interpreter, abi,
-    platform) tags; only CPython and Linux count (`manylinux*`, `linux_*`)."""
+def parse_wheel_tags(tags: Iterable[tuple[str, str, str]]) -> tuple[frozenset[Minor], frozenset[Minor], set[str], bool]:
+    """(GIL minors, free-threaded minors, Linux platforms, pure) of a wheel's (interpreter,
+    abi, platform) tags; CPython on Linux counts (`manylinux*`, `linux_*`), and a pure
+    `py3-none-any` file counts for every Python and platform."""
     gil: set[Minor] = set()
     ft: set[Minor] = set()
     platforms: set[str] = set()
+    pure = False
     for interp, abi, plat in tags:
+        if plat == "any" and abi == "none" and interp.startswith("py3"):
+            pure = True
+            platforms |= {"x86_64", "aarch64"}
+            continue
         if "linux" not in plat:
             continue
         for arch in ("x86_64", "aarch64"):
@@ -77,7 +84,7 @@ def parse_wheel_tags(tags: Iterable[tuple[str, str, str]]) -> tuple[frozenset[Mi
             continue
         minor = (int(interp[2]), int(interp[3:]))
         (ft if abi.endswith("t") else gil).add(minor)
-    return frozenset(gil), frozenset(ft), platforms
+    return frozenset(gil), frozenset(ft), platforms, pure
 
 
 def restrict_matrix(matrix: Matrix, served: Mapping[str, Served], platform: str) -> Matrix:
@@ -99,6 +106,9 @@ def restrict_matrix(matrix: Matrix, served: Mapping[str, Served], platform: str)
         files = source.for_build(b.torch, platform)
         gil: frozenset[Minor] = frozenset().union(*(f.pythons for f in files))
         ft: frozenset[Minor] = frozenset().union(*(f.freethreaded for f in files))
+        if any(f.any_python for f in files):
+            builds.append(b)  # a pure file: the matrix's Pythons stand
+            continue
         if not gil and not ft:
             continue
         pythons = tuple(sorted(gil | ft))

@@ -67,9 +67,9 @@ def served_files(filenames: list[str]) -> tuple[ServedFile, ...]:
             continue
         if canonicalize_name(project) != "torch" or version.is_prerelease:
             continue
-        gil, ft, platforms = parse_wheel_tags((t.interpreter, t.abi, t.platform) for t in tags)
+        gil, ft, platforms, pure = parse_wheel_tags((t.interpreter, t.abi, t.platform) for t in tags)
         for platform in platforms:
-            out.append(ServedFile(version, gil, ft, platform))
+            out.append(ServedFile(version, gil, ft, platform, pure))
     return tuple(out)
 
 

@@ -117,11 +117,13 @@ def uv_project(specs: Sequence[str], torch_index: str, routed: Sequence[str] = (
     """The pyproject.toml uv resolves for an install: the family (and `routed`) pinned to
     the torch index as an explicit index; every other package from the user's sources.
 
-    The whole family is routed, named in `specs` or not: a companion a package further
-    down requires (vllm's torchaudio==2.11.0) comes from the torch index too.
+    Only names in `specs` are routed: uv ignores a source for a package that is not a
+    direct dependency.
     """
     names = [canonicalize_name(Requirement(x).name) for x in specs]
-    to_torch = list(dict.fromkeys([*FAMILY_PACKAGES, *(n for n in names if n in routed), *routed]))
+    # uv applies [tool.uv.sources] to direct dependencies only (0.13.9, measured): a family
+    # member further down must be made direct to come from the torch index (planning does).
+    to_torch = list(dict.fromkeys(n for n in names if n in FAMILY_PACKAGES or n in routed))
     return dumps_toml({"project": {"name": "torchfit-env", "version": "0", "dependencies": list(specs)},
                        "tool": {"uv": uv_routing(TORCH_INDEX_NAME, torch_index, to_torch, flat=flat)}})
 
