@@ -40,15 +40,19 @@ def resolve(*args: str, ok: bool = True) -> dict:
     return json.loads(proc.stdout)
 
 
-def wheel_from_record(directory: Path, record: Path, keep: re.Pattern[str]) -> Path:
+def wheel_from_record(directory: Path, record: Path, keep: re.Pattern[str], extras: tuple[str, ...] = ()) -> Path:
     """A tiny wheel whose METADATA is the recorded file's name, version, Requires-Python and the
-    Requires-Dist lines `keep` matches (the torch family, CUDA packages), as PyPI served them."""
+    Requires-Dist lines `keep` matches (the torch family, CUDA packages), as PyPI served them;
+    lines of an extra only for the `extras` named."""
     text = record.read_text("utf-8")
     name = re.search(r"^Name: (.+)$", text, re.M).group(1).strip()  # type: ignore[union-attr]
     version = re.search(r"^Version: (.+)$", text, re.M).group(1).strip()  # type: ignore[union-attr]
     rp = re.search(r"^Requires-Python: (.+)$", text, re.M)
-    requires = [m.strip() for m in re.findall(r"^Requires-Dist: (.+)$", text, re.M)
-                if keep.search(m) and "extra ==" not in m]
+    requires = []
+    for line in re.findall(r"^Requires-Dist: (.+)$", text, re.M):
+        extra = re.search(r"extra == \"([^\"]+)\"", line)
+        if keep.search(line) and (extra is None or extra.group(1) in extras):
+            requires.append(line.strip())
     return make_wheel(directory, name, version, requires, rp.group(1).strip() if rp else None)
 
 
@@ -71,6 +75,48 @@ def test_a_torch_pin_two_levels_down_decides_the_plan(tmp_path: Path) -> None:
                    "--torch-index-url", index.as_uri(), timeout=180)
     assert proc.returncode == 0, proc.stderr
     assert "vllmx" in proc.stdout and "torch==2.13.0" in proc.stdout, proc.stdout
+
+
+def test_trl_vllm_real_metadata_gets_the_torch_vllm_pins_two_levels_down(tmp_path: Path) -> None:
+    # trl 1.16.0 names no torch; its `vllm` extra says vllm<=0.31.0,>=0.22.0 (recorded METADATA), and
+    # vllm 0.22.1 pins torch==2.11.0 (0.33.0 pins 2.14.0, outside trl's range). The source has 2.15.0 too.
+    family = [make_wheel(tmp_path / "family", "torchaudio", "2.11.0+cpu", tag=CP311),
+              make_wheel(tmp_path / "family", "torchvision", "0.26.0+cpu", ["torch==2.11.0"], tag=CP311)]
+    index = torch_tree(tmp_path, "cpu", ["2.11.0", "2.14.0", "2.15.0"], extra=family)
+    links = tmp_path / "links"
+    wheel_from_record(links, next((PROJECTS / "trl").glob("trl-1.16.0*.metadata")), re.compile(r"^vllm\b"), ("vllm",))
+    for record in sorted((PROJECTS / "vllm").glob("vllm-0.*.metadata")):
+        if "0.22.1" in record.name or "0.33.0" in record.name:
+            wheel_from_record(links, record, re.compile(r"^torch(vision|audio)?\b"))
+    out = resolve(*CPU_HOST, "trl[vllm]", "--find-links", str(links), "--torch-index-url", index.as_uri())
+    assert (out["torch"], out["resolved"]["vllm"], out["resolved"]["trl"]) == ("2.11.0", "0.22.1", "1.16.0"), out
+    assert out["torchvision"] == "0.26.0" and out["torchaudio"] == "2.11.0", out
+
+
+def test_sglang_real_metadata_needs_cuda_13_and_gets_its_pins_where_the_driver_runs_it(tmp_path: Path) -> None:
+    # sglang 0.5.23 (recorded): torch==2.14.1, torchaudio==2.11.0, torchvision unpinned, cuda-python>=13.0.
+    keep = re.compile(r"^(torch(vision|audio)?|cuda-python)\b")
+    links = tmp_path / "links"
+    wheel_from_record(links, next((PROJECTS / "sglang").glob("sglang-0.5.23*.metadata")), keep)
+    make_wheel(links, "cuda-python", "13.0.1")
+    make_wheel(links, "cuda-python", "12.9.0")
+    for variant, root in (("cu130", tmp_path / "a"), ("cu126", tmp_path / "a")):
+        family = [make_wheel(root / "family" / variant, "torchaudio", f"2.11.0+{variant}", tag=CP311),
+                  make_wheel(root / "family" / variant, "torchvision", f"0.29.1+{variant}", ["torch>=2.14.1"],
+                             tag=CP311)]
+        torch_tree(root, variant, ["2.14.1"], extra=family)
+    template = (tmp_path / "a" / "{variant}" / "simple").as_uri().replace("%7B", "{").replace("%7D", "}")
+    h200 = ("--assume", "gpu=sm_90", "--assume", "driver=580.95.05", "--assume", "python=3.11",
+            "--assume", "glibc=2.36", "--assume", "arch=x86_64")
+    out = resolve(*h200, "sglang", "--find-links", str(links), "--torch-index-url", template)
+    assert (out["torch"], out["variant"], out["torchaudio"]) == ("2.14.1", "cu130", "2.11.0"), out
+    assert out["resolved"]["cuda-python"] == "13.0.1", out
+    proc = run_cli("resolve", "--offline", "--json", *DRIVER_570, "sglang", "--find-links", str(links),
+                   "--torch-index-url", template, timeout=180)
+    assert proc.returncode == 1, proc.stdout
+    err = json.loads(proc.stdout)
+    text = " ".join(err["conflicts"])
+    assert "cuda-python" in text and "580" in text, err  # the CUDA 13 package and the driver it needs
 
 
 # -- class 2: the companion release the plan names is the one installed ------------------------

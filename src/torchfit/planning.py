@@ -603,34 +603,36 @@ class _Planner:
         from torchfit.compat.resolver import resolve
         from torchfit.compat.served import restrict_matrix
 
+        cuda = self._cuda_line()
+        if cuda is not None:  # a host fact uv's refusal rests on: it leads, uv's words follow
+            return self._with_sources(NoCompatibleSet(
+                [cuda[0]], [cuda[1], "or give a source with a release that does not need them (--find-links)"]))
         try:
             reader = self._reader()
             resolve(self.hosts, self.request, restrict_matrix(self.matrix, self.measured(), self.arch), reader,
                     load_companions())
         except NoCompatibleSet as exc:
-            return self._with_sources(NoCompatibleSet([*exc.conflicts], exc.hints, exc.remedies))
+            # Kept where it names what the first level shows for sure (a pin every host build refuses,
+            # two pins together, a Requires-Python); its companion pairing is the matrix's, which
+            # uv's reading of the METADATA overrules ("no build in the matrix meets it" is not said).
+            if any(w in c for c in exc.conflicts for w in ("ruled out", "meets both", "Requires-Python")):
+                return self._with_sources(NoCompatibleSet([*exc.conflicts], exc.hints, exc.remedies))
         except (IndexUnavailable, BadInput):
             pass
-        conflicts = ["uv finds no set of the project's packages with a torch build that fits this host "
-                     "and that the torch source serves"]
-        hints = ["pin the package uv names to a release whose torch fits this host, or give a source that "
-                 "has one (--torch-index-url, --find-links)"]
-        cuda = self._cuda_line()
-        if cuda is not None:
-            conflicts.append(cuda[0])
-            hints.insert(0, cuda[1])
-        return self._with_sources(NoCompatibleSet(conflicts, hints))
+        return self._with_sources(NoCompatibleSet(
+            ["uv finds no set of the project's packages with a torch build that fits this host "
+             "and that the torch source serves"],
+            ["pin the package uv names to a release whose torch fits this host, or give a source that "
+             "has one (--torch-index-url, --find-links)"]))
 
     def _cuda_line(self) -> tuple[str, str] | None:
         """When uv's refusal names a CUDA package this host's driver cannot run: the host fact and the fix."""
         from torchfit.compat.cudapkgs import blocked_majors
 
         blocked = blocked_majors(self.matrix, self.hosts)
-        named = sorted({m.group(1) for said in self.uv_said
-                        for m in re.finditer(r"([A-Za-z0-9_.-]+)<0, which does not allow any versions", said)}
-                       | {m.group(1) for said in self.uv_said
-                          for m in re.finditer(r"([A-Za-z0-9_.-]+)<(\d+), which", said)
-                          if int(m.group(2)) in {b for b, _ in blocked}})
+        excluded = {re.split(r"[<>=!]", line, maxsplit=1)[0] for line in self._cuda_exclusions()}
+        named = sorted(n for n in excluded
+                       if any(re.search(rf"(?<![\w.-]){re.escape(n)}(?![\w-])", said) for said in self.uv_said))
         if not blocked or not named:
             return None
         major, floor = blocked[0]

@@ -30,7 +30,7 @@ def test_a_project_is_installed_with_the_torch_it_pins_and_locked(
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["plan"]["project"] == ["pin213", "purelib>=1"], out["plan"]
-    assert any("required by pin213 1.0 (torch==2.13.0)" in r for r in out["plan"]["reasons"]), out["plan"]
+    assert out["plan"]["resolved"]["pin213"] == "1.0", out["plan"]  # the plan is uv's whole set
     names = {p["name"]: p["version"] for p in out["packages"]}
     assert names["pin213"] == "1.0" and names["purelib"] == "1.0" and names["torch"].startswith("2.13.0")
     ran = subprocess.run([str(prefix / "bin" / "python"), "-c",
@@ -42,3 +42,34 @@ def test_a_project_is_installed_with_the_torch_it_pins_and_locked(
     locked = {p["name"]: p for p in lock["packages"]}
     assert locked["pin213"]["wheels"][0]["hashes"]["sha256"]
     assert lock["tool"]["torchfit"]["plan"]["project"] == ["pin213", "purelib>=1"]
+
+
+def test_a_pin_two_levels_down_offline_the_plan_is_what_is_installed_and_locked(
+    tmp_path: Path, torch_index: str, state_home: Path
+) -> None:
+    """Issue 24, classes 1, 2 and 6: `trainer` pins nothing, its `engine` pins torch==2.13.0; the
+    mirror (a file:// tree holding the real CPU wheel) is all there is (--offline). resolve's
+    `resolved` is exactly what install puts in the env and in pylock.toml."""
+    links = tmp_path / "links"
+    make_wheel(links, "trainer", "1.0", ["engine"])
+    make_wheel(links, "engine", "1.0", ["torch==2.13.0", "purelib"])
+    make_wheel(links, "engine", "2.0", ["torch==2.15.0"])  # newer, for a torch the mirror lacks
+    make_wheel(links, "purelib", "1.0")
+    (tmp_path / "requirements.txt").write_text(f"--find-links {links}\ntrainer\n")
+    args = ("--variant", "cpu", "--python", "3.11", "-r", str(tmp_path / "requirements.txt"),
+            "--torch-index-url", torch_index, "--offline", "--json")
+    planned = run_tf("resolve", *args, state=state_home)
+    assert planned.returncode == 0, planned.stderr
+    plan = json.loads(planned.stdout)
+    assert plan["torch"] == "2.13.0" and plan["resolved"]["engine"] == "1.0", plan
+    prefix = tmp_path / "env"
+    proc = run_tf("install", *args, "--prefix", str(prefix), state=state_home)
+    assert proc.returncode == 0, proc.stderr
+    with open(prefix / "pylock.toml", "rb") as fh:
+        lock = tomllib.load(fh)
+    locked = {p["name"]: p["version"] for p in lock["packages"]}
+    assert locked == plan["resolved"], (locked, plan["resolved"])
+    assert lock["tool"]["torchfit"]["plan"]["resolved"] == plan["resolved"]
+    code = "from importlib import metadata; print(metadata.version('engine'), metadata.version('torch'))"
+    ran = subprocess.run([str(prefix / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=120)
+    assert ran.stdout.split() == ["1.0", "2.13.0+cpu"], ran.stderr
