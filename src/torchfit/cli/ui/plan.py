@@ -29,8 +29,7 @@ def render_plan(plan: Plan, explain: bool = False) -> None:
          plan.why.get("cuda", "CPU build" if plan.variant == "cpu" else "")),
         ("cuDNN", plan.cudnn or ("unknown" if plan.cuda else "-"), plan.why.get("cudnn", "") if plan.cuda else ""),
         ("NCCL", plan.nccl or ("unknown" if plan.cuda else "-"), plan.why.get("nccl", "") if plan.cuda else ""),
-        ("torchvision", plan.torchvision or "-", plan.why.get("torchvision", "")),
-        ("torchaudio", plan.torchaudio or "-", plan.why.get("torchaudio", "")),
+        *(_companion_row(plan, name) for name in ("torchvision", "torchaudio")),
         ("index URL", redact(plan.index_url), plan.why.get("index_url", "")),
     ]
     col = 2 + 12 + 20
@@ -59,7 +58,7 @@ def render_plan(plan: Plan, explain: bool = False) -> None:
     if plan.resolved:
         project_pins = sorted((n, v) for n, v in plan.resolved.items() if n not in FAMILY_PACKAGES)
         _print_item(con, "[green]•[/] ", "• ", f"project: {len(plan.project)} requirements, {len(plan.resolved)} "
-                    "packages resolved by uv with the torch family pinned: "
+                    "packages, resolved by uv in one pass: "
                     + ", ".join(f"{n} {v}" for n, v in project_pins), width)
     for w in plan.warnings:
         _print_item(con, "[yellow]warning:[/] ", "warning: ", w, width)
@@ -95,3 +94,14 @@ def _print_item(con: Any, markup: str, plain: str, text: str, width: int | None)
     con.print(markup + esc_plain(lines[0].lstrip()), soft_wrap=True)
     for line in lines[1:]:
         con.print(esc_plain(line), soft_wrap=True)
+
+
+def _companion_row(plan: Plan, name: str) -> tuple[str, str | None, str]:
+    """A companion's row: its version where the plan installs it; else "-", saying what matches
+    (the table lists only what install installs)."""
+    version = getattr(plan, name)
+    if name in plan.packages:
+        return name, version or "-", plan.why.get(name, "")
+    why = f"not installed (not asked for); {version} matches: add {name} to the request" if version \
+        else plan.why.get(name, "")
+    return name, "-", why
