@@ -119,6 +119,7 @@ class _Planner:
         self.uv_said: list[str] = []  # uv's own explanations, in order
         self.routed: list[str] = []  # project packages sent to the torch index (companions.toml)
         self.notes: list[str] = []  # warnings of the planning itself (a source that could not be read)
+        self.force_read: set[str] = set()  # variants whose remote source uv's answer asks to read
 
     # -- the torch source ---------------------------------------------------------------
     @property
@@ -132,12 +133,16 @@ class _Planner:
 
     def read_source(self, variant: str) -> Served | None:
         if variant not in self.served:
-            from torchfit.index.torchsource import read_torch_source
+            from torchfit.index.torchsource import local_path, read_torch_source
 
             where = self.settings.sources(variant).torch_index
+            # A remote source with a project is uv's to read (it reads the same page): read here only
+            # when uv's answer asks for it (no answer, a build of another variant); local ones cost ms.
+            deferred = bool(self.request.project.others) and local_path(where) is None \
+                and variant not in self.force_read
             try:
                 self.served[variant] = read_torch_source(self.client, where, variant) \
-                    if self.settings.torch_given else None
+                    if self.settings.torch_given and not deferred else None
             except IndexUnavailable as exc:
                 if self.request.project.others:
                     raise  # uv must read it anyway: say so now
@@ -229,9 +234,18 @@ class _Planner:
                     break  # no other (variant, Python) to try: uv's answers explain it
                 builds = self._fitting_builds(request, cut, first)
                 got = self._solve(first, builds, work, f"try{attempt}")
-                if got is not None:
+                unread = self.settings.torch_given and self.served.get(first.variant) is None \
+                    and first.variant not in self.force_read
+                if got is not None and (not unread or Version(got[1]).local in (None, first.variant)):
                     compiled, torch = got
-                    return self._final(first, cut, builds, compiled, torch, work)
+                    first, builds, compiled = self._best_variant(request, cut, excluded, first, builds, compiled,
+                                                                 Version(Version(torch).public), work)
+                    return self._final(first, cut, builds, compiled, _version_of(compiled, "torch") or torch, work)
+                if unread:  # read the remote source now: its builds and Pythons decide the retry
+                    self.force_read.add(first.variant)
+                    self.served.pop(first.variant, None)
+                    self.tried = self.tried[:-1] if got is None else self.tried
+                    continue
                 if self.python_failed:
                     # the interpreter is what fails (Requires-Python): the next Python, same variant
                     from packaging.specifiers import SpecifierSet
@@ -241,6 +255,39 @@ class _Planner:
                 else:
                     excluded.add(first.variant)
             raise self._refusal(fam)
+
+    def _best_variant(self, request: Request, cut: Matrix, excluded: set[str], first: Plan,
+                      builds: list[Build], compiled: Compiled, torch: Version,
+                      work: str) -> tuple[Plan, list[Build], Compiled]:
+        """The variants were tried in the order of the newest release; uv chose `torch`, maybe an
+        older one, for which the host may prefer another variant (2.8.0 cu128 before cu126 on
+        driver 570): that variant, torch pinned, when its source has the build and uv solves."""
+        from torchfit.compat.resolver import resolve
+
+        pinned = replace(request, requirements=(*request.requirements, Requirement(f"torch=={torch}")))
+        try:
+            best = resolve(self.hosts, pinned, replace(cut, builds=tuple(
+                b for b in cut.builds if b.variant not in excluded)), check_hints=False)
+        except NoCompatibleSet:
+            return first, builds, compiled
+        if best.variant == first.variant:
+            return first, builds, compiled
+        self.read_source(best.variant)
+        alt_cut = replace(cut, builds=tuple(b for b in cut.builds if b.variant == best.variant))
+        alt_builds = self._fitting_builds(request, alt_cut, best)
+        constraints = self._base_constraints(best, [b for b in alt_builds if b.torch == torch])
+        if not constraints:
+            return first, builds, compiled
+        again = self._compile(best, work, f"variant-{best.variant}", constraints, direct=self.direct,
+                              routed=self.routed, no_build=self.settings.no_build or not self._built(compiled))
+        if not again.ok:
+            return first, builds, compiled
+        return best, alt_builds, again
+
+    @staticmethod
+    def _built(compiled: Compiled) -> bool:
+        """Does the answer hold a package built from source (an sdist, no wheel)?"""
+        return any(d.artifacts and all(a.kind == "sdist" for a in d.artifacts) for d in compiled.locked)
 
     def _fitting_builds(self, request: Request, cut: Matrix, first: Plan) -> list[Build]:
         """The builds of the plan's variant that fit every host with the plan's Python."""
@@ -254,12 +301,19 @@ class _Planner:
 
     # -- uv -------------------------------------------------------------------------------
     def _uv(self) -> tuple[Runner, str]:
+        from torchfit.cache import fingerprint, read_record, write_record
         from torchfit.lock.uv import find_uv, uv_version
         from torchfit.runner import Runner
 
         runner = Runner()
         uv = find_uv(runner)
-        if uv is None or uv_version(runner, uv) is None:
+        # `uv --version` once per uv binary (the start-up cache, keyed by the file's fingerprint)
+        key = f"{uv}:{fingerprint(uv) if uv else None}"
+        known = read_record("uv-version", key) if uv else None
+        version = known if isinstance(known, str) else (uv_version(runner, uv) if uv else None)
+        if uv and version is not None and known is None:
+            write_record("uv-version", key, str(version))
+        if uv is None or version is None:
             raise NoCompatibleSet([f"resolving the project's packages needs uv (found: {uv or 'none'})"],
                                   ["pip install uv beside torchfit (it is a dependency of torchfit)"])
         return runner, uv
@@ -525,19 +579,22 @@ class _Planner:
                   warnings: Sequence[str], compiled: Compiled, work: str) -> Plan:
         torch = plan.torch
         where = self.where(plan.variant)
+        read = self.served.get(plan.variant) is not None
         user_pin = str(self.request.spec("torch"))
         count = len({b.torch for b in builds})
+        fit = f"that fit this host and that {where} serves" if read else \
+            f"that fit this host (uv read {where} for what it serves)"
         if held:
             newer = ", ".join(dict.fromkeys(str(b.torch) for b in held))
-            why = (f"the newest of the {count} releases that fit this host and that {where} serves "
-                   f"which the project's dependencies allow (uv resolved the whole project; newer: {newer})")
-            culprit = self._held_by(first, builds, held, work, resolved) if self.settings.explain else None
+            why = (f"the newest of the {count} releases {fit} which the project's dependencies allow "
+                   f"(uv resolved the whole project; newer: {newer})")
+            culprit = self._held_by(plan, builds, held, work, resolved) if self.settings.explain else None
             if culprit:
                 why += f"; {culprit}"
             elif user_pin and not any(Version(str(b.torch)) in self.request.spec("torch") for b in held):
-                why = f"within your torch{user_pin} ({count} releases fit this host and {where} serves)"
+                why = f"within your torch{user_pin} (of the {count} releases {fit})"
         else:
-            why = f"the newest of the {count} releases that fit this host and that {where} serves"
+            why = f"the newest of the {count} releases {fit}"
             if user_pin:
                 why += f", within your torch{user_pin}"
         reasons = [r for r in plan.reasons if not r.startswith(f"torch {torch}:")]
@@ -576,15 +633,16 @@ class _Planner:
 
     def _held_by(self, first: Plan, builds: Sequence[Build], held: Sequence[Build], work: str,
                  resolved: dict[str, str]) -> str | None:
-        """`--explain`: why not the newest build: uv's own explanation with that torch forced."""
-        from torchfit.compat.served import allowed_versions
+        """`--explain`: why no newer build: uv's own explanation with a newer torch asked for
+        (the fitting builds of the plan's variant above the chosen one)."""
         from torchfit.lock.uv import explanation
 
-        newest = allowed_versions([held[0]], self.served.get(first.variant), self.arch)
-        if not newest:
+        newer = [b for b in builds if b.variant == first.variant and b.torch > Version(first.torch)]
+        base = self._base_constraints(first, newer) if newer else []
+        if not base:
             return None
-        probe = self._compile(first, work, "why", [f"torch=={newest[0]}", *self._cuda_exclusions()],
-                              no_build=False)
+        probe = self._compile(first, work, "why", [*base, f"torch>{first.torch}"], direct=self.direct,
+                              routed=self.routed, no_build=False)
         if probe.ok:
             return None
         said = explanation(probe.stderr, 600)
