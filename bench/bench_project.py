@@ -1,10 +1,11 @@
-"""Project resolve against bare `uv pip compile` of the same requirements (issue 18).
+"""Project resolve against bare `uv pip compile` of the same requirements (issues 18, 24).
 
 Both sides resolve the same project against the same local indexes on 127.0.0.1 (real
 HTTP, warm caches), side by side in alternating rounds, medians reported:
 
-- torchfit: `torchfit resolve --json -r requirements.txt` for a CPU host (it reads the
-  project's torch pins from METADATA, chooses the build, then runs uv once for the set);
+- torchfit: `torchfit resolve --json -r requirements.txt` for a CPU host (since issue 24: the
+  builds that fit, then one `uv pip compile` of the whole project with torch limited to them:
+  uv finds the torch the project allows);
 - bare uv: `uv pip compile` of the same requirements with the torch pin given
   (`torch==X` from the torch index), what a user would run knowing the answer.
 
