@@ -353,6 +353,24 @@ def _freethreaded(r: _Reader, src: Mapping[str, str]) -> dict[str, tuple[tuple[i
     return out
 
 
+def _freethreaded_by_release(r: _Reader, src: Mapping[str, str],
+                             torches: list[Version]) -> dict[Version, dict[str, tuple[tuple[int, int], ...]]]:
+    """`python_freethreaded_release = { "2.12.0" = { torch = ["3.13", "3.14"], ... } }`: one
+    release's own cpXYt minors where the series' releases differ (2.12.0 has cp313t, 2.12.1 has
+    none): kept per release, not folded into their common set (issue 24)."""
+    raw = r.t.get("python_freethreaded_release", {})
+    if not isinstance(raw, dict):
+        raise r.fail("'python_freethreaded_release' must be a table of \"X.Y.Z\" = { torch = [...] }")
+    out: dict[Version, dict[str, tuple[tuple[int, int], ...]]] = {}
+    for release, table in raw.items():
+        version = _version(r, release, "python_freethreaded_release")
+        if version not in torches:
+            raise r.fail(f"python_freethreaded_release.\"{release}\": not a release of this series")
+        sub = _Reader({"python_freethreaded": table}, r.path, r.line, r.what)
+        out[version] = _freethreaded(sub, src)
+    return out
+
+
 # A package whose wheel is pure Python (py3-none-any): every interpreter, free-threaded too.
 ANY_PYTHON: tuple[tuple[int, int], ...] = ((0, 0),)
 
@@ -438,6 +456,7 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
             _need_source(s, ssrc, "python_companions")
         requires_python = _requires_python(s, ssrc)
         freethreaded = _freethreaded(s, ssrc)
+        by_release = _freethreaded_by_release(s, ssrc, torches)
         glibc = s.dotted("glibc")
         glibc_arm = s.dotted("glibc_aarch64", required=False) if "glibc_aarch64" in s.t else glibc
         pypi = s.text("pypi", required=False)
@@ -534,7 +553,7 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
                         pythons_aarch64=pys_arm or pys,
                         pythons_companions=pys_comp,
                         requires_python=requires_python,
-                        pythons_freethreaded=freethreaded,
+                        pythons_freethreaded={**freethreaded, **by_release.get(t, {})},
                         torchvision=tv or None,
                         torchaudio=(ta or None) if has_audio else None,
                         index_url=index_url.replace("{variant}", name),
