@@ -83,3 +83,23 @@ def plan_settings(args: argparse.Namespace, project: ProjectSpec | None, *, envi
                         timeout=float(getattr(args, "timeout", 600.0) or 600.0),
                         explain=bool(getattr(args, "explain", False)),
                         no_build=bool(getattr(args, "no_build", False)))
+
+
+def describe_sources(args: argparse.Namespace) -> list[str]:
+    """The source options as given on the command line (credentials stripped), for a rebuild command."""
+    from torchfit.redact import strip_credentials
+
+    out: list[str] = []
+    if getattr(args, "torch_index_url", None):
+        out += ["--torch-index-url", strip_credentials(args.torch_index_url)]
+    if getattr(args, "index_url", None):
+        out += ["--index-url", strip_credentials(args.index_url)]
+    for url in getattr(args, "extra_index_url", None) or []:
+        out += ["--extra-index-url", strip_credentials(url)]
+    for url in getattr(args, "find_links", None) or []:
+        out += ["--find-links", strip_credentials(url)]
+    if getattr(args, "offline", False):
+        out.append("--offline")
+    if getattr(args, "allow_insecure_index", False):
+        out.append("--allow-insecure-index")
+    return out

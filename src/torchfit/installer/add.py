@@ -578,21 +578,3 @@ def read_metadata(d: LockedDist) -> str | None:
         return wheel_metadata(client, IndexFile(name, location, {"sha256": wheel.sha256} if wheel.sha256 else {}))
     except (WheelFormatError, IndexUnavailable, OSError):
         return None
-
-
-def describe_sources(args: Any) -> list[str]:
-    """The source options as given on the command line (credentials stripped), for the rebuild command."""
-    out: list[str] = []
-    if getattr(args, "torch_index_url", None):
-        out += ["--torch-index-url", strip_credentials(args.torch_index_url)]
-    if getattr(args, "index_url", None):
-        out += ["--index-url", strip_credentials(args.index_url)]
-    for url in getattr(args, "extra_index_url", None) or []:
-        out += ["--extra-index-url", strip_credentials(url)]
-    for url in getattr(args, "find_links", None) or []:
-        out += ["--find-links", strip_credentials(url)]
-    if getattr(args, "offline", False):
-        out.append("--offline")
-    if getattr(args, "allow_insecure_index", False):
-        out.append("--allow-insecure-index")
-    return out

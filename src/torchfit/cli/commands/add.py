@@ -49,10 +49,9 @@ def add_parser(subparsers: Any, epilog: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from torchfit.cli import check_source_options
+    from torchfit.cli import check_source_options, settings
     from torchfit.installer.add import (
         AddJob,
-        describe_sources,
         load_env_lock,
         parse_new_requirements,
     )
@@ -70,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     sources = _sources(args, locked_torch_index(lock), str(lock.plan().get("variant") or ""))
     observer = StderrProgress()
     job = AddJob(prefix=prefix, lock=lock, requirements=requirements, sources=sources, installer=args.installer,
-                 observer=observer, timeout=args.timeout, source_args=describe_sources(args))
+                 observer=observer, timeout=args.timeout, source_args=settings.describe_sources(args))
     with interrupts_raise(), PrefixLock(prefix, args.wait, observer.info):
         job.lock = load_env_lock(prefix)  # again, under the lock: another run may have grown it
         result = job.run()
@@ -82,19 +81,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _sources(args: argparse.Namespace, locked_index: str, variant: str) -> Any:
-    """install's sources: the torch index the lock records (or --torch-index-url, or
-    $TORCHFIT_TORCH_INDEX_URL), the dependency sources from the flags and pip's configuration."""
-    from torchfit.compat.matrix import TORCH_INDEX_ENV
-    from torchfit.index.sources import load_pip_config, make_sources, torch_index_for
+    """install's sources: the torch index the lock records unless the flag or the environment
+    names another (cli/settings.py's one precedence), the dependency sources from the flags and
+    pip's configuration."""
+    from torchfit.cli.settings import sources_for
 
-    template = args.torch_index_url or os.environ.get(TORCH_INDEX_ENV) or locked_index
-    flag = "--torch-index-url" if args.torch_index_url else (
-        TORCH_INDEX_ENV if os.environ.get(TORCH_INDEX_ENV) else "the lock's torch index")
-    return make_sources(
-        torch_index=torch_index_for(template, variant), index_url=args.index_url,
-        extra_index_urls=args.extra_index_url, find_links=args.find_links, offline=args.offline,
-        allow_insecure=args.allow_insecure_index, pip=load_pip_config(), torch_index_flag=flag,
-    )
+    return sources_for(args, os.environ, project=None, variant=variant, fallback=locked_index)
 
 
 def _summary(result: Any) -> None:

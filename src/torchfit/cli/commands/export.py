@@ -73,9 +73,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         stack = _resolve_stack(args)
     # The same mirror `torchfit install` would use (docs/mirrors.md), unless given here.
-    from torchfit.compat.matrix import TORCH_INDEX_ENV
+    from torchfit.cli.settings import torch_template
 
-    stack = with_index(stack, args.torch_index_url or os.environ.get(TORCH_INDEX_ENV) or None)
+    template, _, given = torch_template(args, os.environ)
+    stack = with_index(stack, template if given else None)
     if stack.index_url:  # a --lock's own index obeys the same rule
         refuse_insecure(stack.index_url, "the lock's torch index", args.allow_insecure_index)
     if args.format == "pylock" and not stack.locked:
