@@ -163,6 +163,30 @@ def test_compatible_packages_are_installed_locked_and_verified(add_env: Path, li
 
 @needs_uv
 @pytest.mark.slow
+def test_add_offline_from_the_locked_file_tree_and_a_find_links_directory(add_env: Path, links: Path,
+                                                                          state_home: Path, tmp_path: Path) -> None:
+    """Issue 24, class 6: `--offline` kept uv's `--no-index`, which drops the explicit torch index
+    too, so every offline add failed; the torch family now comes from the lock's file:// index."""
+    make_wheel(links, "offline-pkg", "1.0", ["torch>=2.13"])
+    # The air-gap workflow of docs/mirrors.md: the lock's other wheels downloaded into a directory.
+    wheels = tmp_path / "wheels"
+    locked = [f"{n}=={p['version']}" for n, p in _packages(add_env).items()
+              if n != "torch" and not any(str(links) in w.get("url", "") for w in p.get("wheels", []))]
+    got = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
+                          "-d", str(wheels), *locked], capture_output=True, text=True, timeout=600)
+    assert got.returncode == 0, got.stderr
+    # no find-links of this machine's own (its /opt/wheels holds torch): torch must come from the
+    # lock's file:// torch index, which uv's --no-index used to drop
+    proc = run_tf("add", "offline-pkg", "--env", str(add_env), "--find-links", str(links), "--find-links",
+                  str(wheels), "--offline", "--json", state=state_home, PIP_FIND_LINKS="", PIP_CONFIG_FILE="/dev/null")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert [(d["name"], d["version"]) for d in out["added"]] == [("offline-pkg", "1.0")], out
+    assert env_dists(add_env)["torch"] == "2.13.0+cpu"
+
+
+@needs_uv
+@pytest.mark.slow
 def test_a_locked_dependency_moves_only_when_it_must(add_env: Path, links: Path, state_home: Path) -> None:
     proc = run_tf("add", "uses-helper", "--env", str(add_env), "--find-links", str(links), state=state_home)
     assert proc.returncode == 0, proc.stderr

@@ -349,19 +349,24 @@ class AddJob:
         s = self.sources
         project = os.path.join(work, name)
         os.makedirs(project, mode=0o700, exist_ok=True)
-        pyproject = write_private(project, "pyproject.toml", uv_project(specs, s.torch_index, self.routed))
+        from torchfit.index.torchsource import is_flat
+
+        pyproject = write_private(project, "pyproject.toml",
+                                  uv_project(specs, s.torch_index, self.routed, flat=is_flat(s.torch_index)))
+        # no --no-index (it would drop the explicit torch index too): an empty default index instead
+        options, env = s.uv_compile(os.environ, work)
         out = os.path.join(work, f"pylock.{name}.toml")  # uv insists on pylock.*.toml
         if prefer:
             # uv prefers the versions of an existing output file: the env's lock, so that only
             # what must move moves (measured: without it uv also moved mpmath and sympy).
             write_private(work, os.path.basename(out), install_lock_text(self.lock.packages, log_path=ctx.log.path))
         argv = compile_argv(
-            uv.uv, pyproject, out, python=env_python(self.prefix), options=s.uv_args(family=False), quiet=True,
+            uv.uv, pyproject, out, python=env_python(self.prefix), options=options, quiet=True,
             constraints=write_private(work, f"constraints.{name}.txt", "".join(c + "\n" for c in constraints))
             if constraints else None,
             overrides=write_private(work, f"overrides.{name}.txt", "".join(c + "\n" for c in overrides))
             if overrides else None)
-        res = ctx.run("resolve", argv, s.uv_env(os.environ, family=False, find_links=True), detail, check=False)
+        res = ctx.run("resolve", argv, env, detail, check=False)
         if res.returncode < 0:
             raise ctx.failed("resolve", argv, res.returncode, redact((res.stderr or res.stdout)[-3000:]))
         return res, out
