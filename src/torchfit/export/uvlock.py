@@ -37,7 +37,7 @@ def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str = PYPI_SIMPLE, on_w
     if not stack.python:
         raise BadInput("the stack names no Python version to lock for")
     # The uv `install` uses: beside torchfit's own Python, else on PATH.
-    from torchfit.lock.uv import compile_argv, find_uv, read_uv_lock
+    from torchfit.lock.uv import find_uv, read_uv_lock, write_compile_inputs
 
     uv = find_uv(runner)
     if uv is None:
@@ -47,22 +47,13 @@ def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str = PYPI_SIMPLE, on_w
     from torchfit.owned import temp_dir
 
     with temp_dir("export") as tmp:
-        project = os.path.join(tmp, "pyproject.toml")
         out = os.path.join(tmp, "pylock.toml")  # uv insists on this file name
-        # The index URL keeps its credentials here (uv needs them); the file is private and temporary.
-        text = render_uv(stack, pypi_url=pypi_url, keep_credentials=True)
-        fd = os.open(project, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        constraints = constraint_lines(stack)
-        path = None
-        if constraints:  # [tool.uv] constraint-dependencies is a project setting `uv pip` ignores
-            path = os.path.join(tmp, "constraints.txt")
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write("".join(c + "\n" for c in constraints))
-        argv = compile_argv(uv, project, out, python_version=stack.python,
-                            python_platform=uv_platform(stack.arches[0], stack.glibc),
-                            options=["--no-config"], constraints=path, quiet=True)
+        # The index URL keeps its credentials here (uv needs them); the files are private and temporary.
+        # [tool.uv] constraint-dependencies is a project setting `uv pip` ignores: -c instead.
+        inputs = write_compile_inputs(uv, tmp, project_text=render_uv(stack, pypi_url=pypi_url, keep_credentials=True),
+                                      constraints=constraint_lines(stack),
+                                      target=(stack.python, uv_platform(stack.arches[0], stack.glibc)))
+        argv = inputs.argv(["--no-config"], out, quiet=True)
         # Bounded and visible: uv's per-request timeout, a stall limit (no bytes moved), and
         # `on_wait` for a progress line naming what is awaited.
         from torchfit.runner import index_variables, stall_timeout

@@ -50,12 +50,11 @@ from torchfit.installer.backends import (
     install_lock_text,
     pick_backend,
     read_resolution,
-    write_private,
 )
 from torchfit.installer.prefix import InstallLog, state_dir
 from torchfit.lock.model import Lock, LockedDist, sorted_dists
 from torchfit.lock.pylock import LOCK_NAME, load_lock, replace_lock
-from torchfit.lock.uv import compile_argv, find_uv, uv_project, uv_version
+from torchfit.lock.uv import find_uv, uv_version, write_compile_inputs, write_private
 from torchfit.owned import temp_dir
 from torchfit.progress import Progress
 from torchfit.redact import redact, strip_credentials
@@ -347,25 +346,19 @@ class AddJob:
                  detail: str, constraints: Sequence[str] = (), overrides: Sequence[str] = (),
                  prefer: bool = False) -> tuple[Any, str]:
         s = self.sources
-        project = os.path.join(work, name)
-        os.makedirs(project, mode=0o700, exist_ok=True)
         from torchfit.index.torchsource import is_flat
 
-        pyproject = write_private(project, "pyproject.toml",
-                                  uv_project(specs, s.torch_index, self.routed, flat=is_flat(s.torch_index)))
-        # no --no-index (it would drop the explicit torch index too): an empty default index instead
-        options, env = s.uv_compile(os.environ, work)
         out = os.path.join(work, f"pylock.{name}.toml")  # uv insists on pylock.*.toml
         if prefer:
             # uv prefers the versions of an existing output file: the env's lock, so that only
             # what must move moves (measured: without it uv also moved mpmath and sympy).
             write_private(work, os.path.basename(out), install_lock_text(self.lock.packages, log_path=ctx.log.path))
-        argv = compile_argv(
-            uv.uv, pyproject, out, python=env_python(self.prefix), options=options, quiet=True,
-            constraints=write_private(work, f"constraints.{name}.txt", "".join(c + "\n" for c in constraints))
-            if constraints else None,
-            overrides=write_private(work, f"overrides.{name}.txt", "".join(c + "\n" for c in overrides))
-            if overrides else None)
+        inputs = write_compile_inputs(uv.uv, os.path.join(work, name), specs=specs, torch_index=s.torch_index,
+                                      routed=self.routed, flat=is_flat(s.torch_index), constraints=constraints,
+                                      overrides=overrides, python=env_python(self.prefix))
+        # no --no-index (it would drop the explicit torch index too): an empty default index instead
+        options, env = s.uv_compile(os.environ, work)
+        argv = inputs.argv(options, out, quiet=True)
         res = ctx.run("resolve", argv, env, detail, check=False)
         if res.returncode < 0:
             raise ctx.failed("resolve", argv, res.returncode, redact((res.stderr or res.stdout)[-3000:]))

@@ -59,7 +59,14 @@ from torchfit.lock.pylock import (
     sha256_file,
 )
 from torchfit.lock.toml import dumps_toml
-from torchfit.lock.uv import UV_MIN, compile_argv, find_uv, read_uv_lock, uv_project, uv_version
+from torchfit.lock.uv import (
+    UV_MIN,
+    find_uv,
+    read_uv_lock,
+    uv_version,
+    write_compile_inputs,
+    write_private,
+)
 from torchfit.progress import Progress
 from torchfit.redact import redact
 from torchfit.runner import Runner, RunResult, kill_stray_children, without_index_variables
@@ -366,28 +373,22 @@ class UvBackend(Backend):
         a host rather than for the env `python` runs in.
         """
         s = self.ctx.sources
-        work_project = os.path.join(work, "project")
-        os.makedirs(work_project, mode=0o700, exist_ok=True)
-        # may hold the index's credentials: 0600, removed with the work directory
         from torchfit.index.torchsource import is_flat, local_path
 
         torch_index = s.torch_index
         if "://" not in torch_index:  # a directory given as a path: uv wants a URL
             torch_index = "file://" + quote(local_path(torch_index) or torch_index)
-        pyproject = write_private(work_project, "pyproject.toml",
-                                  uv_project(specs, torch_index, self.routed, flat=is_flat(s.torch_index)))
+        # the project, the -c constraints (`uv pip` reads no [tool.uv] constraints) and the NCCL
+        # override: 0600 (may hold the index's credentials), removed with the work directory
+        inputs = write_compile_inputs(
+            self.uv, work, specs=specs, torch_index=torch_index, routed=self.routed, flat=is_flat(s.torch_index),
+            constraints=self.constraints, overrides=[nccl_override] if nccl_override else (), python=python,
+            target=target)
         out = os.path.join(work, "pylock.resolved.toml")
         args, env = s.uv_compile(os.environ, work)  # no --no-index: it would drop the torch index too
-        # the project's -c files (`uv pip` reads no [tool.uv] constraints)
-        constraints = write_private(work, "constraints.txt", "".join(f"{c}\n" for c in self.constraints)) \
-            if self.constraints else None
-        overrides = write_private(work, "overrides.txt", nccl_override + "\n") if nccl_override else None
 
         def argv(options: Sequence[str], output: str) -> list[str]:
-            return compile_argv(self.uv, pyproject, output, python=python,
-                                python_version=target[0] if target else None,
-                                python_platform=target[1] if target else None,
-                                options=options, constraints=constraints, overrides=overrides)
+            return inputs.argv(options, output)
 
         detail = f"the torch family from {redact(s.torch_index)} only, the rest from your sources"
         obs = self.ctx.observer
@@ -520,18 +521,6 @@ def read_resolution(path: str, *, log_path: str | None) -> list[LockedDist]:
                 raise InstallFailed("resolve", [], None, f"no sha256 for {redact(a.url or a.path or d.name)}: "
                                     "the index gives none (try --installer pip)", log_path=log_path)
     return locked
-
-
-def write_private(work: str, name: str, text: str) -> str:
-    """`work/name` with `text`, readable by this user only (it may hold a credentialed URL)."""
-    path = os.path.join(work, name)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # may hold a credentialed URL
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    except OSError as exc:  # a write's error names no file: name it (a full disk says where)
-        raise OSError(exc.errno, exc.strerror, exc.filename or path) from exc
-    return path
 
 
 # --- pip -----------------------------------------------------------------------------------

@@ -211,13 +211,48 @@ def write_private(work: str, name: str, text: str) -> str:
     return path
 
 
+@dataclass(frozen=True)
+class CompileInputs:
+    """The files of one `uv pip compile`, written 0600 (they may hold a credentialed URL), and
+    the target; `argv(options, out)` is its command line for given options and output."""
+
+    uv: str
+    pyproject: str
+    constraints: str | None
+    overrides: str | None
+    python: str | None = None
+    target: tuple[str, str] | None = None
+
+    def argv(self, options: Sequence[str], out: str, *, quiet: bool = False) -> list[str]:
+        return compile_argv(self.uv, self.pyproject, out, python=self.python,
+                            python_version=self.target[0] if self.target else None,
+                            python_platform=self.target[1] if self.target else None, options=options,
+                            constraints=self.constraints, overrides=self.overrides, quiet=quiet)
+
+
+def write_compile_inputs(uv: str, where: str, *, specs: Sequence[str] = (), torch_index: str = "",
+                         routed: Sequence[str] = (), flat: bool = False, project_text: str | None = None,
+                         constraints: Sequence[str] = (), overrides: Sequence[str] = (),
+                         python: str | None = None, target: tuple[str, str] | None = None) -> CompileInputs:
+    """Write the project uv compiles (`uv_project` of `specs`, or `project_text` as given), its
+    constraints and overrides under `where` (made 0700), for the one compile step every caller
+    shares: planning, install, add and export."""
+    project = os.path.join(where, "project")
+    os.makedirs(project, mode=0o700, exist_ok=True)
+    text = project_text if project_text is not None else uv_project(specs, torch_index, routed, flat=flat)
+    pyproject = write_private(project, "pyproject.toml", text)
+    cons = write_private(where, "constraints.txt", "".join(f"{c}\n" for c in constraints)) if constraints else None
+    over = write_private(where, "overrides.txt", "".join(f"{c}\n" for c in overrides)) if overrides else None
+    return CompileInputs(uv, pyproject, cons, over, python, target)
+
+
 def compile_project(runner: Any, uv: str, *, specs: Sequence[str], torch_index: str, work: str,
                     env: Mapping[str, str], options: Sequence[str] = (), routed: Sequence[str] = (),
                     flat: bool = False, python: str | None = None, target: tuple[str, str] | None = None,
                     constraints: Sequence[str] = (), overrides: Sequence[str] = (), timeout: float = 600.0,
                     stall: float | None = None, name: str = "plan") -> Compiled:
-    """`uv pip compile` of `specs` into a pylock: the project, its constraints and overrides
-    written 0600 under `work/name/`, uv run once (a failure is a result, read by the caller).
+    """`uv pip compile` of `specs` into a pylock: the inputs written under `work/name/`
+    (`write_compile_inputs`), uv run once (a failure is a result, read by the caller).
 
     `target`: (Python version, uv platform) when resolving for a host rather than for the
     interpreter `python`; `env`: uv's whole environment (what it lacks of ours is unset).
@@ -226,15 +261,10 @@ def compile_project(runner: Any, uv: str, *, specs: Sequence[str], torch_index: 
 
     where = os.path.join(work, name)
     os.makedirs(where, mode=0o700, exist_ok=True)
-    project = os.path.join(where, "project")
-    os.makedirs(project, mode=0o700, exist_ok=True)
-    pyproject = write_private(project, "pyproject.toml", uv_project(specs, torch_index, routed, flat=flat))
-    cons = write_private(where, "constraints.txt", "".join(f"{c}\n" for c in constraints)) if constraints else None
-    over = write_private(where, "overrides.txt", "".join(f"{c}\n" for c in overrides)) if overrides else None
+    inputs = write_compile_inputs(uv, where, specs=specs, torch_index=torch_index, routed=routed, flat=flat,
+                                  constraints=constraints, overrides=overrides, python=python, target=target)
     out = os.path.join(where, "pylock.toml")
-    argv = compile_argv(uv, pyproject, out, python=python, python_version=target[0] if target else None,
-                        python_platform=target[1] if target else None, options=options,
-                        constraints=cons, overrides=over)
+    argv = inputs.argv(options, out)
     start = time.monotonic()
     res = runner.run(argv, timeout=timeout, env=env, unset=[k for k in os.environ if k not in env], stall=stall)
     seconds = time.monotonic() - start
