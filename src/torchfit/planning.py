@@ -66,6 +66,8 @@ if TYPE_CHECKING:
 
 # (variant, Python) pairs tried before giving up: each is one uv run.
 MAX_ATTEMPTS = 4
+# Seconds without an answer before a planning read of a torch source gives up (one retry).
+PLAN_READ_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True)
@@ -127,8 +129,11 @@ class _Planner:
         if self._client is None:
             from torchfit.index.client import IndexClient
 
+            # A planning read, bounded well below install's stall limit: a mirror that does not answer
+            # leaves a family-only plan to the matrix (warned) instead of holding the command.
             self._client = IndexClient(progress=self.progress, honor_max_age=True,
-                                       allow_insecure=self.settings.allow_insecure)
+                                       allow_insecure=self.settings.allow_insecure,
+                                       timeout=min(PLAN_READ_TIMEOUT, self.settings.timeout), retries=1)
         return self._client
 
     def read_source(self, variant: str) -> Served | None:

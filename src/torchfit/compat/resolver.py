@@ -233,6 +233,10 @@ def _make_plan(ctx: Context, build: Build, py: PythonChoice, chosen: Sequence[Pr
     if gap:
         reasons.append(gap)
     packages = ["torch"] + [n for n in ("torchvision", "torchaudio") if req.wants(n) or n in needed]
+    for name in ("torchvision", "torchaudio"):  # what install installs; a match not asked for is said as such
+        if name not in packages and getattr(build, name):
+            why[name] = f"not installed (not asked for); {getattr(build, name)} matches {build.label}: add {name} " \
+                        "to the request"
     for name in packages[1:]:
         if getattr(build, name) is None:  # a project package pins it, the matrix knows no match
             warnings.append(f"{build.label}: the matrix knows no {name} for it; uv resolves {name} from the "

@@ -97,11 +97,7 @@ def _print_item(con: Any, markup: str, plain: str, text: str, width: int | None)
 
 
 def _companion_row(plan: Plan, name: str) -> tuple[str, str | None, str]:
-    """A companion's row: its version where the plan installs it; else "-", saying what matches
-    (the table lists only what install installs)."""
+    """A companion's row: its version where the plan installs it; else "-" (the table lists only
+    what install installs; the plan's `why` says which build would match)."""
     version = getattr(plan, name)
-    if name in plan.packages:
-        return name, version or "-", plan.why.get(name, "")
-    why = f"not installed (not asked for); {version} matches: add {name} to the request" if version \
-        else plan.why.get(name, "")
-    return name, "-", why
+    return name, (version or "-") if name in plan.packages else "-", plan.why.get(name, "")
