@@ -589,17 +589,19 @@ class _Planner:
         count = len({b.torch for b in builds})
         fit = f"that fit this host and that {where} serves" if read else \
             f"that fit this host (uv read {where} for what it serves)"
+        if count == 1:
+            fit = fit.replace("that fit", "that fits", 1)
         if held:
             newer = ", ".join(dict.fromkeys(str(b.torch) for b in held))
-            why = (f"the newest of the {count} releases {fit} which the project's dependencies allow "
+            why = (f"{_newest(count)} {fit} which the project's dependencies allow "
                    f"(uv resolved the whole project; newer: {newer})")
             culprit = self._held_by(plan, builds, held, work, resolved) if self.settings.explain else None
             if culprit:
                 why += f"; {culprit}"
             elif user_pin and not any(Version(str(b.torch)) in self.request.spec("torch") for b in held):
-                why = f"within your torch{user_pin} (of the {count} releases {fit})"
+                why = f"within your torch{user_pin} ({_newest(count)} {fit})"
         else:
-            why = f"the newest of the {count} releases {fit}"
+            why = f"{_newest(count)} {fit}"
             if user_pin:
                 why += f", within your torch{user_pin}"
         reasons = [r for r in plan.reasons if not r.startswith(f"torch {torch}:")]
@@ -720,6 +722,10 @@ def _name(text: str) -> str:
         return Requirement(text).name
     except InvalidRequirement:
         return text.split("=")[0].split("<")[0].split(">")[0].strip()
+
+
+def _newest(count: int) -> str:
+    return "the one release" if count == 1 else f"the newest of the {count} releases"
 
 
 def _version_of(compiled: Compiled, name: str) -> str | None:
