@@ -651,7 +651,19 @@ class _Planner:
         probe = self._compile(first, work, "why", [*base, f"torch>{first.torch}"], direct=self.direct,
                               routed=self.routed, no_build=False)
         if probe.ok:
-            return None
+            # uv prefers the newest releases of the project's own packages: a newer torch was possible
+            # with other releases of them. Name the difference, the pins that would get it.
+            other = {d.name: str(d.version) for d in probe.locked}
+            from torchfit.cache import load_companions
+
+            companions = load_companions()
+            direct = {r.name for r in self.request.project.others}
+            names = sorted((n for n in other if n in resolved and other[n] != resolved[n] and n not in FAMILY_PACKAGES),
+                           key=lambda n: (n not in direct, companions.get(n) is None, n))
+            moved = [f"{n} {resolved[n]} -> {other[n]}" for n in names]
+            return (f"a newer torch ({_public(other.get('torch'))}) also resolves, with "
+                    f"{', '.join(moved[:6]) or 'other releases'}: uv prefers the newest releases of the "
+                    "project's packages; pin those (or torch) to choose")
         said = explanation(probe.stderr, 600)
         pins = [f"required by {_dist_label(m.group(1), resolved)} (torch{m.group(2)})"
                 for m in re.finditer(r"(?:all versions of )?([A-Za-z0-9_.-]+(?:[=<>!~]=?[A-Za-z0-9_.+*-]+)?) "
