@@ -53,6 +53,7 @@ from torchfit.compat.plan import Plan
 from torchfit.compat.request import Request
 from torchfit.errors import BadInput, IndexUnavailable, NoCompatibleSet, ToolMissing, ToolTimeout
 from torchfit.progress import Progress
+from torchfit.redact import strip_credentials
 
 if TYPE_CHECKING:
     from torchfit.compat.companions import Companions
@@ -221,7 +222,7 @@ class _Planner:
         source = self.settings.sources(plan.variant)
         said = [f"torch {plan.torch} {plan.variant}: served by {self.where(plan.variant)} (read from the source: "
                 "measured)"] if self.served.get(plan.variant) is not None else []
-        return replace(plan, index_url=source.torch_index, reasons=(*plan.reasons, *said),
+        return replace(plan, index_url=strip_credentials(source.torch_index), reasons=(*plan.reasons, *said),
                        warnings=tuple(dict.fromkeys([*plan.warnings, *self.notes])))
 
     def _plan_project(self, fam: Request) -> Plan:
@@ -626,7 +627,7 @@ class _Planner:
             torchvision=_public(resolved.get("torchvision")),
             torchaudio=_public(resolved.get("torchaudio")),
             packages=tuple(family),
-            index_url=self.settings.sources(plan.variant).torch_index,
+            index_url=strip_credentials(self.settings.sources(plan.variant).torch_index),
             reasons=tuple(dict.fromkeys(reasons)),
             warnings=tuple(dict.fromkeys([*plan.warnings, *warnings, *self.notes])),
             ruled_out=tuple(ruled),

@@ -98,8 +98,14 @@ def test_attack3_install_warns_when_the_shared_group_could_not_use_the_env(tmp_p
         os.chown(team, -1, grp.getgrnam("tfteam").gr_gid)
         team.chmod(0o2775)  # chown clears setgid
         env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), XDG_STATE_HOME=str(tmp_path / "state"))
+        # a torch source the plan can read (a stand-in torch: the install fails at its build check,
+        # after the warning this test is about)
+        from tests.support.wheels import make_wheel, write_index
+
+        index = write_index(tmp_path / "stand-in", [make_wheel(tmp_path / "wheels", "torch", "2.13.0+cpu",
+                                                               tag="cp311-cp311-manylinux_2_28_x86_64")])
         argv = [sys.executable, "-m", "torchfit", "install", *CPU_ARGS, "--offline",
-                "--torch-index-url", f"file://{tmp_path}/no-index/simple"]
+                "--torch-index-url", index.as_uri()]
         for mask, warned in (("077", True), ("067", True), ("027", False), ("002", False), ("022", False)):
             res = subprocess.run(["bash", "-c", f"umask {mask} && exec \"$@\"", "sh", *argv,
                                   "--prefix", str(team / f"env-{mask}")], capture_output=True,

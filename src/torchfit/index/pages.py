@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
-from urllib.parse import unquote, urldefrag, urljoin, urlsplit
+from urllib.parse import unquote, urldefrag, urljoin, urlsplit, urlunsplit
 
 from packaging.utils import canonicalize_name
 
@@ -72,8 +72,17 @@ def normalize_name(name: str) -> str:
 
 
 def project_url(index_url: str, project: str) -> str:
-    """`https://host/simple` + `torch` -> `https://host/simple/torch/` (PEP 503: trailing slash)."""
-    return index_url.rstrip("/") + "/" + normalize_name(project) + "/"
+    """`https://host/simple` + `torch` -> `https://host/simple/torch/` (PEP 503: trailing slash).
+
+    A query string (a mirror's `?token=...`, docs/mirrors.md) stays a query string, after the
+    project's path: `https://host/simple?token=X` -> `https://host/simple/torch/?token=X`, as uv
+    and pip join it.
+    """
+    parts = urlsplit(index_url)
+    if not parts.query:
+        return index_url.rstrip("/") + "/" + normalize_name(project) + "/"
+    path = parts.path.rstrip("/") + "/" + normalize_name(project) + "/"
+    return urlunsplit(parts._replace(path=path))
 
 # ---------------------------------------------------------------------------
 # Pure parsers
