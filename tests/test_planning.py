@@ -135,6 +135,17 @@ def test_a_companion_without_a_torch_pin_gets_the_release_built_for_the_chosen_t
     assert any("torchao 0.18.0 has no binary for torch 2.9.1" in r for r in out["reasons"]), out["reasons"]
 
 
+def test_a_companion_release_built_for_an_older_torch_moves_torch_to_it(tmp_path: Path) -> None:
+    # Only torchao 0.15.0 is served (its binary needs torch 2.9.1: companions.toml); the source has
+    # 2.9.1 and 2.11.0. uv alone takes 2.11.0 (torchao's METADATA names no torch); torch follows torchao.
+    index = torch_tree(tmp_path, "cpu", ["2.9.1", "2.11.0"])
+    links = tmp_path / "links"
+    wheel_from_record(links, next((PROJECTS / "torchao").glob("torchao-0.15.0*.metadata")), re.compile(r"^torch\b"))
+    out = resolve(*CPU_HOST, "torchao", "--find-links", str(links), "--torch-index-url", index.as_uri())
+    assert (out["torch"], out["resolved"]["torchao"]) == ("2.9.1", "0.15.0"), out
+    assert any("torchao 0.15.0: its binary needs torch==2.9.1" in r for r in out["reasons"]), out["reasons"]
+
+
 # -- class 3: a companion whose METADATA names no torch, beside a newer torch -------------------
 
 

@@ -497,10 +497,11 @@ class _Planner:
         resolved = {d.name: d for d in compiled.locked}
         direct = {canonicalize_name(_name(str(r))) for r in self.request.requirements} | {"torch", *self.direct}
         transitive = [n for n in FAMILY_PACKAGES if n in resolved and n not in direct]
-        constraints: list[str] = []
-        notes: list[str] = []
+        constraints: list[str] = []  # companions held to the releases built for the chosen torch
+        cnotes: list[str] = []
+        torch_moves: list[str] = []  # or: torch moved to what a companion's binary needs
+        tnotes: list[str] = []
         warnings: list[str] = []
-        routed: list[str] = []
         python = first.python
         for name, dist in resolved.items():
             comp = companions.get(name)
@@ -509,12 +510,20 @@ class _Planner:
             fits = companions.releases_for(name, torch=torch, variant=first.variant, python=python)
             known = {r.version for r in comp.releases}
             version = Version(str(dist.version))
-            if version in known and version not in {r.version for r in fits} and fits:
+            if version not in known or version in {r.version for r in fits}:
+                continue
+            if fits:
                 from torchfit.compat.served import torch_constraint
 
                 constraints.append(name + torch_constraint([r.version for r in fits], sorted(known)))
-                notes.append(f"{name} {version} has no binary for torch {torch} {first.variant} "
-                             f"(companions.toml); constrained to the releases that do ({', '.join(str(r.version) for r in fits[:4])})")
+                cnotes.append(f"{name} {version} has no binary for torch {torch} {first.variant} (companions.toml); "
+                              f"constrained to the releases that do ({', '.join(str(r.version) for r in fits[:4])})")
+            rel = next(r for r in comp.releases if r.version == version)
+            held = [b for b in builds if rel.torch is not None and rel.torch.contains(b.torch, prereleases=True)]
+            if held:
+                torch_moves.append(f"torch{self._torch_spec(first, held)}")
+                tnotes.append(f"{name} {version}: its binary needs torch{rel.torch} (companions.toml, "
+                              f"{rel.source.get('torch', 'measured')}); torch follows it")
         build = first.build
         assert build is not None
         from torchfit.compat.companions import companion_notes
@@ -523,28 +532,42 @@ class _Planner:
                                        python, [(n, Version(str(d.version))) for n, d in resolved.items()])
         routed = list(dict.fromkeys([*self.routed, *routed]))
         pins = self._vision_pairs(first, builds, torch, resolved)
-        if not (transitive or constraints or set(routed) - set(self.routed) or pins):
-            return compiled, notes, warnings, routed
+        # The exact passes to try, in order, each with the notes it earns.
+        tries: list[tuple[list[str], list[str]]] = [(pin, ["torchvision"]) for pin in pins]
+        if not pins:
+            if constraints or not torch_moves:
+                tries.append(([self._exact_torch(first, builds, torch), *constraints], cnotes))
+            if torch_moves:
+                tries.append((torch_moves[:1], tnotes))
+        if not (transitive or constraints or torch_moves or set(routed) - set(self.routed) or pins):
+            return compiled, [], warnings, routed
         from torchfit.lock.uv import explanation
 
         second = None
-        for pin in pins or [[self._exact_torch(first, builds, torch)]]:
-            second = self._compile_pass(first, work, f"exact-{len(pin)}", [*pin, *self._cuda_exclusions(), *constraints],
+        for n, (pin, earned) in enumerate(tries):
+            second = self._compile_pass(first, work, f"exact-{n}", [*pin, *self._cuda_exclusions()],
                                         direct=[*self.direct, *transitive, *(["torchvision"] if pins else [])],
                                         routed=routed)
             if second.ok:
                 if pins:
-                    notes.append(f"torchvision {_public(_version_of(second, 'torchvision'))}: the build that matches "
-                                 f"torch {_public(_version_of(second, 'torch'))} (data/matrix.toml), from the torch index")
-                return second, notes, warnings, routed
+                    earned = [f"torchvision {_public(_version_of(second, 'torchvision'))}: the build that matches "
+                              f"torch {_public(_version_of(second, 'torch'))} (data/matrix.toml), from the torch index"]
+                return second, list(earned), warnings, routed
         assert second is not None
-        warnings += [f"{n}: kept as uv first resolved it; the exact pass failed: {explanation(second.stderr, 300)}"
-                     for n in notes]
+        warnings += [f"{note}: kept as uv first resolved it; no exact pass found an answer "
+                     f"({explanation(second.stderr, 300)})" for note in [*cnotes, *tnotes]]
         if pins:
             warnings.append(f"torchvision {_public(str(resolved['torchvision'].version))} is not the build the matrix pairs "
                             f"with torch {torch}, and no pairing the project allows was found: its C++ operators may "
                             "not load (verify checks)")
         return compiled, [], warnings, list(self.routed)
+
+    def _torch_spec(self, first: Plan, builds: Sequence[Build]) -> str:
+        """The specifier admitting exactly `builds` on the plan's source (`torch_constraint`)."""
+        from torchfit.compat.served import allowed_versions, torch_constraint
+
+        allowed = allowed_versions(builds, self.served.get(first.variant), self.arch)
+        return torch_constraint(allowed, self.present(first.variant)) if allowed else "<0"
 
     def _exact_torch(self, first: Plan, builds: Sequence[Build], torch: Version) -> str:
         from torchfit.compat.served import allowed_versions
