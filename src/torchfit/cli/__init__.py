@@ -170,8 +170,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 # `add_parser(subparsers, epilog)` (cheap: no heavy imports at module level) and
 # `run(args) -> int`. Listed here so start-up imports only what exists.
 COMMAND_MODULES: tuple[str, ...] = ("detect", "resolve", "matrix", "export", "doctor", "verify", "install", "add",
-                                     "run")
+                                     "run", "config")
 COMMAND_NAMES: tuple[str, ...] = COMMAND_MODULES
+# The commands whose steps the configuration files' environment-borne settings reach (the stall limit).
+_SITE_COMMANDS = frozenset(("resolve", "install", "add", "export", "verify"))
 # The top-level options before the command; none of them takes a value.
 _TOP_FLAGS = frozenset(("-v", "--verbose"))
 
@@ -349,6 +351,10 @@ def _main(argv: Sequence[str] | None = None, closed: frozenset[int] = frozenset(
             return 2
         import importlib
 
+        if args.command in _SITE_COMMANDS:  # the site's configuration files (cli/settings.py)
+            from torchfit.cli.settings import apply_site_config
+
+            apply_site_config(os.environ)
         code = int(importlib.import_module(f"torchfit.cli.commands.{args.command}").run(args))
         # Flush here, inside the boundary: at interpreter exit a failed flush
         # (stdout on a full disk) would be a traceback and exit 120.

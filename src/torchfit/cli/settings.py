@@ -1,12 +1,23 @@
 """The command line's settings, resolved once, as values for the layers below (issue 24;
-architecture-review-3, change 1).
+architecture-review-3, change 1), and the site configuration files (issue 26).
 
-The torch source, in one precedence, stated here only: `--torch-index-url`, else the
-`TORCHFIT_TORCH_INDEX_URL` environment variable, else what the caller falls back to (a
-lock's recorded index), else the public PyTorch index; `{variant}` is substituted per
-variant. The dependency sources are install's (`index.sources.make_sources`): pip's
-configuration, the flags, then the index lines of the project's requirements files.
-Nothing below `cli/` reads `args` or the environment for these.
+One precedence rule, for every setting, stated here only (docs/install.md repeats it):
+
+    flag > environment > $TORCHFIT_CONFIG file > user file > system files > pip's configuration > default
+
+- the environment: `TORCHFIT_TORCH_INDEX_URL` (the torch source), `TORCHFIT_STALL_TIMEOUT`;
+  pip's own `PIP_*` variables are part of pip's configuration (their place in pip's order);
+- the files (TOML, `SITE_KEYS` below): the one `$TORCHFIT_CONFIG` names, the user's
+  `$XDG_CONFIG_HOME/torchfit/config.toml` (`~/.config/...`), then the system's: each
+  `$XDG_CONFIG_DIRS` entry's `torchfit/config.toml` (default `/etc/xdg`), then
+  `/etc/torchfit/config.toml`. A site sets its mirror there once; every command reads it;
+- lists (`extra-index-url`, `find-links`) add up across the levels, flags first, as pip's do;
+  the index lines of a project's requirements files rank with its flags;
+- for `add` and `install --lock`, the lock's recorded torch index comes after the files and
+  before the default (the files are the site's mirror; the lock says where it was built).
+
+The torch source's template has `{variant}` substituted per variant. Nothing below `cli/`
+reads `args` or the environment for these.
 """
 
 from __future__ import annotations
@@ -14,7 +25,8 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from torchfit.compat.project import ProjectSpec
@@ -22,9 +34,119 @@ if TYPE_CHECKING:
     from torchfit.planning import PlanSettings
 
 
+# Keys a configuration file may set: key -> (kind, what it sets).
+SITE_KEYS: dict[str, tuple[str, str]] = {
+    "torch-index-url": ("str", "the torch source (index, mirror or directory of wheels), {variant} substituted"),
+    "index-url": ("str", "the index for everything else (replaces pip's index-url)"),
+    "extra-index-url": ("list", "more indexes for everything else (added to pip's)"),
+    "find-links": ("list", "directories or pages of wheels for everything else (added to pip's)"),
+    "installer": ("str", "install's and add's installer: auto, uv or pip"),
+    "stall-timeout": ("float", "seconds without progress before a step is killed (TORCHFIT_STALL_TIMEOUT)"),
+}
+CONFIG_ENV = "TORCHFIT_CONFIG"
+MAX_CONFIG_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class SiteConfig:
+    """The configuration files' values (the highest file's for a scalar; all of them, in order, for a
+    list) and where each came from; `files`: every file looked at, and whether it was there."""
+
+    values: Mapping[str, Any] = field(default_factory=dict)
+    origins: Mapping[str, str] = field(default_factory=dict)
+    files: tuple[tuple[str, str, bool], ...] = ()  # (kind, path, found)
+
+    def get(self, key: str) -> Any:
+        return self.values.get(key)
+
+
+def config_files(environ: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(kind, path) of the configuration files, highest precedence first (the module's rule)."""
+    home = environ.get("HOME") or os.path.expanduser("~")
+    out: list[tuple[str, str]] = []
+    if environ.get(CONFIG_ENV):
+        out.append((CONFIG_ENV, environ[CONFIG_ENV]))
+    out.append(("user", os.path.join(environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"),
+                                     "torchfit", "config.toml")))
+    for d in [d for d in (environ.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(os.pathsep) if d]:
+        out.append(("system", os.path.join(d, "torchfit", "config.toml")))
+    out.append(("system", "/etc/torchfit/config.toml"))
+    return out
+
+
+def load_site_config(environ: Mapping[str, str]) -> SiteConfig:
+    """The configuration files merged by the precedence rule; BadInput (`FILE: key ...`, exit 2)
+    for a file that is not TOML, an unknown key or a value of the wrong kind. A file named by
+    $TORCHFIT_CONFIG must exist; the others are optional."""
+    from torchfit.errors import BadInput
+    from torchfit.inputs import loads_toml, read_text_file
+
+    values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    seen: list[tuple[str, str, bool]] = []
+    for kind, path in config_files(environ):
+        if kind != CONFIG_ENV and not os.path.isfile(path):
+            seen.append((kind, path, False))
+            continue
+        data = loads_toml(read_text_file(path, CONFIG_ENV if kind == CONFIG_ENV else "configuration file",
+                                         limit=MAX_CONFIG_BYTES), path)
+        seen.append((kind, path, True))
+        for key, value in data.items():
+            if key not in SITE_KEYS:
+                raise BadInput(f"{path}: unknown key {key!r} (known: {', '.join(SITE_KEYS)})")
+            want = SITE_KEYS[key][0]
+            if want == "list":
+                if isinstance(value, str):
+                    value = [value]
+                if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+                    raise BadInput(f"{path}: {key} must be a string or a list of strings")
+                values[key] = [*values.get(key, []), *value]  # lower files after higher ones
+                origins[key] = f"{origins[key]}, {path}" if key in origins else path
+                continue
+            if want == "float" and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                    or not 0 < float(value) < 1e7):
+                raise BadInput(f"{path}: {key} must be a number of seconds > 0")
+            if want == "str" and (not isinstance(value, str) or not value):
+                raise BadInput(f"{path}: {key} must be a non-empty string")
+            if key == "installer" and value not in ("auto", "uv", "pip"):
+                raise BadInput(f"{path}: installer must be auto, uv or pip, not {value!r}")
+            if key not in values:  # the highest file wins
+                values[key] = float(value) if want == "float" else value
+                origins[key] = path
+    return SiteConfig(values, origins, tuple(seen))
+
+
+_SITE: dict[int, SiteConfig] = {}
+
+
+def site_config(environ: Mapping[str, str]) -> SiteConfig:
+    """`load_site_config` once per process for os.environ (commands ask several times)."""
+    if environ is not os.environ:
+        return load_site_config(environ)
+    if 0 not in _SITE:
+        _SITE[0] = load_site_config(environ)
+    return _SITE[0]
+
+
+def apply_site_config(environ: dict[str, str] | Any) -> None:
+    """Settings read where the layers below take them from the environment (the stall limit,
+    `runner.stall_timeout`): the file's value when the environment has none (environment > files)."""
+    from torchfit.runner import STALL_ENV
+
+    config = site_config(environ)
+    stall = config.get("stall-timeout")
+    if stall is not None and not environ.get(STALL_ENV):
+        environ[STALL_ENV] = f"{stall:g}"
+
+
+def installer_choice(args: argparse.Namespace, environ: Mapping[str, str]) -> str:
+    """install's and add's installer: --installer > the files' `installer` > auto."""
+    return getattr(args, "installer", None) or site_config(environ).get("installer") or "auto"
+
+
 def torch_template(args: argparse.Namespace, environ: Mapping[str, str],
                    fallback: str | None = None) -> tuple[str, str, bool]:
-    """(template, the flag to blame, whether the user named it) of the torch source."""
+    """(template, the flag or file to blame, whether the user or the site named it) of the torch source."""
     from torchfit.compat.matrix import DEFAULT_INDEX, TORCH_INDEX_ENV
 
     flag_value = getattr(args, "torch_index_url", None)
@@ -32,6 +154,9 @@ def torch_template(args: argparse.Namespace, environ: Mapping[str, str],
         return as_url(flag_value), "--torch-index-url", True
     if environ.get(TORCH_INDEX_ENV):
         return as_url(environ[TORCH_INDEX_ENV]), TORCH_INDEX_ENV, True
+    config = site_config(environ)
+    if config.get("torch-index-url"):
+        return as_url(config.get("torch-index-url")), f"torch-index-url in {config.origins['torch-index-url']}", True
     if fallback:
         return fallback, "the lock's torch index", True
     return DEFAULT_INDEX, "the torch index", False
@@ -53,11 +178,14 @@ def sources_for(args: argparse.Namespace, environ: Mapping[str, str], *, project
     from torchfit.index.sources import load_pip_config, make_sources, torch_index_for
 
     template, flag, _ = torch_template(args, environ, fallback)
+    config = site_config(environ)
     return make_sources(
         torch_index=torch_index_for(template, variant),
-        index_url=args.index_url or (project.index_url if project is not None else None),
-        extra_index_urls=[*args.extra_index_url, *(project.extra_index_urls if project is not None else ())],
-        find_links=[*args.find_links, *(project.find_links if project is not None else ())],
+        index_url=args.index_url or (project.index_url if project is not None else None) or config.get("index-url"),
+        extra_index_urls=[*args.extra_index_url, *(project.extra_index_urls if project is not None else ()),
+                          *(config.get("extra-index-url") or ())],
+        find_links=[*args.find_links, *(project.find_links if project is not None else ()),
+                    *(config.get("find-links") or ())],
         offline=args.offline, allow_insecure=args.allow_insecure_index, pip=load_pip_config(dict(environ)),
         torch_index_flag=flag,
     )

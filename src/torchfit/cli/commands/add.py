@@ -38,7 +38,7 @@ def add_parser(subparsers: Any, epilog: str) -> None:
                    help="a PEP 508 requirement: name, 'name>=1.2', 'name[extra]==1.0'")
     p.add_argument("--env", required=True, metavar="PREFIX", help="the env `torchfit install` built")
     add_source_options(p)  # --torch-index-url: default here, the torch index the env's lock records
-    p.add_argument("--installer", "--backend", dest="installer", choices=("auto", "uv", "pip"), default="auto",
+    p.add_argument("--installer", "--backend", dest="installer", choices=("auto", "uv", "pip"), default=None,
                    help="who installs the new files: auto (default) uv, else pip (which needs pip in the "
                         "env: install --seed); uv always resolves")
     p.add_argument("--wait", type=seconds(allow_zero=True), default=0.0, metavar="SECONDS",
@@ -68,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     lock = load_env_lock(prefix)
     sources = _sources(args, locked_torch_index(lock), str(lock.plan().get("variant") or ""))
     observer = StderrProgress()
-    job = AddJob(prefix=prefix, lock=lock, requirements=requirements, sources=sources, installer=args.installer,
+    job = AddJob(prefix=prefix, lock=lock, requirements=requirements, sources=sources, 
+                 installer=settings.installer_choice(args, os.environ),
                  observer=observer, timeout=args.timeout, source_args=settings.describe_sources(args))
     with interrupts_raise(), PrefixLock(prefix, args.wait, observer.info):
         job.lock = load_env_lock(prefix)  # again, under the lock: another run may have grown it

@@ -49,7 +49,7 @@ def add_parser(subparsers: Any, epilog: str) -> None:
     nccl.add_argument("--nccl-lib", metavar="PATH",
                       help="pin a system or custom libnccl.so.2 with LD_PRELOAD (in PREFIX/bin/torchfit-env)")
     add_source_options(p)
-    p.add_argument("--installer", "--backend", dest="installer", choices=("auto", "uv", "pip"), default="auto",
+    p.add_argument("--installer", "--backend", dest="installer", choices=("auto", "uv", "pip"), default=None,
                    help="auto (default): uv (installed with torchfit; else the one on PATH) when it runs here, "
                         "else pip")
     p.add_argument("--seed", action="store_true",
@@ -174,7 +174,7 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
         plan = make_plan(hosts, request, matrix, plan_settings(args, request.project), progress=observer)
         pin, nccl_override = nccl_pin_for(plan, args.nccl, args.nccl_lib)
         fallback = plan.index_url or DEFAULT_TORCH_INDEX
-    from torchfit.cli.settings import sources_for
+    from torchfit.cli.settings import installer_choice, sources_for
 
     # the index lines of -r files join the sources; the torch source's precedence is settings'
     sources = sources_for(args, os.environ, project=request.project if request is not None else None,
@@ -190,7 +190,7 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
     observer.info(f"plan: torch {plan.torch} {plan.variant}, Python {plan.python_version}"
                   f"{' (pyenv)' if plan.python_source == 'pyenv' else ''}, NCCL {pin.describe()}")
     job = InstallJob(prefix=prefix, plan=plan, hosts=hosts, request=request, sources=sources, pin=pin,
-                     installer=args.installer, observer=observer, timeout=args.timeout, lock=lock,
+                     installer=installer_choice(args, os.environ), observer=observer, timeout=args.timeout, lock=lock,
                      nccl_override=nccl_override, seed=args.seed, wait=args.wait)
     parent = os.path.dirname(prefix)
     try:
