@@ -16,6 +16,7 @@ import pytest
 
 from tests.support.cli import run_cli
 from tests.support.slurm import SlurmCluster
+from torchfit.errors import BadInput
 from torchfit.fleet.gather import gather
 from torchfit.fleet.hostlist import compress_hostlist, expand_hostlist
 from torchfit.runner import Runner
@@ -42,6 +43,15 @@ def test_hostlist_notation_is_slurms(slurm: SlurmCluster) -> None:
         assert ours == theirs, names
         listed = slurm.run(slurm.tools["scontrol"], "show", "hostnames", ours).stdout.split()
         assert expand_hostlist(ours) == listed
+    # several bracket groups per name, as sites write them (rack and slot): scontrol's expansion
+    for text in ("rack[1-2]-gpu[01-03]", "n[1-2]x[3]", "r[1,3]n[008-010],login", "a[9-11]b[1-2]"):
+        listed = slurm.run(slurm.tools["scontrol"], "show", "hostnames", text).stdout.split()
+        assert expand_hostlist(text) == listed, text
+    for text in ("gpu[1-2]z", "a[9-11]b[1-2]c"):  # text after the last bracket: invalid to both
+        res = slurm.run(slurm.tools["scontrol"], "show", "hostnames", text)
+        assert res.stdout.split() == [] and "Invalid hostlist" in res.stderr, res
+        with pytest.raises(BadInput):
+            expand_hostlist(text)
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,18 @@ def test_expand_keeps_padding_and_order() -> None:
     assert expand_hostlist("rack1-n[1-2]") == ["rack1-n1", "rack1-n2"]
 
 
-@pytest.mark.parametrize("bad", ["gpu[01-", "gpu]1", "n[3-1]", "n[a-b]", "n[1-2]x[3]", "n[1-99999999]", "a b"])
+def test_several_bracket_groups_expand_as_their_product() -> None:
+    """Sites name nodes by rack and slot (issue 26, item 6): scontrol expands each group in turn
+    (test_cluster.py compares these with scontrol's own answers)."""
+    assert expand_hostlist("rack[1-2]-gpu[01-02]") == ["rack1-gpu01", "rack1-gpu02", "rack2-gpu01", "rack2-gpu02"]
+    assert expand_hostlist("n[1-2]x[3]") == ["n1x3", "n2x3"]
+    assert expand_hostlist("a[9-10]b[1-2]") == ["a9b1", "a9b2", "a10b1", "a10b2"]
+    assert expand_hostlist("r[1,3]n[008-010]") == ["r1n008", "r1n009", "r1n010", "r3n008", "r3n009", "r3n010"]
+
+
+@pytest.mark.parametrize("bad", ["gpu[01-", "gpu]1", "n[3-1]", "n[a-b]", "n[]", "n[1-[2]]", "n[1-99999999]",
+                                 "n[1-1000][1-1000][1-10]", "a b", "gpu[1-2]z",
+                                 "r[1-2]-n[1-2]-s"])
 def test_bad_hostlists_are_one_line_bad_input(bad: str) -> None:
     with pytest.raises(BadInput):
         expand_hostlist(bad)

@@ -5,8 +5,14 @@ runs only where Slurm is installed and configured. A fleet file is resolved on a
 login node, a laptop or in CI as well, so the notation is read and written here too,
 and the Slurm tests hold this module to scontrol's answers (tests/fleet/test_slurm.py).
 The grammar is Slurm's (slurm.conf(5) "NodeName", scontrol(1) "hostnames"): items
-separated by commas outside brackets; an item is a prefix, at most one bracketed
-list of numbers and ranges (`[1-4,7]`, zero-padded `[01-16]`), and a suffix.
+separated by commas outside brackets; an item is literal text and bracketed lists of
+numbers and ranges (`[1-4,7]`, zero-padded `[01-16]`), any number of them, expanded as
+their product left to right as scontrol does: `rack[1-2]-gpu[01-02]` is rack1-gpu01,
+rack1-gpu02, rack2-gpu01, rack2-gpu02, and no text may follow the last bracket
+(`gpu[1-2]z` is invalid to scontrol 22.05; tests/fleet/test_cluster.py holds it to scontrol).
+Written here (with scontrol as the oracle) rather than taken from ClusterShell's NodeSet
+or python-hostlist: the whole grammar is this module's forty lines, and a fleet file is
+read where neither may be installed.
 """
 
 from __future__ import annotations
@@ -18,7 +24,6 @@ from torchfit.errors import BadInput
 
 # More names than any cluster has: a typo like `n[1-99999999]` must not exhaust memory.
 MAX_NAMES = 1_000_000
-_ITEM = re.compile(r"^([^\[\],]*)(?:\[([0-9,\-]+)\])?([^\[\],]*)$")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,253}$")
 _TAIL = re.compile(r"^(.*?)([0-9]+)$")
 
@@ -45,30 +50,43 @@ def _split_items(text: str) -> list[str]:
     return [i.strip() for i in items if i.strip()]
 
 
+_SEGMENT = re.compile(r"\[([^\[\]]*)\]|([^\[\]]+)")
+
+
+def _numbers(part_list: str, text: str) -> list[str]:
+    """`01-03,7` -> ["01", "02", "03", "7"] (zero-padding kept: the width of the lower bound)."""
+    out: list[str] = []
+    for part in part_list.split(","):
+        lo, sep, hi = part.partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise BadInput(f"hostlist {text[:80]!r}: {part!r} is not a number or a range a-b")
+        a, b = int(lo), int(hi) if sep else int(lo)
+        if b < a:
+            raise BadInput(f"hostlist {text[:80]!r}: range {part} runs backwards")
+        if len(out) + b - a >= MAX_NAMES:
+            raise BadInput(f"hostlist {text[:80]!r}: more than {MAX_NAMES} names")
+        width = len(lo) if len(lo) > 1 and lo.startswith("0") else 0
+        out += [str(n).zfill(width) for n in range(a, b + 1)]
+    return out
+
+
 def expand_hostlist(text: str) -> list[str]:
-    """`gpu[01-02,05],login` -> ["gpu01", "gpu02", "gpu05", "login"] (order kept, duplicates
-    dropped); BadInput (one line) for anything that is not Slurm's notation."""
+    """`gpu[01-02,05],login` -> ["gpu01", "gpu02", "gpu05", "login"]; `r[1-2]-n[1-2]` -> r1-n1 r1-n2
+    r2-n1 r2-n2 (order kept, duplicates dropped); BadInput (one line) for anything that is not
+    Slurm's notation."""
     out: dict[str, None] = {}
     for item in _split_items(text.strip()):
-        m = _ITEM.match(item)
-        if not m:
+        segments = _SEGMENT.findall(item)
+        if "".join(f"[{b}]" if b or not lit else lit for b, lit in segments) != item or "[]" in item:
             raise BadInput(f"hostlist {text[:80]!r}: {item[:40]!r} is not a name or name[ranges]")
-        prefix, ranges, suffix = m.groups()
-        if ranges is None:
-            names = [prefix + suffix]
-        else:
-            names = []
-            for part in ranges.split(","):
-                lo, sep, hi = part.partition("-")
-                if not lo.isdigit() or (sep and not hi.isdigit()):
-                    raise BadInput(f"hostlist {text[:80]!r}: {part!r} is not a number or a range a-b")
-                a, b = int(lo), int(hi) if sep else int(lo)
-                if b < a:
-                    raise BadInput(f"hostlist {text[:80]!r}: range {part} runs backwards")
-                if len(out) + len(names) + b - a >= MAX_NAMES:
-                    raise BadInput(f"hostlist {text[:80]!r}: more than {MAX_NAMES} names")
-                width = len(lo) if len(lo) > 1 and lo.startswith("0") else 0
-                names += [f"{prefix}{str(n).zfill(width)}{suffix}" for n in range(a, b + 1)]
+        if "[" in item and not item.endswith("]"):  # scontrol 22.05: "Invalid hostlist: gpu[1-2]z"
+            raise BadInput(f"hostlist {text[:80]!r}: {item[:40]!r}: Slurm allows no text after the last ']'")
+        names = [""]
+        for brackets, literal in segments:
+            choices = _numbers(brackets, text) if brackets else [literal]
+            if len(names) * len(choices) + len(out) >= MAX_NAMES:
+                raise BadInput(f"hostlist {text[:80]!r}: more than {MAX_NAMES} names")
+            names = [n + c for n in names for c in choices]
         for name in names:
             if not _NAME.match(name):
                 raise BadInput(f"hostlist {text[:80]!r}: {name[:60]!r} is not a host name")
