@@ -88,7 +88,8 @@ def nccl_pin_env(
     """A directory whose bin/torchfit-env pins `other_nccl` by LD_PRELOAD, written by
     torchfit's own nccl_pin (what `torchfit install --nccl-lib` writes), for
     `torchfit run --env DIR -- ...`."""
-    from torchfit.installer.nccl import NcclPin, write_env_script
+    from torchfit.installer.nccl import write_env_script
+    from torchfit.lock.model import NcclPin
 
     pin_dir = tmp_path_factory.mktemp("nccl-pin")
     (pin_dir / "bin").mkdir()

@@ -29,7 +29,7 @@ from packaging.version import InvalidVersion, Version
 from torchfit._backports import FROZEN
 from torchfit.compat.plan import Plan
 from torchfit.compat.versions import decode_nccl_code, same_release, version_text
-from torchfit.installer.nccl import NcclPin
+from torchfit.lock.model import NcclPin
 from torchfit.workers import last_record, read_records, worker_argv
 
 

@@ -44,7 +44,6 @@ from torchfit.installer.backends import (
 )
 from torchfit.installer.buildcheck import BuildReport, compare_build, parse_probe, probe_argv
 from torchfit.installer.nccl import (
-    NcclPin,
     check_nccl_lib,
     hook_activate,
     nccl_package,
@@ -58,7 +57,7 @@ from torchfit.installer.prefix import (
     swap_into_place,
     wait_unused,
 )
-from torchfit.lock.model import Lock, LockedDist, sorted_dists
+from torchfit.lock.model import Lock, LockedDist, NcclPin, sorted_dists
 from torchfit.lock.pylock import LOCK_NAME, TOOL_SCHEMA, write_lock
 from torchfit.owned import mounts_under, remove_tree
 from torchfit.progress import Progress

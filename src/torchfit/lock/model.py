@@ -115,3 +115,38 @@ class Lock:
 
 def sorted_dists(dists: Sequence[LockedDist]) -> tuple[LockedDist, ...]:
     return tuple(sorted(dists, key=lambda d: d.name))
+
+
+# --- the NCCL pin an env was built with ([tool.torchfit.nccl]) ------------------------
+
+
+@dataclass(**FROZEN)
+class NcclPin:
+    """How the env's NCCL is chosen.
+
+    mechanism: "none" (CPU or ROCm build), "wheel" (the plan's nvidia-nccl-cuXX),
+    "wheel-override" (`--nccl VERSION`), "ld-preload" (`--nccl-lib PATH`).
+    """
+
+    mechanism: str
+    package: str | None = None
+    version: str | None = None
+    library: str | None = None
+
+    def describe(self) -> str:
+        if self.mechanism == "ld-preload":
+            return f"LD_PRELOAD {self.library}" + (f" (NCCL {self.version})" if self.version else "")
+        if self.mechanism in ("wheel", "wheel-override"):
+            return f"{self.package}=={self.version or '(torch pin)'}" + (
+                " (--nccl)" if self.mechanism == "wheel-override" else "")
+        return "none (no NCCL in this build)"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mechanism": self.mechanism, "package": self.package, "version": self.version,
+                "library": self.library}
+
+
+def pin_from_json(data: Any) -> NcclPin:
+    if not isinstance(data, dict) or data.get("mechanism") not in ("none", "wheel", "wheel-override", "ld-preload"):
+        return NcclPin("none")
+    return NcclPin(data["mechanism"], data.get("package"), data.get("version"), data.get("library"))

@@ -1,4 +1,4 @@
-"""`torchfit export --format requirements|uv|pylock`: a resolved stack in another tool's format.
+"""`torchfit export --format requirements|uv|pylock|lmod`: a resolved stack in another tool's format.
 
 The stack comes from resolving (the same options as `torchfit resolve`) or from an
 existing PEP 751 lock (`--lock FILE`, hashes included). Rendering lives in
@@ -25,9 +25,10 @@ def add_parser(subparsers: Any, epilog: str) -> None:
         "export", help="write the resolved stack as requirements.txt, uv project config or pylock.toml",
         epilog=epilog,
     )
-    p.add_argument("--format", required=True, choices=("requirements", "uv", "pylock"),
+    p.add_argument("--format", required=True, choices=("requirements", "uv", "pylock", "lmod"),
                    help="requirements: pip requirements file; uv: pyproject.toml with an explicit index; "
-                        "pylock: PEP 751 lock")
+                        "pylock: PEP 751 lock; lmod: an Lmod modulefile of the env whose lock --lock names "
+                        "(PREFIX/pylock.toml), to go under a module directory as torch/VERSION-VARIANT.lua")
     add_resolve_options(p)
     p.add_argument("--lock", metavar="FILE",
                    help="export this PEP 751 lock (pylock.toml) instead of resolving: exact files and hashes")
@@ -89,7 +90,16 @@ def run(args: argparse.Namespace) -> int:
         with progress.running("export"):
             stack = lock_with_uv(stack, Runner(), pypi_url=pypi_url,
                                         on_wait=progress.waiting("export", what))
-    text = render(args.format, stack, pypi_url=pypi_url)
+    if args.format == "lmod":
+        if not args.lock:
+            raise BadInput("--format lmod writes the module of an env: give its lock, --lock PREFIX/pylock.toml")
+        from torchfit.export.lmod import render_lmod
+        from torchfit.lock.pylock import load_lock as load_pylock
+
+        lock = load_pylock(args.lock)
+        text = render_lmod(stack, lock_path=args.lock, pin=lock.pin(), plan=lock.plan())
+    else:
+        text = render(args.format, stack, pypi_url=pypi_url)
     if args.output:
         from torchfit.cli.ui.output import write_output
 

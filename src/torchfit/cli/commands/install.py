@@ -143,8 +143,8 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
         locked_torch_index,
         nccl_pin_for,
     )
-    from torchfit.installer.nccl import NcclPin, pin_from_json
     from torchfit.installer.prefix import PrefixLock, scan_temps, wait_unused
+    from torchfit.lock.model import NcclPin, pin_from_json
     from torchfit.lock.pylock import load_lock
     from torchfit.owned import TreeNotRemoved, remove_marked
     from torchfit.progress import StderrProgress

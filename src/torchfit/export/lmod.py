@@ -1,0 +1,71 @@
+"""`export --format lmod`: the shared env of a lock as an Lmod modulefile (Lua) (issue 26, item 3).
+
+Sites expose software as modules (`module load torch/2.13.0-cu128`), not as `source
+bin/activate`. The env is the lock's directory (`PREFIX/pylock.toml`); the modulefile sets
+what `torchfit run` sets: PREFIX/bin first on PATH, VIRTUAL_ENV, and the env's NCCL pin as
+`PREFIX/bin/torchfit-env` writes it (TORCHFIT_ENV, TORCHFIT_NCCL, and for an `--nccl-lib`
+pin TORCHFIT_NCCL_LIB and LD_PRELOAD). Lmod reverses every one of these on `module
+unload` (prepend_path/setenv are undone, PATH and LD_PRELOAD regain their old values).
+`whatis` and `help` name the stack: torch, variant, CUDA, NCCL, the lock. `family("torch")`
+keeps two torch modules from being loaded together (Lmod swaps them).
+
+Functions used, from Lmod's "Lua Modulefile Functions": help, whatis, family, prepend_path,
+setenv; paths are written as Lua long strings, so no character of a path needs escaping
+(a `]]` in a path is refused).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from torchfit.errors import BadInput
+from torchfit.export.stack import Stack
+from torchfit.lock.model import pin_from_json
+
+
+def _lua(text: str) -> str:
+    """A Lua long string: nothing inside is interpreted."""
+    if "]]" in text or "\n" in text:
+        raise BadInput(f"{text[:80]!r}: cannot be written into a modulefile (']]' or a newline)")
+    return f"[[{text}]]"
+
+
+def module_name(stack: Stack) -> str:
+    """`torch/2.13.0-cpu`: where `module load` finds it (the file's path under a module directory)."""
+    return f"torch/{stack.torch}-{stack.variant}"
+
+
+def render_lmod(stack: Stack, *, lock_path: str, pin: Mapping[str, Any], plan: Mapping[str, Any]) -> str:
+    """The modulefile of the env whose lock is `lock_path` (its directory is the env)."""
+    prefix = os.path.dirname(os.path.abspath(lock_path))
+    nccl = pin_from_json(pin)
+    cuda = plan.get("cuda") or "none (CPU or ROCm build)"
+    family = ", ".join(f"{n} {v}" for n, v in stack.family)
+    lines = [
+        f"-- {module_name(stack)}: written by `torchfit export --format lmod` from {lock_path}",
+        "-- Rewrite it from the lock after any `torchfit install --force` or `torchfit add` of this env.",
+        "help(" + _lua(f"PyTorch {stack.torch} ({stack.variant}) in {prefix}: {family}; CUDA {cuda}; "
+                       f"NCCL {nccl.describe()}; lock {prefix}/pylock.toml. "
+                       f"Prove it on the GPUs: torchfit verify --env {prefix}") + ")",
+        'whatis("Name: torch")',
+        f"whatis({_lua('Version: ' + stack.torch + ' (' + stack.variant + ')')})",
+        f"whatis({_lua('Packages: ' + family)})",
+        f"whatis({_lua('CUDA: ' + str(cuda))})",
+        f"whatis({_lua('NCCL: ' + nccl.describe())})",
+        f"whatis({_lua('Lock: ' + prefix + '/pylock.toml')})",
+        'family("torch")',
+        f'prepend_path("PATH", {_lua(prefix + "/bin")})',
+        f'setenv("VIRTUAL_ENV", {_lua(prefix)})',
+        f'setenv("TORCHFIT_ENV", {_lua(prefix)})',
+        f'setenv("TORCHFIT_NCCL", {_lua(nccl.describe())})',
+    ]
+    if nccl.mechanism == "ld-preload" and nccl.library:
+        lines += [
+            "-- pip's torch finds libnccl through DT_RPATH, which LD_LIBRARY_PATH cannot override:",
+            "-- a preloaded libnccl.so.2 is used before any search path is looked at.",
+            f'setenv("TORCHFIT_NCCL_LIB", {_lua(nccl.library)})',
+            f'prepend_path("LD_PRELOAD", {_lua(nccl.library)})',
+        ]
+    return "\n".join(lines) + "\n"
