@@ -109,8 +109,9 @@ def test_a_package_pinning_another_torch_is_refused_and_nothing_changes(add_env:
     proc = run_tf("add", "torch==2.12.0", "--env", str(add_env), "--json", state=state_home)
     assert proc.returncode == 1 and json.loads(proc.stdout)["reference"] == "add-needs-other-torch", proc.stderr
     assert json.loads(proc.stdout)["command"].endswith(" needs-torch pure-pkg torch==2.12.0")
+    # the matching torchvision (0.28.0, data/matrix.toml) is not on this env's torch index: uv says so
     proc = run_tf("add", "torchvision", "--env", str(add_env), state=state_home)
-    assert proc.returncode == 1 and "this env has no torchvision" in proc.stderr, proc.stderr
+    assert proc.returncode == 1 and "torchvision" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     # the locked build itself: nothing to do, nothing written
     proc = run_tf("add", "torch", "--env", str(add_env), state=state_home)
     assert proc.returncode == 0 and "nothing new" in proc.stderr, proc.stderr
@@ -171,7 +172,8 @@ def test_add_offline_from_the_locked_file_tree_and_a_find_links_directory(add_en
     # The air-gap workflow of docs/mirrors.md: the lock's other wheels downloaded into a directory.
     wheels = tmp_path / "wheels"
     locked = [f"{n}=={p['version']}" for n, p in _packages(add_env).items()
-              if n != "torch" and not any(str(links) in w.get("url", "") for w in p.get("wheels", []))]
+              if n not in ("torch", "torchvision", "torchaudio")
+              and not any(str(links) in w.get("url", "") for w in p.get("wheels", []))]
     got = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
                           "-d", str(wheels), *locked], capture_output=True, text=True, timeout=600)
     assert got.returncode == 0, got.stderr
@@ -335,3 +337,37 @@ def test_sigterm_while_uv_resolves_changes_nothing(add_env: Path, links: Path, t
     assert env_dists(add_env) == dists_before
     assert not [p for p in add_env.iterdir() if p.name.startswith(".pylock.toml.")]
     assert not (add_env.parent / (add_env.name + ".lock")).exists()  # PREFIX.lock released
+
+
+@needs_uv
+@pytest.mark.slow
+def test_add_torchvision_takes_the_build_that_matches_the_locked_torch(
+        add_env: Path, links: Path, cpu_wheel: Path, state_home: Path, tmp_path: Path) -> None:
+    """(Last in this module: the shared env keeps the torchvision it adds.) Issue 28, item 3: the env has no torchvision; the matrix pairs torch 2.13.0 cpu with
+    torchvision 0.28.0, which is added from the torch index (a stand-in wheel beside the real
+    torch one here); torch's files stay as they are and the lock grows the companion."""
+    from tests.installer.conftest import make_simple_index
+
+    vision = make_wheel(tmp_path / "w", "torchvision", "0.28.0+cpu", ["torch==2.13.0"],
+                        tag="cp311-cp311-manylinux_2_28_x86_64")
+    newer = make_wheel(tmp_path / "w", "torchvision", "0.29.0+cpu", ["torch==2.14.0"],
+                       tag="cp311-cp311-manylinux_2_28_x86_64")
+    index = make_simple_index(tmp_path / "idx", [cpu_wheel, vision, newer], relative=True).as_uri()
+    torch_before = _tree_digest(_site(add_env) / "torch")
+    proc = run_tf("add", "torchvision", "--env", str(add_env), "--torch-index-url", index, "--find-links",
+                  str(links), "--json", state=state_home)
+    assert proc.returncode == 0, proc.stderr
+    assert "torchvision 0.28.0: the build that matches torch 2.13.0+cpu" in proc.stderr, proc.stderr
+    out = json.loads(proc.stdout)
+    assert [(d["name"], d["version"]) for d in out["added"]] == [("torchvision", "0.28.0+cpu")], out
+    assert env_dists(add_env)["torchvision"] == "0.28.0+cpu"
+    assert _tree_digest(_site(add_env) / "torch") == torch_before
+    tool = tomllib.loads((add_env / "pylock.toml").read_text())["tool"]["torchfit"]
+    assert tool["plan"]["torchvision"] == "0.28.0" and "torchvision" in tool["plan"]["packages"]
+    assert _packages(add_env)["torchvision"]["version"] == "0.28.0+cpu"
+    # another torchvision than the matching one is still refused, nothing changed
+    lock_now = (add_env / "pylock.toml").read_bytes()
+    proc = run_tf("add", "torchvision==0.29.0", "--env", str(add_env), "--torch-index-url", index, "--find-links",
+                  str(links), state=state_home)
+    assert proc.returncode == 1 and "[add-needs-other-torch]" in proc.stderr, proc.stderr
+    assert (add_env / "pylock.toml").read_bytes() == lock_now

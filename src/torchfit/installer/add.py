@@ -153,6 +153,9 @@ class AddJob:
     source_args: Sequence[str] = ()  # the source options given, for the rebuild command
     routed: list[str] = field(default_factory=list)  # project packages whose binary is the torch index's
     timings: dict[str, float] = field(default_factory=dict)
+    # torchvision/torchaudio asked for where the env has none: the build the matrix pairs with
+    # the locked torch (name -> version), added from the torch index (issue 28, item 3)
+    companions: dict[str, str] = field(default_factory=dict)
 
     def run(self) -> AddResult:
         label = (os.path.basename(self.prefix.rstrip(os.sep)) or "env") + "-add"
@@ -191,6 +194,9 @@ class AddJob:
             result, kept = self._resolve(ctx, uv, family, new, work)
             locked = {d.name: d for d in self.lock.packages}
             for d in result:
+                if d.is_family and d.name not in family and d.name in self.companions \
+                        and Version(d.version or "0").public == self.companions[d.name]:
+                    continue  # the matching companion asked for: new, from the torch index
                 if d.is_family and (d.name not in family or _files(d) != _files(family[d.name])):
                     self._refuse_family_change(d, family)
             added = [d for d in result if d.name not in locked]
@@ -254,6 +260,18 @@ class AddJob:
         what += [f"restored {', '.join(f'{o.name} {o.version}' for o, _ in changed)}"] if changed else []
         self.observer.warn(f"rolled back: {'; '.join(what)}; the env matches its lock again")
 
+    def _matching_companion(self, name: str, family: dict[str, LockedDist]) -> str | None:
+        """The torchvision/torchaudio release the matrix pairs with the locked torch build, if any."""
+        from torchfit.cache import load_matrix
+
+        torch = family.get("torch")
+        if torch is None or not torch.version or name not in ("torchvision", "torchaudio"):
+            return None
+        version = Version(torch.version)
+        variant = str(self.lock.plan().get("variant") or version.local or "")
+        build = load_matrix().find_build(version.public, variant)
+        return getattr(build, name, None) if build is not None else None
+
     def _check_family_requests(self, family: dict[str, LockedDist]) -> list[Requirement]:
         """A family package asked for by name is fine only as the locked build; else refused."""
         out = []
@@ -265,6 +283,14 @@ class AddJob:
             have = family.get(name)
             if have is not None and _contains(req, have.version):
                 self.observer.info(f"{req}: the env has {name} {have.version} already")
+                continue
+            pair = self._matching_companion(name, family) if have is None else None
+            if pair is not None and req.specifier.contains(pair, prereleases=True):
+                # The build that matches the locked torch (data/matrix.toml), from the torch index.
+                self.companions[name] = pair
+                self.observer.info(f"{name} {pair}: the build that matches torch {family['torch'].version} "
+                                   "(data/matrix.toml), from the torch index")
+                out.append(Requirement(f"{name}=={pair}"))
                 continue
             self._refuse([(name, "", str(req))], family, asked=True)
         return out
@@ -452,11 +478,18 @@ class AddJob:
         """The lock with uv's answer merged in and the plan's project grown (same family entries)."""
         locked = {d.name: d for d in self.lock.packages}
         merged = dict(locked)
+        index = strip_credentials(self.lock.torch_index_url())
         for d in result:
+            if d.is_family and d.name in self.companions and d.name not in locked:
+                merged[d.name] = replace(d, index=d.index or index or None)  # the companion added
+                continue
             if d.is_family:
                 continue  # the locked entries (with their index) stay as they are
             merged[d.name] = d
         plan = dict(self.lock.plan())
+        for name, version in self.companions.items():
+            plan["packages"] = list(dict.fromkeys([*(plan.get("packages") or ["torch"]), name]))
+            plan[name] = version
         project = [str(p) for p in plan.get("project") or []]
         for text in asked:
             name = canonicalize_name(Requirement(text).name)
