@@ -79,3 +79,23 @@ def test_d02_facts_file_keeps_the_unknown(tmp_path: Path) -> None:
     proc = run_clean("resolve", "--facts", str(facts))
     assert proc.returncode == 1 and "gpu-facts-unknown" in proc.stderr
 
+
+
+def test_a_fleet_group_whose_gpus_cannot_be_read_is_told_it_may_be_left_out() -> None:
+    """Issue 28, item 5: the fix docs/cluster.md gives for such a group, --exclude, is in the hint."""
+    from dataclasses import replace
+
+    import pytest
+
+    from tests.conftest import make_facts
+    from torchfit.compat.judgements import refuse_unknown_gpus
+    from torchfit.errors import GpuFactsUnknown
+
+    broken = replace(make_facts(gpus=[]), nvidia_failure="Failed to initialize NVML: Driver/library version mismatch")
+    group = replace(broken, name="gpu[07-09]", source="fleet: fleet.json, 3 node(s)")
+    with pytest.raises(GpuFactsUnknown) as info:
+        refuse_unknown_gpus([group])
+    assert "`--exclude gpu[07-09]`" in (info.value.hint or "")
+    with pytest.raises(GpuFactsUnknown) as info:
+        refuse_unknown_gpus([broken])  # a single host: nothing to leave out
+    assert "--exclude" not in (info.value.hint or "")

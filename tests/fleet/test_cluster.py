@@ -181,7 +181,7 @@ def test_node_check_drains_a_node_whose_nvidia_smi_is_broken(slurm: SlurmCluster
         assert "DRAIN" in info, info
         reason = re.search(r"Reason=(.*)", info)
         assert reason and reason.group(1).startswith(
-            "torchfit node-check: nvidia-smi: nvidia-smi: Failed to initialize NVML: Driver/library version mismatch"
+            "torchfit node-check: nvidia-smi: Failed to initialize NVML: Driver/library version mismatch"
         ), info
         slurm.wait_idle(("n1",), 15)  # the healthy node ran the same check and stays in service
         assert "Reason=" not in slurm.node_info("n1")

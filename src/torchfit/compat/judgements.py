@@ -116,7 +116,10 @@ def refuse_unknown_gpus(hosts: Sequence[HostFacts]) -> None:
     for host in hosts:
         judged = judge_gpu_host(host)
         if judged.kind == "unknown":
-            raise GpuFactsUnknown(host.name, judged.cause or "nvidia-smi failed", UNKNOWN_GPU_FIX)
+            fix = UNKNOWN_GPU_FIX
+            if (host.source or "").startswith("fleet:"):  # a fleet file's group: docs/cluster.md's fix
+                fix += f"; or leave those nodes out of the fleet: `--exclude {host.name}`"
+            raise GpuFactsUnknown(host.name, judged.cause or "nvidia-smi failed", fix)
 
 
 def judge_runtime_library(

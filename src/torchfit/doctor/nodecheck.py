@@ -58,6 +58,9 @@ def format_node_line(checks: list[Check], seconds: float, limit: int = 200) -> s
     else:
         first = failed[0]
         more = f" (+{len(failed) - 1} more: {', '.join(c.name for c in failed[1:])})" if len(failed) > 1 else ""
-        text = f"{first.name}: {first.summary}{more}"
+        summary = first.summary
+        if summary.startswith(f"{first.name}: "):  # the evidence already names its tool: say it once
+            summary = summary[len(first.name) + 2:]
+        text = f"{first.name}: {summary}{more}"
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
