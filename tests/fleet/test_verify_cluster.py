@@ -76,8 +76,14 @@ def test_a_node_with_another_interface_or_gpu_count_is_named(slurm: SlurmCluster
 
 
 def test_an_interrupted_run_leaves_no_task_on_any_node(slurm: SlurmCluster, cpu_torch_env: Path) -> None:
+    t0 = time.monotonic()
     proc = start_cli(*verify_args(cpu_torch_env, "--nodelist", "n[1-3]"), base_env=slurm.client_env())
     try:
+        # It says at once what it asks of Slurm (issue 26, item 5), before srun waits on anything.
+        first = proc.stderr.readline() if proc.stderr else ""
+        said_after = time.monotonic() - t0
+        assert "verify --slurm: one srun for n[1-3], a task per node" in first, first
+        assert said_after < 5, said_after  # measured under 1 s on an idle machine (the note quotes it)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and len(slurm.leftovers()) < 6:  # tasks started on the nodes
             time.sleep(0.3)

@@ -298,6 +298,14 @@ def _slurm_run(args: argparse.Namespace) -> int:
     if any(c.status == "fail" for c in pre):
         run = SlurmRun([], pre=pre)
     else:
+        # At once, before srun waits on the queue (issue 26, item 5): what is asked of Slurm, and the bound.
+        from torchfit.progress import StderrProgress
+
+        where = args.nodelist or (f"{args.nodes} node(s)" if args.nodes else "this allocation's nodes")
+        StderrProgress().info(
+            f"verify --slurm: one srun for {where}"
+            + (f" in partition {args.partition}" if args.partition else "")
+            + f", a task per node; waiting for the allocation and the nodes' answers (at most {bound:g} s)")
         run = run_slurm_verify(Runner(), task, nodes=args.nodes, nodelist=args.nodelist,
                                partition=args.partition, account=args.account, time_limit=args.time,
                                bound=bound, environ=os.environ)
