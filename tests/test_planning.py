@@ -294,3 +294,16 @@ def test_an_index_that_cannot_be_resolved_is_index_unavailable_not_no_compatible
     err = json.loads(proc.stdout)
     assert err["reference"] == "index-unavailable", err
     assert "pypi.invalid" in err["error"], err
+
+
+def test_a_gpu_host_and_a_source_of_cpu_wheels_is_told_what_the_source_lacks(tmp_path: Path) -> None:
+    """No hint may promise a build the source does not serve (the driver upgrade to cu130 here)."""
+    flat = tmp_path / "wheels"
+    for v in ("2.13.0+cpu", "2.15.0+cpu"):
+        make_wheel(flat, "torch", v, tag=CP311)
+    proc = run_cli("resolve", "--offline", "--json", *DRIVER_570, "--torch-index-url", str(flat), timeout=120)
+    assert proc.returncode == 1, proc.stdout
+    err = json.loads(proc.stdout)
+    assert any("torch wheel for x86_64 on" in c and "cu126" in c for c in err["conflicts"]), err
+    assert not any("upgrade the NVIDIA driver" in h for h in err["hints"]), err["hints"]
+    assert any("--variant cpu" in h for h in err["hints"]), err["hints"]

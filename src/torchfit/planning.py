@@ -186,7 +186,7 @@ class _Planner:
             cut = restrict_matrix(self.matrix, self.measured(), self.arch)
             cut = replace(cut, builds=tuple(b for b in cut.builds if b.variant not in excluded))
             try:
-                plan = resolve(self.hosts, request, cut, check_hints=not self.measured())
+                plan = resolve(self.hosts, request, cut)  # hints checked against the builds that exist
             except NoCompatibleSet as exc:
                 raise self._with_sources(exc) from None
             if plan.variant in self.served:
@@ -201,14 +201,43 @@ class _Planner:
         measured = self.measured()
         if not measured and not self.tried:
             return exc
+        exc = NoCompatibleSet(exc.conflicts, self._served_hints(exc.hints), exc.remedies)
+        measured = self.measured()
         lines = [f"{s.where} ({s.variant}) serves torch {describe_served(s, self.arch)}"
-                 for s in measured.values() if s.versions(self.arch)]
-        empty = [s.variant for s in measured.values() if not s.versions(self.arch)]
+                 for s in measured.values() if s.for_any(self.arch)]
+        empty = [s.variant for s in measured.values() if not s.for_any(self.arch)]
         if empty:
-            lines.append(f"no torch wheel for {self.arch} on the torch source for {', '.join(empty)}")
+            where = {s.where for s in measured.values() if s.variant in empty}
+            lines.append(f"no {'/'.join(empty)} torch wheel for {self.arch} on "
+                         f"{', '.join(sorted(where)) if len(where) < 3 else 'the torch source'}")
         return NoCompatibleSet([*exc.conflicts, *lines, *self.tried],
                                exc.hints or ["give a torch source that holds a build for this host "
                                              "(--torch-index-url; docs/mirrors.md)"])
+
+    def _served_hints(self, hints: Sequence[str]) -> list[str]:
+        """The resolver checked its hints against the matrix; with a torch source of the user's,
+        a hint whose build that source does not serve is dropped (its variant read to know)."""
+        from packaging.version import InvalidVersion
+
+        if not self.settings.torch_given:
+            return list(hints)
+        out = []
+        for hint in hints:
+            m = re.search(r"to get torch (\S+) (\S+?)\b(?![.\d])", hint)
+            if m:
+                try:
+                    version = Version(m.group(1))
+                except InvalidVersion:
+                    out.append(hint)
+                    continue
+                try:
+                    served = self.read_source(m.group(2))
+                except IndexUnavailable:
+                    served = None
+                if served is not None and not served.for_build(version, self.arch):
+                    continue
+            out.append(hint)
+        return out
 
     # -- the plan -------------------------------------------------------------------------
     def plan(self) -> Plan:

@@ -57,6 +57,10 @@ class Served:
         return [f for f in self.files if f.platform == platform and Version(f.version.public) == torch
                 and f.version.local in (None, self.variant)]
 
+    def for_any(self, platform: str) -> bool:
+        """Does the source hold any build of this variant for `platform`?"""
+        return any(f.platform == platform and f.version.local in (None, self.variant) for f in self.files)
+
     def versions(self, platform: str) -> list[Version]:
         """Every version (local label kept) this source lists for `platform`, newest first."""
         return sorted({f.version for f in self.files if f.platform == platform}, reverse=True)
@@ -121,14 +125,23 @@ def restrict_matrix(matrix: Matrix, served: Mapping[str, Served], platform: str)
 
 
 def describe_served(served: Served, platform: str, limit: int = 6) -> str:
-    """"torch 2.13.0+cpu (cp311)" lines for a message: what a source has, newest first."""
+    """"torch 2.13.0+cpu (cp311), ..." for a message: the builds of `served.variant` a source
+    has, newest first; a source whose wheels are all another variant's says so."""
+    mine = sorted({f.version for f in served.files if f.platform == platform
+                   and f.version.local in (None, served.variant)}, reverse=True)
+    if not mine:
+        others = served.versions(platform)
+        if not others:
+            return "no torch wheel for " + platform
+        return (f"no {served.variant} build (its torch wheels are another variant's: "
+                + ", ".join(str(v) for v in others[:3]) + (" ..." if len(others) > 3 else "") + ")")
     out = []
-    for v in served.versions(platform)[:limit]:
+    for v in mine[:limit]:
         minors = sorted(frozenset().union(*(f.pythons | f.freethreaded for f in served.files
                                             if f.version == v and f.platform == platform)))
-        out.append(f"{v} ({', '.join(f'cp{a}{b}' for a, b in minors)})")
-    more = len(served.versions(platform)) - limit
-    return ", ".join(out) + (f" and {more} more" if more > 0 else "") if out else "no torch wheel for " + platform
+        out.append(f"{v} ({', '.join(f'cp{a}{b}' for a, b in minors) or 'any Python'})")
+    more = len(mine) - limit
+    return ", ".join(out) + (f" and {more} more" if more > 0 else "")
 
 
 def torch_constraint(allowed: Sequence[Version], present: Sequence[Version]) -> str:
