@@ -14,19 +14,13 @@ from dataclasses import replace
 from typing import Any
 
 from torchfit.compat.matrix import PYPI_SIMPLE
-from torchfit.compat.tags import torch_manylinux_floor
+from torchfit.compat.tags import torch_manylinux_floor, uv_platform
 from torchfit.errors import BadInput, ExportFailed
 from torchfit.export.stack import Stack
 from torchfit.export.uv import constraint_lines, render_uv
 from torchfit.redact import redact
 
 UV_TIMEOUT = 600.0
-
-
-def uv_platform(arch: str, glibc: str | None) -> str:
-    """uv's --python-platform for the build's glibc floor: x86_64-manylinux_2_28."""
-    major, minor = torch_manylinux_floor(glibc)
-    return f"{arch}-manylinux_{major}_{minor}"
 
 
 def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str = PYPI_SIMPLE, on_wait: Any = None) -> Stack:
@@ -52,7 +46,8 @@ def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str = PYPI_SIMPLE, on_w
         # [tool.uv] constraint-dependencies is a project setting `uv pip` ignores: -c instead.
         inputs = write_compile_inputs(uv, tmp, project_text=render_uv(stack, pypi_url=pypi_url, keep_credentials=True),
                                       constraints=constraint_lines(stack),
-                                      target=(stack.python, uv_platform(stack.arches[0], stack.glibc)))
+                                      target=(stack.python,
+                                              uv_platform(stack.arches[0], torch_manylinux_floor(stack.glibc))))
         argv = inputs.argv(["--no-config"], out, quiet=True)
         # Bounded and visible: uv's per-request timeout, a stall limit (no bytes moved), and
         # `on_wait` for a progress line naming what is awaited.
