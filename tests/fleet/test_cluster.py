@@ -5,6 +5,7 @@ resolve the gathered fleet, bounds on silent nodes, and the node check draining 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -132,11 +133,11 @@ def test_a_node_that_cannot_run_this_torchfit_says_why(slurm: SlurmCluster) -> N
     assert "execve(): /nonexistent/bin/python: No such file or directory" in m.why and "shared storage" in m.why
 
 
-def wrapper_from_docs(cluster: SlurmCluster, roots: Path) -> Path:
-    """docs/cluster.md's drain wrapper, its site settings set for this cluster."""
+def wrapper_from_docs(cluster: SlurmCluster, roots: Path, name: str = "torchfit-node-check") -> Path:
+    """docs/cluster.md's drain wrapper (or its Prolog form, `name`), its site settings set for this cluster."""
     doc = (ROOT / "docs" / "cluster.md").read_text()
-    script = re.search(r"```sh\n(#!/bin/sh\n# torchfit-node-check.*?)```", doc, re.S)
-    assert script, "docs/cluster.md has no drain wrapper"
+    script = re.search(rf"```sh\n(#!/bin/sh\n# {name}.*?)```", doc, re.S)
+    assert script, f"docs/cluster.md has no {name}"
     text = script.group(1)
     site = re.compile(r"# --- site settings ---\n.*?# --- end of site settings ---\n", re.S)
     assert site.search(text)
@@ -148,7 +149,7 @@ def wrapper_from_docs(cluster: SlurmCluster, roots: Path) -> Path:
         f"export SLURM_CONF={cluster.conf} PYTHONPATH={ROOT / 'src'}\n"
         "# --- end of site settings ---\n"
     )
-    path = cluster.base / "torchfit-node-check"
+    path = cluster.base / name
     path.write_text(site.sub(lambda _m: mine, text))
     path.chmod(0o755)
     return path
@@ -191,3 +192,67 @@ def test_node_check_drains_a_node_whose_nvidia_smi_is_broken(slurm: SlurmCluster
         # n5 for certain, n4 (its nvidia-smi hangs) if a reconfigure ran the check there too.
         slurm.run(slurm.tools["scontrol"], "update", f"nodename=n[1-{len(slurm.NODES)}]", "state=resume",
                   check=False)
+
+
+def _node_roots(roots: Path) -> None:
+    """What a node with the driver loaded has in /dev, for every node of the test cluster."""
+    for node, gpus in (("n1", 2), ("n2", 4), ("n3", 1), ("n4", 1), ("n5", 4), ("n6", 2)):
+        dev = roots / node / "dev"
+        dev.mkdir(parents=True, exist_ok=True)
+        for name in ["nvidiactl", "nvidia-uvm", *(f"nvidia{i}" for i in range(gpus))]:
+            (dev / name).write_text("")
+
+
+def test_the_prolog_form_fails_the_job_and_slurm_drains_the_node_itself(slurm: SlurmCluster, tmp_path: Path) -> None:
+    """docs/cluster.md's Prolog form (issue 26, item 4): it calls no Slurm command; Slurm drains
+    n5 ("Prolog error" in sinfo -R) and slurmd's log keeps torchfit's reason; n1 runs the job."""
+    roots = tmp_path / "roots"
+    _node_roots(roots)
+    prolog = wrapper_from_docs(slurm, roots, "torchfit-prolog")
+    assert "scontrol" not in prolog.read_text().split("# --- end of site settings ---")[1]
+    original = slurm.conf.read_text()
+    try:
+        slurm.reconfigure([f"Prolog={prolog}"])
+        ok = slurm.run(slurm.tools["srun"], "-w", "n1", "-N1", "--immediate=20", "true", check=False, timeout=120)
+        assert ok.returncode == 0, ok.stderr  # a healthy node: the prolog passes, the job runs
+        bad = slurm.run(slurm.tools["srun"], "-w", "n5", "-N1", "--immediate=20", "true", check=False, timeout=120)
+        assert bad.returncode != 0 and "Prolog failure on node n5" in bad.stderr, bad.stderr
+        deadline = time.monotonic() + 30
+        reasons = ""
+        while time.monotonic() < deadline and "n5" not in reasons:
+            reasons = slurm.run(slurm.tools["sinfo"], "-R", "--noheader", check=False).stdout
+            time.sleep(0.3)
+        assert re.search(r"Prolog error\s+root\s+\S+\s+n5", reasons), reasons
+        log = (slurm.base / "log" / "slurmd-n5.log").read_text()
+        assert re.search(r"prolog failed: rc:1 output:torchfit node-check: nvidia-smi: Failed to initialize NVML", log), \
+            [ln for ln in log.splitlines() if "prolog" in ln][-3:]
+    finally:
+        slurm.conf.write_text(original)
+        slurm.run(slurm.tools["scontrol"], "reconfigure", check=False)
+        slurm.run(slurm.tools["scontrol"], "update", f"nodename=n[1-{len(slurm.NODES)}]", "state=resume",
+                  check=False)
+        no_jobs = time.monotonic() + 30
+        while time.monotonic() < no_jobs and slurm.run(slurm.tools["squeue"], "--noheader", check=False).stdout.strip():
+            slurm.run(slurm.tools["scancel"], "--user", str(os.getuid()), check=False)
+            time.sleep(0.5)
+
+
+def test_the_nhc_check_calls_die_with_the_reason(slurm: SlurmCluster, tmp_path: Path) -> None:
+    """docs/cluster.md's NHC check, sourced in bash beside a stand-in of NHC's `die` (Debian ships
+    no NHC), the way NHC's runner calls a check: n5's broken driver is a `die 1 REASON`."""
+    roots = tmp_path / "roots"
+    _node_roots(roots)
+    doc = (ROOT / "docs" / "cluster.md").read_text()
+    check = re.search(r"```sh\n(# torchfit\.nhc.*?)```", doc, re.S)
+    assert check, "docs/cluster.md has no NHC check"
+    (tmp_path / "torchfit.nhc").write_text(check.group(1))
+    stand_in = 'die() { echo "DIE $1: $2"; }\n'
+    for node, expect in (("n5", ["DIE 1: torchfit node-check: nvidia-smi: Failed to initialize NVML", "RC 1"]),
+                         ("n1", ["RC 0"])):
+        env = {**slurm.client_env(), "SLURMD_NODENAME": node, "PYTHONPATH": str(ROOT / "src"),
+               "TORCHFIT": f"{sys.executable} -m torchfit",
+               "TORCHFIT_OPTIONS": f"--timeout 2 --root {roots}/{node}"}
+        script = f"{stand_in}. {tmp_path}/torchfit.nhc\ncheck_torchfit_node; echo \"RC $?\"\n"
+        res = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=120)
+        assert all(e in res.stdout for e in expect), (node, res.stdout, res.stderr)
+        assert node == "n5" or "DIE" not in res.stdout, res.stdout
