@@ -305,3 +305,6 @@ def test_attack3_a_torch_that_does_not_import_is_hashed(host: Host, tmp_path: Pa
     r = host.doctor("--env", str(env))
     assert r.status("torch-import") == "fail"
     assert r.status("torch-files") == "fail" and "torch/__init__.py" in r.check("torch-files")["evidence"]
+    # issue 28, item 1: the failed import points at the files that differ, not at the loader's search path
+    fix = r.check("torch-import")["fix"] or ""
+    assert "torch-files below" in fix and "shadowing" not in fix, fix

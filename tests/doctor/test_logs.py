@@ -59,7 +59,7 @@ def test_a_healthy_log_passes_every_log_check(h200: Host) -> None:
     log.write_text(fixture("logs/healthy-training.txt"))
     r = h200.doctor("--log", str(log))
     got = {c["id"]: c["status"] for c in r.data["checks"] if c["area"] == "log"}
-    assert got == dict.fromkeys(LOG_CHECKS, "ok")
+    assert got == dict.fromkeys([*LOG_CHECKS, "log-unrecognised"], "ok")
     assert r.rc == 0
 
 
@@ -78,3 +78,24 @@ def test_explain_text_for_an_import_error() -> None:
     msg = "/x/site-packages/torch/lib/libtorch_cuda.so: undefined symbol: ncclCommRegister"
     assert "NCCL 2.19" in (explain_text(msg) or "")
     assert explain_text("all good") is None
+
+
+def test_error_lines_no_check_knows_are_counted_and_shown(h200: Host) -> None:
+    """Issue 28, item 1: three NCCL error lines, one known (no socket interface): the two others
+    are said, not passed over in silence."""
+    log = h200.tmp / "nccl.log"
+    known = fixture("logs/nccl-no-socket-interface.txt").strip().splitlines()
+    log.write_text("\n".join([
+        "step 10 loss 1.234",
+        "gpu07:1234:1290 [0] include/alloc.h:48 NCCL WARN Cuda failure 2 'out of memory'",
+        *known,
+        "RuntimeError: NCCL communicator was aborted on rank 3. Original reason for failure was: unhandled cuda error",
+        "RuntimeError: NCCL communicator was aborted on rank 3. Original reason for failure was: unhandled cuda error",
+    ]) + "\n")
+    r = h200.doctor("--log", str(log))
+    assert r.check("log-nccl-no-socket-interface")["status"] == "fail"
+    c = r.check("log-unrecognised")
+    assert c["status"] == "warn", c
+    assert c["evidence"].startswith("2 error line(s) not recognised"), c  # the repeated line counted once
+    assert f"{log}:2: gpu07:1234:1290 [0] include/alloc.h:48 NCCL WARN Cuda failure" in c["evidence"], c
+    assert "NCCL communicator was aborted" in c["evidence"] and "troubleshooting" in c["fix"], c

@@ -24,7 +24,7 @@ from torchfit.doctor import parse
 from torchfit.doctor.context import Context, decode_lib
 from torchfit.doctor.model import Verdict, check, fail, ok, unknown, warn
 from torchfit.errors import BadInput
-from torchfit.lock.closure import DAMAGED_FIX, format_mismatches, record_mismatches
+from torchfit.lock.closure import DAMAGED_FIX, format_mismatches
 
 RESOLVE = "`torchfit resolve` picks the build that fits this host (then `torchfit install`)"
 
@@ -75,7 +75,11 @@ def check_torch_import(ctx: Context) -> Verdict:
             return fail(f"torch is not installed in {w.python} ({ctx.python_source})", RESOLVE)
         from torchfit.doctor.logs import explain_text
 
-        hint = explain_text(message) or "see the shadowing checks below"
+        bad = ctx.torch_files[2]
+        if bad:  # torch's own files differ from its wheel: that is the fix, not the loader's search
+            hint = f"{len(bad)} of torch's own files differ from its wheel's RECORD (torch-files below): {DAMAGED_FIX}"
+        else:
+            hint = explain_text(message) or "see the shadowing checks below (LD_PRELOAD, LD_LIBRARY_PATH)"
         return fail(f"import torch failed in {w.python}: {kind}: {parse.first_line(message, 400)}", hint)
     if not t.get("version"):
         # An empty or truncated torch/__init__.py imports "fine" and defines nothing.
@@ -93,10 +97,9 @@ def check_torch_files(ctx: Context) -> Verdict:
     t = w.torch
     if t is not None and t.get("imported") and t.get("version"):
         return ok("torch imports and knows its version; its files are hashed only when it does not")
-    record = ctx.torch_record()
+    record, checked, bad = ctx.torch_files
     if record is None:
         return unknown("no torch-*.dist-info/RECORD on the interpreter's path: nothing to check the files against")
-    checked, bad = record_mismatches(record)
     if not checked:
         return unknown(f"{record} lists no file with a hash: nothing to check the files against")
     if not bad:

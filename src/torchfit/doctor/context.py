@@ -162,6 +162,18 @@ class Context:
             roots += env_site_dirs(w.prefix)
         return find_record(roots)
 
+    @cached_property
+    def torch_files(self) -> tuple[str | None, int, list[Any]]:
+        """(RECORD, files checked, files that differ) of torch's files against its wheel's RECORD,
+        hashed once per run (torch-import's fix and torch-files both ask)."""
+        from torchfit.lock.closure import record_mismatches
+
+        record = self.torch_record()
+        if record is None:
+            return None, 0, []
+        checked, bad = record_mismatches(record)
+        return record, checked, list(bad)
+
     def why_unreadable(self, path: str) -> str:
         try:
             with open(self.path(path), "rb"):

@@ -15,7 +15,7 @@ from typing import NamedTuple
 from torchfit.compat import versions
 from torchfit.doctor import parse
 from torchfit.doctor.context import Context
-from torchfit.doctor.model import Verdict, check, fail, ok
+from torchfit.doctor.model import Verdict, check, fail, ok, warn
 
 
 class LogHit(NamedTuple):
@@ -277,3 +277,38 @@ def _make(pat: Pattern) -> Callable[[Context], Verdict]:
 
 for _pat in PATTERNS:
     check(_pat.id, "log", _pat.title, needs_log=True)(_make(_pat))
+
+
+# A line that says something went wrong, in the words torch, NCCL and CUDA use.
+_ERROR_LINE = re.compile(r"\b(?:error|Error|ERROR|NCCL WARN|failed|Failed|FAILED|Traceback|Exception|"
+                         r"Segmentation fault|Aborted|core dumped)\b")
+
+
+def unrecognised_lines(text: str) -> list[tuple[int, str]]:
+    """(line number, line) of every error-looking line no pattern recognises (issue 28, item 1):
+    a log with three NCCL errors, one known, says so of the two others instead of nothing."""
+    known = {h.line_no for h in parse_log(text)}
+    out: list[tuple[int, str]] = []
+    seen: set[str] = set()
+    for no, line in enumerate(text.splitlines(), 1):
+        bare = line.strip()
+        # a traceback's header and frames lead to its last line, the error itself; a warning
+        # ("UserWarning: Failed to initialize NumPy") is not an error; a comment is not the program's
+        if no in known or not _ERROR_LINE.search(bare) or bare.startswith(("Traceback (", "File \"", "#")) \
+                or "Warning" in bare or bare in seen:
+            continue
+        seen.add(bare)
+        out.append((no, bare[:300]))
+    return out
+
+
+@check("log-unrecognised", "log", "every error line of the log is one torchfit knows", needs_log=True)
+def check_unrecognised(ctx: Context) -> Verdict:
+    lines = unrecognised_lines(ctx.log_text or "")
+    if not lines:
+        return ok(f"no error line in {ctx.log_path} that the checks above do not explain")
+    shown = "; ".join(f"{ctx.log_path}:{no}: {line}" for no, line in lines[:3])
+    more = f" (and {len(lines) - 3} more)" if len(lines) > 3 else ""
+    return warn(f"{len(lines)} error line(s) not recognised: {shown}{more}",
+                "torchfit knows no cause for these: search docs/troubleshooting.md for their words, or run "
+                "`torchfit doctor` without --log for the host's own checks")
