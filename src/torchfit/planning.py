@@ -659,7 +659,7 @@ class _Planner:
                 why += f", within your torch{user_pin}"
         reasons = [r for r in plan.reasons if not r.startswith(f"torch {torch}:")]
         reasons.insert(0, f"torch {torch}: {why}")
-        reasons.append(f"the whole project ({len(resolved)} packages) resolved by uv in one pass; "
+        reasons.append(f"the whole project ({len(resolved)} package{'s' * (len(resolved) != 1)}) resolved by uv in one pass; "
                        f"the torch family from {where} only")
         reasons += list(notes)
         family = [n for n in FAMILY_PACKAGES if n in resolved]

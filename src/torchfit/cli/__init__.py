@@ -169,8 +169,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 # Commands that live in their own module (torchfit.cli.commands.NAME): each has
 # `add_parser(subparsers, epilog)` (cheap: no heavy imports at module level) and
 # `run(args) -> int`. Listed here so start-up imports only what exists.
-COMMAND_MODULES: tuple[str, ...] = ("detect", "resolve", "matrix", "export", "doctor", "verify", "install", "add",
-                                     "run", "config")
+# In workflow order, as `torchfit --help` lists them: look, choose, build, grow, prove, explain, use.
+COMMAND_MODULES: tuple[str, ...] = ("detect", "resolve", "install", "add", "verify", "doctor", "run", "export",
+                                     "matrix", "config")
 COMMAND_NAMES: tuple[str, ...] = COMMAND_MODULES
 # The commands whose steps the configuration files' environment-borne settings reach (the stall limit).
 _SITE_COMMANDS = frozenset(("resolve", "install", "add", "export", "verify"))

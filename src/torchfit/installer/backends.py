@@ -222,7 +222,7 @@ class Backend:
             req = write_private(work, f"{step}.txt", requirements_text(group))
             where = redact(s.torch_index) if fam else "the user's sources"
             argv, env = self._locked_install(env_dir, req, fam)
-            self._run_locked(step, argv, env, f"{len(group)} packages from {where}, hashes checked")
+            self._run_locked(step, argv, env, f"{len(group)} package{'s' * (len(group) != 1)} from {where}, hashes checked")
 
     def _run_locked(self, step: str, argv: list[str], env: dict[str, str], detail: str) -> None:
         self.ctx.run(step, argv, env, detail)
@@ -438,7 +438,7 @@ class UvBackend(Backend):
             argv += ["--reinstall-package", name]
         for host in s.trusted_hosts:
             argv += ["--allow-insecure-host", host]
-        detail = f"{len(dists)} packages, the resolved files by URL and sha256"
+        detail = f"{len(dists)} package{'s' * (len(dists) != 1)}, the resolved files by URL and sha256"
         if s.offline or self.cache_answered is not False:
             self._run_locked("install", [*argv, *(["--offline"] if s.offline else [])], self._install_env(), detail)
         else:

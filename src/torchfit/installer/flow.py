@@ -287,7 +287,7 @@ class InstallJob:
                 pin = replace(pin, version=report.runtime.get("nccl"))
                 self._write_pin(tmp.path, pin)
             lock_path = os.path.join(tmp.path, LOCK_NAME)
-            with self._python_step("lock", f"{LOCK_NAME}: {len(dists)} packages with sha256"):
+            with self._python_step("lock", f"{LOCK_NAME}: {len(dists)} package{'s' * (len(dists) != 1)} with sha256"):
                 write_lock(lock_path, self._make_lock(dists, pin, report, backend))
                 remove_tree(work)
                 relocate(tmp.path, self.prefix)

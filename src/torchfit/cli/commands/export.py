@@ -22,7 +22,7 @@ def add_parser(subparsers: Any, epilog: str) -> None:
     from torchfit.cli import add_resolve_options, add_source_options
 
     p = subparsers.add_parser(
-        "export", help="write the resolved stack as requirements.txt, uv project config or pylock.toml",
+        "export", help="write the resolved stack as requirements.txt, uv project config, pylock.toml or an Lmod module",
         epilog=epilog,
     )
     p.add_argument("--format", required=True, choices=("requirements", "uv", "pylock", "lmod"),

@@ -257,7 +257,7 @@ def _summary(result: Any) -> None:
     accel = f"CUDA {rt.get('cuda')}" if rt.get("cuda") else (f"HIP {rt.get('hip')}" if rt.get("hip") else "CPU")
     lines = [
         f"torchfit: {'replaced' if result.replaced else 'created'} {shown(result.prefix)} with {result.installer}: "
-        f"torch {rt.get('torch')} ({accel}), Python {rt.get('python')}, {len(result.packages)} packages",
+        f"torch {rt.get('torch')} ({accel}), Python {rt.get('python')}, {len(result.packages)} package{'s' * (len(result.packages) != 1)}",
         f"  lock:  {shown(result.lock_path)}",
         f"  NCCL:  {result.pin.describe()}" + (f", runtime {rt['nccl']}" if rt.get("nccl") else ""),
         # copied into a shell: a path with a character a terminal acts on is written $'...' (bash)
