@@ -171,7 +171,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 # `run(args) -> int`. Listed here so start-up imports only what exists.
 # In workflow order, as `torchfit --help` lists them: look, choose, build, grow, prove, explain, use.
 COMMAND_MODULES: tuple[str, ...] = ("detect", "resolve", "install", "add", "verify", "doctor", "run", "export",
-                                     "matrix", "config")
+                                     "pack", "matrix", "config")
 COMMAND_NAMES: tuple[str, ...] = COMMAND_MODULES
 # The commands whose steps the configuration files' environment-borne settings reach (the stall limit).
 _SITE_COMMANDS = frozenset(("resolve", "install", "add", "export", "verify"))

@@ -228,6 +228,26 @@ class IndexClient:
         resp._content_consumed = True
         return data
 
+    def download(self, url: str, fh: Any, *, limit: int | None = None) -> tuple[int, str]:
+        """GET `url` into the open binary file `fh` in blocks (retries, the deadline, redirects
+        checked hop by hop, as every page); (bytes, sha256 hex) of what was written.
+        IndexUnavailable for an HTTP error."""
+        import hashlib
+
+        resp = self._send(url, {"Accept": "*/*"}, stream=True)
+        try:
+            if resp.status_code != 200:
+                raise IndexUnavailable(url, f"HTTP {resp.status_code} {resp.reason or ''}".strip())
+            digest = hashlib.sha256()
+            n = 0
+            for block in self.iter_body(resp, url, limit=limit):
+                fh.write(block)
+                digest.update(block)
+                n += len(block)
+            return n, digest.hexdigest()
+        finally:
+            resp.close()
+
     def iter_body(self, resp: requests.Response, url: str, chunk: int = 1 << 16,
                   limit: int | None = None) -> Iterator[bytes]:
         """The body in blocks, within the request's deadline (IndexUnavailable past it)

@@ -40,6 +40,9 @@ def add_parser(subparsers: Any, epilog: str) -> None:
     p.add_argument("--lock", metavar="FILE",
                    help="rebuild the env a pylock.toml describes, hashes checked; refused when this host "
                         "contradicts it (unless --force)")
+    p.add_argument("--pack", metavar="DIR",
+                   help="install a pack `torchfit pack` wrote (its lock, its files: no index needed), wherever "
+                        "it was carried; with --offline on an air-gapped node")
     p.add_argument("--force", action="store_true",
                    help="replace an existing env at PREFIX (only once the new one is complete); with --lock, "
                         "install even if this host contradicts the lock")
@@ -71,6 +74,19 @@ def _validate(args: argparse.Namespace) -> None:
 
     if not args.prefix or not args.prefix.strip():
         raise BadInput("--prefix: give a directory")
+    if args.pack:
+        # A pack is its lock plus its files: the torch family from DIR/simple, the rest from DIR/wheels.
+        from torchfit.export.pack import MARKER
+
+        pack = os.path.abspath(os.path.expanduser(args.pack))
+        if not os.path.isfile(os.path.join(pack, MARKER)) or not os.path.isfile(os.path.join(pack, "pylock.toml")):
+            raise BadInput(f"--pack {args.pack}: not a pack `torchfit pack` wrote (no {MARKER} and pylock.toml)")
+        if args.lock or args.torch_index_url:
+            raise BadInput("--pack gives the lock and the torch index itself: drop --lock/--torch-index-url")
+        args.pack = pack
+        args.lock = os.path.join(pack, "pylock.toml")
+        args.torch_index_url = "file://" + os.path.join(pack, "simple")
+        args.find_links = [*args.find_links, os.path.join(pack, "wheels")]
     if args.lock:
         given = [flag for flag, val in (
             ("REQ", args.requirements), ("-r", args.requirement), ("--project", args.project), ("--python", args.python), ("--cuda", args.cuda),
@@ -158,6 +174,10 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
     request = None
     if args.lock:
         lock = load_lock(args.lock)
+        if args.pack:  # every file from where the pack now is
+            from torchfit.export.pack import lock_in_pack
+
+            lock = lock_in_pack(lock, args.pack)
         plan = check_lock_host(lock, hosts, matrix, args.force, observer)
         pin = pin_from_json(lock.pin())
         if args.nccl_lib:

@@ -1,0 +1,187 @@
+"""`torchfit pack --lock FILE -o DIR`: a lock's files in a directory a site carries across an air
+gap (issue 26, item 1), and `install --pack DIR` on the other side.
+
+The pack, every path inside it relative (it installs wherever it is carried):
+
+    DIR/pylock.toml           the lock, as given
+    DIR/simple/<project>/     a PEP 503 tree of the torch family (torch, torchvision, torchaudio):
+                              the torch index of `install --pack`
+    DIR/files/                the family's wheels the tree links to (`../../files/NAME#sha256=...`)
+    DIR/wheels/               every other file of the lock: a find-links directory
+    DIR/README.txt            how to install from it
+    DIR/.torchfit-pack.json   which lock it holds (a different pack is never overwritten)
+
+Every file is the lock's own (its URL or path as the lock records it) and is checked against the
+lock's sha256 as it is written; a file the lock gives no sha256 is refused (nothing unchecked
+crosses the gap). Written beside its final name and renamed, so an interrupted pack resumes:
+a file already there with the right sha256 is kept, not fetched again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+from torchfit.compat.matrix import FAMILY_PACKAGES
+from torchfit.errors import BadInput
+from torchfit.lock.model import Artifact, Lock, LockedDist
+
+MARKER = ".torchfit-pack.json"
+README = """This directory is a torchfit pack: the files of {lock} ({count} files, {size}),
+each checked against the lock's sha256, every path inside relative.
+
+Carry it anywhere (no network needed there), then:
+
+    torchfit install --offline --pack DIR --prefix /path/to/env
+
+The torch family comes from DIR/simple (a PEP 503 tree), everything else from DIR/wheels
+(a find-links directory); the lock is DIR/pylock.toml. Made by torchfit {version}.
+"""
+
+
+@dataclass
+class PackResult:
+    out: str
+    files: int = 0
+    fetched: int = 0
+    kept: int = 0
+    bytes_total: int = 0
+
+
+def _wanted(d: LockedDist) -> list[Artifact]:
+    """The files of a package the install takes: its wheels (or archive), the sdist only without one."""
+    return [a for a in d.artifacts if a.kind != "sdist"] or list(d.artifacts)
+
+
+def _name(a: Artifact) -> str:
+    name = a.filename or os.path.basename(unquote(urlsplit(a.url or a.path or "").path))
+    if not name or "/" in name or name in (".", ".."):
+        raise BadInput(f"the lock names a file without a usable name: {a.url or a.path}")
+    return name
+
+
+def _sha256_of(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _marker(lock_path: str) -> dict[str, str]:
+    return {"format": "torchfit-pack-1", "lock_sha256": _sha256_of(lock_path)}
+
+
+def check_out_dir(out: str, lock_path: str) -> None:
+    """A new directory, or a pack of this very lock (to resume); anything else is refused."""
+    if not os.path.exists(out):
+        return
+    if not os.path.isdir(out):
+        raise BadInput(f"-o {out}: exists and is not a directory")
+    entries = os.listdir(out)
+    if not entries:
+        return
+    try:
+        with open(os.path.join(out, MARKER), encoding="utf-8") as fh:
+            have = json.load(fh)
+    except (OSError, ValueError):
+        raise BadInput(f"-o {out}: not empty and not a torchfit pack; give a new directory") from None
+    if have != _marker(lock_path):
+        raise BadInput(f"-o {out}: a pack of another lock; give a new directory (a pack is never overwritten)")
+
+
+def make_pack(lock: Lock, lock_path: str, out: str, *, fetch: Callable[[str, Any], tuple[int, str]],
+              say: Callable[[str], None], version: str) -> PackResult:
+    """Write the pack of `lock` into `out` (check_out_dir first). `fetch(url, fh)` writes a remote
+    file and returns (bytes, sha256); local files (file:// or a path) are copied."""
+    check_out_dir(out, lock_path)
+    plan = []
+    for d in lock.packages:
+        for a in _wanted(d):
+            if not a.sha256:
+                raise BadInput(f"{lock_path}: {d.name} {d.version}: {_name(a)} has no sha256 in the lock; "
+                               "a pack carries checked files only")
+            sub = "files" if d.name in FAMILY_PACKAGES else "wheels"
+            plan.append((d, a, sub, _name(a)))
+    total = sum(a.size or 0 for _, a, _, _ in plan)
+    for sub in ("files", "wheels", "simple"):
+        os.makedirs(os.path.join(out, sub), exist_ok=True)
+    with open(os.path.join(out, MARKER), "w", encoding="utf-8") as fh:
+        json.dump(_marker(lock_path), fh)
+    result = PackResult(out, files=len(plan), bytes_total=total)
+    done = 0
+    for n, (_d, a, sub, name) in enumerate(plan, 1):
+        dest = os.path.join(out, sub, name)
+        if os.path.isfile(dest) and _sha256_of(dest) == a.sha256:
+            result.kept += 1
+        else:
+            _write_checked(a, dest, fetch)
+            result.fetched += 1
+        done += a.size or os.path.getsize(dest)
+        say(f"pack: {n}/{len(plan)} {name} ({_mb(done)} of {_mb(total) if total else '?'})")
+    _write_index(lock, out)
+    shutil.copyfile(lock_path, os.path.join(out, "pylock.toml"))
+    with open(os.path.join(out, "README.txt"), "w", encoding="utf-8") as fh:
+        fh.write(README.format(lock=os.path.basename(lock_path), count=len(plan), size=_mb(done), version=version))
+    return result
+
+
+def _write_checked(a: Artifact, dest: str, fetch: Callable[[str, Any], tuple[int, str]]) -> None:
+    """The file of `a` at `dest`, its sha256 the lock's (written beside, then renamed)."""
+    part = dest + ".part"
+    source = a.url or a.path or ""
+    local = unquote(urlsplit(source).path) if source.startswith("file:") else (source if "://" not in source else None)
+    with open(part, "wb") as fh:
+        if local is not None:
+            h = hashlib.sha256()
+            with open(local, "rb") as src:
+                for block in iter(lambda: src.read(1 << 20), b""):
+                    fh.write(block)
+                    h.update(block)
+            got = h.hexdigest()
+        else:
+            _, got = fetch(source, fh)
+    if got != a.sha256:
+        os.unlink(part)
+        raise BadInput(f"{source}: sha256 {got} is not the lock's {a.sha256}; nothing kept")
+    os.replace(part, dest)
+
+
+def _write_index(lock: Lock, out: str) -> None:
+    """DIR/simple: the family's projects, each linking its files with their sha256 (relative)."""
+    projects: dict[str, list[str]] = {}
+    for d in lock.packages:
+        if d.name not in FAMILY_PACKAGES:
+            continue
+        for a in _wanted(d):
+            name = _name(a)
+            projects.setdefault(d.name, []).append(
+                f'<a href="../../files/{quote(name)}#sha256={a.sha256}">{name}</a>')
+    for project, links in projects.items():
+        os.makedirs(os.path.join(out, "simple", project), exist_ok=True)
+        with open(os.path.join(out, "simple", project, "index.html"), "w", encoding="utf-8") as fh:
+            fh.write("<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n")
+    with open(os.path.join(out, "simple", "index.html"), "w", encoding="utf-8") as fh:
+        fh.write("<!DOCTYPE html><html><body>\n" + "\n".join(f'<a href="{p}/">{p}</a>' for p in sorted(projects))
+                 + "\n</body></html>\n")
+
+
+def lock_in_pack(lock: Lock, pack: str) -> Lock:
+    """The lock with every file pointing into the pack where it now is (install --pack)."""
+    packages = []
+    for d in lock.packages:
+        sub = "files" if d.name in FAMILY_PACKAGES else "wheels"
+        arts = tuple(replace(a, url="file://" + quote(os.path.join(os.path.abspath(pack), sub, _name(a))), path=None)
+                     for a in _wanted(d))
+        packages.append(replace(d, artifacts=arts))
+    return replace(lock, packages=tuple(packages))
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
