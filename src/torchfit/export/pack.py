@@ -31,6 +31,7 @@ from urllib.parse import quote, unquote, urlsplit
 from torchfit.compat.matrix import FAMILY_PACKAGES
 from torchfit.errors import BadInput
 from torchfit.lock.model import Artifact, Lock, LockedDist
+from torchfit.lock.pylock import file_name, sha256_file
 
 MARKER = ".torchfit-pack.json"
 README = """This directory is a torchfit pack: the files of {lock} ({count} files, {size}),
@@ -60,22 +61,14 @@ def _wanted(d: LockedDist) -> list[Artifact]:
 
 
 def _name(a: Artifact) -> str:
-    name = a.filename or os.path.basename(unquote(urlsplit(a.url or a.path or "").path))
+    name = a.filename or file_name(a.url or a.path or "")
     if not name or "/" in name or name in (".", ".."):
         raise BadInput(f"the lock names a file without a usable name: {a.url or a.path}")
     return name
 
 
-def _sha256_of(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _marker(lock_path: str) -> dict[str, str]:
-    return {"format": "torchfit-pack-1", "lock_sha256": _sha256_of(lock_path)}
+    return {"format": "torchfit-pack-1", "lock_sha256": sha256_file(lock_path)}
 
 
 def check_out_dir(out: str, lock_path: str) -> None:
@@ -118,7 +111,7 @@ def make_pack(lock: Lock, lock_path: str, out: str, *, fetch: Callable[[str, Any
     done = 0
     for n, (_d, a, sub, name) in enumerate(plan, 1):
         dest = os.path.join(out, sub, name)
-        if os.path.isfile(dest) and _sha256_of(dest) == a.sha256:
+        if os.path.isfile(dest) and sha256_file(dest) == a.sha256:
             result.kept += 1
         else:
             _write_checked(a, dest, fetch)
