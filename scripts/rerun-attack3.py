@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Re-run the repros of the third attack campaign (issue 21) and count the defects per class.
+"""Re-run the repros of an attack campaign (round 3: issue 21; round 4: issue 25) and count the defects per class.
 
 Each engineer's repros are one file under scripts/attack3/ (a list `CASES` of
 `_common.Case`); every case runs in its own directory, HOME and TMPDIR, against the src/
@@ -10,7 +10,12 @@ Classes (issue 21): 0 data loss, 1 full disks, 2 corrupt state, 3 hostile server
 archives, 4 paths, 5 tokens in URLs, 6 terminals and pipes, 7 shared machines,
 8 concurrency and signals.
 
-Usage: python scripts/rerun-attack3.py [--src DIR] [--only 0,5,2a-lock] [--out DIR] [--keep]
+Round 4's repros are under scripts/attack4/ (the same `Case`, from attack3/_common.py); its
+classes are the kinds of defect issue 25 counted (scripts/attack4/_classes.py), and its
+"before" is 06e855a: `git worktree add /tmp/old-06e 06e855a`, then
+`python scripts/rerun-attack3.py --round 4 --src /tmp/old-06e/src`.
+
+Usage: python scripts/rerun-attack3.py [--round 3|4] [--src DIR] [--only 0,5,2a-lock] [--out DIR] [--keep]
 Before/after: `git worktree add /tmp/old-82c 82c371b`, then
 `python scripts/rerun-attack3.py --src /tmp/old-82c/src` beside `python scripts/rerun-attack3.py`.
 Exit status: 0 when no case shows its defect.
@@ -30,6 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES_DIR = Path(__file__).resolve().parent / "attack3"
+ROUNDS = {3: CASES_DIR, 4: Path(__file__).resolve().parent / "attack4"}
 sys.path.insert(0, str(CASES_DIR))
 from _common import Box, Case, Shared
 
@@ -38,12 +44,24 @@ CLASSES = {0: "data loss", 1: "full disks", 2: "corrupt state", 3: "hostile serv
            8: "concurrency/signals"}
 
 
-def load_cases() -> list[Case]:
+def load_classes(cases_dir: Path) -> dict[int, str]:
+    """A round's classes: its _classes.py's CLASSES, or round 3's."""
+    path = cases_dir / "_classes.py"
+    if not path.is_file():
+        return CLASSES
+    spec = importlib.util.spec_from_file_location(f"classes_{cases_dir.name}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return dict(module.CLASSES)
+
+
+def load_cases(cases_dir: Path = CASES_DIR) -> list[Case]:
     cases: list[Case] = []
-    for path in sorted(CASES_DIR.glob("*.py")):
+    for path in sorted(cases_dir.glob("*.py")):
         if path.name.startswith("_"):
             continue
-        spec = importlib.util.spec_from_file_location(f"attack3_{path.stem.replace('-', '_')}", path)
+        spec = importlib.util.spec_from_file_location(f"{cases_dir.name}_{path.stem.replace('-', '_')}", path)
         assert spec and spec.loader
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -64,6 +82,7 @@ def selected(cases: list[Case], only: str | None) -> list[Case]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--round", type=int, choices=sorted(ROUNDS), default=3, help="which campaign")
     ap.add_argument("--src", type=Path, default=ROOT / "src", help="the src/ of the checkout under test")
     ap.add_argument("--only", help="comma-separated classes (0-8) or case ids")
     ap.add_argument("--out", type=Path, help="write results.json and results.md here")
@@ -73,7 +92,8 @@ def main() -> int:
     if not (src / "torchfit" / "__main__.py").is_file():
         print(f"rerun-attack3: {src} is not a torchfit src/ directory", file=sys.stderr)
         return 2
-    cases = selected(load_cases(), args.only)
+    cases = selected(load_cases(ROUNDS[args.round]), args.only)
+    classes = load_classes(ROUNDS[args.round])
     root = Path(tempfile.mkdtemp(prefix="rerun-attack3-"))
     shared = Shared(root, src)
     rows = []
@@ -94,7 +114,7 @@ def main() -> int:
                      "seen": seen, "seconds": took})
         print(f"{case.id:28} {case.klass:>5} {took:>6}  {verdict}{': ' + seen if seen else ''}", flush=True)
     print("\nclass                          defects / cases")
-    for k, name in CLASSES.items():
+    for k, name in classes.items():
         mine = [r for r in rows if r["class"] == k]
         if mine:
             bad = sum(r["verdict"] == "defect" for r in mine)
