@@ -83,3 +83,37 @@ def test_export_writes_the_fleets_stack(tmp_path: Path) -> None:
     res = run_cli("export", "--facts", str(path), "--format", "requirements")
     assert res.returncode == 0, res.stderr
     assert "for h100-[01-10], a100-[01-10], titan[01-10]" in res.stdout and "torch==" in res.stdout
+
+
+@pytest.mark.parametrize("nodes", ["", " ", ",", ", ,"])
+def test_a_group_or_missing_entry_naming_no_node_is_bad_input(tmp_path: Path, nodes: str) -> None:
+    facts = node_facts("NVIDIA H100 80GB HBM3", "9.0", 8, "580.65.06")
+    for data in ({"torchfit_fleet": 1, "groups": [{"nodes": "n1", "facts": facts}, {"nodes": nodes, "facts": facts}]},
+                 {"torchfit_fleet": 1, "groups": [{"nodes": "n1", "facts": facts}],
+                  "missing": [{"nodes": nodes, "why": "drained"}]}):
+        path = tmp_path / "fleet.json"
+        path.write_text(json.dumps(data))
+        res = run_cli("resolve", "--facts", str(path))
+        assert res.returncode == 2, (nodes, res.stdout, res.stderr)
+        assert "'nodes' names no node" in res.stderr and "Traceback" not in res.stderr, res.stderr
+
+
+def test_distinct_groups_resolve_in_about_linear_time() -> None:
+    """Issue 25: a resolvelib identifier per host fact and group made a fleet resolve grow
+    about cubically (200 groups 2.8 s, 2,000 past 120 s). 600 groups that all differ now
+    take a fraction of a second of CPU (bench/bench_fleet.py --distinct 2000: the figure)."""
+    import time
+
+    from tests.support.fleets import distinct_fleet_data
+    from torchfit.cache import load_matrix
+    from torchfit.compat.request import Request
+    from torchfit.compat.resolver import resolve
+    from torchfit.fleet.model import fleet_hosts
+
+    matrix = load_matrix()
+    hosts = fleet_hosts(fleet_from_json(distinct_fleet_data(600), "distinct.json"), "distinct.json")
+    start = time.process_time()
+    plan = resolve(hosts, Request(), matrix)
+    took = time.process_time() - start
+    assert len(plan.hosts) == 600 and plan.variant.startswith("cu")
+    assert took < 3.0, f"600 distinct groups took {took:.1f} s of CPU"

@@ -64,3 +64,19 @@ def fleet_file(tmp: Path, nodes: int, groups: int, missing: dict[str, str] | Non
     path = tmp / f"fleet-{nodes}x{groups}.json"
     path.write_text(json.dumps(fleet_data(nodes, groups, missing), indent=1))
     return path
+
+
+def distinct_fleet_data(groups: int, per_group: int = 2) -> dict[str, Any]:
+    """A fleet file's object of `groups` groups that all differ: the KINDS in turn, each
+    with a driver of its branch whose minor and patch numbers are the group's own (no two
+    groups share a signature, so none merge), `per_group` nodes each (g00000n[1-2], ...)."""
+    from torchfit.fleet.model import Fleet, Group, fleet_to_json
+
+    out = []
+    for i in range(groups):
+        _, gpu, cc, count, driver, glibc = KINDS[i % len(KINDS)]
+        branch = driver.split(".")[0]
+        drv = f"{branch}.{100 + i // len(KINDS)}.{i % 100:02d}"
+        names = tuple(f"g{i:05d}n{j}" for j in range(1, per_group + 1))
+        out.append(Group(names, "", node_facts(gpu, cc, count, drv, glibc)))
+    return fleet_to_json(Fleet(tuple(out), (), "generated (tests/support/fleets.py, distinct groups)", ""))

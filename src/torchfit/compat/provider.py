@@ -1,8 +1,13 @@
 """The resolvelib side of `resolve`: requirement and candidate types, the context
 that holds the matrix and the hosts, and `TorchProvider` (candidate pools, preference,
 satisfaction). Each requirement and candidate carries its `source`; the host
-constraints are virtual packages (`<driver>@k`, `<gpu-arch>@k`, `<glibc>@k`,
-`<platform>@k`) so a host mismatch is an ordinary resolvelib conflict.
+constraints are virtual packages (`<driver>`, `<gpu-arch>`, `<glibc>`, `<platform>`,
+`<cudnn>`) so a host mismatch is an ordinary resolvelib conflict. There is one per
+fact, not one per fact and host: a build's `<driver>` requirement carries the first
+host that refuses it (or the first host's verdict when all accept), and each
+(build, host) verdict is computed once. A fleet of 2,000 groups thus adds five
+identifiers, not 10,000, to every resolvelib round (issue 25: per-host identifiers
+made a fleet resolve grow about cubically with its groups).
 
 The user's project takes part as `pkg:NAME` identifiers (issue 18): one per direct
 requirement outside the torch family, its candidates the releases the sources offer
@@ -82,10 +87,9 @@ class Companion:
 
 @dataclass(**FROZEN)
 class HostCandidate:
-    """The single candidate of a host virtual package: the host itself."""
+    """The single candidate of a host virtual package: the hosts themselves."""
 
     identifier: str
-    index: int
 
 
 @dataclass(**FROZEN)
@@ -175,7 +179,6 @@ class Context:
         self.want_cpu = request.variant == "cpu"
         self.pythons = _python_choices(hosts[0])
         self.primary_platform = hosts[0].arch or "x86_64"
-        self.ordered = sorted(matrix.builds, key=self.build_order)
         # The project: the direct requirements that apply on the target, and what the
         # resolver learnt of each release it looked at (for the plan and the conflicts).
         self.packages = packages
@@ -188,11 +191,35 @@ class Context:
         self.companions = companions
         self.chosen: list[ProjectCandidate] = []  # set by the resolver once it has chosen
         self.capped: set[str] = set()
+        self._full: dict[str, bool] = {}
+        self._host_checks: dict[tuple[Build, int], list[tuple[str, RuleResult]]] = {}
+        self._fleet_checks: dict[Build, list[tuple[str, RuleResult]]] = {}
+        self.ordered = sorted(matrix.builds, key=self.build_order)
 
     # -- per-build requirement sets ------------------------------------------------
     def host_checks(self, build: Build, k: int) -> list[tuple[str, RuleResult]]:
-        return host_checks(build, self.hosts[k], self.matrix,
-                           strict_driver=self.request.strict_driver, want_cpu=self.want_cpu)
+        """Every host rule of `build` on host `k` (computed once per pair)."""
+        key = (build, k)
+        got = self._host_checks.get(key)
+        if got is None:
+            got = self._host_checks[key] = host_checks(
+                build, self.hosts[k], self.matrix, strict_driver=self.request.strict_driver, want_cpu=self.want_cpu)
+        return got
+
+    def fleet_checks(self, build: Build) -> list[tuple[str, RuleResult]]:
+        """One verdict per host fact of `build` over every host: the first host that fails
+        it, else the first host's (computed once per build; stops at a host's first failure
+        of each fact, so a build every host refuses costs little)."""
+        got = self._fleet_checks.get(build)
+        if got is None:
+            verdicts: dict[str, RuleResult] = {}
+            for k in range(len(self.hosts)):
+                for fact, check in self.host_checks(build, k):
+                    have = verdicts.get(fact)
+                    if have is None or (have.ok and not check.ok):
+                        verdicts[fact] = check
+            got = self._fleet_checks[build] = list(verdicts.items())
+        return got
 
     def python_packages(self) -> tuple[str, ...]:
         """The family packages the plan installs, whose files must each accept the Python."""
@@ -381,8 +408,13 @@ class Context:
         return out
 
     def is_full(self, build: Build) -> bool:
-        """Every host's driver meets the build's own toolkit floor (PTX JIT, newest APIs)."""
-        return all(has_full_driver(build, h, self.matrix) for h in self.hosts)
+        """Every host's driver meets the build's own toolkit floor (PTX JIT, newest APIs);
+        once per CUDA version (the floor is the toolkit's), not per build."""
+        key = build.cuda if build.kind == "cuda" else ""
+        got = self._full.get(key or "")
+        if got is None:
+            got = self._full[key or ""] = all(has_full_driver(build, h, self.matrix) for h in self.hosts)
+        return got
 
     def build_order(self, build: Build) -> tuple[Any, ...]:
         """Sort key, smallest first: newest torch, fully supported driver, then the newest
@@ -470,8 +502,7 @@ class TorchProvider(AbstractProvider):  # type: ignore[type-arg]
             return self.ctx._companions(identifier)
         if identifier.startswith("pkg:"):
             return self.ctx.project_pool(identifier)
-        _, _, k = identifier.partition("@")
-        return [HostCandidate(identifier, int(k))]
+        return [HostCandidate(identifier)]
 
     def find_matches(
         self,
@@ -493,16 +524,8 @@ class TorchProvider(AbstractProvider):  # type: ignore[type-arg]
             return []
         b = candidate.build
         deps = [self.ctx.python_req(b), *self.ctx.companion_reqs(b)]
-        for k in range(len(self.ctx.hosts)):
-            for fact, check in self.ctx.host_checks(b, k):
-                deps.append(
-                    Req(
-                        f"<{fact}>@{k}",
-                        check.text,
-                        f"matrix: {b.label}, {b.origin}",
-                        _always(check),
-                    )
-                )
+        for fact, check in self.ctx.fleet_checks(b):
+            deps.append(Req(f"<{fact}>", check.text, f"matrix: {b.label}, {b.origin}", _always(check)))
         return deps
 
 

@@ -2,9 +2,10 @@
 
 Identifiers: `torch` (candidates are `Build`s: a release in one variant),
 `python` (interpreters present or installable by pyenv on the first host),
-`torchvision`/`torchaudio` (when asked for), and per host `k` the virtual
-packages `<driver>@k`, `<gpu-arch>@k`, `<glibc>@k` and `<platform>@k`, each with
-exactly one candidate: that host. A build depends on its host requirements, so a
+`torchvision`/`torchaudio` (when asked for), and the virtual packages
+`<driver>`, `<gpu-arch>`, `<glibc>`, `<platform>` and `<cudnn>`, each with exactly
+one candidate: the hosts (a build's requirement on each names the first host that
+refuses it, provider.Context.fleet_checks). A build depends on its host requirements, so a
 host mismatch is an ordinary resolvelib conflict with a source, as in pip's
 `<Python from Requires-Python>`.
 

@@ -16,7 +16,7 @@ gave no facts is kept in `missing` with why; it is never dropped. The file:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from torchfit._backports import FROZEN
@@ -37,6 +37,8 @@ class Group:
     nodes: tuple[str, ...]
     signature: str
     facts: Mapping[str, Any]
+    # `facts` as read once (fleet_from_json validates them): fleet_hosts need not read them again.
+    host: HostFacts | None = field(default=None, compare=False, repr=False)
 
     @property
     def hostlist(self) -> str:
@@ -151,18 +153,27 @@ def fleet_from_json(data: Any, source: str) -> Fleet:
         where = f"{source}: groups[{i}]"
         if not isinstance(g, dict) or not isinstance(g.get("nodes"), str) or not isinstance(g.get("facts"), dict):
             raise BadInput(f"{where}: needs 'nodes' (a hostlist) and 'facts' (a detect --json object)")
-        nodes = _take(expand_hostlist(g["nodes"]), seen, where)
+        nodes = _take(_named(g["nodes"], where), seen, where)
         host = facts_from_json(g["facts"], where)  # validated once per group
-        groups.append(Group(tuple(nodes), signature(host), g["facts"]))
+        groups.append(Group(tuple(nodes), signature(host), g["facts"], host))
     missing = []
     for i, m in enumerate(missing_raw):
         where = f"{source}: missing[{i}]"
         if not isinstance(m, dict) or not isinstance(m.get("nodes"), str) or not isinstance(m.get("why"), str):
             raise BadInput(f"{where}: needs 'nodes' (a hostlist) and 'why'")
-        missing.append(Missing(tuple(_take(expand_hostlist(m["nodes"]), seen, where)), m["why"]))
+        missing.append(Missing(tuple(_take(_named(m["nodes"], where), seen, where)), m["why"]))
     if not groups and not missing:
         raise BadInput(f"{source}: a fleet file with no nodes")
     return Fleet(tuple(groups), tuple(missing), str(data.get("source") or ""), str(data.get("gathered_at") or ""))
+
+
+def _named(hostlist: str, where: str) -> list[str]:
+    """The nodes of an entry's 'nodes'; BadInput when it names none (a group of no node
+    would be resolved for and written to a plan as if it were a host)."""
+    nodes = expand_hostlist(hostlist)
+    if not nodes:
+        raise BadInput(f"{where}: 'nodes' names no node; give the group's hostlist")
+    return nodes
 
 
 def _take(nodes: list[str], seen: set[str], where: str) -> list[str]:
@@ -210,6 +221,6 @@ def fleet_hosts(fleet: Fleet, source: str) -> list[HostFacts]:
         )
     hosts = []
     for g in fleet.groups:
-        host = facts_from_json(g.facts, g.hostlist)
+        host = g.host if g.host is not None else facts_from_json(g.facts, g.hostlist)
         hosts.append(replace(host, name=g.hostlist, source=f"fleet: {source}, {len(g.nodes)} node(s)"))
     return hosts
