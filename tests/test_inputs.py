@@ -95,3 +95,66 @@ def test_d30_terminal_text_strips_every_control() -> None:
 
     assert terminal_text("a\x1b[31mb\x1b]8;;http://x\x1b\\c\x07d\re\tf\n") == "abcde\tf\n"
 
+
+
+# --- the bounded JSON reader (issue 25: one node's 100,000-deep answer killed a gather) ----
+
+
+@pytest.mark.parametrize("text", [
+    "[" * 100_000 + "]" * 100_000,  # valid JSON, too deep
+    "[" * 100_000,  # not even closed
+    '{"a":' * 50_000 + "1" + "}" * 50_000,
+])
+def test_decode_json_refuses_deep_nesting_with_a_value_error_at_once(text: str) -> None:
+    from torchfit.inputs import TooDeep, decode_json
+
+    start = time.process_time()
+    with pytest.raises(TooDeep, match="nested deeper than 32 levels"):
+        decode_json(text)
+    with pytest.raises(TooDeep):
+        decode_json(text.encode())
+    assert time.process_time() - start < 2
+
+
+def test_decode_json_reads_ordinary_json_and_counts_no_bracket_inside_a_string() -> None:
+    from torchfit.inputs import decode_json
+
+    assert decode_json('{"gpus": [{"name": "[[[[ \\"{{{{"}], "n": 1}') == {"gpus": [{"name": '[[[[ "{{{{'}], "n": 1}
+    assert decode_json("[" * 32 + "]" * 32) is not None  # 32 levels: the bound itself
+    with pytest.raises(ValueError, match="NaN is not JSON"):
+        decode_json('{"x": NaN}')
+
+
+@pytest.mark.parametrize("source", ["index page", "node answer"])
+def test_every_reader_of_foreign_json_is_bounded(source: str) -> None:
+    """The readers of JSON others write go through decode_json: a PEP 691 page of a
+    hostile index and a node's srun answer, 100,000 deep, are their caller's one error."""
+    deep = "[" * 100_000 + "]" * 100_000
+    if source == "index page":
+        from torchfit.errors import IndexMalformed
+        from torchfit.index.pages import parse_project_json
+
+        with pytest.raises(IndexMalformed, match="nested deeper"):
+            parse_project_json(deep, "https://example.invalid/simple/torch/")
+    else:
+        from torchfit.fleet.srun import parse_framed
+
+        out = parse_framed(f"0: torchfit-fleet-node\n0: {deep}\n0: torchfit-fleet-end\n")
+        assert out[0].bad == "its answer is not valid JSON (nested deeper than 32 levels)"
+
+
+def test_decode_json_never_raises_anything_but_value_error() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from torchfit.inputs import decode_json
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(alphabet='[]{}",:0123456789 \\truefalsn', max_size=200))
+    def check(text: str) -> None:
+        try:
+            decode_json(text)
+        except ValueError:
+            pass
+
+    check()

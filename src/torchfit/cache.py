@@ -113,18 +113,20 @@ def read_record(name: str, key: str) -> Any:
     A record is two parts: a header line `{"format", "key", "sha256"}`, then the
     data's JSON text, whose sha256 the header holds.
     """
+    from torchfit.inputs import decode_json  # a record is ours, but its nesting is still bounded
+
     directory = cache_dir()
     if not _usable(directory):
         return None
     try:
         head, _, rest = read_regular(_record_path(directory, name), MAX_RECORD_BYTES).partition(b"\n")
-        header = json.loads(head[:4096])
+        header = decode_json(head[:4096])
         body = rest.decode("utf-8")
         if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("key") != key:
             return None
         if sha256_hex(body.encode()) != header.get("sha256"):
             return None
-        return json.loads(body)
+        return decode_json(body, max_depth=256)
     except (OSError, ValueError, RecursionError):
         return None
 

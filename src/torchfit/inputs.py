@@ -7,6 +7,8 @@ input is closed in one place.
 - files (`--facts`, `--lock`, `--log`, a matrix file): `read_text_file` reads at most
   a bounded number of bytes and refuses the rest; `check_depth` bounds nesting, and
   `loads_json` / `loads_toml` turn a parser's RecursionError into one line;
+  `decode_json` is the same bounded reader for callers that treat bad JSON as a value
+  (a node's answer, an index page, a cache record): ValueError, never RecursionError;
 - text on its way to a terminal: `terminal_text` drops control sequences (ANSI
   escapes, C0/C1 controls but tab and newline), so a facts file or a tool's output
   cannot move the cursor, retitle the window or hide a line.
@@ -162,20 +164,56 @@ def check_depth(obj: Any, where: str, max_depth: int = MAX_DEPTH) -> None:
         stack.extend((c, depth + 1) for c in children)
 
 
+class TooDeep(ValueError):
+    """JSON nested deeper than the reader's bound."""
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def decode_json(text: str | bytes, max_depth: int = MAX_DEPTH) -> Any:
+    """json.loads for JSON that is not ours: NaN/Infinity refused, nesting bounded (TooDeep,
+    a ValueError), so every failure is a ValueError, never RecursionError or a crash.
+
+    The nesting is measured on the text before it is parsed (one pass over its brackets,
+    outside strings), so a 100,000-deep document costs no recursion at all."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    if _bracket_depth(text) > max_depth:
+        raise TooDeep(f"nested deeper than {max_depth} levels")
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:  # pragma: no cover - _bracket_depth bounds it first
+        raise TooDeep(f"nested deeper than {max_depth} levels") from None
+
+
+_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _bracket_depth(text: str) -> int:
+    """The deepest nesting of [ and { in `text`, strings skipped (upper bound for bad JSON)."""
+    if "[" not in text and "{" not in text:
+        return 0
+    depth = deepest = 0
+    for m in _BRACKETS.finditer(text):
+        tok = m.group()
+        if tok in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif tok in "]}":
+            depth -= 1
+    return deepest
+
+
 def loads_json(text: str, where: str, max_depth: int = MAX_DEPTH) -> Any:
     """json.loads with one-line errors, NaN/Infinity refused and nesting bounded."""
-
-    def no_constant(name: str) -> Any:
-        raise ValueError(f"{name} is not JSON")
-
     try:
-        data = json.loads(text, parse_constant=no_constant)
-    except RecursionError:
+        return decode_json(text, max_depth)
+    except TooDeep:
         raise BadInput(f"{where}: nested deeper than {max_depth} levels") from None
     except ValueError as exc:
         raise BadInput(f"{where}: not valid JSON ({exc})") from None
-    check_depth(data, where, max_depth)
-    return data
 
 
 def loads_toml(text: str, where: str, max_depth: int = MAX_DEPTH) -> dict[str, Any]:

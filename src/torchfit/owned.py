@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 
+from torchfit.inputs import decode_json
 from torchfit.runner import signals_deferred
 
 MARKER = ".torchfit-owner"
@@ -71,7 +72,7 @@ def read_marker(path: str) -> dict[str, object] | None:
             mst = os.fstat(fd)
             if not stat.S_ISREG(mst.st_mode) or mst.st_uid != os.geteuid() or mst.st_size > 4096:
                 return None
-            data = json.loads(os.read(fd, 4096).decode("utf-8"))
+            data = decode_json(os.read(fd, 4096))
         finally:
             os.close(fd)
     except (OSError, ValueError, UnicodeDecodeError):

@@ -591,6 +591,7 @@ class Runner:
         input: str | None = None,
         stall: float | None = None,
         on_wait: Callable[[float, int], None] | None = None,
+        on_line: Callable[[str, str], None] | None = None,
     ) -> RunResult:
         """Run `argv` to completion or until `timeout` seconds pass.
 
@@ -599,7 +600,10 @@ class Runner:
         killing the child's whole process group), ToolStalled when `stall` is given
         and the group did no I/O for that many seconds. `on_wait(elapsed_s, io_bytes)`
         is called about once a second while the command runs. `unset`: variables the
-        child must not inherit (pip's `unset_environ`).
+        child must not inherit (pip's `unset_environ`). `on_line(stream, line)` ("stdout" or
+        "stderr", without its newline) sees each complete line while the command runs
+        (within about a quarter second of its arrival, in the order of each stream), and the
+        last lines once it ended; the result still holds the whole output.
         """
         if timeout is None or not timeout > 0:
             # A programming error, not a host fact: every command needs a bound.
@@ -640,9 +644,14 @@ class Runner:
         except OSError as exc:
             raise ToolMissing(argv, f"could not be started: {redact(str(exc))}") from None
         try:
-            stdout, stderr = self._watch(proc, argv, input, timeout, stall, on_wait, start)
+            lines = _LineFeed(on_line) if on_line is not None else None
+            stdout, stderr = self._watch(proc, argv, input, timeout, stall, on_wait, start, lines)
+            if lines is not None:
+                lines.feed(*(_partial_output(proc) if _has_partial(proc) else (stdout, stderr)), final=True)
         except subprocess.TimeoutExpired:
             out, err = self._kill_group(proc)
+            if lines is not None:
+                lines.feed(*(_partial_output(proc) if _has_partial(proc) else (out, err)), final=True)
             raise ToolTimeout(argv, timeout, out, err) from None
         except ToolStalled:
             raise
@@ -657,12 +666,13 @@ class Runner:
 
     def _watch(self, proc: subprocess.Popen[str], argv: tuple[str, ...], input: str | None,
                timeout: float, stall: float | None, on_wait: Callable[[float, int], None] | None,
-               start: float) -> tuple[str, str]:
+               start: float, lines: _LineFeed | None = None) -> tuple[str, str]:
         """communicate() in one-second slices: report progress, detect a stall, and stop
         waiting on the pipes DRAIN_S after the child itself exited (a daemon it left holds them)."""
         last_io, last_change = -1, time.monotonic()
         first = True
         exited_at: float | None = None
+        slice_s = 0.25 if lines is not None else 1.0
         while True:
             now = time.monotonic()
             remaining = start + timeout - now
@@ -670,9 +680,11 @@ class Runner:
                 raise subprocess.TimeoutExpired(list(argv), timeout)
             try:
                 # Retrying communicate() after TimeoutExpired loses no output (Python docs).
-                return proc.communicate(input=input if first else None, timeout=min(1.0, remaining))
+                return proc.communicate(input=input if first else None, timeout=min(slice_s, remaining))
             except subprocess.TimeoutExpired:
                 first = False
+            if lines is not None:
+                lines.feed(*_partial_output(proc))
             if proc.poll() is not None:
                 exited_at = exited_at if exited_at is not None else time.monotonic()
                 if time.monotonic() - exited_at >= DRAIN_S:
@@ -765,6 +777,29 @@ def pipe_holders(streams: Sequence[object]) -> list[int]:
             except OSError:
                 continue
     return found
+
+
+class _LineFeed:
+    """Hands `on_line` each complete line of a running command's output once: it is given
+    the whole output so far (communicate keeps it) and remembers how far it got."""
+
+    def __init__(self, on_line: Callable[[str, str], None]) -> None:
+        self.on_line = on_line
+        self.done = {"stdout": 0, "stderr": 0}
+
+    def feed(self, stdout: str, stderr: str, *, final: bool = False) -> None:
+        for name, text in (("stdout", stdout or ""), ("stderr", stderr or "")):
+            start = self.done[name]
+            end = len(text) if final else text.rfind("\n", start) + 1
+            if end <= start:
+                continue
+            self.done[name] = end
+            for line in text[start:end].splitlines():
+                self.on_line(name, line)
+
+
+def _has_partial(proc: subprocess.Popen[str]) -> bool:
+    return bool(getattr(proc, "_fileobj2output", None))
 
 
 def _partial_output(proc: subprocess.Popen[str]) -> tuple[str, str]:

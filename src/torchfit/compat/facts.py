@@ -9,7 +9,6 @@ that could not be read is `None`, and `reasons[fact]` says why.
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -19,6 +18,7 @@ from torchfit._backports import FROZEN
 from torchfit.compat.gpunames import find_capability, load_gpu_names
 from torchfit.compat.versions import Arch, Dotted, driver_version, glibc_version, python_version
 from torchfit.errors import BadInput
+from torchfit.inputs import loads_json
 
 
 @dataclass(**FROZEN)
@@ -388,13 +388,7 @@ def facts_from_json(data: Any, source: str) -> HostFacts:
 
 def parse_facts_file(text: str, source: str) -> HostFacts:
     """JSON text of a facts file -> HostFacts; BadInput with the position on bad JSON."""
-    try:
-        data = json.loads(text)
-    except RecursionError:
-        raise BadInput(f"{source}: nested too deeply to be a facts file") from None
-    except ValueError as exc:
-        raise BadInput(f"{source}: not valid JSON ({exc})") from exc
-    return facts_from_json(data, source)
+    return facts_from_json(loads_json(text, source), source)
 
 
 _PYENV_VERSION = re.compile(r"^[0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,4}t?$")  # "3.13.2t": free-threaded

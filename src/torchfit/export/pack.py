@@ -30,6 +30,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from torchfit.compat.matrix import FAMILY_PACKAGES
 from torchfit.errors import BadInput
+from torchfit.inputs import decode_json
 from torchfit.lock.model import Artifact, Lock, LockedDist
 from torchfit.lock.pylock import file_name, sha256_file
 
@@ -82,7 +83,7 @@ def check_out_dir(out: str, lock_path: str) -> None:
         return
     try:
         with open(os.path.join(out, MARKER), encoding="utf-8") as fh:
-            have = json.load(fh)
+            have = decode_json(fh.read(1 << 20))
     except (OSError, ValueError):
         raise BadInput(f"-o {out}: not empty and not a torchfit pack; give a new directory") from None
     if have != _marker(lock_path):

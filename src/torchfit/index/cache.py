@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from torchfit.cache import read_regular
+from torchfit.inputs import decode_json
 
 MAX_META_BYTES = 1 << 20
 # The largest body the client keeps (index.client reads no more than this from a server).
@@ -50,7 +51,7 @@ class DiskCache:
 
         try:
             os.close(private_dir(str(self.root), create=False))
-            meta = json.loads(read_regular(str(self.root / f"{key}.json"), MAX_META_BYTES).decode("utf-8"))
+            meta = decode_json(read_regular(str(self.root / f"{key}.json"), MAX_META_BYTES))
             body = read_regular(str(self.root / f"{key}.body"), MAX_BODY_BYTES)
         except (OSError, ValueError):
             return None

@@ -6,7 +6,6 @@ the client (`index.client`) fetches what they read.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from packaging.utils import canonicalize_name
 
 from torchfit._backports import FROZEN
 from torchfit.errors import IndexMalformed
+from torchfit.inputs import decode_json
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 
@@ -113,7 +113,7 @@ def _metadata_value(value: Any, url: str) -> Mapping[str, str] | None:
 def parse_project_json(text: str, url: str) -> tuple[IndexFile, ...]:
     """Parse a PEP 691 project page; relative file URLs are resolved against `url`."""
     try:
-        doc = json.loads(text)
+        doc = decode_json(text)  # an index's page: nesting bounded (inputs.decode_json)
     except ValueError as exc:
         raise IndexMalformed(url, f"not JSON ({exc})") from None
     if not isinstance(doc, dict):

@@ -31,7 +31,6 @@ the install log, redacted.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import time
@@ -48,6 +47,7 @@ from torchfit.background import Background
 from torchfit.compat.matrix import FAMILY_PACKAGES, PYPI_SIMPLE
 from torchfit.errors import BadInput, InstallFailed, ToolMissing, ToolStalled, ToolTimeout
 from torchfit.index.sources import Sources, is_local
+from torchfit.inputs import decode_json
 from torchfit.installer.prefix import InstallLog
 from torchfit.lock.model import Artifact, LockedDist
 from torchfit.lock.pylock import (
@@ -591,7 +591,7 @@ def parse_pip_report(path: str, *, log_path: str | None) -> list[LockedDist]:
     (InstallFailed naming the install log `log_path` otherwise)."""
     try:
         with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+            data = decode_json(fh.read())
     except (OSError, ValueError) as exc:
         raise InstallFailed("install", [], None, f"cannot read pip's report {path}: {exc}",
                             log_path=log_path) from None

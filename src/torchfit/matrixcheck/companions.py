@@ -24,7 +24,6 @@ For triton (which names no torch) it reads torch's own METADATA: the
 from __future__ import annotations
 
 import email.parser
-import json
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -43,6 +42,7 @@ from torchfit.errors import TorchfitError, WheelFormatError
 from torchfit.index.client import IndexClient
 from torchfit.index.pages import IndexFile
 from torchfit.index.wheelmeta import HttpRangeSource, WheelArchive, wheel_metadata
+from torchfit.inputs import decode_json
 from torchfit.matrixcheck.wheels import linux_requirements
 
 PYPI = "https://pypi.org/simple"
@@ -106,7 +106,7 @@ def variant_of_build(name: str, text: str) -> tuple[str | None, str | None]:
     """(what the build-info member says, the torch variant it implies) for `name`."""
     if name == "xformers":
         try:
-            info = json.loads(text)
+            info = decode_json(text)
             torch = str(info["version"]["torch"])
         except (ValueError, KeyError, TypeError):
             return None, None
@@ -217,7 +217,7 @@ def _upload_times(client: IndexClient, index: str, name: str) -> dict[str, str]:
     if got.status != 200 or "json" not in got.content_type:
         return {}
     try:
-        data = json.loads(got.body)
+        data = decode_json(got.body)
         return {str(f["filename"]): str(f.get("upload-time") or "") for f in data.get("files", [])}
     except (ValueError, TypeError, KeyError, AttributeError):
         return {}

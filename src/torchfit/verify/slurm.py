@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,8 +22,8 @@ from torchfit.errors import BadInput
 from torchfit.fleet.hostlist import compress_hostlist, expand_hostlist
 from torchfit.fleet.srun import (
     node_address,
-    parse_framed,
     parse_task_errors,
+    read_step,
     run_srun,
     srun_complaint,
 )
@@ -111,7 +111,9 @@ def task_rendezvous(environ: Mapping[str, str], runner: Runner, port: int) -> di
 def verify_srun_argv(task: Sequence[str], *, nodes: int | None, nodelist: str | None, partition: str | None,
                      account: str | None, time_limit: str | None, immediate: int | None) -> list[str]:
     """One srun: a task per node, each running `task` (this torchfit's `verify --slurm-task ...`)."""
-    argv = ["srun", "--job-name=torchfit-verify", "--ntasks-per-node=1", "--label", "--kill-on-bad-exit=0"]
+    # --verbose: srun says where it starts each task (fleet.srun.parse_placement) and its allocation.
+    argv = ["srun", "--verbose", "--job-name=torchfit-verify", "--ntasks-per-node=1", "--label",
+            "--kill-on-bad-exit=0"]
     if nodes:
         argv += [f"--nodes={nodes}", f"--ntasks={nodes}"]
     if nodelist:
@@ -139,6 +141,7 @@ class SlurmRun:
     missing: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     pre: list[Check] = field(default_factory=list)  # judged before launching (verify.environment)
+    notes: list[str] = field(default_factory=list)  # hostnames that collide, answers of no placed task
 
     @property
     def ok(self) -> bool:
@@ -188,24 +191,30 @@ class SlurmRun:
             "failed_nodes": self.failed_nodes(),
             "reports": self.reports,
             "missing": self.missing,
+            "notes": self.notes,
         }
 
 
 def run_slurm_verify(runner: Runner, task: Sequence[str], *, nodes: int | None, nodelist: str | None,
                      partition: str | None, account: str | None, time_limit: str | None, bound: float,
-                     environ: Mapping[str, str]) -> SlurmRun:
+                     environ: Mapping[str, str], on_event: Callable[[str, str], None] | None = None) -> SlurmRun:
     """Inside an allocation a step of it; outside, srun asks for one (`--immediate`: a busy
-    cluster is an answer, not a wait). Bounded by `bound`; srun cleans up the tasks."""
+    cluster is an answer, not a wait). Bounded by `bound`; srun cleans up the tasks. Each
+    report is the node's srun ran its task on (fleet.srun.attribute). `on_event(kind, text)`:
+    srun queued, allocated, a node's report arrived (fleet.srun.StepEvents)."""
     inside = bool(environ.get("SLURM_JOB_ID"))
     argv = verify_srun_argv(task, nodes=nodes, nodelist=nodelist, partition=partition, account=account,
                             time_limit=None if inside else time_limit,
                             immediate=None if inside else max(5, int(min(bound / 2, 120))))
     t0 = time.monotonic()
-    stdout, stderr, timed_out = run_srun(runner, argv, bound)
+    stdout, stderr, timed_out = run_srun(runner, argv, bound, on_event)
     run = SlurmRun(argv, seconds=time.monotonic() - t0)
-    run.reports = parse_framed(stdout)
-    errors = parse_task_errors(stderr)
     wanted = expand_hostlist(nodelist) if nodelist else []
+    step = read_step(stdout, stderr, wanted)
+    run.reports = step.answers
+    run.missing.update(step.refused)
+    run.notes = [n for n in (step.hostname_clash(), *step.stray) if n]
+    errors = parse_task_errors(stderr)
     for node in [*wanted, *errors]:
         if node not in run.reports and node not in run.missing:
             run.missing[node] = (f"no report within {bound:g} s (srun stopped; Slurm cancelled the step)"
@@ -255,6 +264,7 @@ def format_slurm_run(run: SlurmRun) -> list[str]:
     ddp_check = next((c for c in first.get("checks") or [] if c.get("name") == "ddp"), None)
     if ddp_check:
         lines.append(f"  all-reduce across the nodes: {ddp_check.get('summary')}")
+    lines += [f"  note: {n}" for n in run.notes]
     failed = run.failed_nodes()
     if run.ok:
         lines.append(f"verify: PASS on {len(hosts)} node(s) ({compress_hostlist(hosts)})")

@@ -56,7 +56,9 @@ def parse_record(line: str, marked: bool = True) -> dict[str, Any] | None:
         line = line[len(MARKER) :]
     try:
         record = json.loads(line)
-    except ValueError:
+    # The target interpreter's output is not ours; inputs.decode_json would be the reader, but
+    # this package imports nothing of torchfit that imports torchfit.errors (pyproject's contract).
+    except (ValueError, RecursionError):
         return None
     return record if isinstance(record, dict) else None
 

@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from torchfit.errors import BadInput
+from torchfit.inputs import terminal_text
 
 
 def fleet_task(data: dict[str, Any]) -> int:
@@ -17,8 +18,9 @@ def fleet_task(data: dict[str, Any]) -> int:
 
     from torchfit.fleet.gather import task_record
 
-    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
-    sys.stdout.write(task_record(node, data))
+    # Slurm's name of the node (slurmd sets it for every task) and the host's own hostname,
+    # which cloned images share: the login node attributes the answer by srun's placement.
+    sys.stdout.write(task_record(data, os.environ.get("SLURMD_NODENAME") or None, socket.gethostname()))
     return 0
 
 
@@ -58,7 +60,7 @@ def format_fleet(fleet: Any) -> list[str]:
     rows += [(m.hostlist, f"NO FACTS: {m.why}") for m in fleet.missing]
     width = min(max((len(r[0]) for r in rows), default=0), 32)
     lines += [f"  {name:<{width}}  {text}" for name, text in rows]
-    return lines
+    return [terminal_text(line) for line in lines]  # nodes' facts and sinfo's reasons are their text
 
 
 def load_facts_file(data: Any, name: str, exclude: list[str]) -> list[Any] | None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from torchfit.errors import BadInput
-from torchfit.inputs import terminal_text
+from torchfit.inputs import decode_json, terminal_text
 
 
 def run_probe(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], Any],
@@ -212,7 +212,7 @@ def run_update_from_probe(args: argparse.Namespace, matrix_text: Callable[[str |
     for path in args.from_probe:
         try:
             with open(path, encoding="utf-8") as fh:
-                data = json.load(fh)
+                data = decode_json(fh.read())
             if isinstance(data, dict):
                 data = [data]
             if not isinstance(data, list):

@@ -252,8 +252,7 @@ def _slurm_task(args: argparse.Namespace) -> int:
         setattr(args, key, value)
     python, prefix = find_python(args)
     report = verify(_options(args, python, prefix), None)
-    node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
-    sys.stdout.write(framed(node, report.to_json()))
+    sys.stdout.write(framed(report.to_json(), os.environ.get("SLURMD_NODENAME") or None, os.uname().nodename))
     return 0 if report.ok else 1
 
 

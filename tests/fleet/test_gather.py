@@ -1,0 +1,100 @@
+"""`detect --slurm` on the real test Slurm (tests/support/slurm.py) when nodes are hostile or
+cloned (issue 25, "Fleets"): whose answer is whose, cloned hostnames, a node's 100,000-deep
+answer, sinfo's text on the terminal. A node misbehaves through a sitecustomize.py on the
+tasks' PYTHONPATH: srun hands the variable to every task, and only the node it names acts."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import run_cli
+from tests.support.fleets import node_facts
+from tests.support.slurm import SlurmCluster
+
+pytestmark = pytest.mark.slurm
+
+FACTS = node_facts("NVIDIA H100 80GB HBM3", "9.0", 8, "580.65.06")
+
+
+def detect(slurm: SlurmCluster, *args: str, hostile: str | None = None,
+           tmp_path: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {}
+    if hostile is not None and tmp_path is not None:
+        (tmp_path / "sitecustomize.py").write_text(hostile)
+        env["PYTHONPATH"] = str(tmp_path)
+    return run_cli("detect", "--slurm", "--timeout", "2", *args, base_env=slurm.client_env(env), timeout=180)
+
+
+def forge(node: str, record: str) -> str:
+    """A sitecustomize: on `node`, print `record` (text between the markers) instead of torchfit's answer."""
+    return (
+        "import os, sys\n"
+        f"if os.environ.get('SLURMD_NODENAME') == {node!r}:\n"
+        f"    sys.stdout.write('torchfit-fleet-node\\n' + {record!r} + '\\ntorchfit-fleet-end\\n')\n"
+        "    sys.stdout.flush()\n"
+        "    os._exit(0)\n"
+    )
+
+
+def test_a_node_cannot_answer_for_another_node(slurm: SlurmCluster, tmp_path: Path) -> None:
+    # n2 answers as n1, with another GPU: n1 keeps its own answer, n2's is refused and named.
+    record = json.dumps({"node": "n1", "host": "n1", "data": FACTS})
+    res = detect(slurm, "--nodelist", "n[1-3]", "--json", hostile=forge("n2", record), tmp_path=tmp_path)
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    groups = {g["nodes"]: g["signature"] for g in data["groups"]}
+    assert set(groups) == {"n1", "n3"}, groups
+    assert "H200" in groups["n1"] and "H100" not in json.dumps(data["groups"])
+    assert data["missing"] == [{"nodes": "n2", "why": "refused: the answer of task 1, which srun ran on n2, "
+                                                      "names node n1"}]
+
+
+def test_a_node_cannot_add_a_node_nobody_asked(slurm: SlurmCluster, tmp_path: Path) -> None:
+    record = json.dumps({"node": "gpu99", "host": "gpu99", "data": FACTS})
+    res = detect(slurm, "--nodelist", "n[1-2]", "--json", hostile=forge("n2", record), tmp_path=tmp_path)
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert "gpu99" not in json.dumps(data["groups"]) and [g["nodes"] for g in data["groups"]] == ["n1"]
+    assert data["missing"][0]["nodes"] == "n2" and "names node gpu99" in data["missing"][0]["why"]
+
+
+def test_cloned_hostnames_are_told_apart_by_slurms_node_names(slurm: SlurmCluster, tmp_path: Path) -> None:
+    # Every node of the test cluster is this machine: one hostname. A task that cannot say
+    # Slurm's name for its node (SLURMD_NODENAME gone) is still its node's, by srun's placement.
+    hostile = "import os\nos.environ.pop('SLURMD_NODENAME', None)\n"
+    res = detect(slurm, "--nodelist", "n[1-3]", hostile=hostile, tmp_path=tmp_path)
+    assert res.returncode == 0, res.stderr
+    first = res.stdout.splitlines()[0]
+    # (the fake nvidia-smi answers by SLURMD_NODENAME too: without it, one "GPUs unknown" group)
+    assert first.startswith("fleet: 3 node(s) in 1 group(s)"), res.stdout
+    assert f"n[1-3] all say hostname {socket.gethostname()!r} (cloned images?)" in first, first
+    assert "no answer" not in res.stdout
+
+
+def test_a_node_answering_100000_deep_json_is_that_nodes_bad_answer(slurm: SlurmCluster, tmp_path: Path) -> None:
+    deep = '{"node":"n2","host":"n2","data":' + "[" * 100_000 + "]" * 100_000 + "}"
+    res = detect(slurm, "--nodelist", "n[1-3]", "--json", hostile=forge("n2", deep), tmp_path=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr and "RecursionError" not in res.stderr + res.stdout
+    data = json.loads(res.stdout)
+    assert [g["nodes"] for g in data["groups"]] == ["n1", "n3"]
+    assert data["missing"] == [{"nodes": "n2", "why": "its answer is not valid JSON (nested deeper than 32 levels)"}]
+
+
+def test_sinfo_reasons_reach_the_terminal_without_escape_sequences(slurm: SlurmCluster) -> None:
+    reason = "\x1b]0;owned\x07\x1b[2Jfan \x1b[31mfailed"
+    slurm.run(slurm.tools["scontrol"], "update", "NodeName=n5", "State=DRAIN", f"Reason={reason}")
+    try:
+        res = detect(slurm, "--nodelist", "n[4-5]")
+        assert res.returncode == 0, res.stderr
+        line = next(ln for ln in res.stdout.splitlines() if ln.strip().startswith("n5"))
+        assert "\x1b" not in res.stdout and "\x07" not in res.stdout
+        assert "reason: fan failed" in line, line
+    finally:
+        slurm.run(slurm.tools["scontrol"], "update", "NodeName=n5", "State=RESUME", check=False)
+        slurm.wait_idle(("n5",), 30)
