@@ -98,3 +98,42 @@ def test_sinfo_reasons_reach_the_terminal_without_escape_sequences(slurm: SlurmC
     finally:
         slurm.run(slurm.tools["scontrol"], "update", "NodeName=n5", "State=RESUME", check=False)
         slurm.wait_idle(("n5",), 30)
+
+
+def timed_lines(proc: subprocess.Popen[str]) -> tuple[list[tuple[float, str]], float, str]:
+    """(each stderr line with when it came, when the process ended, its stdout)."""
+    import threading
+    import time
+
+    got: list[tuple[float, str]] = []
+    out: list[str] = []
+    reader = threading.Thread(target=lambda: out.append(proc.stdout.read() if proc.stdout else ""), daemon=True)
+    reader.start()
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        got.append((time.monotonic(), line.rstrip("\n")))
+    proc.wait(timeout=120)
+    ended = time.monotonic()
+    reader.join(10)
+    return got, ended, "".join(out)
+
+
+def test_detect_slurm_says_what_it_waits_for_as_it_happens(slurm: SlurmCluster) -> None:
+    # n4's nvidia-smi hangs until --timeout (3 s): the other nodes' answers come seconds earlier.
+    from tests.support.cli import start_cli
+
+    proc = start_cli("detect", "--slurm", "--nodelist", "n[1-4]", "--timeout", "3", "--json",
+                     base_env=slurm.client_env())
+    got, ended, stdout = timed_lines(proc)
+    assert proc.returncode == 0, got
+    texts = [t for _, t in got]
+    starts = [i for i, t in enumerate(texts) if "detect --slurm: one srun on n[1-4]" in t]
+    allocated = [i for i, t in enumerate(texts) if "detect --slurm: allocated n[1-4]" in t]
+    answers = [i for i, t in enumerate(texts) if " answered (" in t]
+    assert starts and allocated and len(answers) == 4, texts
+    assert starts[0] < allocated[0] < answers[0], texts
+    assert texts[answers[-1]].endswith("n4 answered (4 of 4)"), texts
+    assert sorted(texts[i].split("detect --slurm: ")[1].split()[0] for i in answers) == ["n1", "n2", "n3", "n4"]
+    # as they happen, not all at the end: the first answer a second or more before torchfit ends
+    assert ended - got[answers[0]][0] > 1.0, [(round(ended - t, 2), x) for t, x in got]
+    assert json.loads(stdout)["groups"]  # stdout stays the report

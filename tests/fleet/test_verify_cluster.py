@@ -98,3 +98,44 @@ def test_an_interrupted_run_leaves_no_task_on_any_node(slurm: SlurmCluster, cpu_
     # squeue clears on slurmctld's own schedule, which a loaded CI machine stretched past
     # 20 s once (the job 'R' at 0:22 with no process left on any node).
     no_job_left(slurm, within=60.0)
+
+
+def test_verify_slurm_says_queued_allocated_and_each_nodes_report_as_they_come(slurm: SlurmCluster,
+                                                                               cpu_torch_env: Path) -> None:
+    """Issue 26, item 5: on a busy cluster srun queues; verify says so, then the nodes it got,
+    then each node's report as it arrives, in that order and before the end."""
+    import subprocess
+    import threading
+
+    # n1 is busy for a few seconds: verify's srun on n[1-2] waits in the queue for it.
+    blocker = subprocess.Popen([slurm.tools["srun"], "-w", "n1", "-N1", "--job-name=blocker", "sleep", "8"],
+                               env=slurm.client_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and " R " not in slurm.run(slurm.tools["squeue"], "--noheader").stdout:
+            time.sleep(0.2)
+        proc = start_cli(*verify_args(cpu_torch_env, "--nodelist", "n[1-2]"), base_env=slurm.client_env())
+        got: list[tuple[float, str]] = []
+        out: list[str] = []
+        reader = threading.Thread(target=lambda: out.append(proc.stdout.read() if proc.stdout else ""), daemon=True)
+        reader.start()
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            got.append((time.monotonic(), line.rstrip("\n")))
+        proc.wait(timeout=400)
+        ended = time.monotonic()
+        reader.join(10)
+    finally:
+        blocker.wait(timeout=60)
+    texts = [t for _, t in got]
+    assert proc.returncode == 0, texts + out
+
+    def first(needle: str) -> int:
+        return next(i for i, t in enumerate(texts) if needle in t)
+
+    order = [first("verify --slurm: one srun for n[1-2]"), first("queued, waiting for resources"),
+             first("verify --slurm: allocated n[1-2]"), first("answered (1 of 2)"), first("answered (2 of 2)")]
+    assert order == sorted(order), texts
+    assert ended - got[order[2]][0] > 2.0, texts  # the allocation was said while the nodes still worked
+    assert "verify: PASS on 2 node(s) (n[1-2])" in out[0]
+    no_job_left(slurm)

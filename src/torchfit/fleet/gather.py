@@ -119,6 +119,8 @@ def gather(
     hostlist = compress_hostlist(nodes)
     argv = srun_argv(hostlist, len(nodes), python or sys.executable, timeout, partition=partition,
                      immediate=None if job else max(5, int(bound / 2)))
+    if on_event is not None:
+        on_event("start", hostlist)
     stdout, stderr, timed_out = run_srun(runner, argv, bound, on_event)
     step = read_step(stdout, stderr, nodes)
     facts = {n: d for n, d in step.answers.items() if n in set(nodes)}

@@ -35,8 +35,10 @@ def run_detect_slurm(args: argparse.Namespace) -> int:
             slurm_name(args.partition)
         except argparse.ArgumentTypeError as exc:
             raise BadInput(f"--partition: {exc}") from None
+    from torchfit.cli.ui.slurm import step_lines
+
     fleet = gather(Runner(), partition=args.partition, nodelist=args.nodelist, timeout=args.timeout,
-                   bound=args.deadline)
+                   bound=args.deadline, on_event=step_lines("detect --slurm"))
     data = fleet_to_json(fleet)
     if args.output:
         from torchfit.cli.ui.output import write_output

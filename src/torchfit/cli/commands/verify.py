@@ -305,9 +305,12 @@ def _slurm_run(args: argparse.Namespace) -> int:
             f"verify --slurm: one srun for {where}"
             + (f" in partition {args.partition}" if args.partition else "")
             + f", a task per node; waiting for the allocation and the nodes' answers (at most {bound:g} s)")
+        from torchfit.cli.ui.slurm import step_lines
+
+        total = args.nodes or (len(expand_hostlist(args.nodelist)) if args.nodelist else None)
         run = run_slurm_verify(Runner(), task, nodes=args.nodes, nodelist=args.nodelist,
                                partition=args.partition, account=args.account, time_limit=args.time,
-                               bound=bound, environ=os.environ)
+                               bound=bound, environ=os.environ, on_event=step_lines("verify --slurm", total))
         run.pre = pre
     if args.json:
         print(json.dumps(run.to_json(), indent=2, default=str))
