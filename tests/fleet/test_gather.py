@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.cli import run_cli
 from tests.support.fleets import node_facts
-from tests.support.slurm import SlurmCluster
+from tests.support.slurm import SlurmCluster, forged_answer
 
 pytestmark = pytest.mark.slurm
 
@@ -30,21 +30,10 @@ def detect(slurm: SlurmCluster, *args: str, hostile: str | None = None,
     return run_cli("detect", "--slurm", "--timeout", "2", *args, base_env=slurm.client_env(env), timeout=180)
 
 
-def forge(node: str, record: str) -> str:
-    """A sitecustomize: on `node`, print `record` (text between the markers) instead of torchfit's answer."""
-    return (
-        "import os, sys\n"
-        f"if os.environ.get('SLURMD_NODENAME') == {node!r}:\n"
-        f"    sys.stdout.write('torchfit-fleet-node\\n' + {record!r} + '\\ntorchfit-fleet-end\\n')\n"
-        "    sys.stdout.flush()\n"
-        "    os._exit(0)\n"
-    )
-
-
 def test_a_node_cannot_answer_for_another_node(slurm: SlurmCluster, tmp_path: Path) -> None:
     # n2 answers as n1, with another GPU: n1 keeps its own answer, n2's is refused and named.
     record = json.dumps({"node": "n1", "host": "n1", "data": FACTS})
-    res = detect(slurm, "--nodelist", "n[1-3]", "--json", hostile=forge("n2", record), tmp_path=tmp_path)
+    res = detect(slurm, "--nodelist", "n[1-3]", "--json", hostile=forged_answer("n2", record), tmp_path=tmp_path)
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     groups = {g["nodes"]: g["signature"] for g in data["groups"]}
@@ -56,7 +45,7 @@ def test_a_node_cannot_answer_for_another_node(slurm: SlurmCluster, tmp_path: Pa
 
 def test_a_node_cannot_add_a_node_nobody_asked(slurm: SlurmCluster, tmp_path: Path) -> None:
     record = json.dumps({"node": "gpu99", "host": "gpu99", "data": FACTS})
-    res = detect(slurm, "--nodelist", "n[1-2]", "--json", hostile=forge("n2", record), tmp_path=tmp_path)
+    res = detect(slurm, "--nodelist", "n[1-2]", "--json", hostile=forged_answer("n2", record), tmp_path=tmp_path)
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     assert "gpu99" not in json.dumps(data["groups"]) and [g["nodes"] for g in data["groups"]] == ["n1"]
@@ -78,7 +67,7 @@ def test_cloned_hostnames_are_told_apart_by_slurms_node_names(slurm: SlurmCluste
 
 def test_a_node_answering_100000_deep_json_is_that_nodes_bad_answer(slurm: SlurmCluster, tmp_path: Path) -> None:
     deep = '{"node":"n2","host":"n2","data":' + "[" * 100_000 + "]" * 100_000 + "}"
-    res = detect(slurm, "--nodelist", "n[1-3]", "--json", hostile=forge("n2", deep), tmp_path=tmp_path)
+    res = detect(slurm, "--nodelist", "n[1-3]", "--json", hostile=forged_answer("n2", deep), tmp_path=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "Traceback" not in res.stderr and "RecursionError" not in res.stderr + res.stdout
     data = json.loads(res.stdout)
@@ -100,31 +89,13 @@ def test_sinfo_reasons_reach_the_terminal_without_escape_sequences(slurm: SlurmC
         slurm.wait_idle(("n5",), 30)
 
 
-def timed_lines(proc: subprocess.Popen[str]) -> tuple[list[tuple[float, str]], float, str]:
-    """(each stderr line with when it came, when the process ended, its stdout)."""
-    import threading
-    import time
-
-    got: list[tuple[float, str]] = []
-    out: list[str] = []
-    reader = threading.Thread(target=lambda: out.append(proc.stdout.read() if proc.stdout else ""), daemon=True)
-    reader.start()
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        got.append((time.monotonic(), line.rstrip("\n")))
-    proc.wait(timeout=120)
-    ended = time.monotonic()
-    reader.join(10)
-    return got, ended, "".join(out)
-
-
 def test_detect_slurm_says_what_it_waits_for_as_it_happens(slurm: SlurmCluster) -> None:
     # n4's nvidia-smi hangs until --timeout (3 s): the other nodes' answers come seconds earlier.
-    from tests.support.cli import start_cli
+    from tests.support.cli import start_cli, timed_stderr
 
     proc = start_cli("detect", "--slurm", "--nodelist", "n[1-4]", "--timeout", "3", "--json",
                      base_env=slurm.client_env())
-    got, ended, stdout = timed_lines(proc)
+    got, ended, stdout = timed_stderr(proc, timeout=120)
     assert proc.returncode == 0, got
     texts = [t for _, t in got]
     starts = [i for i, t in enumerate(texts) if "detect --slurm: one srun on n[1-4]" in t]

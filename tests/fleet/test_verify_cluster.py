@@ -105,7 +105,8 @@ def test_verify_slurm_says_queued_allocated_and_each_nodes_report_as_they_come(s
     """Issue 26, item 5: on a busy cluster srun queues; verify says so, then the nodes it got,
     then each node's report as it arrives, in that order and before the end."""
     import subprocess
-    import threading
+
+    from tests.support.cli import timed_stderr
 
     # n1 is busy for a few seconds: verify's srun on n[1-2] waits in the queue for it.
     blocker = subprocess.Popen([slurm.tools["srun"], "-w", "n1", "-N1", "--job-name=blocker", "sleep", "8"],
@@ -115,20 +116,11 @@ def test_verify_slurm_says_queued_allocated_and_each_nodes_report_as_they_come(s
         while time.monotonic() < deadline and " R " not in slurm.run(slurm.tools["squeue"], "--noheader").stdout:
             time.sleep(0.2)
         proc = start_cli(*verify_args(cpu_torch_env, "--nodelist", "n[1-2]"), base_env=slurm.client_env())
-        got: list[tuple[float, str]] = []
-        out: list[str] = []
-        reader = threading.Thread(target=lambda: out.append(proc.stdout.read() if proc.stdout else ""), daemon=True)
-        reader.start()
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            got.append((time.monotonic(), line.rstrip("\n")))
-        proc.wait(timeout=400)
-        ended = time.monotonic()
-        reader.join(10)
+        got, ended, out = timed_stderr(proc)
     finally:
         blocker.wait(timeout=60)
     texts = [t for _, t in got]
-    assert proc.returncode == 0, texts + out
+    assert proc.returncode == 0, [*texts, out]
 
     def first(needle: str) -> int:
         return next(i for i, t in enumerate(texts) if needle in t)
@@ -137,5 +129,5 @@ def test_verify_slurm_says_queued_allocated_and_each_nodes_report_as_they_come(s
              first("verify --slurm: allocated n[1-2]"), first("answered (1 of 2)"), first("answered (2 of 2)")]
     assert order == sorted(order), texts
     assert ended - got[order[2]][0] > 2.0, texts  # the allocation was said while the nodes still worked
-    assert "verify: PASS on 2 node(s) (n[1-2])" in out[0]
+    assert "verify: PASS on 2 node(s) (n[1-2])" in out
     no_job_left(slurm)

@@ -132,3 +132,22 @@ def bad_input(proc: subprocess.CompletedProcess[str]) -> str:
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
     assert lines[0].startswith("torchfit: error:")
     return lines[0]
+
+
+def timed_stderr(proc: subprocess.Popen[str], timeout: float = 400) -> tuple[list[tuple[float, str]], float, str]:
+    """Read a `start_cli` process to its end: (each stderr line with the monotonic time it came,
+    the time the process ended, its whole stdout), for tests of what it says as it goes."""
+    import threading
+    import time
+
+    got: list[tuple[float, str]] = []
+    out: list[str] = []
+    reader = threading.Thread(target=lambda: out.append(proc.stdout.read() if proc.stdout else ""), daemon=True)
+    reader.start()
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        got.append((time.monotonic(), line.rstrip("\n")))
+    proc.wait(timeout=timeout)
+    ended = time.monotonic()
+    reader.join(10)
+    return got, ended, "".join(out)

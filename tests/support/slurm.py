@@ -252,3 +252,16 @@ class SlurmCluster:
                     os.kill(pid, 0)
                 except ProcessLookupError:
                     return
+
+
+def forged_answer(node: str, record: str) -> str:
+    """A sitecustomize.py for the tasks' PYTHONPATH: on `node` only, print `record` (the text
+    between fleet.srun's answer markers) instead of torchfit's own answer, and exit. How the
+    tests and scripts/attack4/fleet.py play a hostile node (srun hands PYTHONPATH to every task)."""
+    return (
+        "import os, sys\n"
+        f"if os.environ.get('SLURMD_NODENAME') == {node!r}:\n"
+        f"    sys.stdout.write('torchfit-fleet-node\\n' + {record!r} + '\\ntorchfit-fleet-end\\n')\n"
+        "    sys.stdout.flush()\n"
+        "    os._exit(0)\n"
+    )

@@ -18,7 +18,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from torchfit.errors import BadInput
-from torchfit.inputs import check_port_text, count, port, seconds
+from torchfit.inputs import check_port_text, count, port, seconds, terminal_text
 
 if TYPE_CHECKING:
     from torchfit.verify.model import Options
@@ -316,7 +316,7 @@ def _slurm_run(args: argparse.Namespace) -> int:
         print(json.dumps(run.to_json(), indent=2, default=str))
     else:
         for line in format_slurm_run(run):
-            print(line)
+            print(terminal_text(line))  # the nodes' reports are their text
     return 0 if run.ok else 1
 
 
