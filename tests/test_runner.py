@@ -163,3 +163,17 @@ def test_attack3_a_stopped_child_is_not_a_stall() -> None:
         res = Runner().run(["sh", "-c", script], timeout=60, stall=2)
         waker.join(timeout=40)
     assert res.returncode == 0 and res.stdout.strip() == "resumed"
+
+
+def test_on_line_hears_each_line_while_the_command_runs_and_the_rest_at_its_end() -> None:
+    """verify/detect --slurm say what srun waits for as it happens (issue 26, item 5): the
+    runner hands over each complete line within a fraction of a second, in order per stream."""
+    seen: list[tuple[float, str, str]] = []
+    start = time.monotonic()
+    res = Runner().run(["sh", "-c", "echo one; sleep 1.5; echo two >&2; sleep 1.5; printf 'three'"],
+                       timeout=30, on_line=lambda stream, line: seen.append((time.monotonic(), stream, line)))
+    ended = time.monotonic()
+    assert [(s, ln) for _, s, ln in seen] == [("stdout", "one"), ("stderr", "two"), ("stdout", "three")]
+    assert seen[0][0] - start < 1.2 and ended - seen[0][0] > 2.0  # "one" long before the end
+    assert seen[1][0] - start < 2.7
+    assert res.stdout == "one\nthree" and res.stderr == "two\n"
