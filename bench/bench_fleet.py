@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -119,6 +120,7 @@ def main() -> None:
     print(f"plan: torch {plan.get('torch')} {plan.get('variant')} for {len(plan.get('hosts') or [])} groups")
     if args.json:
         Path(args.json).write_text(json.dumps(record, indent=2) + "\n")
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _rounded(value: float) -> float | None:
