@@ -76,22 +76,27 @@ def write_context(stack: Stack, lock_path: str, output: str | None, *, pack: str
             raise BadInput(f"--base {base!r}: not an image reference (like docker.io/library/python:3.11-slim)")
         why = "--base"
     else:
-        chosen, why = choose_base(stack.python, floor, [os_family(str(lock.host().get("os") or ""))])
+        chosen, why = choose_base(stack.python, floor, [os_family(str(h.get("os") or "")) for h in lock.hosts()])
         base = chosen.image
-    os.makedirs(context, exist_ok=True)
     if pack:
         source = Source(pack=os.path.relpath(os.path.abspath(pack), context), lock="")
     else:
-        dest = os.path.join(context, "pylock.toml")
-        if os.path.abspath(lock_path) != dest:
-            shutil.copyfile(lock_path, dest)
         source = Source(pack=None, lock="pylock.toml")
+    def render(wheels_sha256: str) -> str:
+        return render_containerfile(stack, source=source, pin=lock.pin(), plan=lock.plan(),
+                                    lock_sha256=sha256_file(lock_path), base=base, base_why=why, version=version,
+                                    wheels_sha256=wheels_sha256)
+
+    render("0" * 64)  # first: a lock no image can be built from is refused before anything is written
+    os.makedirs(context, exist_ok=True)
+    if not pack and os.path.abspath(lock_path) != os.path.join(context, "pylock.toml"):
+        shutil.copyfile(lock_path, os.path.join(context, "pylock.toml"))
     from torchfit.export.ownwheels import write_own_wheels
 
-    write_own_wheels(os.path.join(context, WHEELS), python=stack.python, arch=stack.arches[0],
-                     glibc=floor or (2, 17), pypi_url=pypi_url, runner=runner, fetch=fetch, say=say)
-    text = render_containerfile(stack, source=source, pin=lock.pin(), plan=lock.plan(),
-                                lock_sha256=sha256_file(lock_path), base=base, base_why=why, version=version)
+    wheels = os.path.join(context, WHEELS)
+    write_own_wheels(wheels, python=stack.python, arch=stack.arches[0], glibc=floor or (2, 17), pypi_url=pypi_url,
+                     runner=runner, fetch=fetch, say=say)
+    text = render(sha256_file(os.path.join(wheels, "requirements.txt")))
     with open(containerfile + ".part", "w", encoding="utf-8") as fh:
         fh.write(text)
     os.replace(containerfile + ".part", containerfile)

@@ -165,9 +165,13 @@ class Source:
 
 
 def render_containerfile(stack: Stack, *, source: Source, pin: Mapping[str, Any], plan: Mapping[str, Any],
-                         lock_sha256: str, base: str, base_why: str, version: str,
-                         requirements: str = f"{WHEELS}/requirements.txt") -> str:
-    """The Containerfile text (the context's other files are written by the caller)."""
+                         lock_sha256: str, base: str, base_why: str, version: str, wheels_sha256: str) -> str:
+    """The Containerfile text (the context's other files are written by the caller).
+
+    Each RUN that reads the context first checks the file it trusts against the digest written
+    here (the lock; torchfit-wheels/requirements.txt, which pins every wheel's sha256): a context
+    that is not this Containerfile's fails the build, and the digests, being in the RUN lines,
+    are in the layer cache's key (buildah does not hash a bind mount's content)."""
     from torchfit.lock.model import pin_from_json
 
     nccl = pin_from_json(pin)
@@ -190,9 +194,11 @@ def render_containerfile(stack: Stack, *, source: Source, pin: Mapping[str, Any]
     if source.pack:
         stack_mount = f"--mount=type=bind,source={source.pack},target=/mnt/pack"
         install = f"torchfit install --offline --pack /mnt/pack --prefix {PREFIX} --force"
+        mounted_lock = "/mnt/pack/pylock.toml"
     else:
         stack_mount = f"--mount=type=bind,source={source.lock},target=/mnt/pylock.toml"
         install = f"torchfit install --lock /mnt/pylock.toml --prefix {PREFIX} --force"
+        mounted_lock = "/mnt/pylock.toml"
     check_python = ("import sys; v = '%d.%d' % sys.version_info[:2]; "
                     f"sys.exit(0 if v == '{py}' else 'torchfit: the base image has Python ' + v + "
                     f"', the lock is for Python {py}: give a base with Python {py} (--base IMAGE)')")
@@ -206,14 +212,16 @@ def render_containerfile(stack: Stack, *, source: Source, pin: Mapping[str, Any]
         f"RUN python3 -c {json.dumps(check_python)}",
         f"# torchfit itself, from its wheels in the context, every one hash-checked; then {TOOL}/bin on PATH.",
         f"RUN --mount=type=bind,source={WHEELS},target=/mnt/{WHEELS} \\",
+        f'    echo "{wheels_sha256}  /mnt/{WHEELS}/requirements.txt" | sha256sum -c --quiet - && \\',
         f"    python3 -m venv {TOOL} && \\",
         f"    {TOOL}/bin/python -m pip install --quiet --no-index --no-cache-dir --disable-pip-version-check \\",
-        f"        --require-hashes --find-links /mnt/{WHEELS} -r /mnt/{requirements}",
+        f"        --require-hashes --find-links /mnt/{WHEELS} -r /mnt/{WHEELS}/requirements.txt",
         f"ENV PATH={_env_value(TOOL + '/bin')[:-1]}:$PATH\"",
         "# The env, by torchfit install: the lock's files checked against its sha256 (the torch family from",
         "# its own index), the NCCL pin written, the build check run; its cache is not kept in the image.",
         "# --force: the build host is not the target (it may have no GPU or another driver).",
         f"RUN {stack_mount} \\",
+        f'    echo "{lock_sha256}  {mounted_lock}" | sha256sum -c --quiet - && \\',
         f"    XDG_CACHE_HOME=/tmp/torchfit-cache {install} && \\",
         "    rm -rf /tmp/torchfit-cache",
         "# What `torchfit run` sets (the env first on PATH, its NCCL pin).",

@@ -102,6 +102,12 @@ class Lock:
         """[tool.torchfit.host]: the host facts the lock was made for ({} if none)."""
         return _table(self.tool.get("host"))
 
+    def hosts(self) -> list[Mapping[str, Any]]:
+        """The host facts the lock was made for: [tool.torchfit.host], or install's [[tool.torchfit.hosts]]."""
+        many = self.tool.get("hosts")
+        listed = [_table(h) for h in many] if isinstance(many, list) else []
+        return [h for h in [self.host(), *listed] if h]
+
     def expected(self) -> dict[str, str]:
         """[tool.torchfit.expected]: the runtime versions `verify` should find, as text.
 

@@ -78,10 +78,14 @@ def run(args: argparse.Namespace) -> int:
         extra = [o for o, v in (("--pack", args.pack), ("--base", args.base)) if v]
         if extra:
             raise BadInput(f"{', '.join(extra)}: only for --format containerfile")
-    elif args.pack:
-        from torchfit.export.container_context import pack_lock
+    else:
+        if args.pack:
+            from torchfit.export.container_context import pack_lock
 
-        args.lock = pack_lock(args.pack, args.lock, args.output)
+            args.lock = pack_lock(args.pack, args.lock, args.output)
+        if not args.lock:
+            raise BadInput("--format containerfile builds the env of a lock: give --lock FILE (an env's "
+                           "PREFIX/pylock.toml) or --pack DIR (a pack of torchfit pack)")
     if args.lock:
         resolving = [o for o, v in (("REQ", args.requirements), ("-r", args.requirement), ("--project", args.project),
                                     ("--python", args.python), ("--cuda", args.cuda),
@@ -142,9 +146,6 @@ def _containerfile(args: argparse.Namespace, stack: Stack, pypi_url: str) -> int
     from torchfit.progress import StderrProgress
     from torchfit.runner import Runner
 
-    if not args.lock:
-        raise BadInput("--format containerfile builds the env of a lock: give --lock FILE (an env's "
-                       "PREFIX/pylock.toml, or `torchfit export --format pylock`'s) or --pack DIR")
     progress = StderrProgress()
     client = IndexClient(timeout=60.0, retries=3, deadline=3600.0, progress=progress,
                          allow_insecure=args.allow_insecure_index, use_cache=False)
