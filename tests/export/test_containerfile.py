@@ -10,7 +10,7 @@ a podman container without GPUs, and a pack whose file differs from the lock fai
 
 podman on these machines needs the `runc` runtime and explicit ulimits: both set in a
 containers.conf the fixture writes (CONTAINERS_CONF); its storage root and runroot live under the
-session's tmp (CONTAINERS_STORAGE_CONF), reset and removed at the end.
+session's tmp (CONTAINERS_STORAGE_CONF), emptied and removed at the end.
 """
 
 from __future__ import annotations
@@ -196,7 +196,9 @@ def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
     storage.write_text(f'[storage]\ndriver = "overlay"\ngraphroot = "{home}/root"\nrunroot = "{home}/run"\n')
     env = dict(os.environ, CONTAINERS_CONF=str(conf), CONTAINERS_STORAGE_CONF=str(storage))
     yield env
-    subprocess.run(["podman", "system", "reset", "--force"], env=env, capture_output=True, timeout=300)
+    # Every image of this private store, then the store itself (`system reset` would also touch the
+    # host's network configuration).
+    subprocess.run(["podman", "rmi", "--all", "--force"], env=env, capture_output=True, timeout=300)
     shutil.rmtree(home, ignore_errors=True)
 
 
@@ -267,3 +269,35 @@ def test_an_image_of_the_cpu_lock_builds_offline_and_verifies(
     finally:
         for name in (IMAGE, IMAGE + "-broken"):
             _podman(podman, "rmi", "--force", name)
+
+
+def test_torchfit_s_own_wheel_is_one_pip_installs(tmp_path: Path) -> None:
+    """The wheel of the running torchfit, as the CLI runs it (PYTHONPATH=src, where `pip install -e`
+    left an egg-info): its RECORD matches its files and pip reads its name and version."""
+    import base64
+    import hashlib
+    import sys
+    import zipfile
+
+    from tests.installer.conftest import tf_env
+
+    code = f"from torchfit.export.ownwheels import write_own_wheel; print(write_own_wheel({str(tmp_path)!r}))"
+    made = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=tf_env(tmp_path))
+    assert made.returncode == 0, made.stderr
+    wheel = Path(made.stdout.strip())
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        record = zf.read(next(n for n in names if n.endswith(".dist-info/RECORD"))).decode()
+        for line in record.splitlines():
+            arc, digest, _ = line.rsplit(",", 2)
+            if digest:
+                got = base64.urlsafe_b64encode(hashlib.sha256(zf.read(arc)).digest()).rstrip(b"=").decode()
+                assert digest == f"sha256={got}", arc
+    assert "torchfit/workers/build_worker.py" in names and "torchfit/data/matrix.toml" in names
+    assert not any("__pycache__" in n for n in names)
+    report = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--no-index",
+                             "--quiet", "--report", "-", str(wheel)], capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    meta = json.loads(report.stdout)["install"][0]["metadata"]
+    assert meta["name"] == "torchfit" and wheel.name == f"torchfit-{meta['version']}-py3-none-any.whl"

@@ -62,7 +62,13 @@ def write_own_wheel(dest_dir: str) -> str:
             full = os.path.join(top, name)
             with open(full, "rb") as fh:
                 files.append(("torchfit/" + os.path.relpath(full, package).replace(os.sep, "/"), fh.read()))
-    files.append((f"{info}/METADATA", (dist.read_text("METADATA") or "").encode()))
+    # A wheel's METADATA is the core metadata: a dist-info's METADATA, or a source tree's
+    # egg-info PKG-INFO (`pip install -e` leaves src/torchfit.egg-info, found first on PYTHONPATH=src).
+    metadata = dist.read_text("METADATA") or dist.read_text("PKG-INFO")
+    if not metadata or f"\nVersion: {version}" not in metadata:
+        raise ExportFailed(f"torchfit {version}'s installed metadata has no METADATA or PKG-INFO naming its "
+                           "version; reinstall torchfit")
+    files.append((f"{info}/METADATA", metadata.encode()))
     entry_points = dist.read_text("entry_points.txt")
     if entry_points:
         files.append((f"{info}/entry_points.txt", entry_points.encode()))
