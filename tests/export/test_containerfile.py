@@ -163,6 +163,21 @@ def test_bad_input(tmp_path: Path, args: tuple[str, ...], needle: str) -> None:
     assert not (tmp_path / "ctx" / "Containerfile").exists()
 
 
+def test_a_pack_outside_the_context_or_named_with_a_space_is_refused(tmp_path: Path) -> None:
+    lock = _lock(tmp_path)
+    for pack in (tmp_path / "ctx" / "my pack", tmp_path / "elsewhere"):
+        pack.mkdir(parents=True)
+        (pack / ".torchfit-pack.json").write_text("{}")
+        shutil.copyfile(lock, pack / "pylock.toml")
+    inside = run_tf("export", "--format", "containerfile", "--pack", str(tmp_path / "ctx" / "my pack"), "-o",
+                    str(tmp_path / "ctx" / "Containerfile"), state=tmp_path)
+    assert "'my pack': a path a build's --mount option cannot name" in one_line_error(inside)
+    outside = run_tf("export", "--format", "containerfile", "--pack", str(tmp_path / "elsewhere"), "-o",
+                     str(tmp_path / "ctx" / "Containerfile"), state=tmp_path)
+    assert "must be inside the build context" in one_line_error(outside)
+    assert sorted(p.name for p in (tmp_path / "ctx").iterdir()) == ["my pack"]  # nothing written
+
+
 def test_pack_and_base_belong_to_the_containerfile(tmp_path: Path) -> None:
     proc = run_tf("export", "--format", "requirements", "--lock", str(_lock(tmp_path)), "--base", "x", state=tmp_path)
     assert "--base: only for --format containerfile" in one_line_error(proc)

@@ -191,6 +191,10 @@ def render_containerfile(stack: Stack, *, source: Source, pin: Mapping[str, Any]
         "then prove it where it runs: podman run --device nvidia.com/gpu=all IMAGE  (CMD: torchfit verify)",
         "The install step runs torchfit's build check: an image whose torch is not the lock's fails to build.",
     ]
+    for path in (source.pack, source.lock):
+        if path and re.search(r"[\s,\"'\\]", path):
+            raise BadInput(f"{path!r}: a path a build's --mount option cannot name (a space, comma, quote or "
+                           "backslash); rename it")
     if source.pack:
         stack_mount = f"--mount=type=bind,source={source.pack},target=/mnt/pack"
         install = f"torchfit install --offline --pack /mnt/pack --prefix {PREFIX} --force"
@@ -216,7 +220,7 @@ def render_containerfile(stack: Stack, *, source: Source, pin: Mapping[str, Any]
         f"    python3 -m venv {TOOL} && \\",
         f"    {TOOL}/bin/python -m pip install --quiet --no-index --no-cache-dir --disable-pip-version-check \\",
         f"        --require-hashes --find-links /mnt/{WHEELS} -r /mnt/{WHEELS}/requirements.txt",
-        f"ENV PATH={_env_value(TOOL + '/bin')[:-1]}:$PATH\"",
+        "ENV " + _env_line(EnvSetting("PATH", f"{TOOL}/bin", prepend=True)),
         "# The env, by torchfit install: the lock's files checked against its sha256 (the torch family from",
         "# its own index), the NCCL pin written, the build check run; its cache is not kept in the image.",
         "# --force: the build host is not the target (it may have no GPU or another driver).",
