@@ -253,6 +253,10 @@ def test_an_image_of_the_cpu_lock_builds_offline_and_verifies(
                  "-o", str(ctx / "Containerfile"), state=state_home, timeout=900)
     assert out.returncode == 0, out.stderr
     assert "podman build --network none" in out.stderr
+    pins = (ctx / "torchfit-wheels" / "requirements.txt").read_text().splitlines()[1:]
+    assert pins[0].startswith("torchfit==") and len(pins) >= 10  # torchfit, packaging, requests, rich, uv, ...
+    assert all(" --hash=sha256:" in line for line in pins), pins
+    assert f'echo "{sha256_file(lock)}  /mnt/pack/pylock.toml" | sha256sum -c' in (ctx / "Containerfile").read_text()
     try:
         built = _podman(podman, "build", "--network", "none", "-t", IMAGE, "-f", str(ctx / "Containerfile"),
                         str(ctx))
