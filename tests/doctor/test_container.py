@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.doctor.conftest import Host
+from tests.doctor.conftest import Host, fixture
 from torchfit.host.system import parse_cgroup_engine, parse_containerenv
 
 CHECK = "container-gpu-access"
@@ -44,11 +44,18 @@ def test_docker_with_device_nodes_but_no_driver_libraries_fails(h200: Host) -> N
     assert c["fix"].startswith("docker: `docker run --gpus all")
 
 
-def test_docker_with_the_toolkit_is_ok(h200: Host) -> None:
-    h200.file("/.dockerenv")  # the H200 capture's ldconfig: libcuda.so.1 in /usr/local/nvidia/lib64
-    c = h200.doctor().check(CHECK)
+def test_docker_with_the_toolkit_is_ok(host: Host) -> None:
+    """The lent H200 machine, itself a docker container given its GPU (files and ldconfig captured there)."""
+    host.file("/.dockerenv")
+    host.file("/proc/1/cgroup", "0::/process_api/core\n")
+    for node in ("nvidia0", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"):
+        host.file(f"/dev/{node}", "", mode=0o666)
+    host.tool("ldconfig", fixture("container-h200-docker-ldconfig-p.txt"))
+    c = host.doctor().check(CHECK)
     assert c["status"] == "ok", c
-    assert "/usr/local/nvidia/lib64/libcuda.so.1" in c["evidence"] and "in a docker container" in c["evidence"]
+    assert c["evidence"] == ("in a docker container (/.dockerenv): /dev/nvidia0 and the host driver's "
+                             "/usr/local/nvidia/lib64/libcuda.so.1, /usr/local/nvidia/lib64/libnvidia-ml.so.1 "
+                             "are passed in")
 
 
 def test_kubernetes_seen_in_the_cgroup_and_a_host_are_told_apart(h200: Host) -> None:
