@@ -188,7 +188,8 @@ def render_containerfile(stack: Stack, *, source: Source, pin: Mapping[str, Any]
         "Build it from this directory (the build context) with podman, buildah or docker (BuildKit):",
         "  podman build -t torch:" + f"{stack.torch}-{stack.variant} "
         + ("--network none " if source.pack else "") + "-f Containerfile .",
-        "then prove it where it runs: podman run --device nvidia.com/gpu=all IMAGE  (CMD: torchfit verify)",
+        "then prove it where it runs (CMD: torchfit verify; a container's default /dev/shm of 64 MB is too",
+        "small for NCCL and DataLoader workers): podman run --device nvidia.com/gpu=all --shm-size=8g IMAGE",
         "The install step runs torchfit's build check: an image whose torch is not the lock's fails to build.",
     ]
     for path in (source.pack, source.lock):
