@@ -38,7 +38,7 @@ SRC = HERE.parent.parent / "src"
 
 # Variables that would leak the developer's machine into a fake host.
 _SCRUB_PREFIXES = ("NCCL_", "CUDA_", "SLURM_", "PET_")
-_SCRUB = {"LD_PRELOAD", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+_SCRUB = {"container", "LD_PRELOAD", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
           "NNODES", "PYTHONHOME", "TORCHFIT_TEST_CACHE"}
 
 

@@ -112,7 +112,7 @@ def check(id: str, area: str, title: str, *, needs_log: bool = False) -> Callabl
 
 def load_all() -> list[Spec]:
     """Import every area module (each registers its checks) and return the specs in area order."""
-    for area_module in ("build", "driver", "environment", "logs", "shadowing", "topology"):
+    for area_module in ("build", "driver", "container", "environment", "logs", "shadowing", "topology"):
         importlib.import_module(f"torchfit.doctor.{area_module}")
 
     order = {a: i for i, a in enumerate(AREAS)}

@@ -22,7 +22,7 @@ from typing import Any
 
 from torchfit.errors import BadInput
 from torchfit.export.stack import Stack
-from torchfit.lock.model import pin_from_json
+from torchfit.lock.model import env_settings, pin_from_json
 
 
 def _lua(text: str) -> str:
@@ -56,16 +56,9 @@ def render_lmod(stack: Stack, *, lock_path: str, pin: Mapping[str, Any], plan: M
         f"whatis({_lua('NCCL: ' + nccl.describe())})",
         f"whatis({_lua('Lock: ' + prefix + '/pylock.toml')})",
         'family("torch")',
-        f'prepend_path("PATH", {_lua(prefix + "/bin")})',
-        f'setenv("VIRTUAL_ENV", {_lua(prefix)})',
-        f'setenv("TORCHFIT_ENV", {_lua(prefix)})',
-        f'setenv("TORCHFIT_NCCL", {_lua(nccl.describe())})',
     ]
-    if nccl.mechanism == "ld-preload" and nccl.library:
-        lines += [
-            "-- pip's torch finds libnccl through DT_RPATH, which LD_LIBRARY_PATH cannot override:",
-            "-- a preloaded libnccl.so.2 is used before any search path is looked at.",
-            f'setenv("TORCHFIT_NCCL_LIB", {_lua(nccl.library)})',
-            f'prepend_path("LD_PRELOAD", {_lua(nccl.library)})',
-        ]
+    # What `torchfit run` sets (lock.model.env_settings); Lmod undoes each on unload.
+    for var in env_settings(prefix, nccl):
+        verb = "prepend_path" if var.prepend else "setenv"
+        lines.append(f'{verb}("{var.name}", {_lua(var.value)})')
     return "\n".join(lines) + "\n"

@@ -115,7 +115,7 @@ def make_pack(lock: Lock, lock_path: str, out: str, *, fetch: Callable[[str, Any
         if os.path.isfile(dest) and sha256_file(dest) == a.sha256:
             result.kept += 1
         else:
-            _write_checked(a, dest, fetch)
+            write_checked(a, dest, fetch)
             result.fetched += 1
         done += a.size or os.path.getsize(dest)
         say(f"pack: {n}/{len(plan)} {name} ({_mb(done)} of {_mb(total) if total else '?'})")
@@ -126,7 +126,7 @@ def make_pack(lock: Lock, lock_path: str, out: str, *, fetch: Callable[[str, Any
     return result
 
 
-def _write_checked(a: Artifact, dest: str, fetch: Callable[[str, Any], tuple[int, str]]) -> None:
+def write_checked(a: Artifact, dest: str, fetch: Callable[[str, Any], tuple[int, str]]) -> None:
     """The file of `a` at `dest`, its sha256 the lock's (written beside, then renamed)."""
     part = dest + ".part"
     source = a.url or a.path or ""

@@ -4,6 +4,7 @@ and the machine architecture."""
 import os
 import re
 import sys
+from collections.abc import Mapping
 
 from torchfit.host._io import DEFAULT_TIMEOUT, _first_line, _read, _run_tool, _under, _unknown
 from torchfit.runner import Runner
@@ -161,3 +162,45 @@ def probe_arch(
     if not machine:
         return None, _unknown("uname(2) and `uname -m` give no machine name")
     return _ARCH_ALIASES.get(machine.lower(), machine), None
+
+
+# Container runtimes by the word their cgroup path carries (cgroup v1 and v2 under the host's
+# systemd: "/system.slice/docker-<id>.scope", "/kubepods/...", "/machine.slice/libpod-<id>.scope").
+_CGROUP_ENGINES = (("kubepods", "kubernetes"), ("libpod", "podman"), ("docker", "docker"),
+                   ("containerd", "containerd"), ("lxc", "lxc"))
+
+
+def parse_containerenv(text: str) -> str:
+    """podman's /run/.containerenv: its `engine="podman-4.3.1"` line -> "podman-4.3.1" (else "podman")."""
+    m = re.search(r'^engine="([^"\n]+)"', text, re.MULTILINE)
+    return m.group(1) if m else "podman"
+
+
+def parse_cgroup_engine(text: str) -> str | None:
+    """/proc/1/cgroup -> the container runtime its paths name, or None (a host, or cgroup v2's "0::/")."""
+    for line in text.splitlines():
+        path = line.split(":", 2)[-1]
+        for word, engine in _CGROUP_ENGINES:
+            if word in path:
+                return engine
+    return None
+
+
+def probe_container(root: str = "/", environ: "Mapping[str, str] | None" = None) -> tuple[str | None, str | None]:
+    """(runtime, how it was seen) when this process runs in a container, (None, None) on a host.
+
+    The marks each runtime leaves: podman's /run/.containerenv (podman-run(1)), docker's
+    /.dockerenv, the `container` variable of systemd's Container Interface (podman, nspawn,
+    LXC set it), a runtime's name in PID 1's cgroup path (cgroup v1).
+    """
+    text = _read(_under(root, "/run/.containerenv"))
+    if text is not None:
+        return parse_containerenv(text), "/run/.containerenv"
+    if os.path.exists(_under(root, "/.dockerenv")):
+        return "docker", "/.dockerenv"
+    env = os.environ if environ is None else environ
+    if env.get("container"):
+        return env["container"], f"container={env['container']}"
+    cgroup = _read(_under(root, "/proc/1/cgroup"))
+    engine = parse_cgroup_engine(cgroup) if cgroup else None
+    return (engine, "/proc/1/cgroup") if engine else (None, None)

@@ -102,6 +102,12 @@ class Lock:
         """[tool.torchfit.host]: the host facts the lock was made for ({} if none)."""
         return _table(self.tool.get("host"))
 
+    def hosts(self) -> list[Mapping[str, Any]]:
+        """The host facts the lock was made for: [tool.torchfit.host], or install's [[tool.torchfit.hosts]]."""
+        many = self.tool.get("hosts")
+        listed = [_table(h) for h in many] if isinstance(many, list) else []
+        return [h for h in [self.host(), *listed] if h]
+
     def expected(self) -> dict[str, str]:
         """[tool.torchfit.expected]: the runtime versions `verify` should find, as text.
 
@@ -150,3 +156,29 @@ def pin_from_json(data: Any) -> NcclPin:
     if not isinstance(data, dict) or data.get("mechanism") not in ("none", "wheel", "wheel-override", "ld-preload"):
         return NcclPin("none")
     return NcclPin(data["mechanism"], data.get("package"), data.get("version"), data.get("library"))
+
+
+@dataclass(**FROZEN)
+class EnvSetting:
+    """One variable of an env's environment: `value` replaces it, or (prepend) goes first in it."""
+
+    name: str
+    value: str
+    prepend: bool = False
+
+
+def env_settings(prefix: str, pin: NcclPin) -> tuple[EnvSetting, ...]:
+    """What `torchfit run --env PREFIX` (and `PREFIX/bin/activate`) gives a process: PREFIX/bin
+    first on PATH, VIRTUAL_ENV, and the NCCL pin PREFIX/bin/torchfit-env exports. One list for
+    every place that sets them outside a shell: a modulefile, a container image."""
+    out = [
+        EnvSetting("PATH", f"{prefix}/bin", prepend=True),
+        EnvSetting("VIRTUAL_ENV", prefix),
+        EnvSetting("TORCHFIT_ENV", prefix),
+        EnvSetting("TORCHFIT_NCCL", pin.describe()),
+    ]
+    if pin.mechanism == "ld-preload" and pin.library:
+        # pip's torch finds libnccl through DT_RPATH, which LD_LIBRARY_PATH cannot override:
+        # a preloaded libnccl.so.2 is used before any search path is looked at.
+        out += [EnvSetting("TORCHFIT_NCCL_LIB", pin.library), EnvSetting("LD_PRELOAD", pin.library, prepend=True)]
+    return tuple(out)

@@ -1,4 +1,4 @@
-"""`torchfit export --format requirements|uv|pylock|lmod`: a resolved stack in another tool's format.
+"""`torchfit export --format requirements|uv|pylock|lmod|containerfile`: a resolved stack in another tool's format.
 
 The stack comes from resolving (the same options as `torchfit resolve`) or from an
 existing PEP 751 lock (`--lock FILE`, hashes included). Rendering lives in
@@ -22,17 +22,28 @@ def add_parser(subparsers: Any, epilog: str) -> None:
     from torchfit.cli import add_resolve_options, add_source_options
 
     p = subparsers.add_parser(
-        "export", help="write the resolved stack as requirements.txt, uv project config, pylock.toml or an Lmod module",
+        "export", help="write the resolved stack as requirements.txt, uv project config, pylock.toml, an Lmod module "
+                       "or a Containerfile",
         epilog=epilog,
     )
-    p.add_argument("--format", required=True, choices=("requirements", "uv", "pylock", "lmod"),
+    p.add_argument("--format", required=True, choices=("requirements", "uv", "pylock", "lmod", "containerfile"),
                    help="requirements: pip requirements file; uv: pyproject.toml with an explicit index; "
                         "pylock: PEP 751 lock; lmod: an Lmod modulefile of the env whose lock --lock names "
-                        "(PREFIX/pylock.toml), to go under a module directory as torch/VERSION-VARIANT.lua")
+                        "(PREFIX/pylock.toml), to go under a module directory as torch/VERSION-VARIANT.lua; "
+                        "containerfile: an OCI image of the lock's env built by torchfit install (build check "
+                        "included), with torchfit in it (CMD torchfit verify); -o DIR/Containerfile, and DIR, "
+                        "the build context, gets torchfit's wheels and the lock")
     add_resolve_options(p)
     p.add_argument("--lock", metavar="FILE",
                    help="export this PEP 751 lock (pylock.toml) instead of resolving: exact files and hashes")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+    p.add_argument("--pack", metavar="DIR",
+                   help="containerfile: build from this pack (torchfit pack), inside the build context: "
+                        "no network at build time; its lock is the one exported")
+    p.add_argument("--base", metavar="IMAGE",
+                   help="containerfile: the base image (default: a Python image of the lock's Python whose "
+                        "glibc meets the wheels' floor, of the hosts' OS family); its python3 must be "
+                        "the lock's Python, with venv")
     # install's: where the family comes from in the file, and (a project) where the
     # resolution reads the project's packages
     add_source_options(p)
@@ -63,6 +74,18 @@ def run(args: argparse.Namespace) -> int:
                      (TORCH_INDEX_ENV, None if args.torch_index_url else os.environ.get(TORCH_INDEX_ENV))):
         if url:
             refuse_insecure(url, opt, args.allow_insecure_index)
+    if args.format != "containerfile":
+        extra = [o for o, v in (("--pack", args.pack), ("--base", args.base)) if v]
+        if extra:
+            raise BadInput(f"{', '.join(extra)}: only for --format containerfile")
+    else:
+        if args.pack:
+            from torchfit.export.container_context import pack_lock
+
+            args.lock = pack_lock(args.pack, args.lock, args.output)
+        if not args.lock:
+            raise BadInput("--format containerfile builds the env of a lock: give --lock FILE (an env's "
+                           "PREFIX/pylock.toml) or --pack DIR (a pack of torchfit pack)")
     if args.lock:
         resolving = [o for o, v in (("REQ", args.requirements), ("-r", args.requirement), ("--project", args.project),
                                     ("--python", args.python), ("--cuda", args.cuda),
@@ -90,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
         with progress.running("export"):
             stack = lock_with_uv(stack, Runner(), pypi_url=pypi_url,
                                         on_wait=progress.waiting("export", what))
+    if args.format == "containerfile":
+        return _containerfile(args, stack, pypi_url)
     if args.format == "lmod":
         if not args.lock:
             raise BadInput("--format lmod writes the module of an env: give its lock, --lock PREFIX/pylock.toml")
@@ -110,6 +135,26 @@ def run(args: argparse.Namespace) -> int:
                          f"{', '.join(f'{n} {v}' for n, v in stack.family)}, {stack.variant})\n")
     else:
         sys.stdout.write(text)
+    return 0
+
+
+def _containerfile(args: argparse.Namespace, stack: Stack, pypi_url: str) -> int:
+    from torchfit import __version__
+    from torchfit.export.container_context import write_context
+    from torchfit.index.client import IndexClient
+    from torchfit.inputs import shown
+    from torchfit.progress import StderrProgress
+    from torchfit.runner import Runner
+
+    progress = StderrProgress()
+    client = IndexClient(timeout=60.0, retries=3, deadline=3600.0, progress=progress,
+                         allow_insecure=args.allow_insecure_index, use_cache=False)
+    made = write_context(stack, args.lock, args.output, pack=args.pack, base=args.base, pypi_url=pypi_url,
+                         runner=Runner(), fetch=client.download, say=progress.info, version=__version__)
+    sys.stderr.write(f"torchfit: wrote {shown(made.containerfile)} (base {made.base}; "
+                     f"{', '.join(f'{n} {v}' for n, v in stack.family)}, {stack.variant}); build it: "
+                     f"cd {shown(made.context)} && podman build {'--network none ' if args.pack else ''}"
+                     "-f Containerfile .\n")
     return 0
 
 

@@ -1,0 +1,103 @@
+"""The build context of `export --format containerfile`: the directory of `-o DIR/Containerfile`.
+
+`pack_lock` checks a `--pack` (a pack of `torchfit pack`, inside the context, of the lock given);
+`write_context` writes the context: torchfit's wheels (export.ownwheels), the lock (without a
+pack) and the Containerfile (export.containerfile), which is written last, so a context with a
+Containerfile is complete.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from torchfit.errors import BadInput
+from torchfit.export.containerfile import (
+    WHEELS,
+    Source,
+    choose_base,
+    glibc_floor,
+    os_family,
+    render_containerfile,
+)
+from torchfit.export.stack import Stack
+from torchfit.lock.pylock import load_lock, sha256_file
+
+
+@dataclass
+class Context:
+    context: str
+    containerfile: str
+    base: str
+
+
+def _context_dir(output: str | None) -> str:
+    if not output:
+        raise BadInput("--format containerfile writes a build context: give -o DIR/Containerfile "
+                       "(DIR gets torchfit's wheels and the lock beside it)")
+    if os.path.isdir(output):
+        raise BadInput(f"-o {output}: a directory; give the Containerfile's path, -o {output.rstrip('/')}/Containerfile")
+    return os.path.dirname(os.path.abspath(output))
+
+
+def pack_lock(pack: str, lock: str | None, output: str | None) -> str:
+    """The lock of `--pack DIR` (DIR/pylock.toml); BadInput unless DIR is a pack inside the build
+    context and, with `--lock FILE` too, a pack of that very lock."""
+    from torchfit.export.pack import MARKER
+
+    context = _context_dir(output)
+    full = os.path.abspath(pack)
+    if not os.path.isfile(os.path.join(full, MARKER)) or not os.path.isfile(os.path.join(full, "pylock.toml")):
+        raise BadInput(f"--pack {pack}: not a pack (make one with torchfit pack --lock FILE -o DIR)")
+    if os.path.commonpath([context, full]) != context or full == context:
+        raise BadInput(f"--pack {pack}: must be inside the build context {context} (the directory of -o), "
+                       "where the build can reach it")
+    inside = os.path.join(full, "pylock.toml")
+    if lock and sha256_file(lock) != sha256_file(inside):
+        raise BadInput(f"--pack {pack}: a pack of another lock than --lock {lock}")
+    return inside
+
+
+def write_context(stack: Stack, lock_path: str, output: str | None, *, pack: str | None, base: str | None,
+                  pypi_url: str, runner: Any, fetch: Callable[[str, Any], tuple[int, str]],
+                  say: Callable[[str], None], version: str) -> Context:
+    """Write the context of the lock's image; the Containerfile last."""
+    context = _context_dir(output)
+    containerfile = os.path.abspath(str(output))
+    lock = load_lock(lock_path)
+    if not stack.python:
+        raise BadInput(f"--lock {lock_path}: names no Python version; an image needs the one its wheels are for")
+    floor = glibc_floor(stack)
+    if base is not None:
+        if not base.strip() or any(c.isspace() for c in base):
+            raise BadInput(f"--base {base!r}: not an image reference (like docker.io/library/python:3.11-slim)")
+        why = "--base"
+    else:
+        chosen, why = choose_base(stack.python, floor, [os_family(str(h.get("os") or "")) for h in lock.hosts()])
+        base = chosen.image
+    if pack:
+        source = Source(pack=os.path.relpath(os.path.abspath(pack), context), lock="")
+    else:
+        source = Source(pack=None, lock="pylock.toml")
+    def render(wheels_sha256: str) -> str:
+        return render_containerfile(stack, source=source, pin=lock.pin(), plan=lock.plan(),
+                                    lock_sha256=sha256_file(lock_path), base=base, base_why=why, version=version,
+                                    wheels_sha256=wheels_sha256)
+
+    render("0" * 64)  # first: a lock no image can be built from is refused before anything is written
+    os.makedirs(context, exist_ok=True)
+    if not pack and os.path.abspath(lock_path) != os.path.join(context, "pylock.toml"):
+        shutil.copyfile(lock_path, os.path.join(context, "pylock.toml"))
+    from torchfit.export.ownwheels import write_own_wheels
+
+    wheels = os.path.join(context, WHEELS)
+    write_own_wheels(wheels, python=stack.python, arch=stack.arches[0], glibc=floor or (2, 17), pypi_url=pypi_url,
+                     runner=runner, fetch=fetch, say=say)
+    text = render(sha256_file(os.path.join(wheels, "requirements.txt")))
+    with open(containerfile + ".part", "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(containerfile + ".part", containerfile)
+    return Context(context, containerfile, base)

@@ -1,0 +1,322 @@
+"""`export --format containerfile` (issue 27, items 1 and 3).
+
+Fast: the Containerfile's text (the lock's pins and labels, the base chosen from the lock's Python,
+glibc floor and OS, `--base`), and bad input (exit 2, one line). Slow, with Debian's real podman
+(CI installs it; TORCHFIT_REQUIRE_PODMAN=1 turns a missing podman into a failure): a base made with
+`debootstrap --variant=minbase` and `podman import` (no registry), the CPU env's lock packed,
+exported, `podman build --network none`, then `podman run --network none IMAGE` runs
+`torchfit verify` (gloo) and passes, the labels name the stack, doctor in the image says it is in
+a podman container without GPUs, and a pack whose file differs from the lock fails the build.
+
+podman on these machines needs the `runc` runtime and explicit ulimits: both set in a
+containers.conf the fixture writes (CONTAINERS_CONF); its storage root and runroot live under the
+session's tmp (CONTAINERS_STORAGE_CONF), emptied and removed at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.installer.conftest import (
+    cpu_env,
+    cpu_wheel,
+    one_line_error,
+    run_tf,
+    state_home,
+    torch_index,
+)
+from tests.support.wheels import sha256_file
+from torchfit.export.containerfile import (
+    BASES,
+    Source,
+    choose_base,
+    glibc_floor,
+    render_containerfile,
+)
+from torchfit.export.stack import load_lock
+
+__all__ = ["cpu_env", "cpu_wheel", "state_home", "torch_index"]  # the installer's fixtures, used here
+
+BASE_NAME = "localhost/torchfit-test-base:bookworm"
+IMAGE = "localhost/torchfit-test-torch:cpu"
+
+# A lock as `torchfit install` writes it (abridged): the CPU torch 2.13.0 wheel for Python 3.11 on
+# manylinux_2_28, a dependency, the NCCL pin, the host it was made for (Ubuntu 24.04).
+LOCK = """\
+lock-version = "1.0"
+created-by = "torchfit"
+requires-python = "==3.11.*"
+
+[[packages]]
+name = "filelock"
+version = "4.3.1"
+wheels = [{{ name = "filelock-4.3.1-py3-none-any.whl", url = "https://files.pythonhosted.org/f/filelock-4.3.1-py3-none-any.whl", hashes = {{ sha256 = "{a}" }} }}]
+
+[[packages]]
+name = "torch"
+version = "2.13.0+cpu"
+wheels = [{{ name = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", url = "https://download.pytorch.org/whl/cpu/torch-2.13.0%2Bcpu-cp311-cp311-manylinux_2_28_x86_64.whl", hashes = {{ sha256 = "{b}" }} }}]
+
+[tool.torchfit]
+schema = 1
+torch-index-url = "https://download.pytorch.org/whl/cpu"
+
+[tool.torchfit.nccl]
+mechanism = "{mechanism}"
+{library}
+[tool.torchfit.plan]
+ok = true
+python = "3.11"
+torch = "2.13.0"
+variant = "cpu"
+index_url = "https://download.pytorch.org/whl/cpu"
+
+[[tool.torchfit.hosts]]
+glibc = "2.39"
+os = "{os}"
+arch = "x86_64"
+"""
+
+
+def _lock(tmp_path: Path, *, os_fact: str = "ubuntu:24.04", mechanism: str = "none", library: str = "") -> Path:
+    path = tmp_path / "pylock.toml"
+    path.write_text(LOCK.format(a="a" * 64, b="b" * 64, os=os_fact, mechanism=mechanism,
+                                library=f'library = "{library}"\n' if library else ""))
+    return path
+
+
+def _render(lock: Path, *, pack: str | None = "pack") -> str:
+    from torchfit.lock.pylock import load_lock as load_pylock
+
+    stack, parsed = load_lock(str(lock)), load_pylock(str(lock))
+    base, why = choose_base(stack.python, glibc_floor(stack), ["debian"])
+    return render_containerfile(stack, source=Source(pack=pack, lock="pylock.toml"), pin=parsed.pin(),
+                                plan=parsed.plan(), lock_sha256="c" * 64, base=base.image, base_why=why,
+                                version="0.1.0", wheels_sha256="d" * 64)
+
+
+def test_the_text_pins_the_lock_labels_the_stack_and_installs_with_the_build_check(tmp_path: Path) -> None:
+    text = _render(_lock(tmp_path))
+    lines = text.splitlines()
+    assert "FROM docker.io/library/python:3.11-slim-bookworm" in lines
+    assert 'io.torchfit.torch="2.13.0" \\' in text and 'io.torchfit.variant="cpu" \\' in text
+    assert f'io.torchfit.lock-sha256="{"c" * 64}"' in text and 'io.torchfit.cuda="none"' in text
+    assert 'org.opencontainers.image.title="torch 2.13.0 (cpu)"' in text
+    # torchfit from the context's wheels, hash-checked; the env by torchfit install from the pack
+    assert "--require-hashes --find-links /mnt/torchfit-wheels -r /mnt/torchfit-wheels/requirements.txt" in text
+    assert f'    echo "{"d" * 64}  /mnt/torchfit-wheels/requirements.txt" | sha256sum -c --quiet - && \\' in lines
+    assert "RUN --mount=type=bind,source=pack,target=/mnt/pack \\" in lines
+    assert f'    echo "{"c" * 64}  /mnt/pack/pylock.toml" | sha256sum -c --quiet - && \\' in lines
+    assert any("torchfit install --offline --pack /mnt/pack --prefix /opt/torch --force" in ln for ln in lines)
+    # what `torchfit run` sets, and verify as the command
+    assert 'ENV PATH="/opt/torch/bin${PATH:+:$PATH}" \\' in lines
+    assert '    TORCHFIT_NCCL="none (no NCCL in this build)"' in lines
+    assert lines[-1] == 'CMD ["torchfit", "verify"]'
+    # without a pack: the lock in the context, its files from its indexes
+    online = _render(_lock(tmp_path), pack=None)
+    assert "RUN --mount=type=bind,source=pylock.toml,target=/mnt/pylock.toml \\" in online
+    assert "torchfit install --lock /mnt/pylock.toml --prefix /opt/torch --force" in online
+
+
+def test_the_base_follows_python_glibc_and_the_os_family(tmp_path: Path) -> None:
+    stack = load_lock(str(_lock(tmp_path)))
+    assert glibc_floor(stack) == (2, 28)  # the torch wheel's manylinux_2_28; filelock is pure
+    assert choose_base("3.11", (2, 28), ["debian"])[0].image == "docker.io/library/python:3.11-slim-bookworm"
+    rhel, why = choose_base("3.11", (2, 28), ["rhel"])
+    assert rhel.image == "registry.access.redhat.com/ubi9/python-311" and "rhel family" in why
+    # a floor above bookworm's 2.36: trixie
+    assert choose_base("3.12", (2, 39), [None])[0].image == "docker.io/library/python:3.12-slim-trixie"
+    # a floor no RHEL 9 base meets: a Debian one, said so
+    other, why = choose_base("3.12", (2, 38), ["rhel"])
+    assert other.family == "debian" and "no rhel base fits" in why
+    assert all(b.glibc >= (2, 28) for b in BASES)
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("--lock", "LOCK"), "give -o DIR/Containerfile"),
+    (("--lock", "LOCK", "-o", "OUT", "--base", "a b"), "--base 'a b': not an image reference"),
+    (("--lock", "LOCK", "-o", "OUT", "--pack", "NOPACK"), "not a pack"),
+    (("-o", "OUT"), "give --lock FILE"),
+    (("--lock", "LDLOCK", "-o", "OUT"), "LD_PRELOAD of /usr/lib/x86_64-linux-gnu/libnccl.so.2"),
+    (("--lock", "PY38LOCK", "-o", "OUT"), "no base image torchfit knows has Python 3.8"),
+])
+def test_bad_input(tmp_path: Path, args: tuple[str, ...], needle: str) -> None:
+    lock = _lock(tmp_path)
+    (tmp_path / "ld").mkdir()
+    ld = _lock(tmp_path / "ld", mechanism="ld-preload", library="/usr/lib/x86_64-linux-gnu/libnccl.so.2")
+    (tmp_path / "py38").mkdir()
+    py38 = tmp_path / "py38" / "pylock.toml"
+    py38.write_text(lock.read_text().replace("==3.11.*", "==3.8.*").replace('python = "3.11"', 'python = "3.8"'))
+    (tmp_path / "nopack").mkdir()
+    subs = {"LOCK": str(lock), "LDLOCK": str(ld), "PY38LOCK": str(py38), "OUT": str(tmp_path / "ctx" / "Containerfile"),
+            "NOPACK": str(tmp_path / "nopack")}
+    proc = run_tf("export", "--format", "containerfile", *[subs.get(a, a) for a in args], state=tmp_path)
+    assert needle in one_line_error(proc)
+    assert not (tmp_path / "ctx" / "Containerfile").exists()
+
+
+def test_a_pack_outside_the_context_or_named_with_a_space_is_refused(tmp_path: Path) -> None:
+    lock = _lock(tmp_path)
+    for pack in (tmp_path / "ctx" / "my pack", tmp_path / "elsewhere"):
+        pack.mkdir(parents=True)
+        (pack / ".torchfit-pack.json").write_text("{}")
+        shutil.copyfile(lock, pack / "pylock.toml")
+    inside = run_tf("export", "--format", "containerfile", "--pack", str(tmp_path / "ctx" / "my pack"), "-o",
+                    str(tmp_path / "ctx" / "Containerfile"), state=tmp_path)
+    assert "'my pack': a path a build's --mount option cannot name" in one_line_error(inside)
+    outside = run_tf("export", "--format", "containerfile", "--pack", str(tmp_path / "elsewhere"), "-o",
+                     str(tmp_path / "ctx" / "Containerfile"), state=tmp_path)
+    assert "must be inside the build context" in one_line_error(outside)
+    assert sorted(p.name for p in (tmp_path / "ctx").iterdir()) == ["my pack"]  # nothing written
+
+
+def test_pack_and_base_belong_to_the_containerfile(tmp_path: Path) -> None:
+    proc = run_tf("export", "--format", "requirements", "--lock", str(_lock(tmp_path)), "--base", "x", state=tmp_path)
+    assert "--base: only for --format containerfile" in one_line_error(proc)
+
+
+# --- real podman -------------------------------------------------------------------------------
+
+
+def _need(tools: list[str]) -> None:
+    missing = [t for t in tools if shutil.which(t) is None]
+    why = (f"{', '.join(missing)} not installed (apt-get install podman runc debootstrap)" if missing
+           else "debootstrap and podman's private storage need root" if os.getuid() != 0 else None)
+    if why is None:
+        return
+    if os.environ.get("TORCHFIT_REQUIRE_PODMAN") == "1":
+        pytest.fail(f"TORCHFIT_REQUIRE_PODMAN=1 but {why}")
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="session")
+def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """The environment of a podman with its own storage under the session's tmp, reset at the end."""
+    _need(["podman", "runc", "debootstrap"])
+    home = tmp_path_factory.mktemp("podman")
+    conf = home / "containers.conf"
+    # runc (Debian's crun is not what these machines run), and explicit ulimits: podman's default
+    # raises nofile/nproc beyond what the sandbox grants, and the container fails to start.
+    conf.write_text('[containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]\n'
+                    '[engine]\nruntime = "runc"\n')
+    storage = home / "storage.conf"
+    storage.write_text(f'[storage]\ndriver = "overlay"\ngraphroot = "{home}/root"\nrunroot = "{home}/run"\n')
+    env = dict(os.environ, CONTAINERS_CONF=str(conf), CONTAINERS_STORAGE_CONF=str(storage))
+    yield env
+    # Every image of this private store, then the store itself (`system reset` would also touch the
+    # host's network configuration).
+    subprocess.run(["podman", "rmi", "--all", "--force"], env=env, capture_output=True, timeout=300)
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def _podman(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["podman", *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def base_tarball(tmp_path_factory: pytest.TempPathFactory, podman: dict[str, str]) -> Path:
+    """A Debian bookworm root with python3 and venv (debootstrap minbase), as a tar, once a session."""
+    work = tmp_path_factory.mktemp("debootstrap")
+    root = work / "root"
+    proc = subprocess.run(["debootstrap", "--variant=minbase", "--include=python3,python3-venv", "bookworm",
+                           str(root), "http://deb.debian.org/debian"], capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    tar = work / "bookworm.tar"
+    subprocess.run(["tar", "-C", str(root), "-cf", str(tar), "."], check=True, timeout=600)
+    shutil.rmtree(root)
+    return tar
+
+
+@pytest.fixture(scope="session")
+def base_image(podman: dict[str, str], base_tarball: Path) -> str:
+    proc = _podman(podman, "import", str(base_tarball), BASE_NAME)
+    assert proc.returncode == 0, proc.stderr
+    return BASE_NAME
+
+
+@pytest.mark.slow
+def test_an_image_of_the_cpu_lock_builds_offline_and_verifies(
+        podman: dict[str, str], base_image: str, cpu_env: dict[str, Any], tmp_path: Path, state_home: Path) -> None:
+    lock = cpu_env["prefix"] / "pylock.toml"
+    ctx = tmp_path / "ctx"
+    packed = run_tf("pack", "--lock", str(lock), "-o", str(ctx / "pack"), state=state_home, timeout=1800)
+    assert packed.returncode == 0, packed.stderr
+    out = run_tf("export", "--format", "containerfile", "--pack", str(ctx / "pack"), "--base", base_image,
+                 "-o", str(ctx / "Containerfile"), state=state_home, timeout=900)
+    assert out.returncode == 0, out.stderr
+    assert "podman build --network none" in out.stderr
+    pins = (ctx / "torchfit-wheels" / "requirements.txt").read_text().splitlines()[1:]
+    assert pins[0].startswith("torchfit==") and len(pins) >= 10  # torchfit, packaging, requests, rich, uv, ...
+    assert all(" --hash=sha256:" in line for line in pins), pins
+    assert f'echo "{sha256_file(lock)}  /mnt/pack/pylock.toml" | sha256sum -c' in (ctx / "Containerfile").read_text()
+    try:
+        built = _podman(podman, "build", "--network", "none", "-t", IMAGE, "-f", str(ctx / "Containerfile"),
+                        str(ctx))
+        assert built.returncode == 0, built.stdout[-4000:] + built.stderr[-3000:]
+        assert "torchfit: created /opt/torch" in built.stdout + built.stderr  # torchfit install ran, check included
+        # `podman run IMAGE`: its CMD is torchfit verify (gloo: no GPU here), in the env torchfit built
+        ran = _podman(podman, "run", "--rm", "--network", "none", IMAGE, timeout=600)
+        assert ran.returncode == 0, ran.stdout[-4000:] + ran.stderr[-2000:]
+        assert "verify: PASS" in ran.stdout and "torch 2.13.0+cpu" in ran.stdout, ran.stdout
+        assert "(env /opt/torch)" in ran.stdout
+        labels = json.loads(_podman(podman, "inspect", "--format", "{{json .Config.Labels}}", IMAGE).stdout)
+        assert labels["io.torchfit.torch"] == "2.13.0" and labels["io.torchfit.variant"] == "cpu"
+        assert labels["io.torchfit.lock-sha256"] == sha256_file(lock)
+        assert labels["io.torchfit.cuda"] == "none" and labels["io.torchfit.nccl"] == "none"
+        assert labels["org.opencontainers.image.base.name"] == base_image
+        # doctor in the image: a podman container, no GPU passed in
+        doc = _podman(podman, "run", "--rm", "--network", "none", IMAGE, "torchfit", "doctor", "--json", timeout=600)
+        check = next(c for c in json.loads(doc.stdout)["checks"] if c["id"] == "container-gpu-access")
+        assert "in a podman" in check["evidence"] and "(/run/.containerenv)" in check["evidence"], check
+        assert check["fix"] and "nvidia.com/gpu=all" in check["fix"]
+        # a file of the pack that is not the lock's: the build fails at torchfit install
+        victim = next((ctx / "pack" / "wheels").glob("filelock-*.whl"))
+        victim.write_bytes(victim.read_bytes() + b"\0")
+        # (--no-cache: the lock is the same, so its layer would be taken from the cache)
+        broken = _podman(podman, "build", "--no-cache", "--network", "none", "-t", IMAGE + "-broken", "-f",
+                         str(ctx / "Containerfile"), str(ctx))
+        assert broken.returncode != 0, broken.stdout[-3000:]
+        assert "torchfit install --offline --pack" in broken.stdout + broken.stderr
+    finally:
+        for name in (IMAGE, IMAGE + "-broken"):
+            _podman(podman, "rmi", "--force", name)
+
+
+def test_torchfit_s_own_wheel_is_one_pip_installs(tmp_path: Path) -> None:
+    """The wheel of the running torchfit, as the CLI runs it (PYTHONPATH=src, where `pip install -e`
+    left an egg-info): its RECORD matches its files and pip reads its name and version."""
+    import base64
+    import hashlib
+    import sys
+    import zipfile
+
+    from tests.installer.conftest import tf_env
+
+    code = f"from torchfit.export.ownwheels import write_own_wheel; print(write_own_wheel({str(tmp_path)!r}))"
+    made = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=tf_env(tmp_path))
+    assert made.returncode == 0, made.stderr
+    wheel = Path(made.stdout.strip())
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        record = zf.read(next(n for n in names if n.endswith(".dist-info/RECORD"))).decode()
+        for line in record.splitlines():
+            arc, digest, _ = line.rsplit(",", 2)
+            if digest:
+                got = base64.urlsafe_b64encode(hashlib.sha256(zf.read(arc)).digest()).rstrip(b"=").decode()
+                assert digest == f"sha256={got}", arc
+    assert "torchfit/workers/build_worker.py" in names and "torchfit/data/matrix.toml" in names
+    assert not any("__pycache__" in n for n in names)
+    report = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--no-index",
+                             "--quiet", "--report", "-", str(wheel)], capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    meta = json.loads(report.stdout)["install"][0]["metadata"]
+    assert meta["name"] == "torchfit" and wheel.name == f"torchfit-{meta['version']}-py3-none-any.whl"
