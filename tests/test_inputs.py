@@ -36,8 +36,9 @@ def test_d15_deep_and_endless_facts_and_locks(tmp_path: Path) -> None:
     deep.write_text("[" * 100_000 + "]" * 100_000)
     assert "nested" in bad_input(run_clean("resolve", "--facts", str(deep)))
     start = time.monotonic()
-    assert "larger than" in bad_input(run_clean("resolve", "--facts", "/dev/zero"))
-    assert "larger than" in bad_input(run_clean("export", "--format", "requirements", "--lock", "/dev/zero"))
+    assert "not a regular file (a character device)" in bad_input(run_clean("resolve", "--facts", "/dev/zero"))
+    line = bad_input(run_clean("export", "--format", "requirements", "--lock", "/dev/zero"))
+    assert "not a regular file (a character device)" in line
     assert time.monotonic() - start < 30
     deep_toml = tmp_path / "deep.toml"
     deep_toml.write_text("a = " + "[" * 50_000 + "]" * 50_000 + "\n")
@@ -158,3 +159,43 @@ def test_decode_json_never_raises_anything_but_value_error() -> None:
             pass
 
     check()
+
+# --- issue 25: every user-named input file is a regular file, opened without blocking ----------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["resolve", "-r", "{fifo}"],
+        ["resolve", "--facts", "{fifo}"],
+        ["resolve", "--project", "{dir}"],
+        ["install", "--lock", "{fifo}", "--prefix", "{dir}/env"],
+        ["doctor", "--log", "{fifo}"],
+        ["export", "--format", "requirements", "--lock", "{fifo}"],
+    ],
+    ids=lambda a: "-".join(w for w in a if not w.startswith("{"))[:40],
+)
+def test_a_fifo_named_as_an_input_file_is_refused_at_once(tmp_path: Path, args: list[str]) -> None:
+    import os
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    os.mkfifo(tmp_path / "pyproject.toml")  # --project DIR: its pyproject.toml is a FIFO
+    start = time.monotonic()
+    line = bad_input(run_clean(*[a.format(fifo=fifo, dir=tmp_path) for a in args], timeout=20))
+    assert time.monotonic() - start < 15
+    assert "not a regular file (a FIFO)" in line, line
+
+
+def test_read_regular_follows_a_link_for_user_files_but_not_for_caches(tmp_path: Path) -> None:
+    import os
+
+    from torchfit.inputs import read_regular
+
+    (tmp_path / "real.txt").write_text("numpy\n")
+    os.symlink(tmp_path / "real.txt", tmp_path / "link.txt")
+    assert read_regular(str(tmp_path / "link.txt"), 100) == b"numpy\n"
+    with pytest.raises(OSError):
+        read_regular(str(tmp_path / "link.txt"), 100, follow_links=False)
+    with pytest.raises(OSError, match="larger than"):
+        read_regular(str(tmp_path / "real.txt"), 3)

@@ -4,8 +4,9 @@ input is closed in one place.
 - numbers from flags: finite, in a documented range (`seconds`, `count`, `port`), as
   argparse `type=` callables, so NaN, inf, 1e309, 0 and negatives are usage errors
   (exit 2, one line) before anything runs;
-- files (`--facts`, `--lock`, `--log`, a matrix file): `read_text_file` reads at most
-  a bounded number of bytes and refuses the rest; `check_depth` bounds nesting, and
+- files (`-r`, `--project`, `--facts`, `--lock`, `--log`, a matrix file, a cache record):
+  `read_regular` opens regular files only, never blocking (a FIFO or a device is refused
+  at once), and `read_text_file` reads at most a bounded number of bytes and refuses the rest; `check_depth` bounds nesting, and
   `loads_json` / `loads_toml` turn a parser's RecursionError into one line;
   `decode_json` is the same bounded reader for callers that treat bad JSON as a value
   (a node's answer, an index page, a cache record): ValueError, never RecursionError;
@@ -19,6 +20,7 @@ Every failure is `BadInput` (exit 2). Nothing here imports rich.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import os
@@ -109,43 +111,111 @@ def _mib(n: int) -> str:
     return f"{n / (1 << 20):g} MiB"
 
 
+def read_regular(path: str, limit: int, *, follow_links: bool = True) -> bytes:
+    """The bytes of the regular file at `path`, at most `limit`; never blocking.
+
+    The one rule for every file torchfit reads that someone else may have placed or
+    named (a cache record, `-r`, `--facts`, `--lock`, `--log`, `--project`): a FIFO
+    (whose open() waits for a writer forever), a device (/dev/zero, /dev/tty), a
+    socket or a directory is refused at once. O_NONBLOCK makes the open of a FIFO
+    return at once, and fstat on the opened descriptor refuses whatever is not a
+    regular file, so nothing can swap the file between the check and the read.
+    `follow_links=False` (a cache: the directory is ours, a link in it is not)
+    refuses a symlink too (O_NOFOLLOW). OSError for all of these, and for a file
+    larger than `limit` bytes (read `limit + 1` at most, whatever st_size said).
+    """
+    fd, st = _open_regular(path, follow_links)
+    try:
+        if st.st_size > limit:
+            raise OSError(errno.EFBIG, f"larger than {limit} bytes")
+        chunks: list[bytes] = []
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit} bytes")
+    return data
+
+
+def _open_regular(path: str, follow_links: bool = True) -> tuple[int, os.stat_result]:
+    """An O_NONBLOCK descriptor of the regular file at `path`, and its fstat; OSError
+    (EINVAL) for anything else, the descriptor closed."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if not follow_links:
+        flags |= os.O_NOFOLLOW
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, f"not a regular file ({_kind(st.st_mode)})")
+    return fd, st
+
+
+def _kind(mode: int) -> str:
+    for test, word in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return word
+    return "not a file"
+
+
 def read_text_file(path: str, what: str, *, limit: int, tail: bool = False) -> str:
     """The UTF-8 text of `path`, at most `limit` bytes; BadInput (`what PATH: ...`) otherwise.
 
-    Reads limit+1 bytes at most, so /dev/zero or a 10 GB file costs no memory.
-    "-" is standard input.
+    A regular file only (`read_regular`: a FIFO, a device or a socket is refused at
+    once, never waited on); "-" is standard input, read up to `limit + 1` bytes, so
+    /dev/zero behind stdin costs no memory either. The path is shown escaped (`shown`).
 
     `tail` (a log, whose error is at its end): a longer regular file gives its last
-    `limit` bytes, a stream (standard input, a pipe, a device) its first `limit`, and
-    bytes that are not UTF-8 become U+FFFD (a log holds what the program printed),
-    instead of BadInput.
+    `limit` bytes (standard input its first), and bytes that are not UTF-8 become
+    U+FFFD (a log holds what the program printed), instead of BadInput.
     """
+    name = shown(path)
     try:
         if path == "-":
             data = sys.stdin.buffer.read(limit if tail else limit + 1)
+        elif tail:
+            data = _read_tail(path, limit)
         else:
-            with open(path, "rb") as fh:
-                if tail:
-                    info = os.fstat(fh.fileno())
-                    if stat.S_ISREG(info.st_mode) and info.st_size > limit:
-                        fh.seek(info.st_size - limit)
-                    data = fh.read(limit)
-                else:
-                    data = fh.read(limit + 1)
+            data = read_regular(path, limit)
     except FileNotFoundError:
-        raise BadInput(f"{what} {path}: cannot read (no such file)") from None
+        raise BadInput(f"{what} {name}: cannot read (no such file)") from None
     except IsADirectoryError:
-        raise BadInput(f"{what} {path}: is a directory") from None
+        raise BadInput(f"{what} {name}: is a directory") from None
     except OSError as exc:
-        raise BadInput(f"{what} {path}: cannot read ({exc.strerror or exc})") from None
+        if exc.errno == errno.EFBIG:
+            raise BadInput(f"{what} {name}: larger than {_mib(limit)}; not a file torchfit reads") from None
+        if exc.errno == errno.EINVAL:
+            raise BadInput(f"{what} {name}: {exc.strerror}; give a file (or - for standard input)") from None
+        raise BadInput(f"{what} {name}: cannot read ({exc.strerror or exc})") from None
     if tail:
         return data.decode("utf-8", errors="replace")
     if len(data) > limit:
-        raise BadInput(f"{what} {path}: larger than {_mib(limit)}; not a file torchfit writes")
+        raise BadInput(f"{what} {name}: larger than {_mib(limit)}; not a file torchfit reads")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise BadInput(f"{what} {path}: not a UTF-8 text file") from None
+        raise BadInput(f"{what} {name}: not a UTF-8 text file") from None
+
+
+def _read_tail(path: str, limit: int) -> bytes:
+    """The last `limit` bytes of the regular file at `path` (read_regular's checks)."""
+    fd, st = _open_regular(path)
+    with os.fdopen(fd, "rb") as fh:
+        if st.st_size > limit:
+            fh.seek(st.st_size - limit)
+        return fh.read(limit)
 
 
 def check_depth(obj: Any, where: str, max_depth: int = MAX_DEPTH) -> None:

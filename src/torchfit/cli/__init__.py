@@ -248,7 +248,7 @@ def load_project(args: argparse.Namespace) -> tuple[tuple[AnyRequirement, ...], 
         raise BadInput("--extra names an optional-dependencies group of --project DIR; give --project")
     if args.project:
         path = os.path.join(os.path.expanduser(args.project), "pyproject.toml")
-        if not os.path.isfile(path):
+        if not os.path.exists(path):
             raise BadInput(f"--project {args.project}: no pyproject.toml in it")
         text = read_text_file(path, "--project", limit=MAX_REQUIREMENTS_BYTES)
         spec = spec + parse_pyproject(loads_toml(text, path), path, args.extra)
