@@ -232,15 +232,25 @@ def load_hosts(args: argparse.Namespace) -> list[HostFacts]:
 
 def load_project(args: argparse.Namespace) -> tuple[tuple[AnyRequirement, ...], ProjectSpec]:
     """The project of REQ, -r FILE and --project DIR [--extra NAME] (`compat.project.ProjectSpec`)."""
-    from torchfit.compat.project import ProjectSpec, parse_pyproject, parse_requirements_file
+    from dataclasses import replace
+
+    from torchfit.compat.project import (
+        ProjectSpec,
+        SourceFile,
+        dedupe,
+        parse_pyproject,
+        parse_requirements_file,
+    )
     from torchfit.compat.request import split_requirements
     from torchfit.inputs import MAX_REQUIREMENTS_BYTES, loads_toml, read_text_file
 
     family, others = split_requirements(args.requirements)
     spec = ProjectSpec(others)
 
-    def read(path: str) -> str:
-        return read_text_file(path, "-r", limit=MAX_REQUIREMENTS_BYTES)
+    def read(path: str) -> SourceFile:
+        # A file reached through a link may be any file (a checkout's requirements.txt -> ~/.netrc):
+        # its lines are never quoted in an error (compat.project.SourceFile).
+        return SourceFile(read_text_file(path, "-r", limit=MAX_REQUIREMENTS_BYTES), quotable=not os.path.islink(path))
 
     for path in args.requirement:
         spec = spec + parse_requirements_file(read(path), path, read, os.environ)
@@ -252,6 +262,7 @@ def load_project(args: argparse.Namespace) -> tuple[tuple[AnyRequirement, ...], 
             raise BadInput(f"--project {args.project}: no pyproject.toml in it")
         text = read_text_file(path, "--project", limit=MAX_REQUIREMENTS_BYTES)
         spec = spec + parse_pyproject(loads_toml(text, path), path, args.extra)
+    spec = replace(spec, requirements=dedupe(spec.requirements), constraints=dedupe(spec.constraints))
     for r in spec.family:
         if r.requirement.marker is not None:
             raise BadInput(f"{r.origin}: {r.text!r}: environment markers on the torch family are not evaluated; "

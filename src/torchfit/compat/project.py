@@ -107,23 +107,35 @@ class ProjectSpec:
         return tuple(r for r in self.requirements if not r.is_family)
 
 
-def parse_requirement(text: str, origin: str) -> ProjectReq:
-    """A PEP 508 requirement, or BadInput naming where it was written."""
+def parse_requirement(text: str, origin: str, shown: str | None = None) -> ProjectReq:
+    """A PEP 508 requirement, or BadInput naming where it was written.
+
+    `shown`: how an error quotes the requirement (default `repr(text)`): a line of a
+    requirements file is quoted as written, before `${VAR}` expansion (`_FileLine`)."""
     from packaging.requirements import InvalidRequirement, Requirement
 
+    quoted = repr(text) if shown is None else shown
     try:
         req = Requirement(text)
     except InvalidRequirement as exc:
-        raise BadInput(f"{origin}: {text!r} is not a PEP 508 requirement ({str(exc).splitlines()[0]})") from None
+        raise BadInput(f"{origin}: {quoted} is not a PEP 508 requirement ({str(exc).splitlines()[0]})") from None
     if canonicalize_name(req.name) in FAMILY_PACKAGES:
         # torchfit picks the family's build and index itself: a URL would bypass both.
         if req.url:
-            raise BadInput(f"{origin}: {text!r}: a direct URL for {req.name} bypasses torchfit's choice of "
+            raise BadInput(f"{origin}: {quoted}: a direct URL for {req.name} bypasses torchfit's choice of "
                            "build; give a version (torch==2.8.0) and, for a mirror, --torch-index-url")
         if req.extras:
-            raise BadInput(f"{origin}: {text!r}: extras of {req.name} are not installed by torchfit; "
+            raise BadInput(f"{origin}: {quoted}: extras of {req.name} are not installed by torchfit; "
                            f"give {req.name}{req.specifier}")
     return ProjectReq(req, origin)
+
+
+def dedupe(reqs: Iterable[ProjectReq]) -> tuple[ProjectReq, ...]:
+    """The requirements with each one kept once (the same text: the first place it was written)."""
+    kept: dict[str, ProjectReq] = {}
+    for r in reqs:
+        kept.setdefault(r.text, r)
+    return tuple(kept.values())
 
 
 # --- requirements files ---------------------------------------------------------------
@@ -173,80 +185,152 @@ def _expand(text: str, environ: Mapping[str, str], where: str) -> str:
     return _ENV_VAR.sub(sub, text)
 
 
+@dataclass(frozen=True)
+class SourceFile:
+    """A requirements file as read: its text, and whether an error may quote its lines.
+
+    A file reached through a symbolic link may be anything the link points at (a
+    checkout's `requirements.txt -> ~/.netrc`): its lines are never quoted, only
+    FILE:LINE and what is wrong."""
+
+    text: str
+    quotable: bool = True
+
+
+_UNQUOTED = "the line (not shown: the file is a symbolic link)"
+
+# What `-r` reads in all, across every file it names (issue 25): pip has no bound, so 17
+# small files each naming the next four never finished. Each file is read once (a file
+# named again is skipped; a file naming one of its own includers is a cycle), and the
+# total is bounded: a big monorepo's requirements are a few files and ~1,000 lines.
+MAX_REQUIREMENT_FILES = 256
+MAX_REQUIREMENT_LINES = 50_000
+MAX_REQUIREMENTS_TOTAL_BYTES = 16 << 20
+
+
+class _Reading:
+    """One `-r` walk: the files read (each once), the totals against the bounds, and what
+    was found, in order."""
+
+    def __init__(self, read: Callable[[str], SourceFile | str], environ: Mapping[str, str]) -> None:
+        self.read, self.environ = read, environ
+        self.done: set[str] = set()
+        self.lines = 0
+        self.size = 0
+        self.reqs: list[ProjectReq] = []
+        self.cons: list[ProjectReq] = []
+        self.notes: list[str] = []
+        self.spec = ProjectSpec()
+
+    def load(self, path: str, where: str) -> SourceFile | None:
+        """The file at `path`, or None when it was read already; BadInput past a bound."""
+        key = os.path.normpath(path)
+        if key in self.done:
+            return None
+        if len(self.done) >= MAX_REQUIREMENT_FILES:
+            raise BadInput(f"{where}: the requirements files name more than {MAX_REQUIREMENT_FILES} files "
+                           "(-r/-c); torchfit reads at most that many: merge them")
+        self.done.add(key)
+        got = self.read(path)
+        source = got if isinstance(got, SourceFile) else SourceFile(got)
+        self.size += len(source.text)
+        if self.size > MAX_REQUIREMENTS_TOTAL_BYTES:
+            raise BadInput(f"{where}: the requirements files hold more than "
+                           f"{MAX_REQUIREMENTS_TOTAL_BYTES >> 20} MiB in all; torchfit reads at most that much")
+        return source
+
+    def count(self, where: str) -> None:
+        self.lines += 1
+        if self.lines > MAX_REQUIREMENT_LINES:
+            raise BadInput(f"{where}: the requirements files hold more than {MAX_REQUIREMENT_LINES:,} lines in all; "
+                           "torchfit reads at most that many")
+
+    def result(self) -> ProjectSpec:
+        return self.spec + ProjectSpec(dedupe(self.reqs), dedupe(self.cons), notes=tuple(dict.fromkeys(self.notes)))
+
+
 def parse_requirements_file(
-    text: str,
+    text: str | SourceFile,
     path: str,
-    read: Callable[[str], str],
+    read: Callable[[str], SourceFile | str],
     environ: Mapping[str, str],
     *,
     constraint: bool = False,
-    _depth: int = 0,
-    _seen: frozenset[str] = frozenset(),
 ) -> ProjectSpec:
     """A pip requirements file as a ProjectSpec; `read(path)` reads a file it names.
 
     In a constraints file (`constraint=True`, reached through `-c`) every line is a
-    constraint, as pip reads it.
+    constraint, as pip reads it. Each file is read once, the files read in all are
+    bounded (MAX_REQUIREMENT_FILES, _LINES, _TOTAL_BYTES), and a requirement written
+    twice is kept once.
     """
-    if _depth > MAX_INCLUDE_DEPTH:
+    walk = _Reading(read, environ)
+    source = text if isinstance(text, SourceFile) else SourceFile(text)
+    walk.done.add(os.path.normpath(path))
+    walk.size += len(source.text)
+    _parse_file(walk, source, path, constraint, (os.path.normpath(path),))
+    return walk.result()
+
+
+def _parse_file(walk: _Reading, source: SourceFile, path: str, constraint: bool, chain: tuple[str, ...]) -> None:
+    if len(chain) > MAX_INCLUDE_DEPTH + 1:
         raise BadInput(f"{path}: -r/-c nested deeper than {MAX_INCLUDE_DEPTH} files")
-    seen = _seen | {os.path.normpath(path)}
     base = os.path.dirname(path) if path not in ("-", "") else ""
-    spec = ProjectSpec()
-    reqs: list[ProjectReq] = []
-    cons: list[ProjectReq] = []
-    notes: list[str] = []
-    for number, line in _logical_lines(text):
+    for number, written in _logical_lines(source.text):
         where = f"{path}:{number}"
-        line = _expand(line, environ, where)
-        if line.startswith("-"):
-            key, value = _option(line, where)
+        walk.count(where)
+        # Quoted as written: `${TOKEN}` stays a name in every message, never its value.
+        quoted = repr(written) if source.quotable else _UNQUOTED
+        if written.startswith("-"):
+            key, value = _option(written, where, quoted)
+            value = _expand(value, walk.environ, where)
             if key == "requirement" or key == "constraint":
                 target = value if os.path.isabs(value) or not base else os.path.join(base, value)
-                if os.path.normpath(target) in seen:
-                    raise BadInput(f"{where}: {line!r} includes {target} again (a cycle)")
-                nested = parse_requirements_file(
-                    read(target), target, read, environ,
-                    constraint=constraint or key == "constraint", _depth=_depth + 1, _seen=seen,
-                )
-                spec = spec + nested
+                if os.path.normpath(target) in chain:
+                    raise BadInput(f"{where}: {quoted} includes a file that includes it (a cycle)")
+                nested = walk.load(target, where)
+                if nested is not None:
+                    _parse_file(walk, nested, target, constraint or key == "constraint",
+                                (*chain, os.path.normpath(target)))
             elif key == "index-url":
-                spec = spec + ProjectSpec(index_url=value)
+                walk.spec = walk.spec + ProjectSpec(index_url=value)
             elif key == "extra-index-url":
-                spec = spec + ProjectSpec(extra_index_urls=(value,))
+                walk.spec = walk.spec + ProjectSpec(extra_index_urls=(value,))
             elif key == "find-links":
                 local = value if "://" in value or os.path.isabs(value) or not base else os.path.join(base, value)
-                spec = spec + ProjectSpec(find_links=(local,))
+                walk.spec = walk.spec + ProjectSpec(find_links=(local,))
             elif key == "trusted-host":
-                spec = spec + ProjectSpec(trusted_hosts=(value,))
+                walk.spec = walk.spec + ProjectSpec(trusted_hosts=(value,))
             elif key == "no-index":
-                spec = spec + ProjectSpec(no_index=True)
+                walk.spec = walk.spec + ProjectSpec(no_index=True)
             elif key == "pre":
-                spec = spec + ProjectSpec(pre=True)
+                walk.spec = walk.spec + ProjectSpec(pre=True)
             else:
-                notes.append(f"{where}: {line.split()[0]} is left to the installer's defaults")
+                walk.notes.append(f"{where}: {written.split()[0]} is left to the installer's defaults")
             continue
-        req_text, per_req = _split_per_requirement(line, where)
+        req_written, per_req = _split_per_requirement(written, where)
         if per_req:
-            notes.append(f"{where}: {', '.join(per_req)} not used: torchfit re-resolves and locks every file "
-                         "with its own sha256")
-        if req_text.startswith((".", "/")) or (os.sep in req_text.split(";")[0] and "@" not in req_text):
-            raise BadInput(f"{where}: {req_text!r} is a path; torchfit resolves named requirements "
+            walk.notes.append(f"{where}: {', '.join(per_req)} not used: torchfit re-resolves and locks every file "
+                              "with its own sha256")
+        if req_written.startswith((".", "/")) or (os.sep in req_written.split(";")[0] and "@" not in req_written):
+            shown_req = repr(req_written) if source.quotable else _UNQUOTED
+            raise BadInput(f"{where}: {shown_req} is a path; torchfit resolves named requirements "
                            "(name @ file:///path works for a wheel or sdist)")
-        item = parse_requirement(req_text, where)
-        (cons if constraint else reqs).append(item)
-    return spec + ProjectSpec(tuple(reqs), tuple(cons), notes=tuple(notes))
+        req_text = _expand(req_written, walk.environ, where)
+        item = parse_requirement(req_text, where, repr(req_written) if source.quotable else _UNQUOTED)
+        (walk.cons if constraint else walk.reqs).append(item)
 
 
-def _option(line: str, where: str) -> tuple[str, str]:
-    """(pip option key, value) of an option line; BadInput for what torchfit cannot honour."""
+def _option(line: str, where: str, quoted: str) -> tuple[str, str]:
+    """(pip option key, value) of an option line, as written; BadInput for what torchfit
+    cannot honour (the line shown as `quoted`)."""
     try:
         words = shlex.split(line)
     except ValueError as exc:
-        raise BadInput(f"{where}: {line!r}: {exc}") from None
+        raise BadInput(f"{where}: {quoted}: {exc}") from None
     head, _, inline = words[0].partition("=")
     if head in ("-e", "--editable"):
-        raise BadInput(f"{where}: {line!r}: editable installs are not resolved by torchfit; "
+        raise BadInput(f"{where}: {quoted}: editable installs are not resolved by torchfit; "
                        "install the project into the env afterwards (torchfit run --env PREFIX -- pip install -e .)")
     if head in _FLAG_OPTIONS:
         if inline or len(words) > 1:
@@ -258,7 +342,7 @@ def _option(line: str, where: str) -> tuple[str, str]:
     if key is None and head.startswith("-c") and len(head) > 2:
         key, inline = "constraint", head[2:]
     if key is None:
-        raise BadInput(f"{where}: {words[0]!r} is not a requirements-file option torchfit reads "
+        raise BadInput(f"{where}: {quoted} is not a requirements-file option torchfit reads "
                        "(-r, -c, -i, --extra-index-url, -f, --no-index, --trusted-host, --pre)")
     value = inline or (words[1] if len(words) > 1 else "")
     if not value or len(words) > (1 if inline else 2):
@@ -411,7 +495,9 @@ __all__ = [
     "PackageMeta",
     "ProjectReq",
     "ProjectSpec",
+    "SourceFile",
     "applies",
+    "dedupe",
     "parse_pyproject",
     "parse_requirement",
     "parse_requirements_file",

@@ -1,0 +1,93 @@
+"""compat/project.py: requirements files and pyproject.toml as values (issue 25: bounds, duplicates,
+`${VAR}` never echoed expanded, a linked file never quoted, pyproject's types checked)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from torchfit.compat.project import (
+    MAX_REQUIREMENT_FILES,
+    MAX_REQUIREMENT_LINES,
+    SourceFile,
+    parse_requirements_file,
+)
+from torchfit.errors import BadInput
+
+
+def _reader(files: dict[str, str]):  # type: ignore[no-untyped-def]
+    reads: list[str] = []
+
+    def read(path: str) -> str:
+        reads.append(os.path.normpath(path))
+        return files[os.path.normpath(path)]
+
+    return read, reads
+
+
+def test_a_fan_out_of_includes_reads_each_file_once_and_ends() -> None:
+    """17 files each naming the next four: 2,500+ paths through them, 17 reads."""
+    files = {f"r{i}.txt": "".join(f"-r r{j}.txt\n" for j in range(i + 1, min(i + 5, 17))) + f"pkg{i}==1.0\n"
+             for i in range(17)}
+    read, reads = _reader(files)
+    start = time.monotonic()
+    spec = parse_requirements_file(files["r0.txt"], "r0.txt", read, {})
+    assert time.monotonic() - start < 2
+    assert sorted(reads) == sorted(f"r{i}.txt" for i in range(1, 17))
+    assert [r.text for r in spec.requirements] == [f"pkg{i}==1.0" for i in range(16, -1, -1)][::-1] or \
+        sorted(r.text for r in spec.requirements) == sorted(f"pkg{i}==1.0" for i in range(17))
+    assert len(spec.requirements) == 17
+
+
+def test_a_cycle_is_still_named() -> None:
+    read, _ = _reader({"a.txt": "-r b.txt\n", "b.txt": "-r a.txt\n"})
+    with pytest.raises(BadInput, match=r"b\.txt:1: '-r a\.txt' includes a file that includes it \(a cycle\)"):
+        parse_requirements_file("-r b.txt\n", "a.txt", read, {})
+
+
+def test_too_many_files_is_one_line() -> None:
+    n = MAX_REQUIREMENT_FILES + 5
+    files = {f"r{i}.txt": f"-r r{i + 1}.txt\n" if i % 10 else "" for i in range(n + 1)}
+    top = "".join(f"-r r{i}.txt\n" for i in range(n))
+    read, _ = _reader(files)
+    with pytest.raises(BadInput, match=f"more than {MAX_REQUIREMENT_FILES} files"):
+        parse_requirements_file(top, "top.txt", read, {})
+
+
+def test_too_many_lines_is_one_line() -> None:
+    text = "".join(f"pkg{i}\n" for i in range(MAX_REQUIREMENT_LINES + 1))
+    with pytest.raises(BadInput, match="more than 50,000 lines in all"):
+        parse_requirements_file(text, "big.txt", _reader({})[0], {})
+
+
+def test_duplicates_are_kept_once_with_their_first_place() -> None:
+    read, _ = _reader({"b.txt": "numpy==2.0\nrequests\n"})
+    spec = parse_requirements_file("numpy==2.0\n-r b.txt\nnumpy==2.0\n-c b.txt\n", "a.txt", read, {})
+    assert [(r.text, r.origin) for r in spec.requirements] == [("numpy==2.0", "a.txt:1"), ("requests", "b.txt:2")]
+
+
+def test_an_expanded_variable_is_never_echoed() -> None:
+    env = {"TOKEN": "s3cr3t-value"}
+    for text in ("foo==${TOKEN}bad\n", "-e ${TOKEN}\n", "--bogus ${TOKEN}\n", "./${TOKEN}\n",
+                 "torch @ https://${TOKEN}@host/torch.whl\n", "torch[${TOKEN}]\n", "pkg ${TOKEN}\n",
+                 "--index-url ${TOKEN} extra\n"):
+        with pytest.raises(BadInput) as err:
+            parse_requirements_file(text, "r.txt", _reader({})[0], env)
+        assert "s3cr3t" not in str(err.value), (text, str(err.value))
+        if text.startswith(("foo", "-e", "--bogus", "./", "pkg")):
+            assert "${TOKEN}" in str(err.value), (text, str(err.value))  # the line as written
+
+
+def test_the_lines_of_a_linked_file_are_not_quoted() -> None:
+    with pytest.raises(BadInput) as err:
+        parse_requirements_file(SourceFile("hunter2 is my password\n", quotable=False), "link.txt", _reader({})[0], {})
+    assert "hunter2" not in str(err.value) and "link.txt:1" in str(err.value)
+
+    def linked(path: str) -> SourceFile:
+        return SourceFile("machine x login me password hunter2\n", quotable=False)
+
+    with pytest.raises(BadInput) as err:
+        parse_requirements_file("-r creds\n", "r.txt", linked, {})
+    assert "hunter2" not in str(err.value) and "creds:1" in str(err.value)
