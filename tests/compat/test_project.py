@@ -12,6 +12,7 @@ from torchfit.compat.project import (
     MAX_REQUIREMENT_FILES,
     MAX_REQUIREMENT_LINES,
     SourceFile,
+    parse_pyproject,
     parse_requirements_file,
 )
 from torchfit.errors import BadInput
@@ -91,3 +92,29 @@ def test_the_lines_of_a_linked_file_are_not_quoted() -> None:
     with pytest.raises(BadInput) as err:
         parse_requirements_file("-r creds\n", "r.txt", linked, {})
     assert "hunter2" not in str(err.value) and "creds:1" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("project", "key"),
+    [
+        ({"name": "a", "dynamic": 5}, "[project].dynamic"),
+        ({"name": "a", "dynamic": [5]}, "[project].dynamic"),
+        ({"name": ["a"], "dependencies": ["numpy"]}, "[project].name"),
+        ({"name": "a", "dependencies": [5]}, "[project].dependencies[0]"),
+        ({"name": "a", "dependencies": ["numpy", ["x"]]}, "[project].dependencies[1]"),
+        ({"name": "a", "dependencies": "numpy"}, "[project].dependencies"),
+        ({"name": "a", "optional-dependencies": {"gpu": [1.5]}}, "[project.optional-dependencies].gpu[0]"),
+        ({"name": "a", "optional-dependencies": {"Gpu": ["numpy"], "gpu": ["scipy"]}}, "'Gpu' and 'gpu'"),
+        ({"name": "a", "optional-dependencies": {"a.b": ["numpy"], "a_b": ["scipy"]}}, "'a.b' and 'a_b'"),
+    ],
+)
+def test_pyproject_values_of_the_wrong_type_are_named(project: dict[str, object], key: str) -> None:
+    with pytest.raises(BadInput) as err:
+        parse_pyproject({"project": project}, "pyproject.toml", ["gpu"] if "optional-dependencies" in project else [])
+    assert key in str(err.value), str(err.value)
+
+
+def test_pyproject_groups_still_resolve_by_normalized_name() -> None:
+    spec = parse_pyproject({"project": {"name": "My_App", "dependencies": ["my-app[GPU]"],
+                                        "optional-dependencies": {"GPU": ["numpy"]}}}, "pyproject.toml", ["gpu"])
+    assert [r.text for r in spec.requirements] == ["numpy"]

@@ -375,24 +375,39 @@ def parse_pyproject(data: Mapping[str, Any], path: str, extras: Sequence[str]) -
     if not isinstance(project, Mapping):
         raise BadInput(f"{path} has no [project] table; torchfit reads [project].dependencies "
                        "(PEP 621). For another layout give -r requirements.txt")
-    dynamic = project.get("dynamic") or []
+    dynamic = project.get("dynamic", [])
+    if not isinstance(dynamic, list) or not all(isinstance(d, str) for d in dynamic):
+        raise BadInput(f"{path}: [project].dynamic must be a list of field names (PEP 621), not {_type(dynamic)}")
     if "dependencies" in dynamic:
         raise BadInput(f"{path}: [project].dependencies is dynamic (computed by the build backend); "
                        "torchfit cannot read it: give the requirements with -r FILE")
-    own = canonicalize_name(str(project.get("name") or ""))
-    deps = project.get("dependencies") or []
-    optional = project.get("optional-dependencies") or {}
-    if not isinstance(deps, list) or not isinstance(optional, Mapping):
-        raise BadInput(f"{path}: [project].dependencies must be a list and optional-dependencies a table")
-    groups = {canonicalize_name(str(k)): (str(k), v) for k, v in optional.items()}
+    name = project.get("name", "")
+    if not isinstance(name, str):
+        raise BadInput(f"{path}: [project].name must be a string (PEP 621), not {_type(name)}")
+    own = canonicalize_name(name)
+    deps = project.get("dependencies", [])
+    optional = project.get("optional-dependencies", {})
+    if not isinstance(deps, list):
+        raise BadInput(f"{path}: [project].dependencies must be a list of requirements, not {_type(deps)}")
+    if not isinstance(optional, Mapping):
+        raise BadInput(f"{path}: [project].optional-dependencies must be a table, not {_type(optional)}")
+    groups: dict[str, tuple[str, Any]] = {}
+    for k, v in optional.items():
+        key = canonicalize_name(str(k))
+        if key in groups:  # PEP 685: extras compare normalized; two spellings of one are ambiguous
+            raise BadInput(f"{path}: [project.optional-dependencies] has {groups[key][0]!r} and {k!r}, one "
+                           f"group once normalized ({key!r}, PEP 685): keep one")
+        groups[key] = (str(k), v)
     out: list[ProjectReq] = []
     done: set[str] = set()
 
     def take(items: Any, origin: str) -> None:
         if not isinstance(items, list):
-            raise BadInput(f"{path}: {origin} must be a list of requirements")
-        for item in items:
-            req = parse_requirement(str(item), f"{path} {origin}")
+            raise BadInput(f"{path}: {origin} must be a list of requirements, not {_type(items)}")
+        for k, item in enumerate(items):
+            if not isinstance(item, str):
+                raise BadInput(f"{path}: {origin}[{k}] must be a string (a PEP 508 requirement), not {_type(item)}")
+            req = parse_requirement(item, f"{path} {origin}")
             if own and req.name == own:
                 for extra in sorted(req.requirement.extras):
                     add_group(extra, f"{path} {origin}")
@@ -414,6 +429,13 @@ def parse_pyproject(data: Mapping[str, Any], path: str, extras: Sequence[str]) -
     for extra in extras:
         add_group(extra, f"--extra {extra}")
     return ProjectSpec(tuple(out))
+
+
+def _type(value: Any) -> str:
+    """A TOML value's type, as a message names it."""
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
+             dict: "a table"}
+    return next((n for t, n in names.items() if isinstance(value, t)), type(value).__name__)
 
 
 # --- markers -------------------------------------------------------------------------------------
