@@ -685,8 +685,8 @@ class _Planner:
             ruled_out=tuple(ruled),
             ruled_out_relevant=plan.ruled_out_relevant + len(held),
             why=why_map,
-            project=tuple(r.text for r in self.request.project.others),
-            constraints=tuple(r.text for r in self.request.project.constraints),
+            project=tuple(r.public_text for r in self.request.project.others),
+            constraints=tuple(r.public_text for r in self.request.project.constraints),
             resolved=resolved,
             routed=tuple(routed),
         )

@@ -222,3 +222,30 @@ def test_an_abi_bound_package_comes_from_the_torch_index_when_pypis_binary_is_an
     assert (plan["torch"], plan["variant"], plan["routed"]) == ("2.8.0", "cu126", ["xformers"]), plan
     assert plan["resolved"]["xformers"] == "0.0.32.post2"  # found only on the torch index
     assert any("its cu126 binary comes from the torch index" in r for r in plan["reasons"]), plan["reasons"]
+
+
+def test_a_url_requirement_over_plain_http_is_refused_and_its_credentials_never_shown(indexes: dict[str, Any]) -> None:
+    """Issue 25: `pkg @ http://user:secret@host/...?token=...` was fetched over plain http without
+    --allow-insecure-index, and its credentials were printed by `resolve --json`, the text plan
+    and `export --format requirements`. Refused like an http:// index; allowed, the URL appears
+    without its credentials (as every index URL torchfit writes down)."""
+    host = indexes["url"].split("://", 1)[1]
+    req = f"purelib @ http://alice:S3CRET-PW@{host}/wheels/purelib-1.0-py3-none-any.whl?token=S3CRET-TOK"
+    refused = run_cli("resolve", *CPU_HOST, "--index-url", indexes["pypi"].replace("http://", "https://"), req)
+    assert refused.returncode == 2, refused.stderr
+    line = refused.stderr.strip()
+    assert "plain http://" in line and "--allow-insecure-index" in line and len(line.splitlines()) == 1, line
+    assert "S3CRET" not in refused.stdout + refused.stderr
+    code, plan, err = resolve(indexes, *CPU_HOST, req, "torch==2.8.0")
+    assert code == 0, err
+    assert plan["project"] == [f"purelib@ http://{host}/wheels/purelib-1.0-py3-none-any.whl"] or \
+        plan["project"] == [f"purelib @ http://{host}/wheels/purelib-1.0-py3-none-any.whl"], plan["project"]
+    assert "S3CRET" not in json.dumps(plan) + err
+    common = ("--index-url", indexes["pypi"], "--torch-index-url", indexes["torch"], "--allow-insecure-index",
+              *CPU_HOST, req, "torch==2.8.0")
+    for out in (run_cli("resolve", *common, env={"PIP_CONFIG_FILE": "/dev/null"}, timeout=300),
+                run_cli("export", "--format", "requirements", *common, env={"PIP_CONFIG_FILE": "/dev/null"},
+                        timeout=300)):
+        assert out.returncode == 0, out.stderr
+        assert "S3CRET" not in out.stdout + out.stderr
+        assert "purelib" in out.stdout

@@ -263,6 +263,10 @@ def load_project(args: argparse.Namespace) -> tuple[tuple[AnyRequirement, ...], 
         text = read_text_file(path, "--project", limit=MAX_REQUIREMENTS_BYTES)
         spec = spec + parse_pyproject(loads_toml(text, path), path, args.extra)
     spec = replace(spec, requirements=dedupe(spec.requirements), constraints=dedupe(spec.constraints))
+    if any(r.requirement.url for r in (*spec.requirements, *spec.constraints)):
+        from torchfit.index.sources import check_direct_urls
+
+        check_direct_urls((*spec.requirements, *spec.constraints), bool(getattr(args, "allow_insecure_index", False)))
     for r in spec.family:
         if r.requirement.marker is not None:
             raise BadInput(f"{r.origin}: {r.text!r}: environment markers on the torch family are not evaluated; "

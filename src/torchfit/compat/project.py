@@ -37,6 +37,7 @@ from packaging.version import Version
 from torchfit._backports import FROZEN
 from torchfit.compat.matrix import FAMILY_PACKAGES
 from torchfit.errors import BadInput
+from torchfit.redact import strip_credentials
 
 if TYPE_CHECKING:  # packaging.requirements costs ~5 ms of every start-up: imported where parsed
     from packaging.markers import Marker
@@ -67,6 +68,20 @@ class ProjectReq:
     @property
     def is_family(self) -> bool:
         return self.name in FAMILY_PACKAGES
+
+    @property
+    def public_text(self) -> str:
+        """The requirement as a plan, a lock, `--json` and an export carry it: a direct URL's
+        credentials (`user:secret@`, `?token=`) dropped (`redact.strip_credentials`), as every
+        index URL torchfit writes down; the real URL stays in the request uv resolves."""
+        url = self.requirement.url
+        if not url or strip_credentials(url) == url:
+            return self.text
+        from packaging.requirements import Requirement
+
+        req = Requirement(self.text)
+        req.url = strip_credentials(url)
+        return str(req)
 
 
 @dataclass(**FROZEN)

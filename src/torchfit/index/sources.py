@@ -27,12 +27,16 @@ import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit
 
 from torchfit._backports import FROZEN
 from torchfit.compat.matrix import PYPI_SIMPLE
 from torchfit.errors import BadInput
 from torchfit.redact import redact
+
+if TYPE_CHECKING:
+    from torchfit.compat.project import ProjectReq
 
 PYPI = PYPI_SIMPLE
 
@@ -420,6 +424,15 @@ def make_sources(
 _SCHEMES = ("http", "https", "file")
 
 
+def check_direct_urls(reqs: Iterable[ProjectReq], allow_insecure: bool) -> None:
+    """A project's `name @ URL` requirements and constraints travel like an index's files: plain
+    http:// is refused unless --allow-insecure-index (`refuse_insecure`, the same rule)."""
+    for r in reqs:
+        url = r.requirement.url
+        if url:
+            refuse_insecure(url, f"{r.origin}: {r.name} @", allow_insecure)
+
+
 def check_url(url: str, what: str, allow_insecure: bool) -> None:
     if not url or re.search(r"\s", url):
         raise BadInput(f"{what} {redact(url)!r}: not a URL")
@@ -432,9 +445,10 @@ def check_url(url: str, what: str, allow_insecure: bool) -> None:
 
 
 def refuse_insecure(url: str, what: str, allow_insecure: bool) -> None:
-    """The one rule for plain http:// in every command (install, export, matrix check/update):
-    refused unless --allow-insecure-index, since packages and credentials would travel in clear."""
-    if urlsplit(url).scheme.lower() == "http" and not allow_insecure:
+    """The one rule for plain http:// in every command (install, export, matrix check/update, a
+    project's `name @ URL`, `git+http://` too): refused unless --allow-insecure-index, since
+    packages and credentials would travel in clear."""
+    if urlsplit(url).scheme.lower().rpartition("+")[2] == "http" and not allow_insecure:
         raise BadInput(
             f"{what} {redact(url)}: plain http:// sends packages and credentials unencrypted; "
             "use https://, or pass --allow-insecure-index"
