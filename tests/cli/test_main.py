@@ -28,3 +28,27 @@ def test_d23_closed_pipe_exits_0(args: list[str]) -> None:
     assert proc.returncode == 0, err
     assert b"Traceback" not in err and b"Exception ignored" not in err
 
+
+
+def test_requirements_come_anywhere_among_the_options() -> None:
+    """Issue 25: `resolve torch --variant cpu numpy` was "unrecognized arguments: numpy"."""
+    from torchfit.cli import build_parser
+
+    for argv in (["resolve", "torch", "--variant", "cpu", "numpy"], ["install", "--variant", "cpu", "torch", "-r",
+                                                                    "r.txt", "numpy", "--prefix", "p"],
+                 ["export", "torch", "--format", "requirements", "numpy"]):
+        args = build_parser(argv).parse_args(argv)
+        assert args.requirements == ["torch", "numpy"] and args.variant in ("cpu", None), args
+    argv = ["add", "--env", "e", "numpy", "--json", "scipy"]
+    assert build_parser(argv).parse_args(argv).packages == ["numpy", "scipy"]
+    out = run_cli("resolve", "--bogus", "torch", "numpy")
+    assert out.returncode == 2 and "unrecognized arguments: --bogus" in out.stderr, out.stderr
+
+
+def test_an_option_value_is_still_its_options() -> None:
+    from torchfit.cli import build_parser
+
+    argv = ["resolve", "--python", "3.12", "torch", "--assume", "gpu=none", "numpy", "--facts", "f.json"]
+    args = build_parser(argv).parse_args(argv)
+    assert (args.requirements, args.python, args.assume, args.facts) == (["torch", "numpy"], "3.12", ["gpu=none"],
+                                                                         ["f.json"])

@@ -35,9 +35,24 @@ class _Parser(argparse.ArgumentParser):
 
     takes_json = False
     commands: dict[str, Any] = {}  # noqa: RUF012 (replaced per parser by add_subparsers)
+    # A command whose positionals are a list (REQ..., PKG...) takes them anywhere among its
+    # options, as pip and uv do: `resolve torch --variant cpu numpy` (`intermixed_positionals`).
+    intermixed = False
+    _mixing = False
 
     def error(self, message: str) -> NoReturn:
         raise BadInput(f"{message} (see {self.prog} --help)")
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        if not self.intermixed or self._mixing:
+            return super().parse_known_args(args, namespace)
+        # argparse's own two-pass parse (options first, then the positionals from what is left),
+        # which calls parse_known_args itself: hence the guard.
+        self._mixing = True
+        try:
+            return super().parse_known_intermixed_args(args, namespace)
+        finally:
+            self._mixing = False
 
     def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
         action = super().add_argument(*args, **kwargs)
@@ -67,8 +82,15 @@ def add_verbose(p: argparse.ArgumentParser, help: str = "show tracebacks") -> No
     p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=help)
 
 
+def intermixed_positionals(p: argparse.ArgumentParser) -> None:
+    """Let `p`'s list positionals (REQ..., PKG...) come anywhere among its options."""
+    if isinstance(p, _Parser):
+        p.intermixed = True
+
+
 def add_resolve_options(p: argparse.ArgumentParser) -> None:
     """The options shared by `resolve` and `install`."""
+    intermixed_positionals(p)
     p.add_argument("requirements", nargs="*", metavar="REQ",
                    help="PEP 508 requirements: the torch family ('torch>=2.4,<2.7', torchvision), whose build "
                         "torchfit picks for the host, and any other package of your project ('vllm==0.10.2'), "

@@ -20,7 +20,7 @@ from torchfit.inputs import seconds
 
 
 def add_parser(subparsers: Any, epilog: str) -> None:
-    from torchfit.cli import add_source_options
+    from torchfit.cli import add_source_options, intermixed_positionals
 
     p = subparsers.add_parser(
         "add",
@@ -34,6 +34,7 @@ def add_parser(subparsers: Any, epilog: str) -> None:
         ),
         epilog=epilog + " See docs/projects.md.",
     )
+    intermixed_positionals(p)
     p.add_argument("packages", nargs="+", metavar="PKG",
                    help="a PEP 508 requirement: name, 'name>=1.2', 'name[extra]==1.0'")
     p.add_argument("--env", required=True, metavar="PREFIX", help="the env `torchfit install` built")
