@@ -220,3 +220,34 @@ def test_lock_is_read_tolerantly(tmp_path: Path, text: str) -> None:
     assert (expected is None) == (err is not None) or expected == {}
     assert load_expected(str(tmp_path / "none.toml")) == (None, None)
 
+
+
+GOOD_LOCK = ('lock-version = "{version}"\n[[packages]]\nname = "x"\nversion = "1"\n[[packages.wheels]]\n'
+             'url = "https://h/x-1-py3-none-any.whl"\nhashes = {{ sha256 = "' + "a" * 64 + '" }}\n'
+             '[tool.torchfit]\nschema = 1\n[tool.torchfit.plan]\n{plan}\n')
+
+
+@pytest.mark.parametrize(("version", "plan", "expect"), [
+    ("1.0\\nrm -rf /", 'torch = "2.13.0"', "lock-version"),
+    ("1.0 garbage", 'torch = "2.13.0"', "lock-version"),
+    ("1", 'torch = "2.13.0"', "lock-version"),
+    ("1.0", 'torch = "2.13.0; echo pwned"', r"torch '2.13.0; echo pwned' is not a version"),
+    ("1.0", 'torch = "2.13.0\\necho pwned"', "torch must be one line"),
+    ("1.0", "torch = 5", "torch must be one line of text"),
+    ("1.0", 'torch = "2.13.0"\nvariant = "cu128 && id"', "is not a torch variant"),
+    ("1.0", 'torch = "2.13.0"\ntorchvision = "$(id)"', "torchvision '$(id)' is not a version"),
+    ("1.0", 'torch = "2.13.0"\nproject = ["numpy; rm -rf"]', "project holds"),
+    ("1.0", 'torch = "2.13.0"\nproject = "numpy"', "project must be a list of strings"),
+    ("1.0", 'torch = "2.13.0"\npython = "3.11; id"', "is not a Python version"),
+])
+def test_the_plan_table_and_lock_version_of_a_lock_are_checked(version: str, plan: str, expect: str) -> None:
+    """Issue 25: a lock's [tool.torchfit.plan] is input (shell text in torch was an internal error at
+    install), and lock-version is PEP 751's MAJOR.MINOR with major 1 (a newline in it was accepted)."""
+    with pytest.raises(BadInput, match=re.escape(expect) if "'" in expect else expect):
+        parse_lock(GOOD_LOCK.format(version=version, plan=plan), "pylock.toml")
+
+
+def test_a_good_plan_table_still_reads() -> None:
+    lock = parse_lock(GOOD_LOCK.format(version="1.0", plan='torch = "2.13.0"\nvariant = "cu128"\npython = "3.14t"\n'
+                                       'project = ["numpy>=2; python_version >= \'3.10\'"]'), "pylock.toml")
+    assert lock.plan()["variant"] == "cu128"

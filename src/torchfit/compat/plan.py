@@ -7,6 +7,7 @@ keys may be added, never renamed); `plan_from_json` reads it back (a lock's
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,29 +93,93 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
     }
 
 
-def plan_from_json(data: dict[str, Any], matrix: Matrix | None = None) -> Plan:
-    """The Plan of `plan_to_json`'s output (a lock's [tool.torchfit.plan]); BadInput if incomplete.
+def check_plan_table(data: Any, where: str = "the lock's [tool.torchfit.plan]") -> None:
+    """BadInput (naming `where` and the key) for a plan table whose keys have the wrong shape.
+
+    A lock is input like any file a user names (issue 25: a torch field holding shell text was
+    an internal error when install built a requirement from it): each key present is checked
+    for its type, the versions are versions, the variant is one, the Pythons are Python
+    versions and the project's lines are PEP 508. Whether the keys a use needs are there is
+    that use's to say (`plan_from_json`).
+    """
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.version import InvalidVersion, Version
+
+    from torchfit.compat.matrix import VARIANT_RE
+    from torchfit.inputs import has_control
+
+    if not isinstance(data, dict):
+        raise BadInput(f"{where}: not a table")
+
+    def one_line(key: str, value: Any) -> str:
+        if not isinstance(value, str) or has_control(value) or any(ch in value for ch in "\n\t"):
+            raise BadInput(f"{where}: {key} must be one line of text, not {value!r:.80}")
+        return value
+
+    for key, value in data.items():
+        if value is None:
+            continue
+        if key in _TEXT_KEYS:
+            value = one_line(key, value)
+            if key in _VERSION_KEYS:
+                try:
+                    Version(value)
+                except InvalidVersion:
+                    raise BadInput(f"{where}: {key} {value!r:.80} is not a version") from None
+                if value != value.strip():
+                    raise BadInput(f"{where}: {key} {value!r:.80} is not a version")
+            elif key == "variant" and not VARIANT_RE.match(value):
+                raise BadInput(f"{where}: variant {value!r:.80} is not a torch variant (cu128, rocm6.4, cpu)")
+            elif key in ("python", "python_version") and not re.fullmatch(r"3\.\d+(\.\d+)?t?", value):
+                raise BadInput(f"{where}: {key} {value!r:.80} is not a Python version (3.12)")
+        elif key in _LIST_KEYS:
+            if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+                raise BadInput(f"{where}: {key} must be a list of strings")
+            for item in value if key in ("project", "constraints") else ():
+                try:
+                    Requirement(item)
+                except InvalidRequirement:
+                    raise BadInput(f"{where}: {key} holds {item!r:.80}, not a PEP 508 requirement") from None
+        elif key in ("why", "resolved"):
+            if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+                raise BadInput(f"{where}: {key} must be a table of strings")
+        elif key == "ruled_out_relevant" and (not isinstance(value, int) or isinstance(value, bool)):
+            raise BadInput(f"{where}: ruled_out_relevant must be an integer")
+
+
+_VERSION_KEYS = frozenset(("torch", "torchvision", "torchaudio"))
+_TEXT_KEYS = _VERSION_KEYS | {"python", "python_version", "python_source", "python_path", "variant", "cuda", "rocm",
+                              "cudnn", "nccl", "index_url"}
+_LIST_KEYS = frozenset(("packages", "reasons", "warnings", "ruled_out", "hosts", "project", "constraints", "routed"))
+
+
+def plan_from_json(data: Any, matrix: Matrix | None = None, where: str = "the lock's [tool.torchfit.plan]") -> Plan:
+    """The Plan of `plan_to_json`'s output (a lock's [tool.torchfit.plan]); BadInput if incomplete
+    or of the wrong shape (`check_plan_table`).
 
     Keys TOML could not hold (None) may be missing. With `matrix`, the plan gets
     its Build back (`Matrix.find_build`).
     """
-    def tup(key: str) -> tuple[str, ...]:
-        return tuple(str(x) for x in data.get(key) or ())
+    check_plan_table(data, where)
 
-    try:
-        torch, variant = str(data["torch"]), str(data["variant"])
-        return Plan(
-            python=str(data["python"]), python_version=str(data["python_version"]),
-            python_source=str(data.get("python_source") or "installed"), python_path=data.get("python_path"),
-            free_threaded=bool(data.get("free_threaded")),
-            torch=torch, variant=variant, cuda=data.get("cuda"), rocm=data.get("rocm"),
-            cudnn=data.get("cudnn"), nccl=data.get("nccl"), torchvision=data.get("torchvision"),
-            torchaudio=data.get("torchaudio"), index_url=str(data.get("index_url") or ""),
-            packages=tup("packages") or ("torch",), reasons=tup("reasons"), warnings=tup("warnings"),
-            ruled_out=tup("ruled_out"), ruled_out_relevant=int(data.get("ruled_out_relevant") or 0), why=dict(data.get("why") or {}), hosts=tup("hosts"),
-            project=tup("project"), constraints=tup("constraints"), routed=tup("routed"),
-            resolved={str(k): str(v) for k, v in dict(data.get("resolved") or {}).items()},
-            build=matrix.find_build(torch, variant) if matrix is not None else None,
-        )
-    except KeyError as exc:
-        raise BadInput(f"the lock's [tool.torchfit.plan] lacks {exc.args[0]!r}") from None
+    def tup(key: str) -> tuple[str, ...]:
+        return tuple(data.get(key) or ())
+
+    missing = next((k for k in ("torch", "variant", "python", "python_version") if data.get(k) is None), None)
+    if missing is not None:
+        raise BadInput(f"{where} lacks {missing!r}")
+    torch, variant = data["torch"], data["variant"]
+    return Plan(
+        python=data["python"], python_version=data["python_version"],
+        python_source=data.get("python_source") or "installed", python_path=data.get("python_path"),
+        free_threaded=bool(data.get("free_threaded")),
+        torch=torch, variant=variant, cuda=data.get("cuda"), rocm=data.get("rocm"),
+        cudnn=data.get("cudnn"), nccl=data.get("nccl"), torchvision=data.get("torchvision"),
+        torchaudio=data.get("torchaudio"), index_url=data.get("index_url") or "",
+        packages=tup("packages") or ("torch",), reasons=tup("reasons"), warnings=tup("warnings"),
+        ruled_out=tup("ruled_out"), ruled_out_relevant=data.get("ruled_out_relevant") or 0,
+        why=dict(data.get("why") or {}), hosts=tup("hosts"), project=tup("project"),
+        constraints=tup("constraints"), routed=tup("routed"),
+        resolved={str(k): v for k, v in dict(data.get("resolved") or {}).items()},
+        build=matrix.find_build(torch, variant) if matrix is not None else None,
+    )

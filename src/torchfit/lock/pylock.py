@@ -83,8 +83,9 @@ def parse_pylock(text: str, source: str, *, local_root: str | None = None) -> Lo
     """
     data = loads_toml(text, source)
     version = data.get("lock-version")
-    if not isinstance(version, str) or version.split(".")[0] != "1":
-        raise BadInput(f"{source}: not a PEP 751 lock (lock-version {version!r}; needs \"1.x\")")
+    # PEP 751: lock-version is "MAJOR.MINOR"; a reader refuses a major it does not know.
+    if not isinstance(version, str) or not re.fullmatch(r"1\.[0-9]+", version):
+        raise BadInput(f"{source}: not a PEP 751 lock (lock-version {version!r:.80}; needs \"1.x\")")
     raw = data.get("packages")
     if not isinstance(raw, list) or not raw:
         raise BadInput(f"{source}: no [[packages]]")
@@ -295,6 +296,11 @@ def parse_lock(text: str, source: str) -> Lock:
         raise BadInput(f"{source}: [tool.torchfit] schema {tool.get('schema')!r}; this torchfit reads {TOOL_SCHEMA}")
     if not isinstance(tool.get("plan"), dict):
         raise BadInput(f"{source}: [tool.torchfit.plan] is missing")
+    # The plan table is input too: every command that reads it (install --lock, add, export,
+    # pack, verify) gets it checked here, once (compat.plan.plan_from_json).
+    from torchfit.compat.plan import check_plan_table
+
+    check_plan_table(tool["plan"], f"{source}: [tool.torchfit.plan]")
     _check_consistent(lock, source)
     for i, d in enumerate(lock.packages):
         where = f"{source}: packages[{i}]"
