@@ -81,3 +81,32 @@ def test_attack3_plain_prefixes_pass() -> None:
         check_prefix_text(path, "--prefix")
     with pytest.raises(BadInput, match=r"4[0-9]{3} bytes long"):
         check_prefix_text("/" + "a/" * 2000, "--prefix")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["verify", "--env", "{d}/no\x1b[31menv\n"],
+        ["resolve", "-r", "{d}/r.txt"],
+        ["resolve", "--project", "{d}"],
+        ["install", "--lock", "{d}/r.txt", "--prefix", "/tmp/never-made-by-this-test"],
+        ["export", "--format", "requirements", "--lock", "{d}/r.txt"],
+        ["resolve", "--facts", "{d}/r.txt"],
+    ],
+    ids=["verify-env", "r", "project", "install-lock", "export-lock", "facts"],
+)
+def test_user_paths_in_messages_are_shown_escaped_not_stripped(tmp_path: os.PathLike[str], args: list[str]) -> None:
+    """Issue 25 (round 3's partial): `verify --env`, `-r`, `--lock` paths lost their control characters
+    (`/tmp/nored`): a different path from the one given. Now shown escaped, as `shown` writes them."""
+    from tests.support.cli import run_clean
+
+    d = os.path.join(str(tmp_path), "d\x1b[31mx")
+    os.mkdir(d)
+    with open(os.path.join(d, "r.txt"), "w") as fh:
+        fh.write("foo==\n")
+    with open(os.path.join(d, "pyproject.toml"), "w") as fh:
+        fh.write("[project]\nname = 5\n")
+    out = run_clean(*[a.replace("{d}", d) for a in args], timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert "d\\x1b[31mx" in out.stderr or "no\\x1b[31menv\\n" in out.stderr, out.stderr
+    assert "\x1b" not in out.stderr

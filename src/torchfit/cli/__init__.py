@@ -227,7 +227,7 @@ def load_hosts(args: argparse.Namespace) -> list[HostFacts]:
     from torchfit.cli.commands._fleet import load_facts_file
     from torchfit.compat.facts import apply_assumptions, facts_from_json
     from torchfit.compat.gpunames import load_gpu_names
-    from torchfit.inputs import MAX_FACTS_BYTES, loads_json, read_text_file
+    from torchfit.inputs import MAX_FACTS_BYTES, loads_json, read_text_file, shown
 
     hosts: list[HostFacts] = []
     exclude = getattr(args, "exclude", None) or []
@@ -236,7 +236,7 @@ def load_hosts(args: argparse.Namespace) -> list[HostFacts]:
         for path in args.facts:
             # The one reader of facts files: bounded in size and depth (inputs.py).
             text = read_text_file(path, "--facts", limit=MAX_FACTS_BYTES)
-            name = "stdin" if path == "-" else path
+            name = "stdin" if path == "-" else shown(path)
             data = loads_json(text, name)
             group_hosts = load_facts_file(data, name, exclude)  # a fleet file: one host per group
             fleets += group_hosts is not None
@@ -264,7 +264,7 @@ def load_project(args: argparse.Namespace) -> tuple[tuple[AnyRequirement, ...], 
         parse_requirements_file,
     )
     from torchfit.compat.request import split_requirements
-    from torchfit.inputs import MAX_REQUIREMENTS_BYTES, loads_toml, read_text_file
+    from torchfit.inputs import MAX_REQUIREMENTS_BYTES, loads_toml, read_text_file, shown
 
     family, others = split_requirements(args.requirements)
     spec = ProjectSpec(others)
@@ -281,9 +281,9 @@ def load_project(args: argparse.Namespace) -> tuple[tuple[AnyRequirement, ...], 
     if args.project:
         path = os.path.join(os.path.expanduser(args.project), "pyproject.toml")
         if not os.path.exists(path):
-            raise BadInput(f"--project {args.project}: no pyproject.toml in it")
+            raise BadInput(f"--project {shown(args.project)}: no pyproject.toml in it")
         text = read_text_file(path, "--project", limit=MAX_REQUIREMENTS_BYTES)
-        spec = spec + parse_pyproject(loads_toml(text, path), path, args.extra)
+        spec = spec + parse_pyproject(loads_toml(text, shown(path)), shown(path), args.extra)
     spec = replace(spec, requirements=dedupe(spec.requirements), constraints=dedupe(spec.constraints))
     if any(r.requirement.url for r in (*spec.requirements, *spec.constraints)):
         from torchfit.index.sources import check_direct_urls

@@ -39,29 +39,31 @@ def target_python(args: argparse.Namespace, environ: Mapping[str, str]) -> Targe
     BadInput (exit 2) for an --env or --python that names no interpreter; when neither
     is given and nothing is found, `python` is None (the caller says what that means).
     """
+    from torchfit.inputs import shown
+
     path_var = environ.get("PATH", os.defpath)
     if getattr(args, "python", None):
         name = os.path.expanduser(args.python)
         if os.sep in name:
             path = os.path.abspath(name)
             if not os.path.isfile(path):
-                raise BadInput(f"--python {args.python}: not found")
+                raise BadInput(f"--python {shown(args.python)}: not found")
             if not os.access(path, os.X_OK):
-                raise BadInput(f"--python {args.python}: not executable")
+                raise BadInput(f"--python {shown(args.python)}: not executable")
             return Target(path, None, "--python")
         found = shutil.which(name, path=path_var)
         if found is None:
-            raise BadInput(f"--python {args.python}: not found on PATH")
+            raise BadInput(f"--python {shown(args.python)}: not found on PATH")
         return Target(os.path.abspath(found), None, "--python")
     if getattr(args, "env", None):
         prefix = os.path.abspath(os.path.expanduser(args.env))
-        refuse_denied(f"--env {args.env}", prefix)  # another user's env: said as such, before "not a venv"
+        refuse_denied(f"--env {shown(args.env)}", prefix)  # another user's env: said as such, before "not a venv"
         found = _env_python(prefix) if os.path.isdir(prefix) else None
         if not os.path.isdir(prefix):
-            raise BadInput(f"--env {args.env}: not a directory")
+            raise BadInput(f"--env {shown(args.env)}: not a directory")
         if found is None:
             check_env_intact(prefix)
-            raise BadInput(f"--env {args.env}: no bin/python or bin/python3 in it (not a venv or conda env)")
+            raise BadInput(f"--env {shown(args.env)}: no bin/python or bin/python3 in it (not a venv or conda env)")
         return Target(found, prefix, "--env")
     for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
         if environ.get(var):

@@ -37,6 +37,7 @@ from packaging.version import Version
 from torchfit._backports import FROZEN
 from torchfit.compat.matrix import FAMILY_PACKAGES
 from torchfit.errors import BadInput
+from torchfit.inputs import shown
 from torchfit.redact import strip_credentials
 
 if TYPE_CHECKING:  # packaging.requirements costs ~5 ms of every start-up: imported where parsed
@@ -289,10 +290,10 @@ def parse_requirements_file(
 
 def _parse_file(walk: _Reading, source: SourceFile, path: str, constraint: bool, chain: tuple[str, ...]) -> None:
     if len(chain) > MAX_INCLUDE_DEPTH + 1:
-        raise BadInput(f"{path}: -r/-c nested deeper than {MAX_INCLUDE_DEPTH} files")
+        raise BadInput(f"{shown(path)}: -r/-c nested deeper than {MAX_INCLUDE_DEPTH} files")
     base = os.path.dirname(path) if path not in ("-", "") else ""
     for number, written in _logical_lines(source.text):
-        where = f"{path}:{number}"
+        where = f"{shown(path)}:{number}"  # a path as typed, escaped, never stripped
         walk.count(where)
         # Quoted as written: `${TOKEN}` stays a name in every message, never its value.
         quoted = repr(written) if source.quotable else _UNQUOTED

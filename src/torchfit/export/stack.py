@@ -114,7 +114,9 @@ def _strings(value: object) -> tuple[str, ...]:
 
 def load_lock(path: str) -> Stack:
     """`export --lock PATH`: any PEP 751 lock, read by `lock.pylock`, as a Stack."""
-    return stack_from_lock(load_pylock(path), path)
+    from torchfit.inputs import shown
+
+    return stack_from_lock(load_pylock(path), shown(path))
 
 
 def with_index(stack: Stack, url: str | None) -> Stack:

@@ -28,7 +28,7 @@ from urllib.parse import unquote, urlsplit
 from packaging.utils import canonicalize_name
 
 from torchfit.errors import BadInput
-from torchfit.inputs import MAX_LOCK_BYTES, loads_toml, read_text_file
+from torchfit.inputs import MAX_LOCK_BYTES, loads_toml, read_text_file, shown
 from torchfit.lock.model import Artifact, Lock, LockedDist
 from torchfit.lock.toml import Inline, drop_none, dumps_toml
 from torchfit.redact import redact, strip_credentials
@@ -343,14 +343,14 @@ def _read_text(path: str) -> str:
 
 def load_lock(path: str) -> Lock:
     """The strict reader over a file (`install --lock PATH`)."""
-    return parse_lock(_read_text(path), path)
+    return parse_lock(_read_text(path), shown(path))
 
 
 def load_pylock(path: str, source: str | None = None, *, hash_local: bool = False) -> Lock:
     """The lenient reader over a file (`export --lock PATH`, uv's output). `hash_local`:
     files without a sha256 that are on this machine get one (`parse_pylock`'s `local_root`)."""
     root = os.path.dirname(os.path.abspath(path)) if hash_local else None
-    return parse_pylock(_read_text(path), source or f"--lock {path}", local_root=root)
+    return parse_pylock(_read_text(path), source or f"--lock {shown(path)}", local_root=root)
 
 
 def load_expected(path: str) -> tuple[dict[str, str] | None, str | None]:
@@ -362,7 +362,7 @@ def load_expected(path: str) -> tuple[dict[str, str] | None, str | None]:
     if not os.path.isfile(path):
         return None, None
     try:
-        data = loads_toml(_read_text(path), path)
+        data = loads_toml(_read_text(path), shown(path))
     except BadInput as exc:
         return None, exc.message
     tool = data.get("tool", {}).get("torchfit", {}) if isinstance(data.get("tool"), dict) else {}
@@ -376,7 +376,7 @@ def load_pin_mechanism(path: str) -> str | None:
     """[tool.torchfit.nccl] mechanism of the lock at `path` ("wheel", "wheel-override", ...),
     tolerant like `load_expected`: None when the file or the key cannot be read."""
     try:
-        data = loads_toml(_read_text(path), path)
+        data = loads_toml(_read_text(path), shown(path))
     except (BadInput, OSError):
         return None
     tool = data.get("tool", {}).get("torchfit", {}) if isinstance(data.get("tool"), dict) else {}
