@@ -15,6 +15,7 @@ from torchfit._backports import FROZEN
 from torchfit.compat.facts import Gpu, HostFacts, apply_assumptions
 from torchfit.compat.judgements import describe_gpus
 from torchfit.compat.matrix import CONSERVATIVE_GLIBC, Build
+from torchfit.compat.project import ProjectReq
 from torchfit.compat.provider import Context, ProjectCandidate
 from torchfit.compat.request import Request
 from torchfit.compat.rules import (
@@ -297,9 +298,16 @@ def explain_project_conflict(ctx: Context) -> tuple[list[str], list[str]]:
     conflicts = [f"{host.name}: {describe_host(host)}" for host in ctx.hosts]
     hints: list[str] = []
     fits: dict[str, tuple[list[ProjectCandidate], set[Build]]] = {}
+    # Once per package, not per line (issue 25: a 3,000-line file named each package once per
+    # line, each time scanning every release read): its first line speaks for it.
+    first: dict[str, ProjectReq] = {}
     for r in ctx.project:
-        tried = sorted((ProjectCandidate(f"pkg:{n}", n, v) for n, v in ctx.seen if n == r.name),
-                       key=lambda c: c.version, reverse=True)
+        first.setdefault(r.name, r)
+    read: dict[str, list[ProjectCandidate]] = {}
+    for n, v in ctx.seen:
+        read.setdefault(n, []).append(ProjectCandidate(f"pkg:{n}", n, v))
+    for r in first.values():
+        tried = sorted(read.get(r.name, ()), key=lambda c: c.version, reverse=True)
         if not tried:
             spec = ctx.project_spec(r.name)
             if not ctx.project_pool(f"pkg:{r.name}"):
