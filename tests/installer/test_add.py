@@ -371,3 +371,11 @@ def test_add_torchvision_takes_the_build_that_matches_the_locked_torch(
                   str(links), state=state_home)
     assert proc.returncode == 1 and "[add-needs-other-torch]" in proc.stderr, proc.stderr
     assert (add_env / "pylock.toml").read_bytes() == lock_now
+
+
+def test_add_of_a_url_over_plain_http_is_refused_without_its_credentials(tmp_path: Path) -> None:
+    """Issue 25: `name @ http://...` follows the one http rule of every source (index.sources.refuse_insecure)."""
+    from tests.support.cli import bad_input, run_clean
+
+    line = bad_input(run_clean("add", "--env", str(tmp_path), "urlpkg @ http://u:S3CRET@127.0.0.1:9/urlpkg-1.0-py3-none-any.whl"))
+    assert "plain http://" in line and "--allow-insecure-index" in line and "S3CRET" not in line, line

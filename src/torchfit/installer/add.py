@@ -40,6 +40,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from torchfit.compat.matrix import FAMILY_PACKAGES
+from torchfit.compat.project import ProjectReq
 from torchfit.errors import AddRefused, BadInput
 from torchfit.index.sources import Sources
 from torchfit.installer.backends import (
@@ -494,7 +495,7 @@ class AddJob:
         for text in asked:
             name = canonicalize_name(Requirement(text).name)
             project = [p for p in project if not (_parses(p) and canonicalize_name(Requirement(p).name) == name)]
-            project.append(text)
+            project.append(ProjectReq(Requirement(text), "PKG").public_text)  # a URL's credentials never on disk
         plan["project"] = project
         if self.routed:
             plan["routed"] = list(dict.fromkeys(self.routed))

@@ -65,6 +65,11 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput("--env: give the env's directory")
     requirements = parse_new_requirements(args.packages)
     check_source_options(args)
+    if any(r.url for r in requirements):  # `name @ http://...`: the one http rule (index.sources)
+        from torchfit.compat.project import ProjectReq
+        from torchfit.index.sources import check_direct_urls
+
+        check_direct_urls([ProjectReq(r, "PKG") for r in requirements], args.allow_insecure_index)
     prefix = os.path.abspath(os.path.expanduser(args.env))
     lock = load_env_lock(prefix)
     sources = _sources(args, locked_torch_index(lock), str(lock.plan().get("variant") or ""))
