@@ -7,6 +7,8 @@ import os
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from torchfit.compat.project import (
     MAX_REQUIREMENT_FILES,
@@ -118,3 +120,31 @@ def test_pyproject_groups_still_resolve_by_normalized_name() -> None:
     spec = parse_pyproject({"project": {"name": "My_App", "dependencies": ["my-app[GPU]"],
                                         "optional-dependencies": {"GPU": ["numpy"]}}}, "pyproject.toml", ["gpu"])
     assert [r.text for r in spec.requirements] == ["numpy"]
+
+_toml_values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
+                                      st.text(max_size=20)),
+                            lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                    st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+                            max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["name", "dynamic", "dependencies", "optional-dependencies"]), _toml_values),
+       st.lists(st.text(max_size=6), max_size=2))
+def test_garbage_in_pyproject_is_bad_input_or_a_spec(project: dict[str, object], extras: list[str]) -> None:
+    try:
+        parse_pyproject({"project": project}, "pyproject.toml", extras)
+    except BadInput:
+        pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab=<>!~.,;[]@ #-\\\n${}XYrce/:'\"0123456789")), max_size=80))
+def test_garbage_in_a_requirements_file_is_bad_input_or_a_spec(text: str) -> None:
+    def read(path: str) -> str:
+        return text
+
+    try:
+        parse_requirements_file(text, "r.txt", read, {"X": "1"})
+    except BadInput:
+        pass
