@@ -27,7 +27,7 @@ def _one_line_exit_2(res: Result, what: str) -> str | None:
     if res.traceback or "internal error" in res.text:
         return f"{what}: {res.err.strip().splitlines()[-1][:160] if res.err.strip() else 'traceback'}"
     if res.code != 2:
-        return f"{what}: exit {res.code}, not 2: {res.err.strip()[-160:]}"
+        return f"{what}: exit {res.code}, not 2: {(res.err.strip().splitlines() or [''])[0][:160]}"
     if len(res.err.strip().splitlines()) != 1:
         return f"{what}: {len(res.err.strip().splitlines())} lines on stderr, not one"
     return None
