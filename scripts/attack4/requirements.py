@@ -84,7 +84,7 @@ def duplicates(box: Box) -> str | None:
     """The same requirement on 3 lines and through 2 files: kept 5 times in the plan."""
     (box.work / "b.txt").write_text("mpmath\n")
     (box.work / "a.txt").write_text("mpmath\nmpmath\n-r b.txt\n-r b.txt\nmpmath\n")
-    res = box.tf("resolve", *CPU, "--torch-index-url", box.torch_index, "-r", str(box.work / "a.txt"), "torch",
+    res = box.tf("resolve", *CPU, "--torch-index-url", box.torch_index, "-r", str(box.work / "a.txt"), "torch==2.13.0",
                  "--json", timeout=120)
     m = re.search(r'"project": \[([^\]]*)\]', res.out)
     if not m:
@@ -148,7 +148,7 @@ def _url_req(box: Box) -> str:
 
 
 def _url_leak(box: Box, *args: str) -> str | None:
-    res = box.tf(*args, *CPU, "--torch-index-url", box.torch_index, "torch", _url_req(box), "--allow-insecure-index",
+    res = box.tf(*args, *CPU, "--torch-index-url", box.torch_index, "torch==2.13.0", _url_req(box), "--allow-insecure-index",
                  timeout=180)
     if res.code != 0:
         return f"exit {res.code}: {res.err.strip()[-160:]}" if SECRET in res.text else None
@@ -172,7 +172,7 @@ def url_export(box: Box) -> str | None:
 
 def http_url(box: Box) -> str | None:
     req = _url_req(box).replace(f"alice:{SECRET}@", "").replace(f"?token={SECRET}", "")
-    res = box.tf("resolve", *CPU, "--torch-index-url", box.torch_index, "torch", req, timeout=180)
+    res = box.tf("resolve", *CPU, "--torch-index-url", box.torch_index, "torch==2.13.0", req, timeout=180)
     if res.code == 2 and "--allow-insecure-index" in res.err:
         return None
     return f"`urlpkg @ http://...` without --allow-insecure-index: exit {res.code}"
@@ -231,7 +231,7 @@ def lock_plan_shell(box: Box) -> str | None:
 
 
 def intermixed(box: Box) -> str | None:
-    res = box.tf("resolve", *CPU, "--torch-index-url", box.torch_index, "torch", "--json", "mpmath", timeout=120)
+    res = box.tf("resolve", *CPU, "--torch-index-url", box.torch_index, "torch==2.13.0", "--json", "mpmath", timeout=120)
     return None if res.code == 0 else f"REQ after an option: exit {res.code}: {res.err.strip()[-120:]}"
 
 
