@@ -127,7 +127,7 @@ def parse_requirement(text: str, origin: str, shown: str | None = None) -> Proje
     """A PEP 508 requirement, or BadInput naming where it was written.
 
     `shown`: how an error quotes the requirement (default `repr(text)`): a line of a
-    requirements file is quoted as written, before `${VAR}` expansion (`_FileLine`)."""
+    requirements file is quoted as written, before `${VAR}` expansion (`_parse_file`)."""
     from packaging.requirements import InvalidRequirement, Requirement
 
     quoted = repr(text) if shown is None else shown
