@@ -158,6 +158,8 @@ def _open_regular(path: str, follow_links: bool = True) -> tuple[int, os.stat_re
         raise
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory")
         raise OSError(errno.EINVAL, f"not a regular file ({_kind(st.st_mode)})")
     return fd, st
 
