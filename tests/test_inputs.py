@@ -160,6 +160,7 @@ def test_decode_json_never_raises_anything_but_value_error() -> None:
 
     check()
 
+
 # --- issue 25: every user-named input file is a regular file, opened without blocking ----------
 
 
