@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_cli
+from tests.support.fakehost import alive
 from tests.support.wheels import make_wheel, write_index
 
 PROJECTS = Path(__file__).resolve().parent / "data" / "projects" / "pypi"
@@ -307,3 +308,122 @@ def test_a_gpu_host_and_a_source_of_cpu_wheels_is_told_what_the_source_lacks(tmp
     assert any("torch wheel for x86_64 on" in c and "cu126" in c for c in err["conflicts"]), err
     assert not any("upgrade the NVIDIA driver" in h for h in err["hints"]), err["hints"]
     assert any("--variant cpu" in h for h in err["hints"]), err["hints"]
+
+
+# -- issue 25: a build during a plan, and uv's cause first ---------------------------------------------
+
+
+def hostile_sdist(directory: Path, marker: Path, *, daemon: bool) -> Path:
+    """hangpkg-1.0.tar.gz whose build backend (in-tree, no build requirements) writes its pid to
+    `marker` when uv asks it for metadata and, with `daemon`, leaves a grandchild in a session of
+    its own (setsid, double fork) that holds the backend's pipes and sleeps: uv waits on it."""
+    import io
+    import tarfile
+
+    backend = f"""import os, time
+def _run():
+    open({str(marker)!r}, "a").write(f"{{os.getpid()}}\\n")
+    if {daemon!r} and os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            open({str(marker)!r}, "a").write(f"{{os.getpid()}}\\n")
+            time.sleep(600)
+        os._exit(0)
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    _run()
+    d = os.path.join(metadata_directory, "hangpkg-1.0.dist-info")
+    os.makedirs(d)
+    open(os.path.join(d, "METADATA"), "w").write("Metadata-Version: 2.1\\nName: hangpkg\\nVersion: 1.0\\n")
+    return "hangpkg-1.0.dist-info"
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    raise RuntimeError("not built here")
+"""
+    files = {
+        "pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
+                          '[project]\nname = "hangpkg"\ndynamic = ["version", "dependencies"]\n',
+        "backend.py": backend,
+    }
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "hangpkg-1.0.tar.gz"
+    with tarfile.open(path, "w:gz") as tf:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"hangpkg-1.0/{name}")
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return path
+
+
+@pytest.mark.slow
+def test_a_build_that_leaves_a_child_holding_the_pipe_is_stopped_with_its_child(tmp_path: Path) -> None:
+    import os
+    import time
+
+    index = torch_tree(tmp_path, "cpu", ["2.13.0"])
+    marker = tmp_path / "pids"
+    links = tmp_path / "links"
+    hostile_sdist(links, marker, daemon=True)
+    start = time.monotonic()
+    proc = run_cli("resolve", "--offline", *CPU_HOST, "--torch-index-url", index.as_uri(), "--find-links", str(links),
+                   "hangpkg", env={"TORCHFIT_STALL_TIMEOUT": "5", "XDG_CACHE_HOME": str(tmp_path / "cache")},
+                   timeout=120)
+    took = time.monotonic() - start
+    pids = [int(p) for p in marker.read_text().split()] if marker.exists() else []
+    try:
+        assert proc.returncode == 1, proc.stderr
+        lines = proc.stderr.splitlines()
+        said = next(i for i, line in enumerate(lines) if "hangpkg 1.0 has no wheel: building it to read its metadata"
+                    in line)
+        error = next(i for i, line in enumerate(lines) if line.startswith("torchfit: error:"))
+        assert said < error, proc.stderr
+        assert "uv made no progress for 5 s while resolving the project" in lines[error], proc.stderr
+        assert lines[error].endswith("[resolve-failed]") and "Traceback" not in proc.stderr
+        assert took < 60, took
+        assert len(pids) == 2, pids  # the backend and its daemon ran
+        time.sleep(1)
+        assert not [p for p in pids if alive(p)], "the build's daemon outlived torchfit"
+    finally:
+        for p in pids:
+            if alive(p):
+                os.kill(p, 9)
+
+
+def test_no_build_plans_without_running_a_packages_code(tmp_path: Path) -> None:
+    index = torch_tree(tmp_path, "cpu", ["2.13.0"])
+    marker = tmp_path / "pids"
+    links = tmp_path / "links"
+    hostile_sdist(links, marker, daemon=False)
+    proc = run_cli("resolve", "--offline", "--json", "--no-build", *CPU_HOST, "--torch-index-url", index.as_uri(),
+                   "--find-links", str(links), "hangpkg", env={"XDG_CACHE_HOME": str(tmp_path / "cache")},
+                   timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert not marker.exists(), "--no-build ran the package's build backend"
+    err = json.loads(proc.stdout)
+    assert "hangpkg" in err["error"] and "no usable wheels" in err["error"], err
+    assert "torch" not in err["hint"].replace("--torch", ""), err["hint"]  # torch is not the cause
+    # without --no-build the same plan builds it, and says so first
+    proc = run_cli("resolve", "--offline", *CPU_HOST, "--torch-index-url", index.as_uri(), "--find-links", str(links),
+                   "hangpkg", env={"XDG_CACHE_HOME": str(tmp_path / "cache")}, timeout=120)
+    assert marker.exists() and "hangpkg 1.0 has no wheel: building it to read its metadata" in proc.stderr
+
+
+@pytest.mark.parametrize("req, code, words", [
+    ("foo @ file:///etc/passwd", 2, "to end in a supported file extension"),
+    ("foo @ file:///nonexistent/foo-1.0-py3-none-any.whl", 2, "Distribution not found at"),
+    ("nosuchpkg", 1, "nosuchpkg was not found"),
+])
+def test_a_uv_failure_outside_torch_says_uvs_cause_with_no_torch_hint(tmp_path: Path, req: str, code: int,
+                                                                      words: str) -> None:
+    index = torch_tree(tmp_path, "cpu", ["2.13.0"])
+    links = tmp_path / "links"
+    make_wheel(links, "purelib", "1.0")
+    proc = run_cli("resolve", "--offline", "--json", *CPU_HOST, "--torch-index-url", index.as_uri(),
+                   "--find-links", str(links), req, env={"XDG_CACHE_HOME": str(tmp_path / "cache")}, timeout=120)
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    err = json.loads(proc.stdout)
+    assert words in err["error"], err
+    assert err["reference"] == ("bad-input" if code == 2 else "no-compatible-set"), err
+    assert "torch" not in (err["hint"] or "").replace("--torch", ""), err
+    assert "Traceback" not in proc.stderr and "root:x:0" not in proc.stdout + proc.stderr  # no line of the file
