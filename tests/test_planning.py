@@ -410,8 +410,8 @@ def test_no_build_plans_without_running_a_packages_code(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("req, code, words", [
-    ("foo @ file:///etc/passwd", 2, "to end in a supported file extension"),
-    ("foo @ file:///nonexistent/foo-1.0-py3-none-any.whl", 2, "Distribution not found at"),
+    ("foo @ file:///etc/passwd", 2, "foo @ file:///etc/passwd: not a wheel, a source archive"),
+    ("foo @ file:///nonexistent/foo-1.0-py3-none-any.whl", 2, "no such file or directory"),
     ("nosuchpkg", 1, "nosuchpkg was not found"),
 ])
 def test_a_uv_failure_outside_torch_says_uvs_cause_with_no_torch_hint(tmp_path: Path, req: str, code: int,

@@ -4,6 +4,7 @@ stand-in wheels, and the assumed CPU host."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import http.server
@@ -24,6 +25,10 @@ CPU = ("--assume", "gpu=none", "--assume", "python=3.11", "--assume", "glibc=2.3
 class Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *_a: object) -> None:
         pass
+
+    def handle(self) -> None:
+        with contextlib.suppress(ConnectionError):  # a client that stops reading a big body
+            super().handle()
 
 
 def serve_dir(box: Box, directory: Path) -> str:

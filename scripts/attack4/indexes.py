@@ -56,8 +56,8 @@ def _uv_failure(box: Box, req: str, code: int, words: str) -> str | None:
         return "traceback"
     if res.code != code:
         return f"exit {res.code} (want {code}): {line}"
-    if words not in line:
-        return f"uv's cause is not first: {line}"
+    if words not in line or "no compatible set" in line:
+        return f"the cause is not first: {line}"
     hints = [h for h in res.err.splitlines() if h.strip().startswith("hint:")]
     if any("torch" in h.replace("--torch", "") for h in hints):
         return f"a torch hint where torch is not the cause: {hints[0].strip()}"
@@ -65,11 +65,11 @@ def _uv_failure(box: Box, req: str, code: int, words: str) -> str | None:
 
 
 def passwd_requirement(box: Box) -> str | None:
-    return _uv_failure(box, "foo @ file:///etc/passwd", 2, "to end in a supported file extension")
+    return _uv_failure(box, "foo @ file:///etc/passwd", 2, "file:///etc/passwd")
 
 
 def missing_file_requirement(box: Box) -> str | None:
-    return _uv_failure(box, "foo @ file:///nonexistent/foo-1.0-py3-none-any.whl", 2, "Distribution not found")
+    return _uv_failure(box, "foo @ file:///nonexistent/foo-1.0-py3-none-any.whl", 2, "nonexistent")
 
 
 def unknown_package(box: Box) -> str | None:

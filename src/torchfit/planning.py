@@ -265,6 +265,9 @@ class _Planner:
     def _plan_project(self, fam: Request) -> Plan:
         from torchfit.owned import temp_dir
 
+        for r in self.request.project.others:
+            check_local_reference(r.text, getattr(r.requirement, "url", None))
+
         excluded: set[str] = set()
         request = fam
         with temp_dir("resolve") as work:
@@ -834,6 +837,28 @@ class _Planner:
         sources = self.settings.sources("cpu")
         indexes = [] if sources.no_index else [sources.index_url or PYPI_SIMPLE, *sources.extra_index_urls]
         return SourcePackages(self.client, indexes, list(sources.find_links), self.arch)
+
+
+# What uv installs from a path (uv 0.13.9's message lists them): a wheel, an sdist archive, or a
+# directory (a project it builds).
+ARCHIVE_SUFFIXES = (".whl", ".tar.gz", ".zip", ".tar.bz2", ".tar.lz", ".tar.lzma", ".tar.xz", ".tar.zst", ".tar",
+                    ".tbz", ".tgz", ".tlz", ".txz")
+
+
+def check_local_reference(text: str, url: str | None) -> None:
+    """BadInput (exit 2) for `pkg @ file:///PATH` whose PATH is missing or is neither a directory
+    nor a wheel or source archive (`/etc/passwd`): the user's input, said before uv runs (uv's own
+    words for it depend on what it could fetch to try a build). The file is never read."""
+    from urllib.parse import unquote, urlsplit
+
+    if not url or not url.lower().startswith("file:"):
+        return
+    path = unquote(urlsplit(url).path)
+    if not os.path.exists(path):
+        raise BadInput(f"{text}: no such file or directory")
+    if not os.path.isdir(path) and not path.lower().endswith(ARCHIVE_SUFFIXES):
+        raise BadInput(f"{text}: not a wheel, a source archive ({', '.join(ARCHIVE_SUFFIXES[:3])}, ...) or a "
+                       "project directory")
 
 
 def _name(text: str) -> str:
