@@ -19,7 +19,7 @@ import pytest
 
 from tests.support.cli import run_cli
 from tests.support.fakehost import alive
-from tests.support.wheels import make_wheel, write_index
+from tests.support.wheels import hostile_sdist, make_wheel, write_index
 
 PROJECTS = Path(__file__).resolve().parent / "data" / "projects" / "pypi"
 CP311 = "cp311-cp311-manylinux_2_28_x86_64"
@@ -311,49 +311,6 @@ def test_a_gpu_host_and_a_source_of_cpu_wheels_is_told_what_the_source_lacks(tmp
 
 
 # -- issue 25: a build during a plan, and uv's cause first ---------------------------------------------
-
-
-def hostile_sdist(directory: Path, marker: Path, *, daemon: bool) -> Path:
-    """hangpkg-1.0.tar.gz whose build backend (in-tree, no build requirements) writes its pid to
-    `marker` when uv asks it for metadata and, with `daemon`, leaves a grandchild in a session of
-    its own (setsid, double fork) that holds the backend's pipes and sleeps: uv waits on it."""
-    import io
-    import tarfile
-
-    backend = f"""import os, time
-def _run():
-    open({str(marker)!r}, "a").write(f"{{os.getpid()}}\\n")
-    if {daemon!r} and os.fork() == 0:
-        os.setsid()
-        if os.fork() == 0:
-            open({str(marker)!r}, "a").write(f"{{os.getpid()}}\\n")
-            time.sleep(600)
-        os._exit(0)
-def get_requires_for_build_wheel(config_settings=None):
-    return []
-def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
-    _run()
-    d = os.path.join(metadata_directory, "hangpkg-1.0.dist-info")
-    os.makedirs(d)
-    open(os.path.join(d, "METADATA"), "w").write("Metadata-Version: 2.1\\nName: hangpkg\\nVersion: 1.0\\n")
-    return "hangpkg-1.0.dist-info"
-def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    raise RuntimeError("not built here")
-"""
-    files = {
-        "pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
-                          '[project]\nname = "hangpkg"\ndynamic = ["version", "dependencies"]\n',
-        "backend.py": backend,
-    }
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "hangpkg-1.0.tar.gz"
-    with tarfile.open(path, "w:gz") as tf:
-        for name, text in files.items():
-            data = text.encode()
-            info = tarfile.TarInfo(f"hangpkg-1.0/{name}")
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
-    return path
 
 
 @pytest.mark.slow

@@ -11,7 +11,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Box, Case
-from _plan_common import CPU, error_line, hostile_sdist, stand_in_torch
+from _plan_common import CPU, error_line, stand_in_torch
+
+from tests.support.wheels import hostile_sdist
 
 STALL = {"TORCHFIT_STALL_TIMEOUT": "5"}
 

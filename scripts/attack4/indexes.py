@@ -9,7 +9,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Box, Case
-from _plan_common import CPU, error_line, lying_metadata, make_wheel, serve_dir, stand_in_torch
+from _plan_common import CPU, error_line, make_wheel, serve_dir, stand_in_torch
+
+from tests.support.wheels import write_index_with_metadata as lying_metadata
 
 
 def huge_metadata(box: Box) -> str | None:

@@ -142,20 +142,11 @@ def test_a_page_the_server_calls_fresh_is_not_asked_again(tmp_path: Path) -> Non
 def _hostile_metadata_index(root: Path, lines: int) -> tuple[Path, bytes]:
     """An index whose bigmeta 1.0 wheel is honest (no torch) and whose PEP 658 `.metadata`
     for it is `lines` Requires-Dist lines (issue 25: 12 MB of them made resolve run past 40 s)."""
-    import hashlib
-    import re
+    from tests.support.wheels import make_wheel, write_index_with_metadata
 
-    from tests.support.wheels import make_wheel, write_index
-
-    wheel = make_wheel(root / "w", "bigmeta", "1.0")
-    simple = write_index(root, [wheel])
     body = ("Metadata-Version: 2.1\nName: bigmeta\nVersion: 1.0\nRequires-Dist: torch==9.9\n"
             + "".join(f"Requires-Dist: filelock>=1 ; extra == 'x{i}'\n" for i in range(lines))).encode()
-    (root / "files" / (wheel.name + ".metadata")).write_bytes(body)
-    page = simple / "bigmeta" / "index.html"
-    page.write_text(re.sub(r'data-core-metadata="sha256=[0-9a-f]+"',
-                           f'data-core-metadata="sha256={hashlib.sha256(body).hexdigest()}"', page.read_text()))
-    return simple, body
+    return write_index_with_metadata(root, make_wheel(root / "w", "bigmeta", "1.0"), body), body
 
 
 def test_a_pep658_metadata_past_the_cap_is_not_read(tmp_path: Path) -> None:

@@ -82,18 +82,11 @@ def test_a_pep658_metadata_that_disagrees_with_its_wheel_is_refused_naming_the_f
     says torch==2.12.0. The plan believed the index; the wheel is what is installed and hashed
     into the lock, so the wheel is the truth: the install is refused, naming the wheel, and PREFIX
     is not created."""
-    import hashlib
-    import re
-
-    from tests.support.wheels import serve_dir, write_index
+    from tests.support.wheels import serve_dir, write_index_with_metadata
 
     wheel = make_wheel(tmp_path / "w", "liar", "1.0", ["torch==2.12.0"])
-    simple = write_index(tmp_path / "idx", [wheel])
-    lie = b"Metadata-Version: 2.1\nName: liar\nVersion: 1.0\nRequires-Dist: torch==2.13.0\n\n"
-    (tmp_path / "idx" / "files" / (wheel.name + ".metadata")).write_bytes(lie)
-    page = simple / "liar" / "index.html"
-    page.write_text(re.sub(r'data-core-metadata="sha256=[0-9a-f]+"',
-                           f'data-core-metadata="sha256={hashlib.sha256(lie).hexdigest()}"', page.read_text()))
+    write_index_with_metadata(tmp_path / "idx", wheel,
+                              b"Metadata-Version: 2.1\nName: liar\nVersion: 1.0\nRequires-Dist: torch==2.13.0\n\n")
     prefix = tmp_path / "env"
     with serve_dir(tmp_path / "idx") as url:
         proc = run_tf("install", "liar", *CPU_ARGS, "--extra-index-url", f"{url}/simple", "--allow-insecure-index",
