@@ -78,11 +78,47 @@ def unknown_package(box: Box) -> str | None:
     return _uv_failure(box, "nosuchpkg", 1, "nosuchpkg was not found")
 
 
+def https_index_lists_plain_http(box: Box) -> str | None:
+    """An https dependency index whose page links purelib's wheel over plain http."""
+    import functools
+    import hashlib
+    import http.server
+    import ssl
+    import threading
+
+    from _plan_common import Quiet
+
+    from tests.support.tls import make_certs
+
+    certs = make_certs(box.work / "tls")
+    wheel = make_wheel(box.work / "files", "purelib", "1.0")
+    plain = serve_dir(box, box.work)
+    page = box.work / "secure" / "simple" / "purelib"
+    page.mkdir(parents=True)
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    (page / "index.html").write_text(f'<a href="{plain}/files/{wheel.name}#sha256={digest}">{wheel.name}</a>\n')
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(box.work / "secure")))
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(certs["cert"], certs["key"])
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    box.on_exit(lambda: (srv.shutdown(), srv.server_close()))
+    torch = stand_in_torch(box)
+    res = box.tf("resolve", *CPU, "--torch-index-url", torch.as_uri(), "--index-url",
+                 f"https://127.0.0.1:{srv.server_address[1]}/simple", "purelib", timeout=120,
+                 env={"REQUESTS_CA_BUNDLE": certs["ca"], "SSL_CERT_FILE": certs["ca"]})
+    if res.code == 0:
+        return "planned purelib from a plain-http link of an https index, without --allow-insecure-index"
+    return None if "plain http" in res.err else f"exit {res.code}: {error_line(res.err)}"
+
+
 CASES = [
     Case("4-idx-huge-metadata", 1, "a 14 MB PEP 658 .metadata: resolve bounded (< 40 s)", huge_metadata),
     Case("4-idx-metadata-lies", 6, "a .metadata that disagrees with its wheel: install refuses, naming the wheel",
          metadata_disagrees_with_wheel),
     Case("4-msg-passwd", 4, "`foo @ file:///etc/passwd`: exit 2, uv's cause, no torch hint", passwd_requirement),
     Case("4-msg-missing-file", 4, "a missing file:// requirement: exit 2, uv's cause", missing_file_requirement),
+    Case("4-idx-https-lists-http", 6, "an https dependency index listing an http:// file: refused",
+         https_index_lists_plain_http),
     Case("4-msg-not-found", 5, "a package no source has: uv's cause, no torch hint", unknown_package),
 ]

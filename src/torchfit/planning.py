@@ -544,6 +544,7 @@ class _Planner:
         companions = load_companions()
         compiled, notes, warnings, routed = self._refine(first, builds, compiled, Version(Version(torch).public),
                                                          companions, work)
+        self._refuse_plain_http(compiled)
         resolved = {d.name: str(d.version) for d in compiled.locked}
         chosen = Version(Version(resolved["torch"]).public)  # the exact pass may have moved it (torchvision)
         # The matrix's row for what uv chose: the resolver again, among that release only.
@@ -569,6 +570,23 @@ class _Planner:
         return self._assemble(plan, first, builds, held, resolved, routed, notes,
                               warnings + [_sdist_line(d.name, str(d.version), companions) for d in sdists],
                               compiled, work)
+
+    def _refuse_plain_http(self, compiled: Compiled) -> None:
+        """IndexUnavailable (exit 1) when a file of the resolved set is fetched over plain http and
+        --allow-insecure-index was not given: an https index that lists http:// links sends uv and
+        pip there silently, and the file would travel in clear (what install, the lock and export
+        would then carry). The user's own http:// sources need the flag already."""
+        from urllib.parse import urlsplit
+
+        if self.settings.allow_insecure:
+            return
+        plain = [a.url for d in compiled.locked for a in d.artifacts
+                 if a.url and urlsplit(a.url).scheme.lower() == "http"]
+        if plain:
+            raise IndexUnavailable(plain[0], f"the index lists this file over plain http ({len(plain)} file"
+                                             f"{'s' * (len(plain) != 1)} of the plan); refused: it would travel "
+                                             "unencrypted", hint="fix the index, or pass --allow-insecure-index to "
+                                                                 "accept it")
 
     def _refine(self, first: Plan, builds: Sequence[Build], compiled: Compiled, torch: Version,
                 companions: Companions, work: str) -> tuple[Compiled, list[str], list[str], list[str]]:
