@@ -192,4 +192,3 @@ def test_attack3_a_stopped_child_is_not_a_stall() -> None:
         res = Runner().run(["sh", "-c", script], timeout=60, stall=2)
         waker.join(timeout=40)
     assert res.returncode == 0 and res.stdout.strip() == "resumed"
-
