@@ -369,7 +369,7 @@ def test_no_build_plans_without_running_a_packages_code(tmp_path: Path) -> None:
 @pytest.mark.parametrize("req, code, words", [
     ("foo @ file:///etc/passwd", 2, "foo @ file:///etc/passwd: not a wheel, a source archive"),
     ("foo @ file:///nonexistent/foo-1.0-py3-none-any.whl", 2, "no such file or directory"),
-    ("nosuchpkg", 1, "nosuchpkg was not found"),
+    ("nosuchpkg", 1, "nosuchpkg: in none of your sources (uv: Because nosuchpkg was not found"),
 ])
 def test_a_uv_failure_outside_torch_says_uvs_cause_with_no_torch_hint(tmp_path: Path, req: str, code: int,
                                                                       words: str) -> None:
@@ -381,7 +381,7 @@ def test_a_uv_failure_outside_torch_says_uvs_cause_with_no_torch_hint(tmp_path: 
     assert proc.returncode == code, proc.stdout + proc.stderr
     err = json.loads(proc.stdout)
     assert words in err["error"], err
-    assert err["reference"] == ("bad-input" if code == 2 else "no-compatible-set"), err
+    assert err["reference"] == ("bad-input" if code == 2 else "resolve-failed"), err
     assert "torch" not in (err["hint"] or "").replace("--torch", ""), err
     assert "Traceback" not in proc.stderr and "root:x:0" not in proc.stdout + proc.stderr  # no line of the file
 

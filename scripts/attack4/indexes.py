@@ -75,7 +75,7 @@ def missing_file_requirement(box: Box) -> str | None:
 
 
 def unknown_package(box: Box) -> str | None:
-    return _uv_failure(box, "nosuchpkg", 1, "nosuchpkg was not found")
+    return _uv_failure(box, "nosuchpkg", 1, "nosuchpkg")
 
 
 def https_index_lists_plain_http(box: Box) -> str | None:

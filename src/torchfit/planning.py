@@ -518,10 +518,12 @@ class _Planner:
                 # The torch family is not in uv's cause (a name no source has, two of the project's own
                 # pins): no other variant or Python would help, and no torch hint applies.
                 missing = not_found(said)
+                if missing:  # not a conflict: a name no source has
+                    raise ResolveFailed(f"{', '.join(missing)}: in none of your sources (uv: {said})",
+                                        hint="check the name, or give the index or directory that has it "
+                                             "(--index-url, --extra-index-url, --find-links)")
                 wheels = _without_wheels(compiled.stderr) if self.settings.no_build else []
-                hint = (f"{', '.join(missing)}: not in your sources: check the name, or give the index or "
-                        "directory that has it (--index-url, --extra-index-url, --find-links)" if missing else
-                        f"{', '.join(wheels)}: no wheel in your sources, and --no-build plans with wheels only: "
+                hint = (f"{', '.join(wheels)}: no wheel in your sources, and --no-build plans with wheels only: "
                         "give a source with its wheel (--find-links), or drop --no-build" if wheels else
                         "the project's own requirements conflict as uv says: relax the pins it names")
                 raise NoCompatibleSet([said], [hint])
