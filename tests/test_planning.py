@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_cli
-from tests.support.wheels import make_wheel, write_index
+from tests.support.fakehost import alive
+from tests.support.wheels import hostile_sdist, make_wheel, write_index
 
 PROJECTS = Path(__file__).resolve().parent / "data" / "projects" / "pypi"
 CP311 = "cp311-cp311-manylinux_2_28_x86_64"
@@ -307,3 +308,126 @@ def test_a_gpu_host_and_a_source_of_cpu_wheels_is_told_what_the_source_lacks(tmp
     assert any("torch wheel for x86_64 on" in c and "cu126" in c for c in err["conflicts"]), err
     assert not any("upgrade the NVIDIA driver" in h for h in err["hints"]), err["hints"]
     assert any("--variant cpu" in h for h in err["hints"]), err["hints"]
+
+
+# -- issue 25: a build during a plan, and uv's cause first ---------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_build_that_leaves_a_child_holding_the_pipe_is_stopped_with_its_child(tmp_path: Path) -> None:
+    import os
+    import time
+
+    index = torch_tree(tmp_path, "cpu", ["2.13.0"])
+    marker = tmp_path / "pids"
+    links = tmp_path / "links"
+    hostile_sdist(links, marker, daemon=True)
+    start = time.monotonic()
+    proc = run_cli("resolve", "--offline", *CPU_HOST, "--torch-index-url", index.as_uri(), "--find-links", str(links),
+                   "hangpkg", env={"TORCHFIT_STALL_TIMEOUT": "5", "XDG_CACHE_HOME": str(tmp_path / "cache")},
+                   timeout=120)
+    took = time.monotonic() - start
+    pids = [int(p) for p in marker.read_text().split()] if marker.exists() else []
+    try:
+        assert proc.returncode == 1, proc.stderr
+        lines = proc.stderr.splitlines()
+        said = next(i for i, line in enumerate(lines) if "hangpkg 1.0 has no wheel: building it to read its metadata"
+                    in line)
+        error = next(i for i, line in enumerate(lines) if line.startswith("torchfit: error:"))
+        assert said < error, proc.stderr
+        assert "uv made no progress for 5 s while resolving the project" in lines[error], proc.stderr
+        assert lines[error].endswith("[resolve-failed]") and "Traceback" not in proc.stderr
+        assert took < 60, took
+        assert len(pids) == 2, pids  # the backend and its daemon ran
+        time.sleep(1)
+        assert not [p for p in pids if alive(p)], "the build's daemon outlived torchfit"
+    finally:
+        for p in pids:
+            if alive(p):
+                os.kill(p, 9)
+
+
+def test_no_build_plans_without_running_a_packages_code(tmp_path: Path) -> None:
+    index = torch_tree(tmp_path, "cpu", ["2.13.0"])
+    marker = tmp_path / "pids"
+    links = tmp_path / "links"
+    hostile_sdist(links, marker, daemon=False)
+    proc = run_cli("resolve", "--offline", "--json", "--no-build", *CPU_HOST, "--torch-index-url", index.as_uri(),
+                   "--find-links", str(links), "hangpkg", env={"XDG_CACHE_HOME": str(tmp_path / "cache")},
+                   timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert not marker.exists(), "--no-build ran the package's build backend"
+    err = json.loads(proc.stdout)
+    assert "hangpkg" in err["error"] and "no usable wheels" in err["error"], err
+    assert "torch" not in err["hint"].replace("--torch", ""), err["hint"]  # torch is not the cause
+    # without --no-build the same plan builds it, and says so first
+    proc = run_cli("resolve", "--offline", *CPU_HOST, "--torch-index-url", index.as_uri(), "--find-links", str(links),
+                   "hangpkg", env={"XDG_CACHE_HOME": str(tmp_path / "cache")}, timeout=120)
+    assert marker.exists() and "hangpkg 1.0 has no wheel: building it to read its metadata" in proc.stderr
+
+
+@pytest.mark.parametrize("req, code, words", [
+    ("foo @ file:///etc/passwd", 2, "foo @ file:///etc/passwd: not a wheel, a source archive"),
+    ("foo @ file:///nonexistent/foo-1.0-py3-none-any.whl", 2, "no such file or directory"),
+    ("nosuchpkg", 1, "nosuchpkg: in none of your sources (uv: Because nosuchpkg was not found"),
+])
+def test_a_uv_failure_outside_torch_says_uvs_cause_with_no_torch_hint(tmp_path: Path, req: str, code: int,
+                                                                      words: str) -> None:
+    index = torch_tree(tmp_path, "cpu", ["2.13.0"])
+    links = tmp_path / "links"
+    make_wheel(links, "purelib", "1.0")
+    proc = run_cli("resolve", "--offline", "--json", *CPU_HOST, "--torch-index-url", index.as_uri(),
+                   "--find-links", str(links), req, env={"XDG_CACHE_HOME": str(tmp_path / "cache")}, timeout=120)
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    err = json.loads(proc.stdout)
+    assert words in err["error"], err
+    assert err["reference"] == ("bad-input" if code == 2 else "resolve-failed"), err
+    assert "torch" not in (err["hint"] or "").replace("--torch", ""), err
+    assert "Traceback" not in proc.stderr and "root:x:0" not in proc.stdout + proc.stderr  # no line of the file
+
+
+def test_an_https_index_listing_a_dependency_over_plain_http_is_refused(tmp_path: Path) -> None:
+    """Listed as partial after round 3 (issue 25): the torch index was checked for http:// links,
+    a dependency index was not; uv and pip follow its links silently. The plan's files are."""
+    import functools
+    import hashlib
+    import http.server
+    import ssl
+    import threading
+
+    from tests.support.tls import make_certs
+
+    certs = make_certs(tmp_path / "tls")
+    (tmp_path / "files").mkdir(exist_ok=True)
+    wheel = make_wheel(tmp_path / "files", "purelib", "1.0")
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *_a: object) -> None:
+            pass
+
+    plain_srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(tmp_path)))
+    plain = f"http://127.0.0.1:{plain_srv.server_address[1]}"
+    page = tmp_path / "secure" / "simple" / "purelib"
+    page.mkdir(parents=True)
+    (page / "index.html").write_text(f'<a href="{plain}/files/{wheel.name}#sha256={digest}">{wheel.name}</a>\n')
+    secure_srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                                 functools.partial(Quiet, directory=str(tmp_path / "secure")))
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(certs["cert"], certs["key"])
+    secure_srv.socket = ctx.wrap_socket(secure_srv.socket, server_side=True)
+    for srv in (plain_srv, secure_srv):
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    index = torch_tree(tmp_path / "torch", "cpu", ["2.13.0"])
+    trust = {"REQUESTS_CA_BUNDLE": certs["ca"], "SSL_CERT_FILE": certs["ca"], "XDG_CACHE_HOME": str(tmp_path / "c")}
+    try:
+        proc = run_cli("resolve", "--json", *CPU_HOST, "--torch-index-url", index.as_uri(), "--index-url",
+                       f"https://127.0.0.1:{secure_srv.server_address[1]}/simple", "purelib", env=trust, timeout=180)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        err = json.loads(proc.stdout)
+        assert err["reference"] == "index-unavailable" and "over plain http" in err["error"], err
+        assert "--allow-insecure-index" in err["hint"], err
+    finally:
+        for srv in (plain_srv, secure_srv):
+            srv.shutdown()
+            srv.server_close()

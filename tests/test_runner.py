@@ -120,6 +120,35 @@ def test_runner_escalates_to_sigkill() -> None:
     assert err.value.stdout == "ready\n"
 
 
+def test_a_stalled_child_is_stopped_with_the_daemon_it_left_in_a_session_of_its_own(tmp_path: Path) -> None:
+    """Issue 25: a build backend's grandchild that setsid()s and double-forks, holding the pipes,
+    left torchfit's process group: killing the group spared it, and it outlived torchfit."""
+    from torchfit.errors import ToolStalled
+
+    pidfile = tmp_path / "daemon.pid"
+    code = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+        "        time.sleep(600)\n"
+        "    os._exit(0)\n"
+        "time.sleep(600)\n"
+    )
+    with pytest.raises(ToolStalled):
+        Runner(kill_grace=0.5).run(_py(code), timeout=60, stall=2)
+    pid = int(pidfile.read_text())
+    end = time.monotonic() + 5
+    while alive(pid) and time.monotonic() < end:
+        time.sleep(0.1)
+    try:
+        assert not alive(pid), "the daemon outlived the stalled child"
+    finally:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_runner_check_redacts() -> None:
     res = Runner().run(
         _py(

@@ -104,6 +104,13 @@ class NoCompatibleSet(TorchfitError):
         return {"conflicts": self.conflicts, "hints": self.hints}
 
 
+class ResolveFailed(TorchfitError):
+    """uv could not resolve the project for a reason other than a conflict: a package's build
+    failed, it was stopped (no progress, past the time limit), uv itself failed. uv's cause first."""
+
+    reference = "resolve-failed"
+
+
 # --- host tools and processes --------------------------------------------------------------
 
 

@@ -51,7 +51,15 @@ from torchfit.compat.facts import HostFacts
 from torchfit.compat.matrix import FAMILY_PACKAGES, Build, Matrix
 from torchfit.compat.plan import Plan
 from torchfit.compat.request import Request
-from torchfit.errors import BadInput, IndexUnavailable, NoCompatibleSet, ToolMissing, ToolTimeout
+from torchfit.errors import (
+    BadInput,
+    IndexUnavailable,
+    NoCompatibleSet,
+    ResolveFailed,
+    ToolMissing,
+    ToolStalled,
+    ToolTimeout,
+)
 from torchfit.progress import Progress
 from torchfit.redact import strip_credentials
 
@@ -257,6 +265,9 @@ class _Planner:
     def _plan_project(self, fam: Request) -> Plan:
         from torchfit.owned import temp_dir
 
+        for r in self.request.project.others:
+            check_local_reference(r.text, getattr(r.requirement, "url", None))
+
         excluded: set[str] = set()
         request = fam
         with temp_dir("resolve") as work:
@@ -369,7 +380,7 @@ class _Planner:
         from torchfit.compat.tags import uv_platform
         from torchfit.index.torchsource import is_flat
         from torchfit.lock.uv import classify_failure, compile_project
-        from torchfit.runner import stall_timeout
+        from torchfit.runner import STALL_ENV, stall_timeout
 
         runner, uv = self._uv()
         sources = self.settings.sources(plan.variant)
@@ -385,22 +396,46 @@ class _Planner:
         how = "wheels only" if no_build else "source distributions allowed: uv may build one to read its metadata"
         self.progress.info(f"[resolve] uv: the whole project, torch from {self.where(plan.variant)} "
                            f"({plan.variant}, Python {plan.python_version}; {how})")
+        building = "" if no_build else " (building a package from source to read its metadata)"
         try:
             compiled = compile_project(
                 runner, uv, specs=self._specs(direct), torch_index=_as_url(sources.torch_index), work=work,
                 env=env, options=options, routed=routed, flat=flat, target=target,
                 constraints=[*user, *constraints], timeout=self.settings.timeout, stall=stall_timeout(), name=name)
-        except (ToolTimeout, ToolMissing) as exc:
-            raise NoCompatibleSet([f"uv did not answer: {exc}"], []) from None
+        except ToolStalled as exc:  # the runner killed uv and every process it started (a build's too)
+            raise ResolveFailed(
+                f"uv made no progress for {exc.stall:g} s while resolving the project{building}: stopped",
+                hint=f"a source that does not answer, or a build that waits on something: {STALL_ENV}=SECONDS "
+                     "sets the limit; `--no-build` plans with wheels only") from None
+        except ToolTimeout as exc:
+            raise ResolveFailed(f"uv did not finish resolving the project{building} within {exc.timeout:g} s: "
+                                "stopped", hint="`--no-build` plans with wheels only") from None
+        except ToolMissing as exc:
+            raise ResolveFailed(f"uv could not be run: {exc}") from None
         if not compiled.ok:
-            kind, url = classify_failure(compiled.stderr)
-            if kind == "unreachable":
-                from torchfit.lock.uv import explanation
+            from torchfit.lock.uv import explanation
 
-                raise IndexUnavailable(url or sources.torch_index, explanation(compiled.stderr, 300), kind="connect",
+            kind, what = classify_failure(compiled.stderr)
+            if kind == "unreachable":
+                raise IndexUnavailable(what or sources.torch_index, explanation(compiled.stderr, 300), kind="connect",
                                        hint="check the URL and the network, or give a reachable mirror with "
                                             "--torch-index-url / --index-url (docs/mirrors.md)")
+            ref = self._reference(what) if kind == "reference" else None
+            if ref is not None:  # the user's own `pkg @ URL/path`: bad input, uv's cause
+                raise BadInput(f"{ref}: {explanation(compiled.stderr, 300)}")
         return compiled
+
+    def _reference(self, what: str | None) -> str | None:
+        """The project requirement (as written) whose direct reference is `what` (a URL or path uv named)."""
+        from urllib.parse import unquote
+
+        if not what:
+            return None
+        for r in self.request.project.others:
+            url = getattr(r.requirement, "url", None)
+            if url and (what == url or unquote(what) in (unquote(url), unquote(url).removeprefix("file://"))):
+                return r.text
+        return None
 
     def _base_constraints(self, plan: Plan, builds: Sequence[Build]) -> list[str]:
         from torchfit.compat.served import allowed_versions, torch_constraint
@@ -459,22 +494,39 @@ class _Planner:
             # Builds from source only where wheels alone cannot answer, and never with --no-build.
             if compiled.ok or self.settings.no_build or not _wheels_missing(compiled.stderr):
                 break
+            if no_build:
+                self._say_building(compiled)
         self.direct = direct
         self.routed = routed
         assert compiled is not None
         if not compiled.ok:
-            from torchfit.lock.uv import classify_failure
+            from torchfit.lock.uv import classify_failure, names_family, not_found
 
             said = explanation(compiled.stderr)
             kind, _ = classify_failure(compiled.stderr)
-            if kind != "no-solution":  # a build that failed, uv itself: no other variant would help
-                raise NoCompatibleSet(
-                    [f"uv could not resolve the project ({plan.variant}, Python {plan.python_version}): {said}"],
-                    ["a package without a wheel for this host is built from source to read its metadata: "
-                     "give a source with its wheel (--find-links), or `--no-build` to plan with wheels only"])
+            if kind == "build":  # a build that failed: no other variant would help
+                raise ResolveFailed(
+                    f"uv could not build a package to read its metadata ({plan.variant}, Python "
+                    f"{plan.python_version}): {said}",
+                    hint="give a source with its wheel (--find-links), or `--no-build` to plan with wheels only")
+            if kind != "no-solution":  # uv itself, or what it could not read: uv's words
+                raise ResolveFailed(f"uv could not resolve the project: {said}")
             # uv names the interpreter when Requires-Python is what fails ("the requested Python version")
             self.python_failed = bool(re.search(r"requested Python version|requires Python|Python ?[<>=!~]",
                                                 said, re.IGNORECASE))
+            if not self.python_failed and not names_family(said):
+                # The torch family is not in uv's cause (a name no source has, two of the project's own
+                # pins): no other variant or Python would help, and no torch hint applies.
+                missing = not_found(said)
+                if missing:  # not a conflict: a name no source has
+                    raise ResolveFailed(f"{', '.join(missing)}: in none of your sources (uv: {said})",
+                                        hint="check the name, or give the index or directory that has it "
+                                             "(--index-url, --extra-index-url, --find-links)")
+                wheels = _without_wheels(compiled.stderr) if self.settings.no_build else []
+                hint = (f"{', '.join(wheels)}: no wheel in your sources, and --no-build plans with wheels only: "
+                        "give a source with its wheel (--find-links), or drop --no-build" if wheels else
+                        "the project's own requirements conflict as uv says: relax the pins it names")
+                raise NoCompatibleSet([said], [hint])
             self.tried.append(f"uv, with torch limited to the {plan.variant} builds that fit this host and "
                               f"that {self.where(plan.variant)} serves ({constraints[0]}) and Python "
                               f"{plan.python_version}: {said}")
@@ -494,6 +546,7 @@ class _Planner:
         companions = load_companions()
         compiled, notes, warnings, routed = self._refine(first, builds, compiled, Version(Version(torch).public),
                                                          companions, work)
+        self._refuse_plain_http(compiled)
         resolved = {d.name: str(d.version) for d in compiled.locked}
         chosen = Version(Version(resolved["torch"]).public)  # the exact pass may have moved it (torchvision)
         # The matrix's row for what uv chose: the resolver again, among that release only.
@@ -519,6 +572,23 @@ class _Planner:
         return self._assemble(plan, first, builds, held, resolved, routed, notes,
                               warnings + [_sdist_line(d.name, str(d.version), companions) for d in sdists],
                               compiled, work)
+
+    def _refuse_plain_http(self, compiled: Compiled) -> None:
+        """IndexUnavailable (exit 1) when a file of the resolved set is fetched over plain http and
+        --allow-insecure-index was not given: an https index that lists http:// links sends uv and
+        pip there silently, and the file would travel in clear (what install, the lock and export
+        would then carry). The user's own http:// sources need the flag already."""
+        from urllib.parse import urlsplit
+
+        if self.settings.allow_insecure:
+            return
+        plain = [a.url for d in compiled.locked for a in d.artifacts
+                 if a.url and urlsplit(a.url).scheme.lower() == "http"]
+        if plain:
+            raise IndexUnavailable(plain[0], f"the index lists this file over plain http ({len(plain)} file"
+                                             f"{'s' * (len(plain) != 1)} of the plan); refused: it would travel "
+                                             "unencrypted", hint="fix the index, or pass --allow-insecure-index to "
+                                                                 "accept it")
 
     def _refine(self, first: Plan, builds: Sequence[Build], compiled: Compiled, torch: Version,
                 companions: Companions, work: str) -> tuple[Compiled, list[str], list[str], list[str]]:
@@ -630,7 +700,14 @@ class _Planner:
         compiled = self._compile(plan, work, name + "-wheels", constraints, direct=direct, routed=routed)
         if compiled.ok or self.settings.no_build or not _wheels_missing(compiled.stderr):
             return compiled
+        self._say_building(compiled)
         return self._compile(plan, work, name + "-sdists", constraints, direct=direct, routed=routed, no_build=False)
+
+    def _say_building(self, compiled: Compiled) -> None:
+        """Said before uv runs anyone's code: which package is built, and why."""
+        for label in _without_wheels(compiled.stderr) or ["a package"]:
+            self.progress.info(f"[resolve] {label} has no wheel: building it to read its metadata "
+                               "(runs its build; `--no-build` never does)")
 
     def _assemble(self, plan: Plan, first: Plan, builds: Sequence[Build], held: Sequence[Build],
                   resolved: dict[str, str], routed: Sequence[str], notes: Sequence[str],
@@ -702,7 +779,7 @@ class _Planner:
         if not base:
             return None
         probe = self._compile(first, work, "why", [*base, f"torch>{first.torch}"], direct=self.direct,
-                              routed=self.routed, no_build=False)
+                              routed=self.routed, no_build=self.settings.no_build)
         if probe.ok:
             # uv prefers the newest releases of the project's own packages: a newer torch was possible
             # with other releases of them. Name the difference, the pins that would get it.
@@ -782,6 +859,28 @@ class _Planner:
         return SourcePackages(self.client, indexes, list(sources.find_links), self.arch)
 
 
+# What uv installs from a path (uv 0.13.9's message lists them): a wheel, an sdist archive, or a
+# directory (a project it builds).
+ARCHIVE_SUFFIXES = (".whl", ".tar.gz", ".zip", ".tar.bz2", ".tar.lz", ".tar.lzma", ".tar.xz", ".tar.zst", ".tar",
+                    ".tbz", ".tgz", ".tlz", ".txz")
+
+
+def check_local_reference(text: str, url: str | None) -> None:
+    """BadInput (exit 2) for `pkg @ file:///PATH` whose PATH is missing or is neither a directory
+    nor a wheel or source archive (`/etc/passwd`): the user's input, said before uv runs (uv's own
+    words for it depend on what it could fetch to try a build). The file is never read."""
+    from urllib.parse import unquote, urlsplit
+
+    if not url or not url.lower().startswith("file:"):
+        return
+    path = unquote(urlsplit(url).path)
+    if not os.path.exists(path):
+        raise BadInput(f"{text}: no such file or directory")
+    if not os.path.isdir(path) and not path.lower().endswith(ARCHIVE_SUFFIXES):
+        raise BadInput(f"{text}: not a wheel, a source archive ({', '.join(ARCHIVE_SUFFIXES[:3])}, ...) or a "
+                       "project directory")
+
+
 def _name(text: str) -> str:
     try:
         return Requirement(text).name
@@ -801,6 +900,13 @@ def _wheels_missing(text: str) -> bool:
     """uv's refusal under `--no-build` is about a package without a usable wheel."""
     return bool(re.search(r"building from source is disabled|--no-build|no usable wheels|source distribution",
                           text, re.IGNORECASE))
+
+
+def _without_wheels(text: str) -> list[str]:
+    """The packages uv's wheels-only refusal names as having no usable wheel ("hangpkg 1.0")."""
+    found = re.findall(r"([A-Za-z0-9][\w.-]*)==([\w.+!]+) (?:has|have) no usable wheels", text)
+    found += [(m, "") for m in re.findall(r"Building source distributions for `([^`]+)` is disabled", text)]
+    return list(dict.fromkeys(f"{n} {v}".strip() for n, v in found))
 
 
 def _dist_label(text: str, resolved: dict[str, str]) -> str:

@@ -262,15 +262,67 @@ def _killpg(pid: int, sig: int) -> None:
         os.killpg(pid, sig)
 
 
+def descendants(pid: int) -> dict[int, str]:
+    """Every live descendant of `pid` by parent (Linux /proc), with its start time.
+
+    A child of the runner is a PR_SET_CHILD_SUBREAPER, so what it started stays its
+    descendant even after a setsid() and a double fork (a build backend's daemon that left
+    the process group): read while the child lives, this is everything it started.
+    """
+    procs: dict[int, tuple[int, str]] = {}
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:  # pragma: no cover - no /proc
+        return {}
+    for entry in entries:
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as fh:
+                fields = fh.read().rpartition(")")[2].split()
+            procs[int(entry)] = (int(fields[1]), fields[19])
+        except (OSError, ValueError, IndexError):
+            continue
+    kids: dict[int, list[int]] = {}
+    for p, (ppid, _) in procs.items():
+        kids.setdefault(ppid, []).append(p)
+    found: dict[int, str] = {}
+    todo = [pid]
+    while todo:
+        for k in kids.get(todo.pop(), ()):
+            if k not in found and k != os.getpid():
+                found[k] = procs[k][1]
+                todo.append(k)
+    return found
+
+
+def _signal_all(proc: subprocess.Popen[str], tree: dict[int, str], sig: int) -> None:
+    """`sig` to the child's process group and to every process it started: `tree` (its
+    descendants seen earlier, grown by those seen now) where each is still the same process
+    (same start time: no pid reuse)."""
+    _killpg(proc.pid, sig)
+    if proc.poll() is None:
+        tree.update(descendants(proc.pid))
+    for pid, started in tree.items():
+        try:
+            with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
+                if fh.read().rpartition(")")[2].split()[19] != started:
+                    continue
+        except (OSError, IndexError):
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
 def kill_tree(proc: subprocess.Popen[str], grace: float = 2.0) -> None:
-    """SIGTERM the child's process group, SIGKILL it after `grace` s; reap; release."""
+    """SIGTERM the child's process group and every process it started, SIGKILL them after
+    `grace` s; reap; release."""
+    tree = descendants(proc.pid) if proc.poll() is None else {}
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        _killpg(proc.pid, sig)
+        _signal_all(proc, tree, sig)
         if proc.poll() is None and sig == signal.SIGTERM and grace > 0:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=grace)
     # The group may hold members after the leader exits: SIGKILL it once more.
-    _killpg(proc.pid, signal.SIGKILL)
+    _signal_all(proc, tree, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=max(grace, 1.0))
     release(proc)
@@ -284,14 +336,15 @@ def kill_all(grace: float = 0.5, strays: bool = True) -> list[int]:
     its children (the CLI), so `main` passes it after an interruption only.
     """
     procs = live_children()
+    trees = {proc.pid: descendants(proc.pid) if proc.poll() is None else {} for proc in procs}
     for proc in procs:
-        _killpg(proc.pid, signal.SIGTERM)
+        _signal_all(proc, trees[proc.pid], signal.SIGTERM)
     end = time.monotonic() + grace
     for proc in procs:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=max(0.0, end - time.monotonic()))
     for proc in procs:
-        _killpg(proc.pid, signal.SIGKILL)
+        _signal_all(proc, trees[proc.pid], signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=1.0)
         release(proc)
@@ -722,12 +775,15 @@ class Runner:
         return out or "", err or ""
 
     def _kill_group(self, proc: subprocess.Popen[str]) -> tuple[str, str]:
-        """SIGTERM the child's process group, then SIGKILL it; return what it printed."""
+        """SIGTERM the child's process group and every process it started (a daemon that left the
+        group: setsid), then SIGKILL them; return what it printed."""
+        tree = descendants(proc.pid) if proc.poll() is None else {}
         try:
             for sig, wait in ((signal.SIGTERM, self.kill_grace), (signal.SIGKILL, self.kill_grace)):
-                _killpg(proc.pid, sig)
+                _signal_all(proc, tree, sig)
                 try:
                     out, err = proc.communicate(timeout=wait)
+                    _signal_all(proc, tree, signal.SIGKILL)  # what ignored the SIGTERM its parent died of
                     return out or "", err or ""
                 except subprocess.TimeoutExpired:
                     continue

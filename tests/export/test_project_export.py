@@ -244,3 +244,23 @@ def test_a_routed_companion_is_sourced_from_the_torch_index() -> None:
     assert doc["project"]["dependencies"] == ["torch==2.13.0+cu126", "vllm", "xformers==0.0.32.post2"]
     assert doc["tool"]["uv"]["sources"] == {"torch": {"index": "pytorch-cu126"}, "xformers": {"index": "pytorch-cu126"}}
     assert "xformers: the binary for this build is on the cu126 index" in render("requirements", stack_from_plan(plan))
+
+
+def test_the_pylock_export_of_a_project_reads_the_sources_resolve_reads(tmp_path: Path, indexes: dict[str, str]) -> None:
+    """Issue 25: a package found only in a --find-links directory was found by resolve and every
+    other format, and "not found" by `--format pylock`, whose uv step took the default index alone."""
+    _uv()
+    links = tmp_path / "links"
+    make_wheel(links, "only-here", "1.0", ["pure-pkg"])
+    facts = tmp_path / "cpu-box.json"
+    facts.write_text(json.dumps(facts_to_json(make_facts(driver=None, gpus=[], glibc="2.35", pythons=["3.11.7"]))))
+    env = {"PYTHONPATH": str(ROOT / "src"), "PIP_CONFIG_FILE": os.devnull, "XDG_CACHE_HOME": str(tmp_path / "cache"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("UV_", "PIP_", "TORCHFIT_"))}
+    proc = run_cli("export", "--format", "pylock", "--facts", str(facts), "--variant", "cpu", "torch==2.13.0",
+                   "only-here", "--torch-index-url", indexes["torch"], "--index-url", indexes["pypi"],
+                   "--find-links", str(links), "--allow-insecure-index", env=env, base_env=base, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    by_name = {p["name"]: p for p in tomllib.loads(proc.stdout)["packages"]}
+    assert by_name["only-here"]["version"] == "1.0" and by_name["pure-pkg"]["version"] == "1.0"
+    assert by_name["torch"]["version"] == "2.13.0+cpu"

@@ -137,3 +137,44 @@ def test_a_page_the_server_calls_fresh_is_not_asked_again(tmp_path: Path) -> Non
     finally:
         server.shutdown()
         server.server_close()
+
+
+def _hostile_metadata_index(root: Path, lines: int) -> tuple[Path, bytes]:
+    """An index whose bigmeta 1.0 wheel is honest (no torch) and whose PEP 658 `.metadata`
+    for it is `lines` Requires-Dist lines (issue 25: 12 MB of them made resolve run past 40 s)."""
+    from tests.support.wheels import make_wheel, write_index_with_metadata
+
+    body = ("Metadata-Version: 2.1\nName: bigmeta\nVersion: 1.0\nRequires-Dist: torch==9.9\n"
+            + "".join(f"Requires-Dist: filelock>=1 ; extra == 'x{i}'\n" for i in range(lines))).encode()
+    return write_index_with_metadata(root, make_wheel(root / "w", "bigmeta", "1.0"), body), body
+
+
+def test_a_pep658_metadata_past_the_cap_is_not_read(tmp_path: Path) -> None:
+    from tests.support.wheels import serve_dir
+    from torchfit.index.project import MAX_METADATA_BYTES
+
+    _, body = _hostile_metadata_index(tmp_path / "idx", 300_000)
+    assert len(body) > 3 * MAX_METADATA_BYTES  # 14 MB
+    with serve_dir(tmp_path / "idx") as url:
+        packages = SourcePackages(IndexClient(cache_dir=tmp_path / "cache", allow_insecure=True),
+                                  [f"{url}/simple"], [])
+        meta = packages.metadata("bigmeta", Version("1.0"))
+    # Not the 14 MB file: the wheel's own METADATA (this server ignores Range, so none) instead.
+    assert meta is None or len(meta.requires_dist) < 10, meta and len(meta.requires_dist)
+
+
+def test_the_family_lines_of_a_huge_metadata_are_found_once_and_fast() -> None:
+    import time
+
+    from torchfit.compat.project import MAX_FAMILY_LINES, PackageMeta
+
+    lines = ("torch==2.8.0", *(f"filelock>=1 ; extra == 'x{i}'" for i in range(100_000)),
+             *(f"torch>=1 ; extra == 'y{i}'" for i in range(1000)))
+    start = time.monotonic()
+    meta = PackageMeta("bigmeta", Version("1.0"), lines)
+    env = {"python_version": "3.12", "sys_platform": "linux", "platform_machine": "x86_64"}
+    for _ in range(50):  # the resolver asks once per build it weighs
+        pins = meta.family_requirements(env)
+    assert [str(p) for p in pins] == ["torch==2.8.0"]
+    assert len(meta.family_dist) == MAX_FAMILY_LINES
+    assert time.monotonic() - start < 5

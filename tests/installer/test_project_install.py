@@ -73,3 +73,26 @@ def test_a_pin_two_levels_down_offline_the_plan_is_what_is_installed_and_locked(
     code = "from importlib import metadata; print(metadata.version('engine'), metadata.version('torch'))"
     ran = subprocess.run([str(prefix / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=120)
     assert ran.stdout.split() == ["1.0", "2.13.0+cpu"], ran.stderr
+
+
+def test_a_pep658_metadata_that_disagrees_with_its_wheel_is_refused_naming_the_file(
+    tmp_path: Path, torch_index: str, state_home: Path
+) -> None:
+    """Issue 25: the index's `.metadata` for liar 1.0 says torch==2.13.0, the wheel's own METADATA
+    says torch==2.12.0. The plan believed the index; the wheel is what is installed and hashed
+    into the lock, so the wheel is the truth: the install is refused, naming the wheel, and PREFIX
+    is not created."""
+    from tests.support.wheels import serve_dir, write_index_with_metadata
+
+    wheel = make_wheel(tmp_path / "w", "liar", "1.0", ["torch==2.12.0"])
+    write_index_with_metadata(tmp_path / "idx", wheel,
+                              b"Metadata-Version: 2.1\nName: liar\nVersion: 1.0\nRequires-Dist: torch==2.13.0\n\n")
+    prefix = tmp_path / "env"
+    with serve_dir(tmp_path / "idx") as url:
+        proc = run_tf("install", "liar", *CPU_ARGS, "--extra-index-url", f"{url}/simple", "--allow-insecure-index",
+                      "--torch-index-url", torch_index, "--prefix", str(prefix), "--json", state=state_home)
+    assert proc.returncode == 1, proc.stderr
+    err = json.loads(proc.stdout)
+    assert err["error"].startswith(f"{wheel.name}: its own METADATA disagrees with the metadata the index"), err
+    assert "liar 1.0 requires torch==2.12.0, but torch 2.13.0+cpu is installed" in err["error"], err
+    assert not prefix.exists()

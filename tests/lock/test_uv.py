@@ -118,3 +118,30 @@ def test_the_compile_argv_is_what_uv_runs(tmp_path: Path) -> None:
     locked = {d.name: d for d in read_uv_lock(str(out))}
     assert locked["helper-dep"].version == "1.2"  # the constraint reached uv
     assert locked["pure-pkg"].artifacts[0].sha256 == hashlib.sha256(wheel.read_bytes()).hexdigest()
+
+
+# uv 0.13.9's words, measured 2026-12-02 (uv pip compile of each requirement, a local index on 127.0.0.1)
+UV_SAID = {
+    "404": "error: Failed to download `foo @ http://127.0.0.1:38307/nonexist/foo-1.0-py3-none-any.whl`\n"
+           "  cause: Failed to fetch: http://127.0.0.1:38307/nonexist/foo-1.0-py3-none-any.whl\n"
+           "  cause: HTTP status client error (404 File not found) for url "
+           "(http://127.0.0.1:38307/nonexist/foo-1.0-py3-none-any.whl)\n",
+    "missing": "error: Distribution not found at: file:///nonexistent/foo-1.0-py3-none-any.whl\n",
+    "not-found": "error: No solution found when resolving dependencies\n  cause: Because needsfl was not found in "
+                 "the package registry and x depends on needsfl, we can conclude that your requirements are "
+                 "unsatisfiable.\n",
+    "torch": "error: No solution found when resolving dependencies\n  cause: Because all versions of bigmeta depend "
+             "on torch==9.9 and torchfit-env depends on torch<=2.13.0, we can conclude that your requirements and "
+             "all versions of bigmeta are incompatible.\n",
+}
+
+
+def test_classify_failure_puts_a_bad_reference_first_and_knows_when_torch_is_the_cause() -> None:
+    from torchfit.lock.uv import classify_failure, names_family, not_found
+
+    assert classify_failure(UV_SAID["404"]) == ("reference", "http://127.0.0.1:38307/nonexist/foo-1.0-py3-none-any.whl")
+    assert classify_failure(UV_SAID["missing"]) == ("reference", "file:///nonexistent/foo-1.0-py3-none-any.whl")
+    assert classify_failure(UV_SAID["not-found"]) == ("no-solution", None)
+    assert not names_family(UV_SAID["not-found"]) and not_found(UV_SAID["not-found"]) == ["needsfl"]
+    assert names_family(UV_SAID["torch"]) and not not_found(UV_SAID["torch"])
+    assert not names_family("torchfit-env depends on torch-scatter and torchmetrics")

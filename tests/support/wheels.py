@@ -4,7 +4,9 @@
 RECORD with sha256, one module) that pip and uv install; `write_index` lays out a
 PEP 503 tree over wheels (links with #sha256=, PEP 658 `.metadata` files beside them
 when asked); `serve_dir` serves a directory on 127.0.0.1 with the standard library's
-HTTP server, so the index is read over real HTTP.
+HTTP server, so the index is read over real HTTP. Hostile ones (issue 25):
+`write_index_with_metadata` (a PEP 658 `.metadata` that is not the wheel's), `hostile_sdist`
+(a build backend that records that it ran and may leave a daemon holding its pipes).
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ import contextlib
 import functools
 import hashlib
 import http.server
+import io
+import re
+import tarfile
 import threading
 import zipfile
 from collections.abc import Iterator, Sequence
@@ -90,6 +95,54 @@ def write_index(root: Path, wheels: Sequence[Path], *, pep658: bool = True) -> P
     (simple / "index.html").write_text(
         "<html><body>\n" + "\n".join(f'<a href="{p}/">{p}</a>' for p in sorted(projects)) + "\n</body></html>\n")
     return simple
+
+
+def write_index_with_metadata(root: Path, wheel: Path, body: bytes) -> Path:
+    """A PEP 503 tree over `wheel` whose PEP 658 `.metadata` is `body` (advertised with its hash)."""
+    simple = write_index(root, [wheel])
+    (root / "files" / (wheel.name + ".metadata")).write_bytes(body)
+    name = wheel.name.split("-")[0].replace("_", "-")
+    page = simple / name / "index.html"
+    page.write_text(re.sub(r'data-core-metadata="sha256=[0-9a-f]+"',
+                           f'data-core-metadata="sha256={hashlib.sha256(body).hexdigest()}"', page.read_text()))
+    return simple
+
+
+def hostile_sdist(directory: Path, marker: Path, *, daemon: bool) -> Path:
+    """hangpkg-1.0.tar.gz: an in-tree build backend that records its pid in `marker` when asked
+    for metadata and, with `daemon`, leaves a setsid'd grandchild holding its pipes (sleeps)."""
+    backend = f"""import os, time
+def _run():
+    open({str(marker)!r}, "a").write(f"{{os.getpid()}}\\n")
+    if {daemon!r} and os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            open({str(marker)!r}, "a").write(f"{{os.getpid()}}\\n")
+            time.sleep(300)
+        os._exit(0)
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    _run()
+    d = os.path.join(metadata_directory, "hangpkg-1.0.dist-info")
+    os.makedirs(d)
+    open(os.path.join(d, "METADATA"), "w").write("Metadata-Version: 2.1\\nName: hangpkg\\nVersion: 1.0\\n")
+    return "hangpkg-1.0.dist-info"
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    raise RuntimeError("not built here")
+"""
+    files = {"pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
+                               '[project]\nname = "hangpkg"\ndynamic = ["version", "dependencies"]\n',
+             "backend.py": backend}
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "hangpkg-1.0.tar.gz"
+    with tarfile.open(path, "w:gz") as tf:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"hangpkg-1.0/{name}")
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return path
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):

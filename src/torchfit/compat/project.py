@@ -491,20 +491,42 @@ class PackageMeta:
     source: str = ""  # "METADATA of vllm-0.10.2-cp38-abi3-manylinux1_x86_64.whl (https://...)"
     files: tuple[str, ...] = field(default_factory=tuple)  # the release's file names
     sdist_only: bool = False
+    # The Requires-Dist on the torch family, parsed once: a hostile METADATA of 100,000 lines
+    # (issue 25) is scanned once by name, not parsed line by line for every build the resolver asks about.
+    family_dist: tuple[Requirement, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "family_dist", parse_family_lines(self.requires_dist))
 
     def family_requirements(self, env: Mapping[str, str], extras: Iterable[str] = ()) -> tuple[Requirement, ...]:
         """Its Requires-Dist on torch, torchvision, torchaudio that apply on the target."""
-        from packaging.requirements import InvalidRequirement, Requirement
+        return tuple(replace_marker(req) for req in self.family_dist if applies(req.marker, env, extras))
 
-        out = []
-        for text in self.requires_dist:
-            try:
-                req = Requirement(text)
-            except InvalidRequirement:
-                continue  # a broken Requires-Dist line is the installer's to report
-            if canonicalize_name(req.name) in FAMILY_PACKAGES and applies(req.marker, env, extras):
-                out.append(replace_marker(req))
-        return tuple(out)
+
+# A Requires-Dist line's project name (PEP 508): what decides whether the line is parsed at all.
+# Real releases name torch in a few lines (one per extra or platform); past this many the rest
+# are not read (a hostile METADATA; the reading only explains a refusal, uv decides).
+MAX_FAMILY_LINES = 64
+_DIST_NAME = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
+
+
+def parse_family_lines(lines: Iterable[str]) -> tuple[Requirement, ...]:
+    """The lines of `lines` (Requires-Dist) that name the torch family, parsed; a broken one
+    is left out (the installer's to report)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    out = []
+    for text in lines:
+        m = _DIST_NAME.match(text)
+        if m is None or canonicalize_name(m.group(1)) not in FAMILY_PACKAGES:
+            continue
+        try:
+            out.append(Requirement(text))
+        except InvalidRequirement:
+            continue
+        if len(out) >= MAX_FAMILY_LINES:
+            break
+    return tuple(out)
 
 
 def replace_marker(req: Requirement) -> Requirement:

@@ -5,13 +5,18 @@ and `[tool.uv.sources]` routes the torch family to it, so uv takes the family fr
 that index or fails, and everything else from the default index (`--no-config`: no
 user configuration adds an index). uv's pylock output names no `index`; the routing
 is what makes it known, and `lock_with_uv` records it.
+
+The dependencies come from the sources the plan was made from (`sources`: the one
+`index.sources.Sources` of `cli/settings.sources_for`, told to uv as every compile
+is told, `Sources.uv_compile`): the configured index, extra indexes and find-links,
+so a project that `resolve` finds is found here too (issue 25).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchfit.compat.matrix import PYPI_SIMPLE
 from torchfit.compat.tags import torch_manylinux_floor, uv_platform
@@ -20,11 +25,19 @@ from torchfit.export.stack import Stack
 from torchfit.export.uv import constraint_lines, render_uv
 from torchfit.redact import redact
 
+if TYPE_CHECKING:
+    from torchfit.index.sources import Sources
+
 UV_TIMEOUT = 600.0
 
 
-def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str = PYPI_SIMPLE, on_wait: Any = None) -> Stack:
-    """The stack with `locked` filled by `uv pip compile --format pylock.toml`."""
+def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str | None = None, on_wait: Any = None,
+                 sources: Sources | None = None) -> Stack:
+    """The stack with `locked` filled by `uv pip compile --format pylock.toml`.
+
+    `sources`: where the dependencies come from (the plan's); `pypi_url`, when given, is
+    the default index instead of theirs (`--pypi-url`).
+    """
     if len(stack.arches) != 1:
         raise BadInput("a pylock.toml export covers one platform; the hosts are "
                        f"{' and '.join(stack.arches)} (export for one --facts file at a time)")
@@ -39,26 +52,34 @@ def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str = PYPI_SIMPLE, on_w
                            hint="pip install uv (on PATH or into torchfit's own venv), or export from an "
                                 "existing lock with --lock FILE")
     from torchfit.owned import temp_dir
+    from torchfit.runner import index_variables, stall_timeout
 
     with temp_dir("export") as tmp:
         out = os.path.join(tmp, "pylock.toml")  # uv insists on this file name
+        if sources is not None:
+            # The plan's sources, as every compile gets them: the index in uv's environment, not
+            # its argv (public, in `ps`: it may carry a token); extra indexes, find-links, trusted hosts.
+            options, uv_env = sources.uv_compile(os.environ, tmp)
+            pypi_url = pypi_url or uv_env["UV_DEFAULT_INDEX"]
+            unset = [k for k in os.environ if k not in uv_env]
+        else:
+            # No index but these two (as --no-config intends): the user's uv/pip index variables are unset.
+            pypi_url = pypi_url or PYPI_SIMPLE
+            options, uv_env = ["--no-config"], {}
+            unset = [k for k in index_variables() if k != "UV_DEFAULT_INDEX"]
+        uv_env.update({"UV_PREVIEW_FEATURES": "pylock", "UV_DEFAULT_INDEX": pypi_url,
+                       "UV_HTTP_TIMEOUT": os.environ.get("UV_HTTP_TIMEOUT", "30")})
         # The index URL keeps its credentials here (uv needs them); the files are private and temporary.
         # [tool.uv] constraint-dependencies is a project setting `uv pip` ignores: -c instead.
         inputs = write_compile_inputs(uv, tmp, project_text=render_uv(stack, pypi_url=pypi_url, keep_credentials=True),
                                       constraints=constraint_lines(stack),
                                       target=(stack.python,
                                               uv_platform(stack.arches[0], torch_manylinux_floor(stack.glibc))))
-        argv = inputs.argv(["--no-config"], out, quiet=True)
+        argv = inputs.argv(options, out, quiet=True)
         # Bounded and visible: uv's per-request timeout, a stall limit (no bytes moved), and
         # `on_wait` for a progress line naming what is awaited.
-        from torchfit.runner import index_variables, stall_timeout
-
-        # The default index in uv's environment, not its argv (public, in `ps`): it may carry a token.
-        uv_env = {"UV_PREVIEW_FEATURES": "pylock", "UV_HTTP_TIMEOUT": os.environ.get("UV_HTTP_TIMEOUT", "30"),
-                  "UV_DEFAULT_INDEX": pypi_url}
-        # No index but these two (as --no-config intends): the user's uv/pip index variables are unset.
         result = runner.run(argv, timeout=UV_TIMEOUT, cwd=tmp, env=uv_env, stall=stall_timeout(), on_wait=on_wait,
-                            unset=[k for k in index_variables() if k != "UV_DEFAULT_INDEX"])
+                            unset=unset)
         if not result.ok:
             tail = redact((result.stderr or result.stdout).strip())
             raise ExportFailed(f"uv pip compile could not lock {stack.variant} torch {stack.torch} "

@@ -200,9 +200,10 @@ class IndexClient:
             kind="timeout",
             hint=f"check the index; {DEADLINE_ENV}=SECONDS raises the deadline, --timeout the per-attempt limit")
 
-    def _send(self, url: str, headers: Mapping[str, str], *, stream: bool = False) -> requests.Response:
+    def _send(self, url: str, headers: Mapping[str, str], *, stream: bool = False,
+              limit: int = MAX_BODY_BYTES) -> requests.Response:
         """One GET with retries, all within the deadline; returns the last response (any
-        status but a retryable one), its body read unless `stream`.
+        status but a retryable one), its body read (at most `limit` bytes) unless `stream`.
 
         `stream`: the body is not read yet (index.wheelmeta reads big bodies in blocks,
         through `body`/`iter_body`, which keep to the same deadline).
@@ -215,13 +216,15 @@ class IndexClient:
             timer.start()
             resp._torchfit_deadline = (end, timer)  # type: ignore[attr-defined]
             if not stream:
-                self.body(resp, url)
+                self.body(resp, url, limit)
             return resp
 
     def body(self, resp: requests.Response, url: str, limit: int | None = MAX_BODY_BYTES) -> bytes:
         """The whole body of a response from `_send`, read within its deadline, at most
         `limit` bytes (IndexMalformed past it: nothing bigger is held in memory)."""
         if resp._content_consumed and isinstance(resp._content, bytes):
+            if limit is not None and len(resp._content) > limit:
+                raise _too_big(url, limit)
             return resp._content
         data = b"".join(self.iter_body(resp, url, limit=limit))
         resp._content = data
@@ -371,14 +374,19 @@ class IndexClient:
             hint="check the network or the index URL; --timeout raises the per-request limit",
         )
 
-    def get(self, url: str, accept: str = "*/*", *, expect_sha256: str | None = None) -> Fetched:
+    def get(self, url: str, accept: str = "*/*", *, expect_sha256: str | None = None,
+            limit: int = MAX_BODY_BYTES) -> Fetched:
         """GET `url`, revalidating a cached copy; 404/410 come back as a status, other errors raise.
+
+        `limit`: the most bytes of body read (IndexMalformed past it), a cached one included.
 
         With `expect_sha256` (a PEP 658 metadata hash) a cached body that matches is
         used without asking the server at all: its content is pinned by the hash.
         """
         key = DiskCache.key(url, accept)
         cached = self.cache.load(key) if self.cache else None
+        if cached and len(cached[1]) > limit:
+            cached = None  # kept under a larger limit: this reader asks again, bounded
         if cached and expect_sha256 and cached[0].get("sha256") == expect_sha256.lower():
             return Fetched(self._final_url(url, cached[0]), 200, cached[0].get("content_type", ""), cached[1], True)
         if cached and self.honor_max_age and float(cached[0].get("fresh_until") or 0) > time.time():
@@ -390,7 +398,7 @@ class IndexClient:
                 headers["If-None-Match"] = cached[0]["etag"]
             if cached[0].get("last_modified"):
                 headers["If-Modified-Since"] = cached[0]["last_modified"]
-        resp = self._send(url, headers)
+        resp = self._send(url, headers, limit=limit)
         final = resp.url or url
         if resp.status_code == 304 and cached:
             fresh = _fresh_until(resp.headers.get("Cache-Control"))
@@ -406,7 +414,7 @@ class IndexClient:
             )
         if resp.status_code != 200:
             raise IndexUnavailable(final, f"HTTP {resp.status_code} {resp.reason or ''}".strip())
-        body = self.body(resp, url)
+        body = self.body(resp, url, limit)
         ctype = resp.headers.get("Content-Type", "")
         if expect_sha256 and hashlib.sha256(body).hexdigest() != expect_sha256.lower():
             raise IndexMalformed(final, "body does not match the sha256 the index advertised")
@@ -443,16 +451,17 @@ class IndexClient:
         fmt, files = parse_project_page(got.body, got.content_type, got.url)
         return ProjectPage(normalize_name(project), got.url, fmt, files, got.from_cache)
 
-    def core_metadata(self, file: IndexFile, *, probe: bool = True) -> str | None:
+    def core_metadata(self, file: IndexFile, *, probe: bool = True, limit: int = MAX_BODY_BYTES) -> str | None:
         """A wheel's METADATA through PEP 658, or None when the index has none for it.
 
         When the page does not advertise a metadata file, `probe` still tries
         FILE.metadata once (some mirrors drop the attribute but serve the file).
+        `limit`: its most bytes (IndexMalformed past it).
         """
         if file.metadata is None and not probe:
             return None
         expect = (file.metadata or {}).get("sha256")
-        got = self.get(file.metadata_url, "*/*", expect_sha256=expect)
+        got = self.get(file.metadata_url, "*/*", expect_sha256=expect, limit=limit)
         if got.status != 200:
             if file.metadata is not None:
                 raise IndexUnavailable(file.metadata_url, f"HTTP {got.status} for advertised metadata")

@@ -180,13 +180,15 @@ class SourcePackages:
             except (OSError, zipfile.BadZipFile):
                 return None
         try:
-            text = self.client.core_metadata(f, probe=f.metadata is not None)
+            # Bounded like every METADATA read here: PEP 658 files are served apart from the wheel and
+            # a hostile index may serve one of any size (issue 25: 12 MB made resolve run past 40 s).
+            text = self.client.core_metadata(f, probe=f.metadata is not None, limit=MAX_METADATA_BYTES)
         except (IndexUnavailable, IndexMalformed):
             text = None
         if text is None:
             from torchfit.index.wheelmeta import wheel_metadata
 
-            text = wheel_metadata(self.client, f)
+            text = wheel_metadata(self.client, f, limit=MAX_METADATA_BYTES)
         return text
 
     def _sdist_metadata(self, f: IndexFile) -> str | None:

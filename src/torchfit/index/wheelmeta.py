@@ -444,13 +444,13 @@ def copy_to_temp(archive: WheelArchive, m: ZipMember, directory: str | None = No
 # ---------------------------------------------------------------------------
 
 
-def wheel_metadata(client: IndexClient, file: IndexFile) -> str | None:
+def wheel_metadata(client: IndexClient, file: IndexFile, *, limit: int = MAX_MEMBER_IN_MEMORY) -> str | None:
     """A wheel's `*.dist-info/METADATA`, read from the zip with a few range requests.
 
     For wheels whose index serves no PEP 658 file. None when the server does not
     honour ranges (nothing is downloaded whole for this) or the archive is not a
-    plain zip. Cached under the wheel's sha256 when the index gives one (the content
-    is then fixed).
+    plain zip, or its METADATA is larger than `limit`. Cached under the wheel's sha256
+    when the index gives one (the content is then fixed).
     """
     from torchfit.index.cache import DiskCache
     from torchfit.redact import strip_credentials
@@ -460,7 +460,7 @@ def wheel_metadata(client: IndexClient, file: IndexFile) -> str | None:
     key = DiskCache.key(url, f"wheel-metadata {digest}") if digest else None
     if key and client.cache:
         hit = client.cache.load(key)
-        if hit:
+        if hit and len(hit[1]) <= limit:
             return hit[1].decode("utf-8", errors="replace")
     src = _NoFallbackSource(client, url)
     try:
@@ -471,7 +471,7 @@ def wheel_metadata(client: IndexClient, file: IndexFile) -> str | None:
         found = archive.find(r"^[^/]+\.dist-info/METADATA$")
         if not found:
             return None
-        raw = archive.read(found[0])
+        raw = archive.read(found[0], limit)
     except WheelFormatError:
         return None
     finally:

@@ -152,6 +152,7 @@ class AddJob:
     observer: Progress
     timeout: float
     source_args: Sequence[str] = ()  # the source options given, for the rebuild command
+    no_build: bool = False  # wheels only: no package's build runs (uv's --no-build), to resolve or install
     routed: list[str] = field(default_factory=list)  # project packages whose binary is the torch index's
     timings: dict[str, float] = field(default_factory=dict)
     # torchvision/torchaudio asked for where the env has none: the build the matrix pairs with
@@ -385,6 +386,8 @@ class AddJob:
                                       overrides=overrides, python=env_python(self.prefix))
         # no --no-index (it would drop the explicit torch index too): an empty default index instead
         options, env = s.uv_compile(os.environ, work)
+        if self.no_build:
+            options = [*options, "--no-build"]
         argv = inputs.argv(options, out, quiet=True)
         res = ctx.run("resolve", argv, env, detail, check=False)
         if res.returncode < 0:

@@ -117,8 +117,9 @@ class StepContext:
             self.log.step(step, list(argv), None, exc.timeout, exc.stdout, exc.stderr)
             raise self.failed(step, argv, None,
                               _tail(exc.stdout + "\n" + exc.stderr)
-                              + f"\n(no progress for {exc.stall:g} s: nothing was received or written, "
-                                "so an index or mirror is not answering; killed)") from None
+                              + f"\n(no progress for {exc.stall:g} s: nothing was received or written: an index "
+                                "or mirror that does not answer, or a package's build that waits on something; "
+                                "stopped with every process it started)") from None
         except ToolTimeout as exc:
             self.log.step(step, list(argv), None, self.timeout, exc.stdout, exc.stderr)
             raise self.failed(step, argv, None,

@@ -23,6 +23,7 @@ from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 
 from torchfit import __version__
 from torchfit.background import Background
@@ -274,6 +275,10 @@ class InstallJob:
                 backend.constraints = (*self.plan.constraints, *resolved_pins(self.plan, self.nccl_override))
                 backend.routed = tuple(self.plan.routed)
                 dists = backend.build(python, tmp.path, self.seed, install_specs(self.plan), self.nccl_override, work)
+                # uv and pip resolved from the index's metadata (PEP 658 .metadata, served apart from
+                # the wheel); the wheels installed carry their own. The wheel is the truth: a set
+                # whole by the index's word but not by the wheels' is refused (issue 25).
+                self._check_closure(ctx, tmp.path, dists)
             # The check runs the env's Python; meanwhile write what does not depend on
             # its answer (the pin's script, unless LD_PRELOAD's version comes from it).
             checking = Background(self._check, ctx, tmp.path)
@@ -333,9 +338,13 @@ class InstallJob:
         self.timings[name] = self.timings.get(name, 0.0) + seconds
         self.observer.done(name, seconds)
 
-    def _check_closure(self, ctx: StepContext, env_dir: str) -> None:
+    def _check_closure(self, ctx: StepContext, env_dir: str, planned: Sequence[LockedDist] | None = None) -> None:
         """A lock is whole or refused: every dependency of what it installed must be
-        there (lock.closure.probe_closure: the check `verify --lock` makes too)."""
+        there (lock.closure.probe_closure: the check `verify --lock` makes too).
+
+        `planned`: the files a plan's resolution installed. The resolver read each release's
+        metadata from the index (its PEP 658 file where served) and the set was whole by it;
+        a problem now is a wheel whose own METADATA says otherwise: named, and refused."""
         from torchfit.lock.closure import probe_closure
 
         step = StepRunner(ctx, "check-deps", "every dependency of the locked packages is installed (like pip check)")
@@ -346,6 +355,16 @@ class InstallJob:
         if closure.problems is None:
             raise ctx.failed("check-deps", argv, res.returncode, redact(closure.failure))
         problems = closure.problems
+        if problems and planned is not None:
+            name = canonicalize_name(problems[0].split(" ", 1)[0])
+            dist = next((d for d in planned if d.name == name), None)
+            files = [a.filename for a in dist.artifacts if a.filename] if dist is not None else []
+            raise ctx.failed(
+                "check-deps", argv, 1, "\n".join(problems),
+                what=(f"{files[0] if files else name}: its own METADATA disagrees with the metadata the index "
+                      f"served for it, which the plan was resolved from: {problems[0]}"),
+                hint=("the index's metadata file (PEP 658 .metadata) is not the wheel's; torchfit believes the "
+                      "wheel: ask the index's owner to fix it, or use a source that serves the wheel's own"))
         if problems:
             where = self.lock.path if self.lock is not None and self.lock.path else "the lock"
             raise ctx.failed(

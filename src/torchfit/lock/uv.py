@@ -280,12 +280,35 @@ _UNREACHABLE = re.compile(
     r"operation timed out|certificate|Network is unreachable|failed to read from file|No such file or directory)",
     re.IGNORECASE)
 _FETCH_URL = re.compile(r"(?:Failed to fetch|error sending request for url|failed to read from file)[:` (]+([^\s`)]+)")
+# A direct reference (`pkg @ URL`, `pkg @ file:///path`) uv cannot use (uv 0.13.9, measured): a
+# file that is not there, a path that is no wheel or sdist, a URL the server says is not there.
+_BAD_REFERENCE = re.compile(
+    r"Distribution not found at:? `?(?P<missing>[^\s`]+)"
+    r"|Expected path \(`(?P<path>[^`]+)`\) to end in a supported file extension"
+    r"|HTTP status client error \((?:404|410)[^)]*\) for url \((?P<gone>[^)\s]+)\)"
+    r"|is not a valid wheel filename",
+    re.IGNORECASE)
+# A package no source has (uv 0.13.9: "X was not found in the package registry", "... in the
+# provided package locations" with find-links alone).
+_NOT_FOUND = re.compile(r"(?P<name>[A-Za-z0-9][\w.-]*) was not found in (?:the package registry|the provided package "
+                        r"locations|the cache)", re.IGNORECASE)
+# The torch family (or a CUDA package of it) in uv's explanation: only then is torch the cause.
+_FAMILY_WORD = re.compile(r"(?<![\w.-])(?:torch|torchvision|torchaudio|nvidia-[\w-]+|cuda-[\w-]+)(?![\w-])",
+                          re.IGNORECASE)
 
 
 def classify_failure(text: str) -> tuple[str, str | None]:
-    """What a failed `uv pip compile` says: ("unreachable", url) for a source it could not
-    read, ("no-solution", None) for a resolution with no answer, ("build", None) for a
-    package whose build failed, else ("other", None)."""
+    """What a failed `uv pip compile` says, uv's cause first:
+
+    - ("reference", what): a direct reference it cannot use (a missing file, a path that is
+      no wheel or sdist, a URL answered 404/410: the user's input, exit 2); `what` the path or URL;
+    - ("unreachable", url): a source it could not read (DNS, refused, a missing file:// tree);
+    - ("no-solution", None): a resolution with no answer (`names_family` says whether torch is in it);
+    - ("build", None): a package whose build failed; else ("other", None).
+    """
+    bad = _BAD_REFERENCE.search(text)
+    if bad is not None:
+        return "reference", next((g for g in bad.groups() if g), None)
     if "No solution found" in text or "unsatisfiable" in text:
         return "no-solution", None
     if _UNREACHABLE.search(text):
@@ -296,8 +319,18 @@ def classify_failure(text: str) -> tuple[str, str | None]:
     return "other", None
 
 
+def names_family(text: str) -> bool:
+    """Does uv's explanation name the torch family (or a CUDA package), so that torch is in the cause?"""
+    return _FAMILY_WORD.search(text) is not None
+
+
+def not_found(text: str) -> list[str]:
+    """The packages uv says no source has."""
+    return list(dict.fromkeys(m.group("name") for m in _NOT_FOUND.finditer(text)))
+
+
 def explanation(text: str, limit: int = 1200) -> str:
     """uv's explanation as one paragraph: its `cause:` text and hints, whitespace folded."""
     body = text.split("cause:", 1)[1] if "cause:" in text else text
-    folded = " ".join(body.replace("error:", "").split())
+    folded = " ".join(w for w in body.replace("error:", "").split() if w.strip("^"))  # uv's carets under a line
     return folded if len(folded) <= limit else folded[: limit - 3] + "..."

@@ -44,6 +44,8 @@ def add_parser(subparsers: Any, epilog: str) -> None:
                         "env: install --seed); uv always resolves")
     p.add_argument("--wait", type=seconds(allow_zero=True), default=0.0, metavar="SECONDS",
                    help="wait this long for another install into PREFIX to finish (default: fail at once)")
+    p.add_argument("--no-build", action="store_true",
+                   help="never build a package from source, to resolve or to install (wheels only; uv's --no-build)")
     p.add_argument("--timeout", type=seconds(), default=3600.0, metavar="SECONDS",
                    help="the longest one step may take (default 3600)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout (progress stays on stderr)")
@@ -76,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
     observer = StderrProgress()
     job = AddJob(prefix=prefix, lock=lock, requirements=requirements, sources=sources, 
                  installer=settings.installer_choice(args, os.environ),
-                 observer=observer, timeout=args.timeout, source_args=settings.describe_sources(args))
+                 observer=observer, timeout=args.timeout, source_args=settings.describe_sources(args),
+                 no_build=args.no_build)
     with interrupts_raise(), PrefixLock(prefix, args.wait, observer.info):
         job.lock = load_env_lock(prefix)  # again, under the lock: another run may have grown it
         result = job.run()

@@ -16,6 +16,7 @@ from torchfit.errors import BadInput
 
 if TYPE_CHECKING:
     from torchfit.export.stack import Stack
+    from torchfit.index.sources import Sources
 
 
 def add_parser(subparsers: Any, epilog: str) -> None:
@@ -86,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.lock:
             raise BadInput("--format containerfile builds the env of a lock: give --lock FILE (an env's "
                            "PREFIX/pylock.toml) or --pack DIR (a pack of torchfit pack)")
+    sources: Sources | None = None  # the plan's: where uv finds the dependencies
     if args.lock:
         resolving = [o for o, v in (("REQ", args.requirements), ("-r", args.requirement), ("--project", args.project),
                                     ("--python", args.python), ("--cuda", args.cuda),
@@ -95,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
             raise BadInput(f"--lock exports the lock as it is; drop {', '.join(resolving)}")
         stack = load_lock(args.lock)
     else:
-        stack = _resolve_stack(args)
+        stack, sources = _resolve_stack(args)
     # The same mirror `torchfit install` would use (docs/mirrors.md), unless given here.
     from torchfit.cli.settings import torch_template
 
@@ -108,11 +110,12 @@ def run(args: argparse.Namespace) -> int:
         from torchfit.runner import Runner
 
         progress = StderrProgress()
-        what = f"uv pip compile (the torch index {stack.index_url}, dependencies from {pypi_url})"
+        deps = pypi_url if sources is None or args.pypi_url else "the plan's sources"
+        what = f"uv pip compile (the torch index {stack.index_url}, dependencies from {deps})"
         progress.info(f"export: locking with {what}")
         with progress.running("export"):
-            stack = lock_with_uv(stack, Runner(), pypi_url=pypi_url,
-                                        on_wait=progress.waiting("export", what))
+            stack = lock_with_uv(stack, Runner(), pypi_url=pypi_url if sources is None or args.pypi_url else None,
+                                 sources=sources, on_wait=progress.waiting("export", what))
     if args.format == "containerfile":
         return _containerfile(args, stack, pypi_url)
     if args.format == "lmod":
@@ -158,7 +161,8 @@ def _containerfile(args: argparse.Namespace, stack: Stack, pypi_url: str) -> int
     return 0
 
 
-def _resolve_stack(args: argparse.Namespace) -> Stack:
+def _resolve_stack(args: argparse.Namespace) -> tuple[Stack, Sources]:
+    """The plan's stack, and the sources it was planned from (the plan's variant)."""
     from torchfit.cache import load_matrix
     from torchfit.cli import check_source_options, load_hosts, make_request
     from torchfit.cli.settings import plan_settings
@@ -172,9 +176,10 @@ def _resolve_stack(args: argparse.Namespace) -> Stack:
     hosts = load_hosts(args)
     # The one planning step (NoCompatibleSet: exit 1 with the conflicts): what export writes is
     # what resolve shows and install installs.
-    plan = make_plan(hosts, request, matrix, plan_settings(args, request.project), progress=StderrProgress())
+    settings = plan_settings(args, request.project)
+    plan = make_plan(hosts, request, matrix, settings, progress=StderrProgress())
     build = plan.build  # the resolver's plan keeps its matrix row
     assert build is not None
     arches = [h.arch for h in hosts if h.arch in build.platforms] or [build.platforms[0]]
     glibc = build.glibc_for(arches[0])
-    return stack_from_plan(plan, arches=arches, glibc=str(glibc) if glibc else None)
+    return stack_from_plan(plan, arches=arches, glibc=str(glibc) if glibc else None), settings.sources(plan.variant)
