@@ -390,6 +390,27 @@ class AddRefused(TorchfitError):
                 "command": self.command, "locked": self.locked}
 
 
+class EnvDrifted(TorchfitError):
+    """`torchfit add`: the env's torch family is not what its lock records (a bare `pip install`
+    swapped it), so the lock cannot be the base to add to (exit 1). Nothing was changed."""
+
+    reference = "env-drifted"
+
+    def __init__(self, prefix: str, drift: Sequence[str], lock_path: str) -> None:
+        import shlex
+
+        self.drift = [redact(d) for d in drift]
+        q = shlex.quote
+        super().__init__(
+            f"{prefix}'s torch family is not the one its lock records: {'; '.join(drift)}; "
+            "`torchfit add` adds only to an env that matches its lock, and nothing was changed",
+            hint=f"`torchfit verify --env {q(prefix)} --lock {q(lock_path)}` shows what runs; to rebuild the env "
+                 f"as locked: torchfit install --force --lock {q(lock_path)} --prefix {q(prefix)}")
+
+    def details(self) -> dict[str, Any]:
+        return {"drift": self.drift}
+
+
 # --- verify, export, the indexes ---------------------------------------------------------------
 
 

@@ -15,9 +15,11 @@ import functools
 import hashlib
 import http.server
 import threading
+import time
 import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from packaging.utils import canonicalize_name
 
@@ -97,11 +99,24 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class Trickle(_Quiet):
+    """Serves wheels 4 KiB every 0.1 s (40 KB/s): an install that takes a while, for signals."""
+
+    def copyfile(self, source: Any, outputfile: Any) -> None:
+        if not self.path.endswith(".whl"):
+            return super().copyfile(source, outputfile)
+        while block := source.read(4096):
+            outputfile.write(block)
+            time.sleep(0.1)
+        return None
+
+
 @contextlib.contextmanager
-def serve_dir(directory: Path) -> Iterator[str]:
+def serve_dir(directory: Path, handler_class: type[_Quiet] = _Quiet) -> Iterator[str]:
     """`http://127.0.0.1:PORT` serving `directory` until the block ends."""
-    handler = functools.partial(_Quiet, directory=str(directory))
+    handler = functools.partial(handler_class, directory=str(directory))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -26,6 +26,7 @@ the plan's project grown. The caller holds PREFIX.lock around all of it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -58,7 +59,7 @@ from torchfit.lock.uv import find_uv, uv_version, write_compile_inputs, write_pr
 from torchfit.owned import temp_dir
 from torchfit.progress import Progress
 from torchfit.redact import redact, strip_credentials
-from torchfit.runner import Runner, stall_timeout
+from torchfit.runner import Runner, signals_deferred, stall_timeout
 from torchfit.space import (
     from_oserror,
     is_no_space,
@@ -156,6 +157,8 @@ class AddJob:
     # torchvision/torchaudio asked for where the env has none: the build the matrix pairs with
     # the locked torch (name -> version), added from the torch index (issue 28, item 3)
     companions: dict[str, str] = field(default_factory=dict)
+    wait: float = 0.0  # seconds to wait for processes using the env to end (when packages change)
+    allow_in_use: bool = False  # replace packages under running processes anyway
 
     def run(self) -> AddResult:
         label = (os.path.basename(self.prefix.rstrip(os.sep)) or "env") + "-add"
@@ -182,6 +185,8 @@ class AddJob:
     # -- the steps ------------------------------------------------------------------------------
     def _run(self, ctx: StepContext, log: InstallLog) -> AddResult:
         family = {d.name: d for d in self.lock.family()}
+        self._recover(ctx)  # an add killed (SIGKILL, power) between its install and its lock
+        check_env_matches_lock(self.prefix, self.lock)  # before anything: the base is what the lock says
         new = self._check_family_requests(family)
         lock_path = os.path.join(self.prefix, LOCK_NAME)
         if not new:  # only the locked family asked for: nothing to resolve, nothing written
@@ -212,7 +217,11 @@ class AddJob:
                                  log_path=log.path, timings=self.timings)
             if not todo:
                 self.observer.info("nothing to install: every package asked for is in the env already")
+            self._check_users(changed)
+            committed = False
             try:
+                if todo:  # what a SIGKILL between here and the lock's rename leaves: undone by the next add
+                    write_pending(self.prefix, self.lock, added, changed)
                 if todo and isinstance(backend, UvBackend):
                     backend.install_resolved(self.prefix, todo, work, reinstall=[d.name for _, d in changed])
                 elif todo:
@@ -222,21 +231,77 @@ class AddJob:
                 self.observer.step("lock", f"{LOCK_NAME}: {len(added)} added, {len(changed)} changed "
                                            "(atomic rewrite)")
                 grown = self._grown_lock(result, [str(r) for r in new])
-                try:
-                    replace_lock(lock_path, grown)
-                except OSError as exc:
-                    raise ctx.failed("lock", [], None, f"{exc.filename or lock_path}: {exc.strerror or exc}",
-                                     what=f"cannot rewrite {lock_path} ({exc.strerror or exc}); the old lock "
-                                          "is unchanged") from None
+                # The rename is the commit: a signal arriving around it waits until `committed`
+                # says which side of it the env is on (rolled back before it, kept after it).
+                with signals_deferred():
+                    try:
+                        replace_lock(lock_path, grown)
+                    except OSError as exc:
+                        raise ctx.failed("lock", [], None, f"{exc.filename or lock_path}: {exc.strerror or exc}",
+                                         what=f"cannot rewrite {lock_path} ({exc.strerror or exc}); the old lock "
+                                              "is unchanged") from None
+                    committed = True
+                    clear_pending(self.prefix)
             except BaseException:
-                if todo:  # the env goes back to what its (unchanged) lock says
+                if todo and not committed:  # the env goes back to what its (unchanged) lock says
                     self._roll_back(ctx, uv, added, changed, work)
+                elif committed:
+                    self.observer.warn(f"interrupted after {LOCK_NAME} was rewritten: the env and its lock hold "
+                                       "the new packages")
                 raise
             self.timings["lock"] = time.monotonic() - start
             self.observer.done("lock", self.timings["lock"])
         return AddResult(prefix=self.prefix, requested=tuple(str(r) for r in self.requirements),
                          added=sorted_dists(added), changed=tuple(changed), kept_locked=kept, lock_path=lock_path,
                          installer=backend.label, log_path=log.path, timings=self.timings)
+
+    def _recover(self, ctx: StepContext) -> None:
+        """Undo an add that was killed before its lock was rewritten (its journal is still there):
+        remove what it added, put the locked files back of what it changed; the lock was never
+        touched. Killed after the rename, the journal is only stale: removed."""
+        import glob
+        import hashlib
+
+        for stale in glob.glob(os.path.join(glob.escape(self.prefix), f".{LOCK_NAME}.*.torchfit-tmp")):
+            # a lock rewrite killed before its rename (we hold PREFIX.lock: no writer is running)
+            with contextlib.suppress(OSError):
+                os.unlink(stale)
+        pending = read_pending(self.prefix)
+        if pending is None:
+            return
+        with open(os.path.join(self.prefix, LOCK_NAME), "rb") as fh:
+            digest = hashlib.sha256(fh.read()).hexdigest()
+        if pending.get("lock_sha256") != digest:
+            clear_pending(self.prefix)  # the lock was rewritten: that add finished
+            return
+        locked = {d.name: d for d in self.lock.packages}
+        added = [LockedDist(str(n), None, ()) for n in pending.get("added") or [] if str(n) not in locked]
+        changed = [(locked[str(n)], locked[str(n)]) for n in pending.get("changed") or [] if str(n) in locked]
+        self.observer.warn(f"an earlier add into {self.prefix} was stopped before it rewrote {LOCK_NAME} "
+                           f"(pid {pending.get('pid', '?')}): undoing it first")
+        with temp_dir("add-recover") as work:
+            self._roll_back(ctx, self._uv_for_resolving(ctx), added, changed, work)
+
+    def _check_users(self, changed: Sequence[tuple[LockedDist, LockedDist]]) -> None:
+        """Processes using the env (a python from it, a library of it mapped). New packages do
+        not disturb them; replacing an installed one does (a module they import later is the
+        new version's, or gone), so that waits for them (--wait) or is refused (exit 1) unless
+        --allow-in-use."""
+        from torchfit.host.procs import find_users
+        from torchfit.installer.prefix import wait_unused
+
+        if not changed or self.allow_in_use:
+            users = find_users(self.prefix)
+            if users.procs:
+                shown = "; ".join(u.describe() for u in users.procs[:3])
+                self.observer.warn(f"{len(users.procs)} process(es) use {self.prefix} ({shown}): "
+                                   + ("adding new packages does not disturb them" if not changed else
+                                      "--allow-in-use: the packages they may import later are replaced now"))
+            return
+        names = ", ".join(f"{old.name} {old.version}" for old, _ in changed)
+        wait_unused(self.prefix, self.wait, self.observer.info,
+                    action=f"`torchfit add` would replace {names} under them",
+                    fix="end those processes, pass --wait SECONDS to wait for them, or --allow-in-use")
 
     def _roll_back(self, ctx: StepContext, uv: UvBackend, added: Sequence[LockedDist],
                    changed: Sequence[tuple[LockedDist, LockedDist]], work: str) -> None:
@@ -256,6 +321,7 @@ class AddJob:
             self.observer.warn(f"the roll-back failed ({type(exc).__name__}: {exc}); the env may hold packages "
                                f"its lock does not list: `torchfit verify --env {self.prefix}` says what")
             return
+        clear_pending(self.prefix)
         what = [f"removed {', '.join(d.name for d in added)}"] if added else []
         what += [f"restored {', '.join(f'{o.name} {o.version}' for o, _ in changed)}"] if changed else []
         self.observer.warn(f"rolled back: {'; '.join(what)}; the env matches its lock again")
@@ -281,6 +347,13 @@ class AddJob:
                 out.append(req)
                 continue
             have = family.get(name)
+            if req.url:
+                # A URL is another build by definition (the locked one comes from the lock's index by
+                # sha256): never a no-op, never a swap.
+                locked = f"the locked {name} {have.version}" if have is not None else f"no {name}"
+                raise BadInput(f"{redact(str(req))}: `torchfit add` never swaps the torch family, and this env has "
+                               f"{locked}; to build an env with that file: torchfit install --force --prefix "
+                               f"{shlex.quote(self.prefix)} ... (see docs/projects.md)")
             if have is not None and _contains(req, have.version):
                 self.observer.info(f"{req}: the env has {name} {have.version} already")
                 continue
@@ -435,8 +508,14 @@ class AddJob:
         if have is None:
             why = (f"the new packages need {d.name}, which this env does not have; torchfit add does not add "
                    f"to the torch family (its build must match torch {family['torch'].version})")
-        else:
+        elif d.version != have.version:
             why = f"uv's answer has {d.name} {d.version} instead of the locked {have.version}"
+        else:  # the same version from another file: the index serves another build under that name
+            got = ", ".join(a.sha256[:12] for a in d.artifacts if a.sha256) or "no sha256"
+            want = ", ".join(a.sha256[:12] for a in have.artifacts if a.sha256) or "no sha256"
+            where = redact(strip_credentials(self.sources.torch_index)) or "the torch index"
+            why = (f"{where} serves {d.name} {d.version} as another file than the locked one (sha256 {got}..., "
+                   f"the lock has {want}...): the same version, another build")
         raise AddRefused(f"{why}; nothing was changed", [(d.name, d.version or "", d.name)],
                          self.rebuild_command([d.name]), {n: x.version or "" for n, x in family.items()})
 
@@ -581,6 +660,12 @@ def _family_requirements(metadata: str | None, env: dict[str, str]) -> list[Requ
 def read_metadata(d: LockedDist) -> str | None:
     """A resolved package's METADATA, from its wheel: a local file read directly, a remote one
     with range requests (index.wheelmeta; nothing downloaded whole). None where unreadable."""
+    return _wheel_member(d, "METADATA", remote=True)
+
+
+def _wheel_member(d: LockedDist, member: str, *, remote: bool) -> str | None:
+    """`*.dist-info/MEMBER` of `d`'s locked wheel: a local file read directly; a remote one's
+    METADATA with range requests (`remote`). None where unreadable or not asked."""
     from urllib.parse import unquote, urlsplit
 
     from torchfit.errors import IndexUnavailable, WheelFormatError
@@ -596,10 +681,12 @@ def read_metadata(d: LockedDist) -> str | None:
             src = FileSource(unquote(parts.path) if parts.scheme == "file" else location)
             try:
                 archive = WheelArchive(src)
-                found = archive.find(r"^[^/]+\.dist-info/METADATA$")
+                found = archive.find(rf"^[^/]+\.dist-info/{member}$")
                 return archive.read(found[0]).decode("utf-8", "replace") if found else None
             finally:
                 src.close()
+        if not remote or member != "METADATA":
+            return None
         from torchfit.index.client import IndexClient
         from torchfit.index.pages import IndexFile
         from torchfit.index.wheelmeta import wheel_metadata
@@ -609,3 +696,117 @@ def read_metadata(d: LockedDist) -> str | None:
         return wheel_metadata(client, IndexFile(name, location, {"sha256": wheel.sha256} if wheel.sha256 else {}))
     except (WheelFormatError, IndexUnavailable, OSError):
         return None
+
+
+# --- the env against its lock -------------------------------------------------------------------
+
+
+def find_family_drift(prefix: str, lock: Lock) -> list[str]:
+    """How the env's installed torch family differs from its lock, one phrase each ([] when it
+    matches), read from the env's files as verify and doctor read them (lock.closure): each
+    family package's dist-info (one copy, the locked version) and, where the locked wheel is
+    a local file, its installed RECORD against the wheel's own (a same-version build from
+    another index has other hashes). The files themselves are not hashed here (a second or
+    more per GB on every add): `verify --lock` and doctor's torch-files do that."""
+    from torchfit.lock.closure import (
+        dist_info_version,
+        env_site_dirs,
+        find_dist_infos,
+        record_rows,
+    )
+
+    sites = env_site_dirs(prefix)
+    family = {d.name: d for d in lock.family()}
+    drift: list[str] = []
+    for name in FAMILY_PACKAGES:
+        infos = find_dist_infos(sites, name)
+        locked = family.get(name)
+        versions = [dist_info_version(i) or "?" for i in infos]
+        if locked is None:
+            if infos:
+                drift.append(f"{name} {versions[0]} is installed and the lock has none")
+            continue
+        if not infos:
+            drift.append(f"{name} is not installed (the lock has {locked.version})")
+            continue
+        if len(infos) > 1:
+            drift.append(f"{len(infos)} copies of {name} are installed ({', '.join(versions)}; another installer "
+                         f"left one half-replaced), the lock has {locked.version}")
+            continue
+        if not _same_version(versions[0], locked.version):
+            drift.append(f"{name} {versions[0]} is installed where the lock has {locked.version}")
+            continue
+        wheel_record = _wheel_member(locked, "RECORD", remote=False)
+        if wheel_record is None:
+            continue  # the locked wheel is not a local file: the version is what can be compared
+        try:
+            with open(os.path.join(infos[0], "RECORD"), encoding="utf-8", errors="replace") as fh:
+                installed = record_rows(fh.read(64 << 20))
+        except OSError:
+            drift.append(f"{name} {versions[0]} has no readable RECORD")
+            continue
+        want = record_rows(wheel_record)
+        if installed != want:
+            n = len(installed ^ want)
+            drift.append(f"{name} {versions[0]} is installed from another file than the locked wheel "
+                         f"({n} RECORD entries differ from {locked.artifacts[0].filename or 'its RECORD'}'s)")
+    return drift
+
+
+def check_env_matches_lock(prefix: str, lock: Lock) -> None:
+    """EnvDrifted (exit 1) when the env's torch family is not what its lock records."""
+    from torchfit.errors import EnvDrifted
+
+    drift = find_family_drift(prefix, lock)
+    if drift:
+        raise EnvDrifted(prefix, drift, os.path.join(prefix, LOCK_NAME))
+
+
+def _same_version(a: str | None, b: str | None) -> bool:
+    try:
+        return Version(a or "") == Version(b or "")
+    except InvalidVersion:
+        return a == b
+
+
+# --- the journal: an add that was killed between its install and its lock ------------------------
+
+PENDING = ".torchfit-add-pending.json"
+
+
+def write_pending(prefix: str, lock: Lock, added: Sequence[LockedDist],
+                  changed: Sequence[tuple[LockedDist, LockedDist]]) -> None:
+    """Before installing: what this add will change, and the digest of the lock it starts from.
+    Removed when the lock is rewritten or the roll-back is done; found by the next add
+    otherwise (a SIGKILL, a power cut), which undoes it (`AddJob._recover`)."""
+    import hashlib
+    import json
+
+    from torchfit.files import write_atomic
+
+    path = os.path.join(prefix, LOCK_NAME)
+    with open(path, "rb") as fh:
+        digest = hashlib.sha256(fh.read()).hexdigest()
+    write_atomic(os.path.join(prefix, PENDING), json.dumps({
+        "lock_sha256": digest, "added": [d.name for d in added], "changed": [old.name for old, _ in changed],
+        "pid": os.getpid()}) + "\n")
+
+
+def read_pending(prefix: str) -> dict[str, Any] | None:
+    import json
+
+    from torchfit.inputs import read_text_file
+
+    path = os.path.join(prefix, PENDING)
+    if not os.path.lexists(path):
+        return None
+    try:
+        data = json.loads(read_text_file(path, "the pending add record", limit=1 << 16))
+    except (BadInput, ValueError, OSError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def clear_pending(prefix: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(prefix, PENDING))

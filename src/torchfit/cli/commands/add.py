@@ -42,7 +42,11 @@ def add_parser(subparsers: Any, epilog: str) -> None:
                    help="who installs the new files: auto (default) uv, else pip (which needs pip in the "
                         "env: install --seed); uv always resolves")
     p.add_argument("--wait", type=seconds(allow_zero=True), default=0.0, metavar="SECONDS",
-                   help="wait this long for another install into PREFIX to finish (default: fail at once)")
+                   help="wait this long for another install into PREFIX to finish, and for processes using "
+                        "the env to end when an installed package would be replaced (default: fail at once)")
+    p.add_argument("--allow-in-use", action="store_true",
+                   help="replace installed packages even while processes use the env (a python running from "
+                        "it); without it that is refused (exit 1). Adding new packages only warns")
     p.add_argument("--timeout", type=seconds(), default=3600.0, metavar="SECONDS",
                    help="the longest one step may take (default 3600)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout (progress stays on stderr)")
@@ -68,9 +72,10 @@ def run(args: argparse.Namespace) -> int:
     lock = load_env_lock(prefix)
     sources = _sources(args, locked_torch_index(lock), str(lock.plan().get("variant") or ""))
     observer = StderrProgress()
-    job = AddJob(prefix=prefix, lock=lock, requirements=requirements, sources=sources, 
+    job = AddJob(prefix=prefix, lock=lock, requirements=requirements, sources=sources,
                  installer=settings.installer_choice(args, os.environ),
-                 observer=observer, timeout=args.timeout, source_args=settings.describe_sources(args))
+                 observer=observer, timeout=args.timeout, source_args=settings.describe_sources(args),
+                 wait=args.wait, allow_in_use=args.allow_in_use)
     with interrupts_raise(), PrefixLock(prefix, args.wait, observer.info):
         job.lock = load_env_lock(prefix)  # again, under the lock: another run may have grown it
         result = job.run()
