@@ -379,8 +379,8 @@ class AddRefused(TorchfitError):
     reference = "add-needs-other-torch"
 
     def __init__(self, message: str, culprits: Sequence[tuple[str, str, str]], command: str,
-                 locked: dict[str, str]) -> None:
-        super().__init__(message, hint=f"nothing was changed; to rebuild the env for it: {command}")
+                 locked: dict[str, str], hint: str | None = None) -> None:
+        super().__init__(message, hint=hint or f"nothing was changed; to rebuild the env for it: {command}")
         self.culprits = [(n, v, redact(r)) for n, v, r in culprits]
         self.command = redact(command)
         self.locked = dict(locked)
@@ -388,6 +388,20 @@ class AddRefused(TorchfitError):
     def details(self) -> dict[str, Any]:
         return {"culprits": [{"package": n, "version": v, "requires": r} for n, v, r in self.culprits],
                 "command": self.command, "locked": self.locked}
+
+
+class AdoptRefused(TorchfitError):
+    """`torchfit adopt`: the env's torch cannot be the base (none, fails on this host, contradicts
+    the image's constraints); exit 1, no lock written."""
+
+    reference = "adopt-refused"
+
+    def __init__(self, message: str, checks: Sequence[Any] = ()) -> None:
+        super().__init__(message, hint="nothing was written; `torchfit verify --env PREFIX` shows the checks")
+        self.checks = [{"id": c.name, "status": c.status.value, "summary": redact(c.summary)} for c in checks]
+
+    def details(self) -> dict[str, Any]:
+        return {"checks": self.checks}
 
 
 class EnvDrifted(TorchfitError):

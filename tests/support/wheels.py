@@ -47,13 +47,15 @@ def metadata_text(name: str, version: str, requires: Sequence[str] = (), require
 
 
 def make_wheel(directory: Path, name: str, version: str, requires: Sequence[str] = (),
-               requires_python: str | None = None, tag: str = "py3-none-any") -> Path:
-    """A real wheel `name-version-TAG.whl` in `directory`."""
+               requires_python: str | None = None, tag: str = "py3-none-any",
+               files: dict[str, bytes] | None = None) -> Path:
+    """A real wheel `name-version-TAG.whl` in `directory`; `files`: its package files (path ->
+    bytes) in place of the one module `NAME_mod/__init__.py`."""
     directory.mkdir(parents=True, exist_ok=True)
     dist = name.replace("-", "_")
     info = f"{dist}-{version}.dist-info"
     files = {
-        f"{dist}_mod/__init__.py": f"VERSION = {version!r}\n".encode(),
+        **(files or {f"{dist}_mod/__init__.py": f"VERSION = {version!r}\n".encode()}),
         f"{info}/METADATA": metadata_text(name, version, requires, requires_python).encode(),
         f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: torchfit-tests\nRoot-Is-Purelib: true\nTag: {tag}\n".encode(),
     }

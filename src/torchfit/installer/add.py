@@ -54,7 +54,7 @@ from torchfit.installer.backends import (
 )
 from torchfit.installer.prefix import InstallLog, state_dir
 from torchfit.lock.model import Lock, LockedDist, sorted_dists
-from torchfit.lock.pylock import LOCK_NAME, load_lock, replace_lock
+from torchfit.lock.pylock import LOCK_NAME, load_env_lock_file, replace_lock
 from torchfit.lock.uv import find_uv, uv_version, write_compile_inputs, write_private
 from torchfit.owned import temp_dir
 from torchfit.progress import Progress
@@ -130,10 +130,11 @@ def load_env_lock(prefix: str) -> Lock:
         raise BadInput(f"--env {prefix}: no such directory")
     if not os.path.isfile(path) or not os.access(env_python(prefix), os.X_OK):
         raise BadInput(f"--env {prefix}: not an env torchfit built (no {LOCK_NAME} and bin/python); "
-                       "`torchfit add` adds only to envs made by `torchfit install`")
-    lock = load_lock(path)  # BadInput naming the file: no [tool.torchfit], a file without sha256, ...
-    if lock.find("torch") is None:
-        raise BadInput(f"{path}: locks no torch; not an env torchfit built")
+                       "`torchfit add` adds only to envs made by `torchfit install` or taken as they are "
+                       "by `torchfit adopt`")
+    lock = load_env_lock_file(path)  # BadInput naming the file: no [tool.torchfit], a file without sha256, ...
+    if lock.find("torch") is None and not any(d.name == "torch" for d in lock.family()):
+        raise BadInput(f"{path}: locks no torch; not an env torchfit built or adopted")
     return lock
 
 
@@ -158,6 +159,8 @@ class AddJob:
     # the locked torch (name -> version), added from the torch index (issue 28, item 3)
     companions: dict[str, str] = field(default_factory=dict)
     wait: float = 0.0  # seconds to wait for processes using the env to end (when packages change)
+    accept_base_label: bool = False  # an adopted base: a pin differing only by its label is accepted
+    label_accepted: list[str] = field(default_factory=list)  # the pins so accepted, for the lock
     allow_in_use: bool = False  # replace packages under running processes anyway
 
     def run(self) -> AddResult:
@@ -196,7 +199,21 @@ class AddJob:
         backend = pick_backend(self.installer, ctx)
         uv = backend if isinstance(backend, UvBackend) else self._uv_for_resolving(ctx)
         with temp_dir("add") as work:
+            base = self._base_installed()
+            if base:  # an adopted env: its installed distributions are what uv resolves around
+                stubs = write_base_stubs(self.lock, os.path.join(work, "base"))
+                self.sources = replace(self.sources, torch_index=stubs, find_links=(*self.sources.find_links, stubs))
             result, kept = self._resolve(ctx, uv, family, new, work)
+            moved = [d for d in result if d.name in base and not _same_version(d.version, base[d.name])]
+            if moved:
+                raise AddRefused(
+                    "; ".join(f"{d.name} {d.version} would replace the base's {d.name} {base[d.name]}" for d in moved)
+                    + f"; {self.prefix} was adopted (torchfit adopt) and add installs around its packages, never "
+                    "over them; nothing was changed", [(d.name, d.version or "", d.name) for d in moved], "",
+                    {n: x.version or "" for n, x in family.items()},
+                    hint="pick versions of the new packages that accept the base's, or build an env with "
+                         "`torchfit install`")
+            result = [d for d in result if d.name not in base]  # installed already: the base's own
             locked = {d.name: d for d in self.lock.packages}
             for d in result:
                 if d.is_family and d.name not in family and d.name in self.companions \
@@ -391,6 +408,9 @@ class AddJob:
         specs += [d.name + (f" ; {d.marker}" if d.marker else "") for d in self.lock.rest() if d.name not in named]
         specs += [str(r) for r in new]
         keep = [f"{d.name}=={d.version}" for d in self.lock.rest() if d.name not in asked and d.version]
+        base = self._base_installed()
+        keep += [f"{n}=={v}" for n, v in base.items() if n not in family]
+        keep += [str(c) for c in self.lock.base().get("constraints") or []]  # the image's pip constraints
         res, out = self._compile(ctx, uv, specs, work, "keep", constraints=keep,
                                  detail="the locked set plus the new packages, every locked version kept")
         if res.returncode == 0:
@@ -400,6 +420,11 @@ class AddJob:
             raise ctx.failed("resolve", [], res.returncode, _tail(res.stderr or res.stdout),
                              what=f"uv cannot add {', '.join(str(r) for r in new)} to this env: "
                                      f"{_first_line(message)[:200]}; nothing was changed")
+        if not _is_family_conflict(message) and base:
+            raise ctx.failed("resolve", [], res.returncode, _tail(res.stderr or res.stdout),
+                             what=f"uv cannot add {', '.join(str(r) for r in new)} around the adopted base "
+                                  f"(its packages as installed, its constraints): {_first_line(message)[:300]}; "
+                                  "nothing was changed")
         if not _is_family_conflict(message):
             # Outside the family (a locked dependency too old for a new package): let them move.
             self.observer.info("the locked versions cannot all be kept; resolving with the torch family pinned alone")
@@ -413,6 +438,20 @@ class AddJob:
                                  what=f"uv cannot add {', '.join(str(r) for r in new)} to this env: "
                                          f"{_first_line(message)[:200]}; nothing was changed")
         culprits = self._find_culprits(ctx, uv, specs, family, work, message)
+        if base and culprits and all(self._label_only(req) for _, _, req in culprits):
+            before = {str(x).split(" ", 1)[0] for h in self.lock.tool.get("added") or [] if isinstance(h, dict)
+                      for x in h.get("accepted-base-label") or []}  # accepted by an earlier add: they stay so
+            if not self.accept_base_label and not all(n in before for n, _, _ in culprits):
+                self._refuse_label(culprits, family)
+            # uv's override replaces each package's torch requirement by the base pin: the base stays
+            if self.accept_base_label:
+                self._caveat(culprits, family)
+            pins = [f"{d.name}=={d.version}" for d in family.values()]
+            res, out = self._compile(ctx, uv, specs, work, "label", constraints=keep, overrides=pins,
+                                     detail="the new packages around the base, its label accepted (--accept-base-label)")
+            if res.returncode == 0:
+                self.label_accepted = [f"{n} {v}: {r}" for n, v, r in culprits]
+                return read_resolution(out, log_path=ctx.log.path), True
         self._refuse(culprits, family, uv_message=message)
         raise AssertionError("unreachable")
 
@@ -472,9 +511,10 @@ class AddJob:
         culprits: list[tuple[str, str, str]] = []
         if res.returncode == 0:
             locked = {d.name: d for d in self.lock.packages}
+            base = self._base_installed()
             env = _marker_env(self.lock)
             for d in read_resolution(out, log_path=ctx.log.path):
-                if d.is_family or (d.name in locked and _files(d) == _files(locked[d.name])):
+                if d.is_family or (d.name in locked and _files(d) == _files(locked[d.name])) or d.name in base:
                     continue
                 for req in _family_requirements(read_metadata(d), env):
                     have = family.get(canonicalize_name(req.name))
@@ -500,8 +540,45 @@ class AddJob:
         else:
             what = f"uv cannot add it with torch {torch.version} pinned: {_first_line(uv_message)}"
         message = f"{what}; {where}, and `torchfit add` never replaces the torch family"
+        adopted = ("nothing was changed; the adopted base's torch is never replaced (torchfit adopt): pick a "
+                   f"release of the package built for torch {torch.version}") if self._base_installed() else None
         raise AddRefused(message, culprits, self.rebuild_command([n for n, _, _ in culprits]),
-                         {d.name: d.version or "" for d in family.values()})
+                         {d.name: d.version or "" for d in family.values()}, hint=adopted)
+
+    # -- an adopted base (torchfit adopt) ------------------------------------------------------------
+    def _base_installed(self) -> dict[str, str]:
+        """name -> version of every distribution an adopted env had (empty for an env torchfit built)."""
+        raw = self.lock.base().get("installed")
+        return {canonicalize_name(str(n)): str(v) for n, v in raw.items()} if isinstance(raw, dict) else {}
+
+    def _label_only(self, req: str) -> bool:
+        """Does a culprit's torch-family requirement refuse the base only for its prerelease/local label?"""
+        from torchfit.compat.versions import differs_only_by_label
+
+        try:
+            r = Requirement(req)
+        except InvalidRequirement:
+            return False
+        have = next((d.version for d in self.lock.family() if d.name == canonicalize_name(r.name)), None)
+        return have is not None and differs_only_by_label(r, have)
+
+    def _refuse_label(self, culprits: Sequence[tuple[str, str, str]], family: dict[str, LockedDist]) -> None:
+        torch = family["torch"]
+        what = "; ".join(f"{n}{' ' + v if v else ''} requires {r}" for n, v, r in culprits)
+        raise AddRefused(
+            f"{what}: the base's torch {torch.version} is that release with a prerelease/local label "
+            f"({torch.version} is not =={'.'.join(str(x) for x in Version(torch.version or '0').release)} to pip or uv), the "
+            "build the image ships; nothing was changed", culprits, "",
+            {d.name: d.version or "" for d in family.values()},
+            hint="add it anyway with --accept-base-label (the base's torch stays; the package was built against "
+                 "the release, so a compiled extension may not load: verify it)")
+
+    def _caveat(self, culprits: Sequence[tuple[str, str, str]], family: dict[str, LockedDist]) -> None:
+        names = ", ".join(dict.fromkeys(n for n, _, _ in culprits))
+        self.observer.warn(f"--accept-base-label: {names} pinned the release, and gets the base's torch "
+                           f"{family['torch'].version}; a package with compiled code built against the release "
+                           "may not match its ABI (C++ symbols, CUDA kernels): `torchfit verify --env "
+                           f"{shlex.quote(self.prefix)}` and an import of it are the proof")
 
     def _refuse_family_change(self, d: LockedDist, family: dict[str, LockedDist]) -> None:
         have = family.get(d.name)
@@ -581,8 +658,11 @@ class AddJob:
         tool = dict(self.lock.tool)
         tool["plan"] = plan
         history = [dict(h) for h in tool.get("added") or [] if isinstance(h, dict)]
-        history.append({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "requirements": list(asked),
-                        "sources": self.sources.describe()})
+        entry = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "requirements": list(asked),
+                 "sources": self.sources.describe()}
+        if self.label_accepted:
+            entry["accepted-base-label"] = list(self.label_accepted)
+        history.append(entry)
         tool["added"] = history
         return replace(self.lock, packages=sorted_dists(list(merged.values())), tool=tool)
 
@@ -715,7 +795,7 @@ def find_family_drift(prefix: str, lock: Lock) -> list[str]:
         record_rows,
     )
 
-    sites = env_site_dirs(prefix)
+    sites = env_site_dirs(prefix) + [str(s) for s in lock.base().get("site") or []]
     family = {d.name: d for d in lock.family()}
     drift: list[str] = []
     for name in FAMILY_PACKAGES:
@@ -767,6 +847,35 @@ def _same_version(a: str | None, b: str | None) -> bool:
         return Version(a or "") == Version(b or "")
     except InvalidVersion:
         return a == b
+
+
+def write_base_stubs(lock: Lock, directory: str) -> str:
+    """A flat directory of stand-in wheels, one per distribution an adopted env has installed
+    (its METADATA, so uv reads its real requirements): uv resolves new packages around them,
+    each pinned to its installed version. They are never installed: add drops them from uv's
+    answer (they are the base's own)."""
+    import zipfile
+
+    from torchfit.lock.closure import find_dist_infos
+
+    os.makedirs(directory, exist_ok=True)
+    sites = [str(s) for s in lock.base().get("site") or []]
+    installed = lock.base().get("installed") or {}
+    for name, version in sorted(installed.items()) if isinstance(installed, dict) else []:
+        infos = find_dist_infos(sites, str(name))
+        try:
+            with open(os.path.join(infos[0], "METADATA"), "rb") as fh:
+                metadata = fh.read(4 << 20)
+        except (OSError, IndexError):
+            continue
+        dist = re.sub(r"[-_.]+", "_", str(name))
+        info = f"{dist}-{version}.dist-info"
+        wheel = b"Wheel-Version: 1.0\nGenerator: torchfit adopt (stand-in)\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        with zipfile.ZipFile(os.path.join(directory, f"{dist}-{version}-py3-none-any.whl"), "w") as zf:
+            zf.writestr(f"{info}/METADATA", metadata)
+            zf.writestr(f"{info}/WHEEL", wheel)
+            zf.writestr(f"{info}/RECORD", f"{info}/METADATA,,\n{info}/WHEEL,,\n{info}/RECORD,,\n")
+    return directory
 
 
 # --- the journal: an add that was killed between its install and its lock ------------------------

@@ -340,6 +340,19 @@ def load_lock(path: str) -> Lock:
     return parse_lock(_read_text(path), path)
 
 
+def load_env_lock_file(path: str) -> Lock:
+    """An env's own lock: `load_lock`'s, or an adopted env's before anything was added to it
+    (`torchfit adopt`: `[tool.torchfit.base]` and no `[[packages]]` yet, its torch being the
+    installed one). Everything else is `parse_lock`'s to judge."""
+    text = _read_text(path)
+    data = loads_toml(text, path)
+    tool = data.get("tool", {}).get("torchfit") if isinstance(data.get("tool"), dict) else None
+    if (isinstance(tool, dict) and isinstance(tool.get("base"), dict) and not data.get("packages")
+            and tool.get("schema") == TOOL_SCHEMA and isinstance(tool.get("plan"), dict)):
+        return Lock(packages=(), tool=tool, path=path)
+    return parse_lock(text, path)
+
+
 def load_pylock(path: str, source: str | None = None, *, hash_local: bool = False) -> Lock:
     """The lenient reader over a file (`export --lock PATH`, uv's output). `hash_local`:
     files without a sha256 that are on this machine get one (`parse_pylock`'s `local_root`)."""
