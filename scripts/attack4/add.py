@@ -7,10 +7,8 @@ Each case works on a private copy of the shared CPU env (`box.copy_env`)."""
 
 from __future__ import annotations
 
-import base64
 import functools
 import hashlib
-import http.server
 import os
 import shutil
 import signal
@@ -18,74 +16,34 @@ import subprocess
 import sys
 import time
 import uuid
-import zipfile
 from pathlib import Path
 
 from _common import TAG_VAR, Box, Case, tagged
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: tests/support's real wheels
+from tests.support.wheels import Trickle, make_wheel, write_index
 
 TAG = "cp311-cp311-manylinux_2_28_x86_64"
 
 
 def _wheel(directory: Path, name: str, version: str, requires: tuple[str, ...] = (), tag: str = "py3-none-any",
            blob: int = 0) -> Path:
-    """A real wheel (METADATA, WHEEL, RECORD with sha256); `blob` bytes of random data besides."""
-    directory.mkdir(parents=True, exist_ok=True)
-    dist = name.replace("-", "_")
-    info = f"{dist}-{version}.dist-info"
-    meta = "".join([f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-                    *(f"Requires-Dist: {r}\n" for r in requires), "\n"])
-    files = {f"{dist}_mod/__init__.py": b"", f"{info}/METADATA": meta.encode(),
-             f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: attack4\nRoot-Is-Purelib: true\nTag: {tag}\n".encode()}
-    if blob:
-        files[f"{dist}_mod/blob.bin"] = os.urandom(blob)
-    record = "".join(f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},"
-                     f"{len(d)}\n" for p, d in files.items()) + f"{info}/RECORD,,\n"
-    path = directory / f"{dist}-{version}-{tag}.whl"
-    with zipfile.ZipFile(path, "w") as zf:
-        for n, d in files.items():
-            zf.writestr(n, d)
-        zf.writestr(f"{info}/RECORD", record)
-    return path
+    """A real wheel (tests/support/wheels.py); `blob` bytes of random data besides its module."""
+    files = {f"{name.replace('-', '_')}_mod/__init__.py": b"", f"{name.replace('-', '_')}_mod/blob.bin":
+             os.urandom(blob)} if blob else None
+    return make_wheel(directory, name, version, requires, tag=tag, files=files)
 
 
 def _index(root: Path, wheels: list[Path]) -> str:
-    """A PEP 503 tree over `wheels` (with PEP 658 metadata), relative links; returns root/simple."""
-    (root / "files").mkdir(parents=True, exist_ok=True)
-    projects: dict[str, list[str]] = {}
-    for w in wheels:
-        data = w.read_bytes()
-        (root / "files" / w.name).write_bytes(data)
-        with zipfile.ZipFile(w) as zf:
-            meta = zf.read(next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA")))
-        (root / "files" / (w.name + ".metadata")).write_bytes(meta)
-        project = w.name.split("-")[0].lower().replace("_", "-")
-        projects.setdefault(project, []).append(
-            f'<a href="../../files/{w.name.replace("+", "%2B")}#sha256={hashlib.sha256(data).hexdigest()}" '
-            f'data-core-metadata="sha256={hashlib.sha256(meta).hexdigest()}">{w.name}</a>')
-    for project, links in projects.items():
-        (root / "simple" / project).mkdir(parents=True, exist_ok=True)
-        (root / "simple" / project / "index.html").write_text("\n".join(links) + "\n")
-    return str(root / "simple")
-
-
-class _Trickle(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *_a: object) -> None:
-        pass
-
-    def copyfile(self, source, outputfile) -> None:  # type: ignore[no-untyped-def]
-        if not self.path.endswith(".whl"):
-            return super().copyfile(source, outputfile)
-        while block := source.read(4096):
-            outputfile.write(block)
-            time.sleep(0.1)
-        return None
+    """A PEP 503 tree over `wheels` (PEP 658 metadata beside them); returns root/simple."""
+    return str(write_index(root, wheels))
 
 
 def _trickled(box: Box) -> str:
     """An index on 127.0.0.1 whose `slow-pkg` wheel (600 KB) comes at 40 KB/s."""
     root = box.work / "trickle"
     _index(root, [_wheel(box.work / "w", "slow-pkg", "1.0", blob=600_000)])
-    handler = functools.partial(_Trickle, directory=str(root))
+    handler = functools.partial(Trickle, directory=str(root))
     return box.serve(handler) + "/simple"  # type: ignore[arg-type]
 
 
@@ -205,40 +163,28 @@ def _after(box: Box, env: Path, before: str, proc: subprocess.Popen[str], tag: s
             f"{'installed' if installed else 'not installed'} (exit {proc.returncode})")
 
 
-def _signal_at_install(sig: str):  # type: ignore[no-untyped-def]
-    def case(box: Box) -> str | None:
-        env = box.copy_env()
-        index = _trickled(box)
-        before = _digest(env)
-        proc, tag = _start(box, env, index)
-        end = time.monotonic() + 300
-        while not _uv_installing(proc.pid):
-            if proc.poll() is not None or time.monotonic() > end:
-                return f"uv never installed: exit {proc.poll()} {proc.communicate()[1][-300:]}"
-            time.sleep(0.05)
-        time.sleep(1.0)
-        os.kill(proc.pid, getattr(signal, sig))
-        return _after(box, env, before, proc, tag, sig)
-    return case
+_HOLD_RENAME = ("strace", "-qq", "-o", "/dev/null", "-e", "trace=rename,renameat,renameat2", "-e",
+                "inject=rename,renameat,renameat2:delay_enter=4000000")
 
 
-def _signal_at_lock(sig: str):  # type: ignore[no-untyped-def]
+def _signal_at(step: str, sig: str):  # type: ignore[no-untyped-def]
+    """A case: `sig` while uv installs (`install`), or while strace holds the lock's rename (`lock`)."""
     def case(box: Box) -> str | None:
-        if not shutil.which("strace"):
+        if step == "lock" and not shutil.which("strace"):
             raise RuntimeError("strace is not installed (apt-get install strace)")
         env = box.copy_env()
         index = _trickled(box)
         before = _digest(env)
-        proc, tag = _start(box, env, index, "strace", "-qq", "-o", "/dev/null", "-e",
-                           "trace=rename,renameat,renameat2", "-e",
-                           "inject=rename,renameat,renameat2:delay_enter=4000000")
+        proc, tag = _start(box, env, index, *(_HOLD_RENAME if step == "lock" else ()))
+        arrived = ((lambda: _uv_installing(proc.pid)) if step == "install" else
+                   (lambda: bool([p for p in env.iterdir() if p.name.startswith(".pylock.toml.")])))
         end = time.monotonic() + 300
-        while not [p for p in env.iterdir() if p.name.startswith(".pylock.toml.")]:
+        while not arrived():
             if proc.poll() is not None or time.monotonic() > end:
-                return f"the lock was never rewritten: exit {proc.poll()} {proc.communicate()[1][-300:]}"
+                return f"never reached the {step} step: exit {proc.poll()} {proc.communicate()[1][-300:]}"
             time.sleep(0.05)
-        time.sleep(0.5)
-        os.killpg(proc.pid, getattr(signal, sig))
+        time.sleep(1.0 if step == "install" else 0.5)
+        os.killpg(proc.pid, getattr(signal, sig))  # torchfit and strace: the terminal's Ctrl-C
         return _after(box, env, before, proc, tag, sig)
     return case
 
@@ -263,9 +209,9 @@ CASES = [
     Case("add-same-version-msg", 5, "another file under the locked version: not 'X instead of the locked X'",
          same_version_other_file),
     Case("add-torch-url", 4, "add 'torch @ URL' is a no-op exit 0: exit 2", torch_url),
-    *(Case(f"add-{s.lower()}-install", 0, f"{s} while uv installs: env and lock whole", _signal_at_install(s))
+    *(Case(f"add-{s.lower()}-install", 0, f"{s} while uv installs: env and lock whole", _signal_at("install", s))
       for s in ("SIGINT", "SIGTERM", "SIGKILL")),
-    *(Case(f"add-{s.lower()}-lock", 0, f"{s} during the lock's rename: env and lock whole", _signal_at_lock(s))
+    *(Case(f"add-{s.lower()}-lock", 0, f"{s} during the lock's rename: env and lock whole", _signal_at("lock", s))
       for s in ("SIGINT", "SIGTERM", "SIGKILL")),
     Case("add-in-use", 6, "a python running from the env: named before a package is replaced", in_use),
 ]

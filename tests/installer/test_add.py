@@ -7,7 +7,6 @@ locked dependency moves only when it must; and the bad input that never touches 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -26,6 +25,7 @@ from tests.installer.conftest import (
     one_line_error,
     run_tf,
 )
+from tests.support.envs import tree_digest as _tree_digest
 from tests.support.wheels import Trickle, make_wheel, serve_dir, sha256_file, write_index
 
 if sys.version_info >= (3, 11):
@@ -34,18 +34,6 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 pytestmark = pytest.mark.filterwarnings("ignore")
-
-
-def _tree_digest(root: Path) -> str:
-    """One sha256 over every file under `root` (relative path and bytes), e.g. the env's torch/."""
-    h = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            h.update(str(path.relative_to(root)).encode() + b"\0")
-            h.update(path.read_bytes() if not path.is_symlink() else os.readlink(path).encode())
-    return h.hexdigest()
 
 
 def _site(prefix: Path) -> Path:
@@ -569,18 +557,13 @@ def test_a_python_running_from_the_env_is_named_before_a_package_is_replaced(
         assert out["reference"] == "env-in-use" and out["processes"][0]["pid"] == runner.pid, out
         assert "would replace helper-dep" in out["error"] and "--allow-in-use" in out["hint"]
         assert (add_env / "pylock.toml").read_bytes() == lock_before
-        proc = run_tf("add", "plain-new", "--env", str(add_env), "--find-links", str(_one(tmp_path, "plain-new")),
-                      "--find-links", str(helper), state=state_home)
+        make_wheel(links, "plain-new", "1.0")  # in the module's links: the env keeps it for later tests
+        proc = run_tf("add", "plain-new", "--env", str(add_env), "--find-links", str(links), state=state_home)
         assert proc.returncode == 0, proc.stderr
         assert f"pid {runner.pid}" in proc.stderr and "adding new packages does not disturb them" in proc.stderr
     finally:
         runner.kill()
         runner.wait()
-
-
-def _one(tmp_path: Path, name: str) -> Path:
-    make_wheel(tmp_path / name, name, "1.0")
-    return tmp_path / name
 
 
 @needs_uv

@@ -11,7 +11,6 @@ the base torch's files are byte-identical throughout."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.installer.conftest import env_dists, needs_uv, run_tf
+from tests.support.envs import tree_digest
 from tests.support.wheels import make_wheel
 
 if sys.version_info >= (3, 11):
@@ -44,16 +44,6 @@ TORCH_FILES = {
     "torch/backends/__init__.py": b"from . import cudnn\n",
     "torch/backends/cudnn.py": b"def version():\n    return None\n",
 }
-
-
-def _digest(root: Path) -> str:
-    h = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()
 
 
 def _uv() -> str:
@@ -99,7 +89,7 @@ def test_adopt_a_labelled_base_then_add_around_it(base_env: Path, links: Path, t
     constraints.write_text(f"# as NVIDIA's images write it\ntorch=={BASE}\npure-pkg<2\n")
     state = tmp_path / "state"
     env = {"PIP_CONSTRAINT": str(constraints)}
-    torch_before = _digest(_site(base_env) / "torch")
+    torch_before = tree_digest(_site(base_env) / "torch")
 
     proc = run_tf("adopt", "--env", str(base_env), "--json", state=state, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -139,7 +129,7 @@ def test_adopt_a_labelled_base_then_add_around_it(base_env: Path, links: Path, t
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("may not match its ABI") == 1, proc.stderr
     assert env_dists(base_env)["pins-release"] == "1.0" and env_dists(base_env)["torch"] == BASE
-    assert _digest(_site(base_env) / "torch") == torch_before
+    assert tree_digest(_site(base_env) / "torch") == torch_before
     tool = tomllib.loads((base_env / "pylock.toml").read_text())["tool"]["torchfit"]
     assert tool["added"][-1]["accepted-base-label"] == ["pins-release 1.0: torch==2.8.0"]
     assert tool["base"]["family"] == {"torch": BASE}

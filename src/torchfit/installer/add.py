@@ -238,7 +238,12 @@ class AddJob:
             committed = False
             try:
                 if todo:  # what a SIGKILL between here and the lock's rename leaves: undone by the next add
-                    write_pending(self.prefix, self.lock, added, changed)
+                    try:
+                        write_pending(self.prefix, self.lock, added, changed)
+                    except OSError as exc:
+                        raise ctx.failed("journal", [], None, f"{exc.filename}: {exc.strerror or exc}",
+                                         what=f"cannot record what this add changes ({exc.filename}: "
+                                              f"{exc.strerror or exc}); nothing was changed") from None
                 if todo and isinstance(backend, UvBackend):
                     backend.install_resolved(self.prefix, todo, work, reinstall=[d.name for _, d in changed])
                 elif todo:
@@ -883,22 +888,37 @@ def write_base_stubs(lock: Lock, directory: str) -> str:
 PENDING = ".torchfit-add-pending.json"
 
 
+def _pending_paths(prefix: str) -> list[str]:
+    """Where the journal goes: beside the lock (every user of the env sees it), else, when the
+    env's directory takes no new file (read-only, immutable), this user's state directory."""
+    import hashlib
+
+    key = hashlib.sha256(os.path.realpath(prefix).encode()).hexdigest()[:24]
+    return [os.path.join(prefix, PENDING),
+            os.path.join(os.path.dirname(state_dir()), "pending", f"add-{key}.json")]
+
+
 def write_pending(prefix: str, lock: Lock, added: Sequence[LockedDist],
                   changed: Sequence[tuple[LockedDist, LockedDist]]) -> None:
     """Before installing: what this add will change, and the digest of the lock it starts from.
     Removed when the lock is rewritten or the roll-back is done; found by the next add
-    otherwise (a SIGKILL, a power cut), which undoes it (`AddJob._recover`)."""
+    otherwise (a SIGKILL, a power cut), which undoes it (`AddJob._recover`). OSError when
+    neither place takes it."""
     import hashlib
     import json
 
     from torchfit.files import write_atomic
 
-    path = os.path.join(prefix, LOCK_NAME)
-    with open(path, "rb") as fh:
+    with open(os.path.join(prefix, LOCK_NAME), "rb") as fh:
         digest = hashlib.sha256(fh.read()).hexdigest()
-    write_atomic(os.path.join(prefix, PENDING), json.dumps({
-        "lock_sha256": digest, "added": [d.name for d in added], "changed": [old.name for old, _ in changed],
-        "pid": os.getpid()}) + "\n")
+    text = json.dumps({"lock_sha256": digest, "added": [d.name for d in added],
+                       "changed": [old.name for old, _ in changed], "pid": os.getpid()}) + "\n"
+    first, fallback = _pending_paths(prefix)
+    try:
+        write_atomic(first, text)
+    except OSError:
+        os.makedirs(os.path.dirname(fallback), mode=0o700, exist_ok=True)
+        write_atomic(fallback, text, private=True)
 
 
 def read_pending(prefix: str) -> dict[str, Any] | None:
@@ -906,16 +926,19 @@ def read_pending(prefix: str) -> dict[str, Any] | None:
 
     from torchfit.inputs import read_text_file
 
-    path = os.path.join(prefix, PENDING)
-    if not os.path.lexists(path):
-        return None
-    try:
-        data = json.loads(read_text_file(path, "the pending add record", limit=1 << 16))
-    except (BadInput, ValueError, OSError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    for path in _pending_paths(prefix):
+        if not os.path.lexists(path):
+            continue
+        try:
+            data = json.loads(read_text_file(path, "the pending add record", limit=1 << 16))
+        except (BadInput, ValueError, OSError):
+            return {}
+        return data if isinstance(data, dict) else {}
+    return None
 
 
 def clear_pending(prefix: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(os.path.join(prefix, PENDING))
+    for path in _pending_paths(prefix):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
