@@ -136,6 +136,10 @@ def test_adopt_a_labelled_base_then_add_around_it(base_env: Path, links: Path, t
     # a later add keeps what was accepted (its pin is in the project) without the flag again
     proc = run_tf("add", "pure-pkg", "--env", str(base_env), "--find-links", str(links), state=state, timeout=300)
     assert proc.returncode == 0 and "nothing to do" in proc.stderr, proc.stderr
+    # the lock is not one to build an env from: its torch is the installed one
+    proc = run_tf("install", "--lock", str(base_env / "pylock.toml"), "--prefix", str(tmp_path / "copy"),
+                  state=state, timeout=300)
+    assert proc.returncode == 2 and "the lock of an adopted env" in proc.stderr, proc.stderr
 
 
 @needs_uv

@@ -336,8 +336,15 @@ def _read_text(path: str) -> str:
 
 
 def load_lock(path: str) -> Lock:
-    """The strict reader over a file (`install --lock PATH`)."""
-    return parse_lock(_read_text(path), path)
+    """The strict reader over a file (`install --lock PATH`, `pack`): a lock an env can be
+    built from. An adopted env's lock (`[tool.torchfit.base]`) is not one: its torch is the
+    installed build no index serves."""
+    lock = parse_lock(_read_text(path), path)
+    if lock.base():
+        raise BadInput(f"{path}: the lock of an adopted env (torchfit adopt): its torch "
+                       f"{lock.base().get('family', {}).get('torch', '?')} is the one installed there, which no "
+                       "index serves; adopt the same base image's env instead of installing from this lock")
+    return lock
 
 
 def load_env_lock_file(path: str) -> Lock:
