@@ -386,8 +386,8 @@ class AddRefused(TorchfitError):
     reference = "add-needs-other-torch"
 
     def __init__(self, message: str, culprits: Sequence[tuple[str, str, str]], command: str,
-                 locked: dict[str, str]) -> None:
-        super().__init__(message, hint=f"nothing was changed; to rebuild the env for it: {command}")
+                 locked: dict[str, str], hint: str | None = None) -> None:
+        super().__init__(message, hint=hint or f"nothing was changed; to rebuild the env for it: {command}")
         self.culprits = [(n, v, redact(r)) for n, v, r in culprits]
         self.command = redact(command)
         self.locked = dict(locked)
@@ -395,6 +395,41 @@ class AddRefused(TorchfitError):
     def details(self) -> dict[str, Any]:
         return {"culprits": [{"package": n, "version": v, "requires": r} for n, v, r in self.culprits],
                 "command": self.command, "locked": self.locked}
+
+
+class AdoptRefused(TorchfitError):
+    """`torchfit adopt`: the env's torch cannot be the base (none, fails on this host, contradicts
+    the image's constraints); exit 1, no lock written."""
+
+    reference = "adopt-refused"
+
+    def __init__(self, message: str, checks: Sequence[Any] = ()) -> None:
+        super().__init__(message, hint="nothing was written; `torchfit verify --env PREFIX` shows the checks")
+        self.checks = [{"id": c.name, "status": c.status.value, "summary": redact(c.summary)} for c in checks]
+
+    def details(self) -> dict[str, Any]:
+        return {"checks": self.checks}
+
+
+class EnvDrifted(TorchfitError):
+    """`torchfit add`: the env's torch family is not what its lock records (a bare `pip install`
+    swapped it), so the lock cannot be the base to add to (exit 1). Nothing was changed."""
+
+    reference = "env-drifted"
+
+    def __init__(self, prefix: str, drift: Sequence[str], lock_path: str) -> None:
+        import shlex
+
+        self.drift = [redact(d) for d in drift]
+        q = shlex.quote
+        super().__init__(
+            f"{prefix}'s torch family is not the one its lock records: {'; '.join(drift)}; "
+            "`torchfit add` adds only to an env that matches its lock, and nothing was changed",
+            hint=f"`torchfit verify --env {q(prefix)} --lock {q(lock_path)}` shows what runs; to rebuild the env "
+                 f"as locked: torchfit install --force --lock {q(lock_path)} --prefix {q(prefix)}")
+
+    def details(self) -> dict[str, Any]:
+        return {"drift": self.drift}
 
 
 # --- verify, export, the indexes ---------------------------------------------------------------

@@ -56,3 +56,20 @@ def test_attack3_find_users_sees_cwd_open_files_and_mappings(tmp_path: Path) -> 
             p.kill()
             p.wait()
     assert find_users(str(env)).procs == []
+
+
+def test_a_python_run_through_a_venv_symlink_is_seen(tmp_path: Path) -> None:
+    """Issue 25: a venv's bin/python is a symlink, so /proc/PID/exe names the interpreter outside
+    the env, and a python that imported nothing maps nothing of it: its argv[0] does name it."""
+    env = tmp_path / "env"
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "python").symlink_to(Path(sys.executable).resolve())
+    proc = subprocess.Popen([str(env / "bin" / "python"), "-c", "import time; print('ready', flush=True); "
+                             "time.sleep(60)"], stdout=subprocess.PIPE, text=True, cwd="/")
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        found = {u.pid: u.how for u in find_users(str(env)).procs}
+        assert found.get(proc.pid) == "runs bin/python", found
+    finally:
+        proc.kill()
+        proc.wait()

@@ -7,12 +7,12 @@ locked dependency moves only when it must; and the bad input that never touches 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,8 @@ from tests.installer.conftest import (
     one_line_error,
     run_tf,
 )
-from tests.support.wheels import make_wheel, sha256_file
+from tests.support.envs import tree_digest as _tree_digest
+from tests.support.wheels import Trickle, make_wheel, serve_dir, sha256_file, write_index
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -33,18 +34,6 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 pytestmark = pytest.mark.filterwarnings("ignore")
-
-
-def _tree_digest(root: Path) -> str:
-    """One sha256 over every file under `root` (relative path and bytes), e.g. the env's torch/."""
-    h = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            h.update(str(path.relative_to(root)).encode() + b"\0")
-            h.update(path.read_bytes() if not path.is_symlink() else os.readlink(path).encode())
-    return h.hexdigest()
 
 
 def _site(prefix: Path) -> Path:
@@ -337,6 +326,244 @@ def test_sigterm_while_uv_resolves_changes_nothing(add_env: Path, links: Path, t
     assert env_dists(add_env) == dists_before
     assert not [p for p in add_env.iterdir() if p.name.startswith(".pylock.toml.")]
     assert not (add_env.parent / (add_env.name + ".lock")).exists()  # PREFIX.lock released
+
+
+def test_a_torch_url_is_refused_not_a_no_op(add_env: Path, state_home: Path) -> None:
+    """Issue 25: `add 'torch @ URL'` was "the env has torch already", exit 0: a URL is another
+    build, never the locked one; one line, exit 2, nothing touched."""
+    lock_before = (add_env / "pylock.toml").read_bytes()
+    proc = run_tf("add", "torch @ https://user:s3cret@example.invalid/torch-2.13.0-cp311-none-any.whl", "--env",
+                  str(add_env), state=state_home)
+    line = one_line_error(proc)
+    assert "never swaps the torch family" in line and "locked torch 2.13.0+cpu" in line, line
+    assert "s3cret" not in proc.stderr
+    assert (add_env / "pylock.toml").read_bytes() == lock_before
+
+
+@needs_uv
+@pytest.mark.slow
+def test_another_file_under_the_locked_version_is_named_as_such(add_env: Path, links: Path, tmp_path: Path,
+                                                               state_home: Path) -> None:
+    """Issue 25: "has torch 2.12.0+cpu instead of the locked 2.12.0+cpu": the torch index serves
+    another file under the locked version; the refusal says so (the two sha256), not a version swap."""
+    from tests.installer.conftest import make_simple_index
+
+    other = make_wheel(tmp_path / "w", "torch", "2.13.0+cpu", tag="cp311-cp311-manylinux_2_28_x86_64")
+    index = make_simple_index(tmp_path / "idx", [other], relative=True).as_uri()
+    lock_before = (add_env / "pylock.toml").read_bytes()
+    proc = run_tf("add", "extra-pure", "--env", str(add_env), "--torch-index-url", index, "--find-links",
+                  str(links), state=state_home)
+    assert proc.returncode == 1, proc.stderr
+    assert "serves torch 2.13.0+cpu as another file than the locked one" in proc.stderr, proc.stderr
+    assert f"sha256 {sha256_file(other)[:12]}..." in proc.stderr
+    assert "instead of the locked" not in proc.stderr
+    assert (add_env / "pylock.toml").read_bytes() == lock_before
+
+
+@pytest.fixture
+def swap_env(tmp_path: Path, torch_index: str, state_home: Path) -> Path:
+    prefix = tmp_path / "env"
+    proc = run_tf("install", *CPU_ARGS, "--torch-index-url", torch_index, "--prefix", str(prefix), state=state_home)
+    assert proc.returncode == 0, proc.stderr
+    return prefix
+
+
+@needs_uv
+@pytest.mark.slow
+def test_a_torch_swapped_by_a_bare_uv_pip_install_is_noticed(swap_env: Path, links: Path, tmp_path: Path,
+                                                             state_home: Path) -> None:
+    """Issue 25: a torch replaced behind torchfit's back (uv pip install, pip install) was not
+    noticed: `add` said "the torch family as it was", exit 0. The env's dist-info against the
+    lock, before anything: another version, then the same version from another file (its RECORD
+    is not the locked wheel's), each refused with exit 1, verify and the rebuild command."""
+    from torchfit.lock.uv import find_uv
+    from torchfit.runner import Runner
+
+    uv = find_uv(Runner())
+    assert uv
+    swapped = tmp_path / "swap"
+    make_wheel(swapped, "torch", "2.13.0+cpu", tag="cp311-cp311-manylinux_2_28_x86_64")  # same version, other build
+    make_wheel(swapped, "torch", "2.12.0", tag="cp311-cp311-manylinux_2_28_x86_64")
+
+    def swap(spec: str) -> None:
+        subprocess.run([uv, "pip", "install", "--python", str(swap_env / "bin" / "python"), "--reinstall",
+                        "--no-deps", "--no-index", "--find-links", str(swapped), spec], check=True,
+                       capture_output=True, timeout=300)
+
+    for spec, seen in (("torch==2.13.0+cpu", "torch 2.13.0+cpu is installed from another file than the locked "
+                                               "wheel"),
+                       ("torch==2.12.0", "torch 2.12.0 is installed where the lock has 2.13.0+cpu")):
+        swap(spec)
+        lock_before = (swap_env / "pylock.toml").read_bytes()
+        proc = run_tf("add", "pure-pkg", "--env", str(swap_env), "--find-links", str(links), "--json",
+                      state=state_home)
+        assert proc.returncode == 1, proc.stderr
+        out = json.loads(proc.stdout)
+        assert out["reference"] == "env-drifted" and any(seen in d for d in out["drift"]), out
+        assert f"torchfit verify --env {swap_env} --lock {swap_env}/pylock.toml" in out["hint"]
+        assert f"torchfit install --force --lock {swap_env}/pylock.toml --prefix {swap_env}" in out["hint"]
+        assert "pure-pkg" not in env_dists(swap_env)
+        assert (swap_env / "pylock.toml").read_bytes() == lock_before
+
+
+# --- interrupted: while uv installs, while the lock is renamed --------------------------------------------
+
+
+def _site_digest(prefix: Path) -> str:
+    """Every file of the env's site-packages and bin/ (path and bytes): the env byte for byte."""
+    return _tree_digest(_site(prefix)) + _tree_digest(prefix / "bin")
+
+
+@pytest.fixture(scope="module")
+def trickled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A PEP 503 index on 127.0.0.1 (PEP 658 metadata served at once) whose one wheel,
+    `slow-pkg` (600 KB that do not compress), comes at 40 KB/s: 15 s of uv install."""
+    root = tmp_path_factory.mktemp("trickle")
+    wheel = make_wheel(root / "w", "slow-pkg", "1.0")
+    import zipfile
+
+    with zipfile.ZipFile(wheel, "a") as zf:  # the RECORD is not checked by uv for extra data members
+        zf.writestr("slow_pkg_mod/blob.bin", os.urandom(600_000), compress_type=zipfile.ZIP_STORED)
+    write_index(root, [wheel])
+
+    with serve_dir(root, Trickle) as url:
+        yield f"{url}/simple"
+
+
+def _start_add(add_env: Path, links: Path, trickled: str, state: Path, *wrap: str) -> subprocess.Popen[str]:
+    from tests.installer.conftest import tf_env
+
+    argv = [*wrap, sys.executable, "-m", "torchfit", "add", "slow-pkg", "--env", str(add_env), "--find-links",
+            str(links), "--extra-index-url", trickled, "--allow-insecure-index"]
+    return subprocess.Popen(argv, env=tf_env(state), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def _state(add_env: Path) -> tuple[bytes, str]:
+    return (add_env / "pylock.toml").read_bytes(), _site_digest(add_env)
+
+
+@needs_uv
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGKILL"])
+def test_a_signal_while_uv_installs_leaves_the_env_and_lock_as_they_were(
+        sig: str, add_env: Path, links: Path, trickled: str, tmp_path: Path) -> None:
+    """Issue 25: interruption during add's install step (every earlier try arrived while it still
+    resolved). The wheel trickles, so uv is installing when the signal comes. SIGINT/SIGTERM:
+    exit 130, uv gone, the env and its lock byte for byte. SIGKILL: torchfit cannot act, but its
+    watchdog ends uv, the lock is untouched, and the journal it left makes the next add undo
+    whatever got in before anything else."""
+    import signal
+    import time
+
+    from tests.installer.conftest import pid_alive, wait_for_child
+
+    before = _state(add_env)
+    proc = _start_add(add_env, links, trickled, tmp_path)
+    child, _ = wait_for_child(proc, lambda argv: bool(argv) and os.path.basename(argv[0]) == "uv"
+                              and argv[1:3] == ["pip", "install"])
+    time.sleep(1.0)
+    assert (add_env / ".torchfit-add-pending.json").exists()
+    os.kill(proc.pid, getattr(signal, sig))
+    _, err = proc.communicate(timeout=120)
+    deadline = time.monotonic() + 10
+    while pid_alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not pid_alive(child), "uv outlived torchfit"
+    if sig != "SIGKILL":
+        assert proc.returncode == 130, err
+        assert "Traceback" not in err
+        assert not (add_env / ".torchfit-add-pending.json").exists()
+    else:
+        assert proc.returncode == -signal.SIGKILL
+        assert (add_env / ".torchfit-add-pending.json").exists()
+        # the next add finds the journal and undoes what it can before its own work
+        again = run_tf("add", "slow-pkg==0.1", "--env", str(add_env), "--find-links", str(links), state=tmp_path)
+        assert "stopped before it rewrote pylock.toml" in again.stderr, again.stderr
+        assert not (add_env / ".torchfit-add-pending.json").exists()
+    assert _state(add_env) == before
+    assert not [p for p in add_env.iterdir() if p.name.startswith(".pylock.toml.")]
+    assert not (add_env.parent / (add_env.name + ".lock")).exists()
+
+
+@needs_uv
+@pytest.mark.slow
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace holds the lock's rename")
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGKILL"])
+def test_a_signal_while_the_lock_is_rewritten_leaves_one_whole_state(
+        sig: str, add_env: Path, links: Path, trickled: str, tmp_path: Path) -> None:
+    """Issue 25: interruption during the lock rewrite. strace holds torchfit's rename(2) 4 s
+    (a delay injected into the real syscall; uv is not traced), so the signal comes while the
+    new lock is written beside the old one and not yet renamed. SIGINT/SIGTERM wait for the
+    rename (the commit) and then leave the new state whole: the package installed and locked,
+    exit 130. SIGKILL leaves the old lock in place: the next add removes the temporary file and
+    undoes the install, so the env matches its lock byte for byte again."""
+    import signal
+    import time
+
+    lock_before, env_before = _state(add_env)
+    proc = _start_add(add_env, links, trickled, tmp_path, "strace", "-qq", "-o", "/dev/null", "-e",
+                      "trace=rename,renameat,renameat2", "-e",
+                      "inject=rename,renameat,renameat2:delay_enter=4000000")
+    deadline = time.monotonic() + 300
+    while not [p for p in add_env.iterdir() if p.name.startswith(".pylock.toml.")]:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(0.5)
+    os.killpg(proc.pid, getattr(signal, sig))  # strace and torchfit: the terminal's Ctrl-C
+    _, err = proc.communicate(timeout=120)
+    assert "Traceback" not in err
+    if sig != "SIGKILL":
+        assert "interrupted after pylock.toml was rewritten" in err, err
+        assert "slow-pkg" in _packages(add_env) and env_dists(add_env)["slow-pkg"] == "1.0"
+        assert not (add_env / ".torchfit-add-pending.json").exists()
+        # back to the module's env: remove it the way it came, through the lock
+        subprocess.run([str(add_env / "bin" / "python"), "-c", "pass"], check=True)
+        (add_env / "pylock.toml").write_bytes(lock_before)
+        from torchfit.lock.uv import find_uv
+        from torchfit.runner import Runner
+
+        subprocess.run([find_uv(Runner()) or "uv", "pip", "uninstall", "--python", str(add_env / "bin" / "python"),
+                        "slow-pkg"], check=True, capture_output=True)
+    else:
+        assert (add_env / ".torchfit-add-pending.json").exists()
+        again = run_tf("add", "slow-pkg==0.1", "--env", str(add_env), "--find-links", str(links), state=tmp_path)
+        assert "stopped before it rewrote pylock.toml" in again.stderr, again.stderr
+    assert _state(add_env) == (lock_before, env_before)
+    assert not [p for p in add_env.iterdir() if p.name.startswith((".pylock.toml.", ".torchfit-add-pending"))]
+    assert not (add_env.parent / (add_env.name + ".lock")).exists()
+
+
+@needs_uv
+@pytest.mark.slow
+def test_a_python_running_from_the_env_is_named_before_a_package_is_replaced(
+        add_env: Path, links: Path, tmp_path: Path, state_home: Path) -> None:
+    """Issue 25 (left from round 3): add did not look for processes using the env. A python
+    running from it: a new package alone is added with a warning naming it; replacing an
+    installed one (helper-dep 1.0 -> 2.0 here) is refused, exit 1, unless --allow-in-use."""
+    helper = tmp_path / "links"
+    shutil.copytree(links, helper)
+    make_wheel(helper, "helper-dep", "2.5")
+    make_wheel(helper, "needs-helper25", "1.0", ["helper-dep>=2.5,<3"])
+    proc = run_tf("add", "uses-helper", "--env", str(add_env), "--find-links", str(links), state=state_home)
+    assert proc.returncode == 0, proc.stderr  # helper-dep locked (a no-op when an earlier test added it)
+    runner = subprocess.Popen([str(add_env / "bin" / "python"), "-c", "import time; time.sleep(120)"])
+    try:
+        lock_before = (add_env / "pylock.toml").read_bytes()
+        proc = run_tf("add", "needs-helper25", "--env", str(add_env), "--find-links", str(helper), "--json",
+                      state=state_home)
+        assert proc.returncode == 1, proc.stderr
+        out = json.loads(proc.stdout)
+        assert out["reference"] == "env-in-use" and out["processes"][0]["pid"] == runner.pid, out
+        assert "would replace helper-dep" in out["error"] and "--allow-in-use" in out["hint"]
+        assert (add_env / "pylock.toml").read_bytes() == lock_before
+        make_wheel(links, "plain-new", "1.0")  # in the module's links: the env keeps it for later tests
+        proc = run_tf("add", "plain-new", "--env", str(add_env), "--find-links", str(links), state=state_home)
+        assert proc.returncode == 0, proc.stderr
+        assert f"pid {runner.pid}" in proc.stderr and "adding new packages does not disturb them" in proc.stderr
+    finally:
+        runner.kill()
+        runner.wait()
 
 
 @needs_uv

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
@@ -71,3 +72,16 @@ def build_cpu_torch_env() -> Path:
                 pytest.fail(f"pip install torch=={CPU_TORCH} failed:\n{res.stderr[-3000:]}")
             marker.write_text(CPU_TORCH + "\n")
     return prefix
+
+
+def tree_digest(root: Path) -> str:
+    """One sha256 over every file under `root` (relative path and bytes; a link's target), e.g.
+    an env's torch/: the files byte for byte."""
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            h.update(str(path.relative_to(root)).encode() + b"\0")
+            h.update(path.read_bytes() if not path.is_symlink() else os.readlink(path).encode())
+    return h.hexdigest()

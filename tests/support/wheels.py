@@ -20,9 +20,11 @@ import io
 import re
 import tarfile
 import threading
+import time
 import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from packaging.utils import canonicalize_name
 
@@ -50,13 +52,15 @@ def metadata_text(name: str, version: str, requires: Sequence[str] = (), require
 
 
 def make_wheel(directory: Path, name: str, version: str, requires: Sequence[str] = (),
-               requires_python: str | None = None, tag: str = "py3-none-any") -> Path:
-    """A real wheel `name-version-TAG.whl` in `directory`."""
+               requires_python: str | None = None, tag: str = "py3-none-any",
+               files: dict[str, bytes] | None = None) -> Path:
+    """A real wheel `name-version-TAG.whl` in `directory`; `files`: its package files (path ->
+    bytes) in place of the one module `NAME_mod/__init__.py`."""
     directory.mkdir(parents=True, exist_ok=True)
     dist = name.replace("-", "_")
     info = f"{dist}-{version}.dist-info"
     files = {
-        f"{dist}_mod/__init__.py": f"VERSION = {version!r}\n".encode(),
+        **(files or {f"{dist}_mod/__init__.py": f"VERSION = {version!r}\n".encode()}),
         f"{info}/METADATA": metadata_text(name, version, requires, requires_python).encode(),
         f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: torchfit-tests\nRoot-Is-Purelib: true\nTag: {tag}\n".encode(),
     }
@@ -150,11 +154,24 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class Trickle(_Quiet):
+    """Serves wheels 4 KiB every 0.1 s (40 KB/s): an install that takes a while, for signals."""
+
+    def copyfile(self, source: Any, outputfile: Any) -> None:
+        if not self.path.endswith(".whl"):
+            return super().copyfile(source, outputfile)
+        while block := source.read(4096):
+            outputfile.write(block)
+            time.sleep(0.1)
+        return None
+
+
 @contextlib.contextmanager
-def serve_dir(directory: Path) -> Iterator[str]:
+def serve_dir(directory: Path, handler_class: type[_Quiet] = _Quiet) -> Iterator[str]:
     """`http://127.0.0.1:PORT` serving `directory` until the block ends."""
-    handler = functools.partial(_Quiet, directory=str(directory))
+    handler = functools.partial(handler_class, directory=str(directory))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

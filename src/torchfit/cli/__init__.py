@@ -192,7 +192,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 # `add_parser(subparsers, epilog)` (cheap: no heavy imports at module level) and
 # `run(args) -> int`. Listed here so start-up imports only what exists.
 # In workflow order, as `torchfit --help` lists them: look, choose, build, grow, prove, explain, use.
-COMMAND_MODULES: tuple[str, ...] = ("detect", "resolve", "install", "add", "verify", "doctor", "run", "export",
+COMMAND_MODULES: tuple[str, ...] = ("detect", "resolve", "install", "add", "adopt", "verify", "doctor", "run", "export",
                                      "pack", "matrix", "config")
 COMMAND_NAMES: tuple[str, ...] = COMMAND_MODULES
 # The commands whose steps the configuration files' environment-borne settings reach (the stall limit).

@@ -10,6 +10,9 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from packaging.requirements import Requirement
+from packaging.version import InvalidVersion, Version
+
 from torchfit.errors import BadInput
 
 # ASCII digits only (Python's \d also takes full-width and other scripts' digits),
@@ -208,3 +211,30 @@ def same_release(a: str | tuple[int, ...] | None, b: str | tuple[int, ...] | Non
     """
     ra, rb = release_of(a), release_of(b)
     return bool(ra) and bool(rb) and ra[:parts] == rb[:parts]
+
+
+# --- a base build's label (torchfit adopt) ------------------------------------------------
+
+
+def release_label(version: str) -> str | None:
+    """What a version carries beyond its release, as written: `2.8.0a0+5228986.nv25.08` ->
+    `a0+5228986.nv25.08` (packaging's str() would normalise it to `nv25.8`)."""
+    try:
+        Version(version)
+    except InvalidVersion:
+        return None
+    m = re.match(r"^\s*v?(?:\d+!)?\d+(?:\.\d+)*", version)
+    rest = version[m.end():].strip() if m else ""
+    return rest or None
+
+
+def differs_only_by_label(req: Requirement, version: str) -> bool:
+    """Does `req` refuse `version` only for its prerelease/local label: `torch==2.8.0` and the
+    base `2.8.0a0+…nv25.08` (the same release, NVIDIA's build of it)?"""
+    try:
+        v = Version(version)
+        release = Version(".".join(str(x) for x in v.release))
+    except InvalidVersion:
+        return False
+    return (not req.specifier.contains(v, prereleases=True)
+            and req.specifier.contains(release, prereleases=True))

@@ -64,6 +64,14 @@ def _command(pid: str) -> str:
     return text if len(text) <= _MAX_COMMAND else text[: _MAX_COMMAND - 3] + "..."
 
 
+def _argv0(pid: str) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read(4096).split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+    except OSError:
+        return ""
+
+
 def _use_of(pid: str, root: str) -> str | None:
     """How process `pid` uses `root` (a real path ending in '/'), None if it does not.
     PermissionError when its /proc entries are closed to us."""
@@ -80,6 +88,16 @@ def _use_of(pid: str, root: str) -> str | None:
         target = target.removesuffix(" (deleted)")
         if _inside(target, root):
             return how.format(os.path.relpath(target, root) if target != root[:-1] else ".")
+    # A venv's bin/python is a symlink: /proc/PID/exe names the interpreter it points to, and a
+    # python that imported nothing with a library maps nothing of the env. Its argv[0] names it.
+    argv0 = _argv0(pid)
+    if argv0 and os.sep in argv0:
+        with contextlib.suppress(OSError):
+            path = argv0 if os.path.isabs(argv0) else os.path.join(os.readlink(f"{base}/cwd"), argv0)
+            # the directory resolved (the env reached through a symlink), the file itself not
+            path = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+            if _inside(path, root):
+                return f"runs {os.path.relpath(path, root)}"
     try:
         with open(f"{base}/maps", encoding="utf-8", errors="surrogateescape") as fh:
             maps = fh.read()

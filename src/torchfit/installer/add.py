@@ -26,6 +26,7 @@ the plan's project grown. The caller holds PREFIX.lock around all of it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -54,12 +55,12 @@ from torchfit.installer.backends import (
 )
 from torchfit.installer.prefix import InstallLog, state_dir
 from torchfit.lock.model import Lock, LockedDist, sorted_dists
-from torchfit.lock.pylock import LOCK_NAME, load_lock, replace_lock
+from torchfit.lock.pylock import LOCK_NAME, load_env_lock_file, replace_lock
 from torchfit.lock.uv import find_uv, uv_version, write_compile_inputs, write_private
 from torchfit.owned import temp_dir
 from torchfit.progress import Progress
 from torchfit.redact import redact, strip_credentials
-from torchfit.runner import Runner, stall_timeout
+from torchfit.runner import Runner, signals_deferred, stall_timeout
 from torchfit.space import (
     from_oserror,
     is_no_space,
@@ -130,10 +131,11 @@ def load_env_lock(prefix: str) -> Lock:
         raise BadInput(f"--env {prefix}: no such directory")
     if not os.path.isfile(path) or not os.access(env_python(prefix), os.X_OK):
         raise BadInput(f"--env {prefix}: not an env torchfit built (no {LOCK_NAME} and bin/python); "
-                       "`torchfit add` adds only to envs made by `torchfit install`")
-    lock = load_lock(path)  # BadInput naming the file: no [tool.torchfit], a file without sha256, ...
-    if lock.find("torch") is None:
-        raise BadInput(f"{path}: locks no torch; not an env torchfit built")
+                       "`torchfit add` adds only to envs made by `torchfit install` or taken as they are "
+                       "by `torchfit adopt`")
+    lock = load_env_lock_file(path)  # BadInput naming the file: no [tool.torchfit], a file without sha256, ...
+    if lock.find("torch") is None and not any(d.name == "torch" for d in lock.family()):
+        raise BadInput(f"{path}: locks no torch; not an env torchfit built or adopted")
     return lock
 
 
@@ -158,6 +160,10 @@ class AddJob:
     # torchvision/torchaudio asked for where the env has none: the build the matrix pairs with
     # the locked torch (name -> version), added from the torch index (issue 28, item 3)
     companions: dict[str, str] = field(default_factory=dict)
+    wait: float = 0.0  # seconds to wait for processes using the env to end (when packages change)
+    accept_base_label: bool = False  # an adopted base: a pin differing only by its label is accepted
+    label_accepted: list[str] = field(default_factory=list)  # the pins so accepted, for the lock
+    allow_in_use: bool = False  # replace packages under running processes anyway
 
     def run(self) -> AddResult:
         label = (os.path.basename(self.prefix.rstrip(os.sep)) or "env") + "-add"
@@ -184,6 +190,8 @@ class AddJob:
     # -- the steps ------------------------------------------------------------------------------
     def _run(self, ctx: StepContext, log: InstallLog) -> AddResult:
         family = {d.name: d for d in self.lock.family()}
+        self._recover(ctx)  # an add killed (SIGKILL, power) between its install and its lock
+        check_env_matches_lock(self.prefix, self.lock)  # before anything: the base is what the lock says
         new = self._check_family_requests(family)
         lock_path = os.path.join(self.prefix, LOCK_NAME)
         if not new:  # only the locked family asked for: nothing to resolve, nothing written
@@ -193,7 +201,21 @@ class AddJob:
         backend = pick_backend(self.installer, ctx)
         uv = backend if isinstance(backend, UvBackend) else self._uv_for_resolving(ctx)
         with temp_dir("add") as work:
+            base = self._base_installed()
+            if base:  # an adopted env: its installed distributions are what uv resolves around
+                stubs = write_base_stubs(self.lock, os.path.join(work, "base"))
+                self.sources = replace(self.sources, torch_index=stubs, find_links=(*self.sources.find_links, stubs))
             result, kept = self._resolve(ctx, uv, family, new, work)
+            moved = [d for d in result if d.name in base and not _same_version(d.version, base[d.name])]
+            if moved:
+                raise AddRefused(
+                    "; ".join(f"{d.name} {d.version} would replace the base's {d.name} {base[d.name]}" for d in moved)
+                    + f"; {self.prefix} was adopted (torchfit adopt) and add installs around its packages, never "
+                    "over them; nothing was changed", [(d.name, d.version or "", d.name) for d in moved], "",
+                    {n: x.version or "" for n, x in family.items()},
+                    hint="pick versions of the new packages that accept the base's, or build an env with "
+                         "`torchfit install`")
+            result = [d for d in result if d.name not in base]  # installed already: the base's own
             locked = {d.name: d for d in self.lock.packages}
             for d in result:
                 if d.is_family and d.name not in family and d.name in self.companions \
@@ -214,7 +236,16 @@ class AddJob:
                                  log_path=log.path, timings=self.timings)
             if not todo:
                 self.observer.info("nothing to install: every package asked for is in the env already")
+            self._check_users(changed)
+            committed = False
             try:
+                if todo:  # what a SIGKILL between here and the lock's rename leaves: undone by the next add
+                    try:
+                        write_pending(self.prefix, self.lock, added, changed)
+                    except OSError as exc:
+                        raise ctx.failed("journal", [], None, f"{exc.filename}: {exc.strerror or exc}",
+                                         what=f"cannot record what this add changes ({exc.filename}: "
+                                              f"{exc.strerror or exc}); nothing was changed") from None
                 if todo and isinstance(backend, UvBackend):
                     backend.install_resolved(self.prefix, todo, work, reinstall=[d.name for _, d in changed])
                 elif todo:
@@ -224,21 +255,77 @@ class AddJob:
                 self.observer.step("lock", f"{LOCK_NAME}: {len(added)} added, {len(changed)} changed "
                                            "(atomic rewrite)")
                 grown = self._grown_lock(result, [str(r) for r in new])
-                try:
-                    replace_lock(lock_path, grown)
-                except OSError as exc:
-                    raise ctx.failed("lock", [], None, f"{exc.filename or lock_path}: {exc.strerror or exc}",
-                                     what=f"cannot rewrite {lock_path} ({exc.strerror or exc}); the old lock "
-                                          "is unchanged") from None
+                # The rename is the commit: a signal arriving around it waits until `committed`
+                # says which side of it the env is on (rolled back before it, kept after it).
+                with signals_deferred():
+                    try:
+                        replace_lock(lock_path, grown)
+                    except OSError as exc:
+                        raise ctx.failed("lock", [], None, f"{exc.filename or lock_path}: {exc.strerror or exc}",
+                                         what=f"cannot rewrite {lock_path} ({exc.strerror or exc}); the old lock "
+                                              "is unchanged") from None
+                    committed = True
+                    clear_pending(self.prefix)
             except BaseException:
-                if todo:  # the env goes back to what its (unchanged) lock says
+                if todo and not committed:  # the env goes back to what its (unchanged) lock says
                     self._roll_back(ctx, uv, added, changed, work)
+                elif committed:
+                    self.observer.warn(f"interrupted after {LOCK_NAME} was rewritten: the env and its lock hold "
+                                       "the new packages")
                 raise
             self.timings["lock"] = time.monotonic() - start
             self.observer.done("lock", self.timings["lock"])
         return AddResult(prefix=self.prefix, requested=tuple(str(r) for r in self.requirements),
                          added=sorted_dists(added), changed=tuple(changed), kept_locked=kept, lock_path=lock_path,
                          installer=backend.label, log_path=log.path, timings=self.timings)
+
+    def _recover(self, ctx: StepContext) -> None:
+        """Undo an add that was killed before its lock was rewritten (its journal is still there):
+        remove what it added, put the locked files back of what it changed; the lock was never
+        touched. Killed after the rename, the journal is only stale: removed."""
+        import glob
+        import hashlib
+
+        for stale in glob.glob(os.path.join(glob.escape(self.prefix), f".{LOCK_NAME}.*.torchfit-tmp")):
+            # a lock rewrite killed before its rename (we hold PREFIX.lock: no writer is running)
+            with contextlib.suppress(OSError):
+                os.unlink(stale)
+        pending = read_pending(self.prefix)
+        if pending is None:
+            return
+        with open(os.path.join(self.prefix, LOCK_NAME), "rb") as fh:
+            digest = hashlib.sha256(fh.read()).hexdigest()
+        if pending.get("lock_sha256") != digest:
+            clear_pending(self.prefix)  # the lock was rewritten: that add finished
+            return
+        locked = {d.name: d for d in self.lock.packages}
+        added = [LockedDist(str(n), None, ()) for n in pending.get("added") or [] if str(n) not in locked]
+        changed = [(locked[str(n)], locked[str(n)]) for n in pending.get("changed") or [] if str(n) in locked]
+        self.observer.warn(f"an earlier add into {self.prefix} was stopped before it rewrote {LOCK_NAME} "
+                           f"(pid {pending.get('pid', '?')}): undoing it first")
+        with temp_dir("add-recover") as work:
+            self._roll_back(ctx, self._uv_for_resolving(ctx), added, changed, work)
+
+    def _check_users(self, changed: Sequence[tuple[LockedDist, LockedDist]]) -> None:
+        """Processes using the env (a python from it, a library of it mapped). New packages do
+        not disturb them; replacing an installed one does (a module they import later is the
+        new version's, or gone), so that waits for them (--wait) or is refused (exit 1) unless
+        --allow-in-use."""
+        from torchfit.host.procs import find_users
+        from torchfit.installer.prefix import wait_unused
+
+        if not changed or self.allow_in_use:
+            users = find_users(self.prefix)
+            if users.procs:
+                shown = "; ".join(u.describe() for u in users.procs[:3])
+                self.observer.warn(f"{len(users.procs)} process(es) use {self.prefix} ({shown}): "
+                                   + ("adding new packages does not disturb them" if not changed else
+                                      "--allow-in-use: the packages they may import later are replaced now"))
+            return
+        names = ", ".join(f"{old.name} {old.version}" for old, _ in changed)
+        wait_unused(self.prefix, self.wait, self.observer.info,
+                    action=f"`torchfit add` would replace {names} under them",
+                    fix="end those processes, pass --wait SECONDS to wait for them, or --allow-in-use")
 
     def _roll_back(self, ctx: StepContext, uv: UvBackend, added: Sequence[LockedDist],
                    changed: Sequence[tuple[LockedDist, LockedDist]], work: str) -> None:
@@ -258,6 +345,7 @@ class AddJob:
             self.observer.warn(f"the roll-back failed ({type(exc).__name__}: {exc}); the env may hold packages "
                                f"its lock does not list: `torchfit verify --env {self.prefix}` says what")
             return
+        clear_pending(self.prefix)
         what = [f"removed {', '.join(d.name for d in added)}"] if added else []
         what += [f"restored {', '.join(f'{o.name} {o.version}' for o, _ in changed)}"] if changed else []
         self.observer.warn(f"rolled back: {'; '.join(what)}; the env matches its lock again")
@@ -283,6 +371,13 @@ class AddJob:
                 out.append(req)
                 continue
             have = family.get(name)
+            if req.url:
+                # A URL is another build by definition (the locked one comes from the lock's index by
+                # sha256): never a no-op, never a swap.
+                locked = f"the locked {name} {have.version}" if have is not None else f"no {name}"
+                raise BadInput(f"{redact(str(req))}: `torchfit add` never swaps the torch family, and this env has "
+                               f"{locked}; to build an env with that file: torchfit install --force --prefix "
+                               f"{shlex.quote(self.prefix)} ... (see docs/projects.md)")
             if have is not None and _contains(req, have.version):
                 self.observer.info(f"{req}: the env has {name} {have.version} already")
                 continue
@@ -320,6 +415,9 @@ class AddJob:
         specs += [d.name + (f" ; {d.marker}" if d.marker else "") for d in self.lock.rest() if d.name not in named]
         specs += [str(r) for r in new]
         keep = [f"{d.name}=={d.version}" for d in self.lock.rest() if d.name not in asked and d.version]
+        base = self._base_installed()
+        keep += [f"{n}=={v}" for n, v in base.items() if n not in family]
+        keep += [str(c) for c in self.lock.base().get("constraints") or []]  # the image's pip constraints
         res, out = self._compile(ctx, uv, specs, work, "keep", constraints=keep,
                                  detail="the locked set plus the new packages, every locked version kept")
         if res.returncode == 0:
@@ -329,6 +427,11 @@ class AddJob:
             raise ctx.failed("resolve", [], res.returncode, _tail(res.stderr or res.stdout),
                              what=f"uv cannot add {', '.join(str(r) for r in new)} to this env: "
                                      f"{_first_line(message)[:200]}; nothing was changed")
+        if not _is_family_conflict(message) and base:
+            raise ctx.failed("resolve", [], res.returncode, _tail(res.stderr or res.stdout),
+                             what=f"uv cannot add {', '.join(str(r) for r in new)} around the adopted base "
+                                  f"(its packages as installed, its constraints): {_first_line(message)[:300]}; "
+                                  "nothing was changed")
         if not _is_family_conflict(message):
             # Outside the family (a locked dependency too old for a new package): let them move.
             self.observer.info("the locked versions cannot all be kept; resolving with the torch family pinned alone")
@@ -342,6 +445,20 @@ class AddJob:
                                  what=f"uv cannot add {', '.join(str(r) for r in new)} to this env: "
                                          f"{_first_line(message)[:200]}; nothing was changed")
         culprits = self._find_culprits(ctx, uv, specs, family, work, message)
+        if base and culprits and all(self._label_only(req) for _, _, req in culprits):
+            before = {str(x).split(" ", 1)[0] for h in self.lock.tool.get("added") or [] if isinstance(h, dict)
+                      for x in h.get("accepted-base-label") or []}  # accepted by an earlier add: they stay so
+            if not self.accept_base_label and not all(n in before for n, _, _ in culprits):
+                self._refuse_label(culprits, family)
+            # uv's override replaces each package's torch requirement by the base pin: the base stays
+            if self.accept_base_label:
+                self._caveat(culprits, family)
+            pins = [f"{d.name}=={d.version}" for d in family.values()]
+            res, out = self._compile(ctx, uv, specs, work, "label", constraints=keep, overrides=pins,
+                                     detail="the new packages around the base, its label accepted (--accept-base-label)")
+            if res.returncode == 0:
+                self.label_accepted = [f"{n} {v}: {r}" for n, v, r in culprits]
+                return read_resolution(out, log_path=ctx.log.path), True
         self._refuse(culprits, family, uv_message=message)
         raise AssertionError("unreachable")
 
@@ -403,9 +520,10 @@ class AddJob:
         culprits: list[tuple[str, str, str]] = []
         if res.returncode == 0:
             locked = {d.name: d for d in self.lock.packages}
+            base = self._base_installed()
             env = _marker_env(self.lock)
             for d in read_resolution(out, log_path=ctx.log.path):
-                if d.is_family or (d.name in locked and _files(d) == _files(locked[d.name])):
+                if d.is_family or (d.name in locked and _files(d) == _files(locked[d.name])) or d.name in base:
                     continue
                 for req in _family_requirements(read_metadata(d), env):
                     have = family.get(canonicalize_name(req.name))
@@ -431,16 +549,59 @@ class AddJob:
         else:
             what = f"uv cannot add it with torch {torch.version} pinned: {_first_line(uv_message)}"
         message = f"{what}; {where}, and `torchfit add` never replaces the torch family"
+        adopted = ("nothing was changed; the adopted base's torch is never replaced (torchfit adopt): pick a "
+                   f"release of the package built for torch {torch.version}") if self._base_installed() else None
         raise AddRefused(message, culprits, self.rebuild_command([n for n, _, _ in culprits]),
-                         {d.name: d.version or "" for d in family.values()})
+                         {d.name: d.version or "" for d in family.values()}, hint=adopted)
+
+    # -- an adopted base (torchfit adopt) ------------------------------------------------------------
+    def _base_installed(self) -> dict[str, str]:
+        """name -> version of every distribution an adopted env had (empty for an env torchfit built)."""
+        raw = self.lock.base().get("installed")
+        return {canonicalize_name(str(n)): str(v) for n, v in raw.items()} if isinstance(raw, dict) else {}
+
+    def _label_only(self, req: str) -> bool:
+        """Does a culprit's torch-family requirement refuse the base only for its prerelease/local label?"""
+        from torchfit.compat.versions import differs_only_by_label
+
+        try:
+            r = Requirement(req)
+        except InvalidRequirement:
+            return False
+        have = next((d.version for d in self.lock.family() if d.name == canonicalize_name(r.name)), None)
+        return have is not None and differs_only_by_label(r, have)
+
+    def _refuse_label(self, culprits: Sequence[tuple[str, str, str]], family: dict[str, LockedDist]) -> None:
+        torch = family["torch"]
+        what = "; ".join(f"{n}{' ' + v if v else ''} requires {r}" for n, v, r in culprits)
+        raise AddRefused(
+            f"{what}: the base's torch {torch.version} is that release with a prerelease/local label "
+            f"({torch.version} is not =={'.'.join(str(x) for x in Version(torch.version or '0').release)} to pip or uv), the "
+            "build the image ships; nothing was changed", culprits, "",
+            {d.name: d.version or "" for d in family.values()},
+            hint="add it anyway with --accept-base-label (the base's torch stays; the package was built against "
+                 "the release, so a compiled extension may not load: verify it)")
+
+    def _caveat(self, culprits: Sequence[tuple[str, str, str]], family: dict[str, LockedDist]) -> None:
+        names = ", ".join(dict.fromkeys(n for n, _, _ in culprits))
+        self.observer.warn(f"--accept-base-label: {names} pinned the release, and gets the base's torch "
+                           f"{family['torch'].version}; a package with compiled code built against the release "
+                           "may not match its ABI (C++ symbols, CUDA kernels): `torchfit verify --env "
+                           f"{shlex.quote(self.prefix)}` and an import of it are the proof")
 
     def _refuse_family_change(self, d: LockedDist, family: dict[str, LockedDist]) -> None:
         have = family.get(d.name)
         if have is None:
             why = (f"the new packages need {d.name}, which this env does not have; torchfit add does not add "
                    f"to the torch family (its build must match torch {family['torch'].version})")
-        else:
+        elif d.version != have.version:
             why = f"uv's answer has {d.name} {d.version} instead of the locked {have.version}"
+        else:  # the same version from another file: the index serves another build under that name
+            got = ", ".join(a.sha256[:12] for a in d.artifacts if a.sha256) or "no sha256"
+            want = ", ".join(a.sha256[:12] for a in have.artifacts if a.sha256) or "no sha256"
+            where = redact(strip_credentials(self.sources.torch_index)) or "the torch index"
+            why = (f"{where} serves {d.name} {d.version} as another file than the locked one (sha256 {got}..., "
+                   f"the lock has {want}...): the same version, another build")
         raise AddRefused(f"{why}; nothing was changed", [(d.name, d.version or "", d.name)],
                          self.rebuild_command([d.name]), {n: x.version or "" for n, x in family.items()})
 
@@ -506,8 +667,11 @@ class AddJob:
         tool = dict(self.lock.tool)
         tool["plan"] = plan
         history = [dict(h) for h in tool.get("added") or [] if isinstance(h, dict)]
-        history.append({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "requirements": list(asked),
-                        "sources": self.sources.describe()})
+        entry = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "requirements": list(asked),
+                 "sources": self.sources.describe()}
+        if self.label_accepted:
+            entry["accepted-base-label"] = list(self.label_accepted)
+        history.append(entry)
         tool["added"] = history
         return replace(self.lock, packages=sorted_dists(list(merged.values())), tool=tool)
 
@@ -585,6 +749,12 @@ def _family_requirements(metadata: str | None, env: dict[str, str]) -> list[Requ
 def read_metadata(d: LockedDist) -> str | None:
     """A resolved package's METADATA, from its wheel: a local file read directly, a remote one
     with range requests (index.wheelmeta; nothing downloaded whole). None where unreadable."""
+    return _wheel_member(d, "METADATA", remote=True)
+
+
+def _wheel_member(d: LockedDist, member: str, *, remote: bool) -> str | None:
+    """`*.dist-info/MEMBER` of `d`'s locked wheel: a local file read directly; a remote one's
+    METADATA with range requests (`remote`). None where unreadable or not asked."""
     from urllib.parse import unquote, urlsplit
 
     from torchfit.errors import IndexUnavailable, WheelFormatError
@@ -600,10 +770,12 @@ def read_metadata(d: LockedDist) -> str | None:
             src = FileSource(unquote(parts.path) if parts.scheme == "file" else location)
             try:
                 archive = WheelArchive(src)
-                found = archive.find(r"^[^/]+\.dist-info/METADATA$")
+                found = archive.find(rf"^[^/]+\.dist-info/{member}$")
                 return archive.read(found[0]).decode("utf-8", "replace") if found else None
             finally:
                 src.close()
+        if not remote or member != "METADATA":
+            return None
         from torchfit.index.client import IndexClient
         from torchfit.index.pages import IndexFile
         from torchfit.index.wheelmeta import wheel_metadata
@@ -613,3 +785,164 @@ def read_metadata(d: LockedDist) -> str | None:
         return wheel_metadata(client, IndexFile(name, location, {"sha256": wheel.sha256} if wheel.sha256 else {}))
     except (WheelFormatError, IndexUnavailable, OSError):
         return None
+
+
+# --- the env against its lock -------------------------------------------------------------------
+
+
+def find_family_drift(prefix: str, lock: Lock) -> list[str]:
+    """How the env's installed torch family differs from its lock, one phrase each ([] when it
+    matches), read from the env's files as verify and doctor read them (lock.closure): each
+    family package's dist-info (one copy, the locked version) and, where the locked wheel is
+    a local file, its installed RECORD against the wheel's own (a same-version build from
+    another index has other hashes). The files themselves are not hashed here (a second or
+    more per GB on every add): `verify --lock` and doctor's torch-files do that."""
+    from torchfit.lock.closure import (
+        dist_info_version,
+        env_site_dirs,
+        find_dist_infos,
+        record_rows,
+    )
+
+    sites = env_site_dirs(prefix) + [str(s) for s in lock.base().get("site") or []]
+    family = {d.name: d for d in lock.family()}
+    drift: list[str] = []
+    for name in FAMILY_PACKAGES:
+        infos = find_dist_infos(sites, name)
+        locked = family.get(name)
+        versions = [dist_info_version(i) or "?" for i in infos]
+        if locked is None:
+            if infos:
+                drift.append(f"{name} {versions[0]} is installed and the lock has none")
+            continue
+        if not infos:
+            drift.append(f"{name} is not installed (the lock has {locked.version})")
+            continue
+        if len(infos) > 1:
+            drift.append(f"{len(infos)} copies of {name} are installed ({', '.join(versions)}; another installer "
+                         f"left one half-replaced), the lock has {locked.version}")
+            continue
+        if not _same_version(versions[0], locked.version):
+            drift.append(f"{name} {versions[0]} is installed where the lock has {locked.version}")
+            continue
+        wheel_record = _wheel_member(locked, "RECORD", remote=False)
+        if wheel_record is None:
+            continue  # the locked wheel is not a local file: the version is what can be compared
+        try:
+            with open(os.path.join(infos[0], "RECORD"), encoding="utf-8", errors="replace") as fh:
+                installed = record_rows(fh.read(64 << 20))
+        except OSError:
+            drift.append(f"{name} {versions[0]} has no readable RECORD")
+            continue
+        want = record_rows(wheel_record)
+        if installed != want:
+            n = len(installed ^ want)
+            drift.append(f"{name} {versions[0]} is installed from another file than the locked wheel "
+                         f"({n} RECORD entries differ from {locked.artifacts[0].filename or 'its RECORD'}'s)")
+    return drift
+
+
+def check_env_matches_lock(prefix: str, lock: Lock) -> None:
+    """EnvDrifted (exit 1) when the env's torch family is not what its lock records."""
+    from torchfit.errors import EnvDrifted
+
+    drift = find_family_drift(prefix, lock)
+    if drift:
+        raise EnvDrifted(prefix, drift, os.path.join(prefix, LOCK_NAME))
+
+
+def _same_version(a: str | None, b: str | None) -> bool:
+    try:
+        return Version(a or "") == Version(b or "")
+    except InvalidVersion:
+        return a == b
+
+
+def write_base_stubs(lock: Lock, directory: str) -> str:
+    """A flat directory of stand-in wheels, one per distribution an adopted env has installed
+    (its METADATA, so uv reads its real requirements): uv resolves new packages around them,
+    each pinned to its installed version. They are never installed: add drops them from uv's
+    answer (they are the base's own)."""
+    import zipfile
+
+    from torchfit.lock.closure import find_dist_infos
+
+    os.makedirs(directory, exist_ok=True)
+    sites = [str(s) for s in lock.base().get("site") or []]
+    installed = lock.base().get("installed") or {}
+    for name, version in sorted(installed.items()) if isinstance(installed, dict) else []:
+        infos = find_dist_infos(sites, str(name))
+        try:
+            with open(os.path.join(infos[0], "METADATA"), "rb") as fh:
+                metadata = fh.read(4 << 20)
+        except (OSError, IndexError):
+            continue
+        dist = re.sub(r"[-_.]+", "_", str(name))
+        info = f"{dist}-{version}.dist-info"
+        wheel = b"Wheel-Version: 1.0\nGenerator: torchfit adopt (stand-in)\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        with zipfile.ZipFile(os.path.join(directory, f"{dist}-{version}-py3-none-any.whl"), "w") as zf:
+            zf.writestr(f"{info}/METADATA", metadata)
+            zf.writestr(f"{info}/WHEEL", wheel)
+            zf.writestr(f"{info}/RECORD", f"{info}/METADATA,,\n{info}/WHEEL,,\n{info}/RECORD,,\n")
+    return directory
+
+
+# --- the journal: an add that was killed between its install and its lock ------------------------
+
+PENDING = ".torchfit-add-pending.json"
+
+
+def _pending_paths(prefix: str) -> list[str]:
+    """Where the journal goes: beside the lock (every user of the env sees it), else, when the
+    env's directory takes no new file (read-only, immutable), this user's state directory."""
+    import hashlib
+
+    key = hashlib.sha256(os.path.realpath(prefix).encode()).hexdigest()[:24]
+    return [os.path.join(prefix, PENDING),
+            os.path.join(os.path.dirname(state_dir()), "pending", f"add-{key}.json")]
+
+
+def write_pending(prefix: str, lock: Lock, added: Sequence[LockedDist],
+                  changed: Sequence[tuple[LockedDist, LockedDist]]) -> None:
+    """Before installing: what this add will change, and the digest of the lock it starts from.
+    Removed when the lock is rewritten or the roll-back is done; found by the next add
+    otherwise (a SIGKILL, a power cut), which undoes it (`AddJob._recover`). OSError when
+    neither place takes it."""
+    import hashlib
+    import json
+
+    from torchfit.files import write_atomic
+
+    with open(os.path.join(prefix, LOCK_NAME), "rb") as fh:
+        digest = hashlib.sha256(fh.read()).hexdigest()
+    text = json.dumps({"lock_sha256": digest, "added": [d.name for d in added],
+                       "changed": [old.name for old, _ in changed], "pid": os.getpid()}) + "\n"
+    first, fallback = _pending_paths(prefix)
+    try:
+        write_atomic(first, text)
+    except OSError:
+        os.makedirs(os.path.dirname(fallback), mode=0o700, exist_ok=True)
+        write_atomic(fallback, text, private=True)
+
+
+def read_pending(prefix: str) -> dict[str, Any] | None:
+    import json
+
+    from torchfit.inputs import read_text_file
+
+    for path in _pending_paths(prefix):
+        if not os.path.lexists(path):
+            continue
+        try:
+            data = json.loads(read_text_file(path, "the pending add record", limit=1 << 16))
+        except (BadInput, ValueError, OSError):
+            return {}
+        return data if isinstance(data, dict) else {}
+    return None
+
+
+def clear_pending(prefix: str) -> None:
+    for path in _pending_paths(prefix):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+

@@ -267,7 +267,8 @@ class TempEnv:
 
 
 def wait_unused(prefix: str, wait: float, on_wait: Callable[[str], None] | None = None,
-                after_build: bool = False) -> None:
+                after_build: bool = False, *, action: str = "Replacing it now would break them "
+                "(a library they load later would be gone)", fix: str | None = None) -> None:
     """Return once no process uses the env at PREFIX (its python, its libraries, a cwd in it).
 
     Replacing an env removes its files: a process that has imported torch from it
@@ -299,11 +300,10 @@ def wait_unused(prefix: str, wait: float, on_wait: Callable[[str], None] | None 
     done = "the new env was built and discarded; " if after_build else ""
     waited = f" after waiting {wait:g} s" if wait > 0 else ""
     raise EnvInUse(
-        f"{prefix} is in use by {n} process(es){waited}: {head}. Replacing it now would break them "
-        f"(a library they load later would be gone); {done}{prefix} was not changed",
+        f"{prefix} is in use by {n} process(es){waited}: {head}. {action}; {done}{prefix} was not changed",
         [(u.pid, u.command) for u in users.procs],
-        hint=("end those processes, or give a longer --wait" if wait > 0 else
-              "end those processes, or pass --wait SECONDS to wait for them to finish"),
+        hint=fix or ("end those processes, or give a longer --wait" if wait > 0 else
+                     "end those processes, or pass --wait SECONDS to wait for them to finish"),
     )
 
 

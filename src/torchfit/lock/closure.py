@@ -213,3 +213,58 @@ def explain_damaged_torch(prefix: str) -> str | None:
         return None
     checked, bad = record_mismatches(record)
     return format_mismatches(record, checked, bad) if bad else None
+
+
+# --- dist-info: what an env has installed, read from its files ------------------------------
+
+
+def find_dist_infos(roots: Sequence[str], project: str) -> list[str]:
+    """Every `*.dist-info` directory of `project` (any spelling: Torch, torch_foo) in `roots`.
+
+    Two of one project in one site directory is an install another installer left half
+    done (a bare `pip install` over uv's files); the caller says so."""
+    import os
+
+    want = canonicalize_name(project)
+    out = []
+    for root in dict.fromkeys(roots):
+        try:
+            entries = sorted(os.listdir(root))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.endswith(".dist-info") and canonicalize_name(entry[: -len(".dist-info")].split("-")[0]) == want:
+                out.append(os.path.join(root, entry))
+    return out
+
+
+def dist_info_version(dist_info: str) -> str | None:
+    """The `Version:` of a dist-info's METADATA (its header only, bounded), None if unreadable."""
+    import os
+
+    try:
+        with open(os.path.join(dist_info, "METADATA"), encoding="utf-8", errors="replace") as fh:
+            for _ in range(200):
+                line = fh.readline(4096)
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                if key.strip().lower() == "version":
+                    return value.strip() or None
+    except OSError:
+        return None
+    return None
+
+
+def record_rows(text: str) -> set[tuple[str, str]]:
+    """A RECORD's (path, hash) pairs of the package's own files: what the installer copied
+    as the wheel had it. Left out: rows without a hash, scripts outside site-packages
+    (their #! line is rewritten), and the dist-info's files but METADATA and WHEEL
+    (installers add their own there: INSTALLER, REQUESTED, direct_url.json, uv's
+    uv_cache.json)."""
+    def own(path: str) -> bool:
+        head, _, tail = path.rpartition("/")
+        return not head.endswith(".dist-info") or tail in ("METADATA", "WHEEL")
+
+    return {(path, f"{algo}={digest.rstrip('=')}") for path, algo, digest in parse_record(text)
+            if not path.startswith(("../", "/")) and own(path)}

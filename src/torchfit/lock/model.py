@@ -71,9 +71,6 @@ class Lock:
     environments: tuple[str, ...] = ()
     path: str | None = None
 
-    def family(self) -> list[LockedDist]:
-        return [d for d in self.packages if d.is_family]
-
     def rest(self) -> list[LockedDist]:
         return [d for d in self.packages if not d.is_family]
 
@@ -107,6 +104,19 @@ class Lock:
         many = self.tool.get("hosts")
         listed = [_table(h) for h in many] if isinstance(many, list) else []
         return [h for h in [self.host(), *listed] if h]
+
+    def base(self) -> Mapping[str, Any]:
+        """[tool.torchfit.base]: an env torchfit adopted (`torchfit adopt`) rather than built: its
+        torch family as installed (`family`: name -> version), never replaced, every other
+        distribution installed then (`installed`), the pip constraints it honours ({} if none)."""
+        return _table(self.tool.get("base"))
+
+    def family(self) -> list[LockedDist]:
+        """The torch family: the locked entries, or an adopted base's (no files: installed)."""
+        base = _table(self.base().get("family"))
+        if base:
+            return [LockedDist(str(n), str(v), ()) for n, v in sorted(base.items())]
+        return [d for d in self.packages if d.is_family]
 
     def expected(self) -> dict[str, str]:
         """[tool.torchfit.expected]: the runtime versions `verify` should find, as text.

@@ -342,8 +342,28 @@ def _read_text(path: str) -> str:
 
 
 def load_lock(path: str) -> Lock:
-    """The strict reader over a file (`install --lock PATH`)."""
-    return parse_lock(_read_text(path), shown(path))
+    """The strict reader over a file (`install --lock PATH`, `pack`): a lock an env can be
+    built from. An adopted env's lock (`[tool.torchfit.base]`) is not one: its torch is the
+    installed build no index serves."""
+    lock = parse_lock(_read_text(path), shown(path))
+    if lock.base():
+        raise BadInput(f"{shown(path)}: the lock of an adopted env (torchfit adopt): its torch "
+                       f"{lock.base().get('family', {}).get('torch', '?')} is the one installed there, which no "
+                       "index serves; adopt the same base image's env instead of installing from this lock")
+    return lock
+
+
+def load_env_lock_file(path: str) -> Lock:
+    """An env's own lock: `load_lock`'s, or an adopted env's before anything was added to it
+    (`torchfit adopt`: `[tool.torchfit.base]` and no `[[packages]]` yet, its torch being the
+    installed one). Everything else is `parse_lock`'s to judge."""
+    text = _read_text(path)
+    data = loads_toml(text, shown(path))
+    tool = data.get("tool", {}).get("torchfit") if isinstance(data.get("tool"), dict) else None
+    if (isinstance(tool, dict) and isinstance(tool.get("base"), dict) and not data.get("packages")
+            and tool.get("schema") == TOOL_SCHEMA and isinstance(tool.get("plan"), dict)):
+        return Lock(packages=(), tool=tool, path=path)
+    return parse_lock(text, shown(path))
 
 
 def load_pylock(path: str, source: str | None = None, *, hash_local: bool = False) -> Lock:

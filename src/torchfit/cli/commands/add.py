@@ -43,7 +43,15 @@ def add_parser(subparsers: Any, epilog: str) -> None:
                    help="who installs the new files: auto (default) uv, else pip (which needs pip in the "
                         "env: install --seed); uv always resolves")
     p.add_argument("--wait", type=seconds(allow_zero=True), default=0.0, metavar="SECONDS",
-                   help="wait this long for another install into PREFIX to finish (default: fail at once)")
+                   help="wait this long for another install into PREFIX to finish, and for processes using "
+                        "the env to end when an installed package would be replaced (default: fail at once)")
+    p.add_argument("--accept-base-label", action="store_true",
+                   help="an env taken by `torchfit adopt`: accept a package whose torch pin differs from the "
+                        "base's torch only by its prerelease/local label (torch==2.8.0 and the base's "
+                        "2.8.0a0+...nv25.08); the base stays, the package gets it")
+    p.add_argument("--allow-in-use", action="store_true",
+                   help="replace installed packages even while processes use the env (a python running from "
+                        "it); without it that is refused (exit 1). Adding new packages only warns")
     p.add_argument("--no-build", action="store_true",
                    help="never build a package from source, to resolve or to install (wheels only; uv's --no-build)")
     p.add_argument("--timeout", type=seconds(), default=3600.0, metavar="SECONDS",
@@ -76,10 +84,11 @@ def run(args: argparse.Namespace) -> int:
     lock = load_env_lock(prefix)
     sources = _sources(args, locked_torch_index(lock), str(lock.plan().get("variant") or ""))
     observer = StderrProgress()
-    job = AddJob(prefix=prefix, lock=lock, requirements=requirements, sources=sources, 
+    job = AddJob(prefix=prefix, lock=lock, requirements=requirements, sources=sources,
                  installer=settings.installer_choice(args, os.environ),
                  observer=observer, timeout=args.timeout, source_args=settings.describe_sources(args),
-                 no_build=args.no_build)
+                 no_build=args.no_build, wait=args.wait, allow_in_use=args.allow_in_use,
+                 accept_base_label=args.accept_base_label)
     with interrupts_raise(), PrefixLock(prefix, args.wait, observer.info):
         job.lock = load_env_lock(prefix)  # again, under the lock: another run may have grown it
         result = job.run()
@@ -107,7 +116,7 @@ def _summary(result: Any) -> None:
     if result.changed:
         lines.append("  changed: " + ", ".join(f"{new.name} {old.version} -> {new.version}"
                                               for old, new in result.changed))
-    lines.append(f"  lock:  {result.lock_path} (rewritten; the torch family as it was)")
+    lines.append(f"  lock:  {result.lock_path} (rewritten; the torch family as it was, checked before)")
     if result.log_path:
         lines.append(f"  log:   {result.log_path}")
     sys.stderr.write(redact("\n".join(lines)) + "\n")

@@ -1,0 +1,216 @@
+"""`torchfit adopt --env PREFIX`: an env torchfit did not build, its torch taken as the base.
+
+A container's PyTorch (NVIDIA's `2.8.0a0+<commit>.nv25.08`), a conda env or a site module
+ships a torch build no index serves. adopt reads it the way verify does (the inspection
+worker in the env's own interpreter: version, CUDA, arch list, NCCL), judges it against
+this host with verify's own judgements (`verify.inspection.judge_inspection`), reads the
+pip constraints file the image carries (`PIP_CONSTRAINT`, else `/etc/pip/constraint.txt`,
+as pip reads them) and writes PREFIX/pylock.toml with `[tool.torchfit.base]`: the family
+as installed (never to be replaced), every distribution installed beside it, the
+constraints. `torchfit add` then fits packages around it (installer/add.py).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from torchfit.checks import Check, Status
+from torchfit.compat.versions import release_label
+from torchfit.errors import AdoptRefused, BadInput
+
+CONSTRAINT_FILE = "/etc/pip/constraint.txt"  # NVIDIA's PyTorch containers since 25.03
+FAMILY = ("torch", "torchvision", "torchaudio")
+
+
+@dataclass
+class Adopted:
+    """What adopt read, judged and wrote."""
+
+    prefix: str
+    lock_path: str
+    family: dict[str, str]
+    torch: dict[str, Any]
+    checks: list[Check]
+    constraint_files: list[str]
+    constraints: list[str]
+    installed: int
+    label: str | None  # the base torch's prerelease/local label, e.g. "a0+5228986.nv25.08"
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": True, "prefix": self.prefix, "lock": self.lock_path, "family": self.family,
+                "torch": self.torch, "label": self.label, "constraint_files": self.constraint_files,
+                "constraints": self.constraints, "installed": self.installed,
+                "checks": [{"id": c.name, "status": c.status.value, "summary": c.summary} for c in self.checks]}
+
+
+def inspect_env(python: str, timeout: float) -> tuple[dict[str, Any], list[Check]]:
+    """verify's inspection of `python` (the worker run in that interpreter, watched), and its
+    judgement against this host (`judge_inspection`): (facts, checks)."""
+    from torchfit.owned import owned_temp_dir, remove_owned_dir
+    from torchfit.verify.inspection import judge_inspection
+    from torchfit.verify.watch import Inspection, child_env
+
+    work = owned_temp_dir("adopt")
+    try:
+        insp = Inspection(python, work, child_env(), timeout)
+        try:
+            while not insp.finished:
+                insp.poll()
+                time.sleep(0.05)
+        finally:
+            insp.child.stop()
+        facts = insp.facts
+        checks = insp.checks() + judge_inspection(facts, None, None, None, complete=insp.done,
+                                                  gpu_host=_gpu_host(facts, timeout))
+    finally:
+        remove_owned_dir(work)
+    return facts, checks
+
+
+def _gpu_host(facts: Mapping[str, Any], timeout: float) -> Any:
+    torch = facts.get("torch") or {}
+    if not torch or torch.get("cuda") or torch.get("hip"):
+        return None
+    from torchfit.host import probe_gpu_host
+    from torchfit.runner import Runner
+
+    return probe_gpu_host(Runner(), timeout=min(timeout, 10.0))
+
+
+def constraint_files(environ: Mapping[str, str]) -> list[str]:
+    """pip's constraints files: `PIP_CONSTRAINT` (whitespace-separated, as pip splits it), else
+    the image's /etc/pip/constraint.txt when there is one."""
+    named = (environ.get("PIP_CONSTRAINT") or "").split()
+    if named:
+        return named
+    return [CONSTRAINT_FILE] if os.path.isfile(CONSTRAINT_FILE) else []
+
+
+def read_constraints(paths: Sequence[str]) -> list[str]:
+    """The requirement lines of constraints files (comments, blanks and options left out);
+    BadInput naming `file:line` for one that does not parse."""
+    from torchfit.inputs import read_text_file, shown
+
+    out: list[str] = []
+    for path in paths:
+        text = read_text_file(path, "constraints file", limit=1 << 20)
+        for n, raw in enumerate(text.splitlines(), 1):
+            line = raw.split(" #", 1)[0].strip() if not raw.lstrip().startswith("#") else ""
+            if not line or line.startswith("-"):
+                continue
+            try:
+                out.append(str(Requirement(line)))
+            except InvalidRequirement:
+                raise BadInput(f"{shown(path)}:{n}: not a requirement: {line[:120]!r}") from None
+    return list(dict.fromkeys(out))
+
+
+def adopt(prefix: str, *, force: bool, timeout: float, environ: Mapping[str, str]) -> Adopted:
+    """Read, judge and record the env at `prefix` (see the module docstring)."""
+    from torchfit.files import write_atomic
+    from torchfit.lock.model import Lock
+    from torchfit.lock.pylock import LOCK_NAME, TOOL_SCHEMA, render_lock
+
+    python = os.path.join(prefix, "bin", "python")
+    if not os.path.isdir(prefix):
+        raise BadInput(f"--env {prefix}: no such directory")
+    if not os.access(python, os.X_OK):
+        raise BadInput(f"--env {prefix}: no bin/python in it (give a venv or conda env's directory)")
+    lock_path = os.path.join(prefix, LOCK_NAME)
+    if os.path.lexists(lock_path) and not force:
+        raise BadInput(f"{lock_path} exists: the env has a lock already (--force replaces it with the base's)")
+    files = constraint_files(environ)
+    constraints = read_constraints(files)
+    facts, checks = inspect_env(python, timeout)
+    torch = facts.get("torch") or {}
+    if not torch.get("version"):
+        why = facts.get("torch_error") or "torch did not report"
+        raise AdoptRefused(f"{prefix}: no torch to adopt ({why})", checks)
+    failed = [c for c in checks if c.status is Status.FAIL]
+    if failed:
+        raise AdoptRefused(f"{prefix}'s torch {torch['version']} fails on this host: "
+                           + "; ".join(f"{c.name}: {c.summary}" for c in failed), checks)
+    sites = _sites(prefix, str(torch.get("file") or ""))
+    installed = _installed(sites)
+    family = {n: installed[n] for n in FAMILY if n in installed}
+    if family.get("torch") != torch["version"]:
+        raise AdoptRefused(f"{prefix}: torch {torch['version']} imports, but its dist-info says "
+                           f"{family.get('torch') or 'nothing'}: a half-replaced install", checks)
+    for text in constraints:
+        req = Requirement(text)
+        name = canonicalize_name(req.name)
+        have = family.get(name) or installed.get(name)
+        if have and not req.specifier.contains(Version(have), prereleases=True):
+            raise AdoptRefused(f"the constraints ({', '.join(files)}) say {text}, and {prefix} has {name} {have}",
+                               checks)
+    py = facts.get("python") or {}
+    cuda = torch.get("cuda")
+    variant = f"cu{str(cuda).replace('.', '')}" if cuda else ("rocm" + str(torch.get("hip"))[:3] if torch.get("hip")
+                                                              else "cpu")
+    libs = facts.get("libs") or {}
+    nccl = (libs.get("nccl") or {}).get("code")
+    from torchfit.verify.inspection import code_text
+
+    version = str(torch["version"])
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    label = release_label(version)
+    base: dict[str, Any] = {"family": family, "installed": installed, "cuda": cuda, "hip": torch.get("hip"),
+            "arch_list": list(facts.get("arch_list") or []), "nccl": code_text(nccl) if nccl else None,
+            "label": label, "site": sites, "constraint_files": files,
+            "constraints": constraints, "adopted": now, "python": python}
+    from torchfit import __version__
+
+    tool: dict[str, Any] = {"schema": TOOL_SCHEMA, "torchfit-version": __version__, "created": now, "installer": "adopted",
+            "python-version": py.get("version"), "family": sorted(family),
+            "base": base, "request": {"args": []},
+            "expected": {k: v for k, v in {"torch": version, "cuda": cuda, "nccl": base["nccl"],
+                                           "python": py.get("version")}.items() if v},
+            "plan": {"ok": True, "python": ".".join(str(py.get("version") or "").split(".")[:2]),
+                     "python_version": py.get("version"), "torch": Version(version).public, "variant": variant,
+                     "packages": sorted(family), "project": [], "constraints": [], "routed": [],
+                     "resolved": dict(sorted(installed.items()))}}
+    write_atomic(lock_path, render_lock(Lock(packages=(), tool=tool)))
+    return Adopted(prefix=prefix, lock_path=lock_path, family=family, torch=dict(torch), checks=checks,
+                   constraint_files=files, constraints=constraints, installed=len(installed),
+                   label=label)
+
+
+def _sites(prefix: str, torch_file: str) -> list[str]:
+    """The env's site directories, and the one torch was imported from (a base Python's, under
+    `--system-site-packages`)."""
+    from torchfit.lock.closure import env_site_dirs
+
+    sites = env_site_dirs(prefix)
+    if torch_file:
+        sites.append(os.path.dirname(os.path.dirname(torch_file)))
+    return list(dict.fromkeys(os.path.realpath(s) for s in sites))
+
+
+def _installed(sites: Sequence[str]) -> dict[str, str]:
+    """name -> version of every distribution in `sites` (the first site that has it wins, as
+    on sys.path)."""
+    from torchfit.lock.closure import dist_info_version
+
+    out: dict[str, str] = {}
+    for site in sites:
+        try:
+            entries = sorted(os.listdir(site))
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.endswith(".dist-info"):
+                continue
+            version = dist_info_version(os.path.join(site, entry))
+            name = canonicalize_name(entry[: -len(".dist-info")].split("-")[0])
+            if version:
+                out.setdefault(name, version)
+    return out

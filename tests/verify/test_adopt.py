@@ -1,0 +1,167 @@
+"""`torchfit adopt` (issue 27, item 2) on a real base env: a venv holding a torch whose version
+carries NVIDIA's prerelease/local label (`2.8.0a0+5228986.nv25.08`), a real wheel built here
+whose small torch/ package answers what verify's inspection reads (version, CUDA, arch list,
+NCCL, cuDNN: a CPU build, so that this GPU-less host's judgement passes), installed by uv.
+
+Adopted with a pip constraints file (PIP_CONSTRAINT), then real `torchfit add` runs (uv, tiny
+wheels in a find-links directory): the constraint holds; a package pinning the release
+(`torch==2.8.0`) is refused as a label-only difference, then accepted with
+--accept-base-label and the ABI caveat said once; one pinning another release is refused;
+the base torch's files are byte-identical throughout."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.installer.conftest import env_dists, needs_uv, run_tf
+from tests.support.envs import tree_digest
+from tests.support.wheels import make_wheel
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+BASE = "2.8.0a0+5228986.nv25.08"
+
+# What verify's inspection worker (workers/inspect_worker.py, torchfit_runtime.torch_info and
+# runtime_libs) reads from torch, answered as a CPU build does.
+TORCH_FILES = {
+    "torch/__init__.py": f"__version__ = {BASE!r}\nfrom . import version, cuda, backends\n".encode(),
+    "torch/version.py": b"cuda = None\nhip = None\ngit_version = '5228986'\n",
+    "torch/cuda/__init__.py": (b"from . import nccl\n"
+                               b"def get_arch_list():\n    return []\n"
+                               b"def is_available():\n    return False\n"
+                               b"def device_count():\n    return 0\n"
+                               b"def init():\n    raise RuntimeError('Torch not compiled with CUDA enabled')\n"),
+    "torch/cuda/nccl.py": b"def version():\n    raise AttributeError('no _nccl_version: a CPU build')\n",
+    "torch/backends/__init__.py": b"from . import cudnn\n",
+    "torch/backends/cudnn.py": b"def version():\n    return None\n",
+}
+
+
+def _uv() -> str:
+    from torchfit.lock.uv import find_uv
+    from torchfit.runner import Runner
+
+    uv = find_uv(Runner())
+    assert uv
+    return uv
+
+
+@pytest.fixture
+def base_env(tmp_path: Path) -> Path:
+    """A venv with the labelled torch installed by uv (no torchfit involved), as an image has it."""
+    wheels = tmp_path / "base-wheels"
+    make_wheel(wheels, "torch", BASE, files=TORCH_FILES)
+    prefix = tmp_path / "base"
+    subprocess.run([_uv(), "venv", "--python", sys.executable, str(prefix)], check=True, capture_output=True)
+    subprocess.run([_uv(), "pip", "install", "--python", str(prefix / "bin" / "python"), "--no-index",
+                    "--find-links", str(wheels), f"torch=={BASE}"], check=True, capture_output=True)
+    return prefix
+
+
+@pytest.fixture
+def links(tmp_path: Path) -> Path:
+    d = tmp_path / "links"
+    make_wheel(d, "pure-pkg", "1.0")
+    make_wheel(d, "pure-pkg", "2.0")
+    make_wheel(d, "pins-release", "1.0", ["torch==2.8.0"])
+    make_wheel(d, "pins-other", "1.0", ["torch==2.9.0"])
+    make_wheel(d, "wants-torch", "1.0", ["torch>=2.7"])
+    return d
+
+
+def _site(prefix: Path) -> Path:
+    return next((prefix / "lib").glob("python3.*")) / "site-packages"
+
+
+@needs_uv
+@pytest.mark.slow
+def test_adopt_a_labelled_base_then_add_around_it(base_env: Path, links: Path, tmp_path: Path) -> None:
+    constraints = tmp_path / "constraint.txt"
+    constraints.write_text(f"# as NVIDIA's images write it\ntorch=={BASE}\npure-pkg<2\n")
+    state = tmp_path / "state"
+    env = {"PIP_CONSTRAINT": str(constraints)}
+    torch_before = tree_digest(_site(base_env) / "torch")
+
+    proc = run_tf("adopt", "--env", str(base_env), "--json", state=state, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["family"] == {"torch": BASE} and out["label"] == "a0+5228986.nv25.08", out
+    assert out["constraints"] == [f"torch=={BASE}", "pure-pkg<2"] and out["torch"]["cuda"] is None
+    tool = tomllib.loads((base_env / "pylock.toml").read_text())["tool"]["torchfit"]
+    assert tool["base"]["family"] == {"torch": BASE} and tool["expected"]["torch"] == BASE
+    assert tool["base"]["constraint_files"] == [str(constraints)]
+
+    # the image's constraint holds: pure-pkg 2.0 exists, 1.0 is what fits pure-pkg<2
+    proc = run_tf("add", "pure-pkg", "wants-torch", "--env", str(base_env), "--find-links", str(links), "--json",
+                  state=state, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    added = {d["name"]: d["version"] for d in json.loads(proc.stdout)["added"]}
+    assert added == {"pure-pkg": "1.0", "wants-torch": "1.0"}, added
+    assert env_dists(base_env)["torch"] == BASE
+
+    # torch==2.8.0: the release the base is a labelled build of: named as such, refused
+    lock_before = (base_env / "pylock.toml").read_bytes()
+    proc = run_tf("add", "pins-release", "--env", str(base_env), "--find-links", str(links), state=state,
+                  timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert "pins-release 1.0 requires torch==2.8.0" in proc.stderr, proc.stderr
+    assert "prerelease/local label" in proc.stderr and "--accept-base-label" in proc.stderr
+    assert (base_env / "pylock.toml").read_bytes() == lock_before and "pins-release" not in env_dists(base_env)
+
+    # another release: refused, and no label to accept
+    proc = run_tf("add", "pins-other", "--env", str(base_env), "--find-links", str(links), "--accept-base-label",
+                  state=state, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert "pins-other 1.0 requires torch==2.9.0" in proc.stderr and "never replaced" in proc.stderr
+
+    # with the flag: accepted, the caveat once, the base's torch untouched
+    proc = run_tf("add", "pins-release", "--env", str(base_env), "--find-links", str(links), "--accept-base-label",
+                  state=state, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("may not match its ABI") == 1, proc.stderr
+    assert env_dists(base_env)["pins-release"] == "1.0" and env_dists(base_env)["torch"] == BASE
+    assert tree_digest(_site(base_env) / "torch") == torch_before
+    tool = tomllib.loads((base_env / "pylock.toml").read_text())["tool"]["torchfit"]
+    assert tool["added"][-1]["accepted-base-label"] == ["pins-release 1.0: torch==2.8.0"]
+    assert tool["base"]["family"] == {"torch": BASE}
+    # a later add keeps what was accepted (its pin is in the project) without the flag again
+    proc = run_tf("add", "pure-pkg", "--env", str(base_env), "--find-links", str(links), state=state, timeout=300)
+    assert proc.returncode == 0 and "nothing to do" in proc.stderr, proc.stderr
+    # the lock is not one to build an env from: its torch is the installed one
+    proc = run_tf("install", "--lock", str(base_env / "pylock.toml"), "--prefix", str(tmp_path / "copy"),
+                  state=state, timeout=300)
+    assert proc.returncode == 2 and "the lock of an adopted env" in proc.stderr, proc.stderr
+
+
+@needs_uv
+@pytest.mark.slow
+def test_a_constraint_the_base_does_not_meet_is_refused(base_env: Path, tmp_path: Path) -> None:
+    constraints = tmp_path / "constraint.txt"
+    constraints.write_text("torch==2.9.0\n")
+    proc = run_tf("adopt", "--env", str(base_env), state=tmp_path / "state",
+                  env={"PIP_CONSTRAINT": str(constraints)}, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert "say torch==2.9.0" in proc.stderr and "[adopt-refused]" in proc.stderr
+    assert not (base_env / "pylock.toml").exists()
+
+
+def test_adopt_bad_input_is_one_line(tmp_path: Path) -> None:
+    from tests.installer.conftest import one_line_error
+
+    line = one_line_error(run_tf("adopt", "--env", str(tmp_path / "nope"), state=tmp_path, timeout=60))
+    assert "no such directory" in line
+    (tmp_path / "c.txt").write_text("torch==\n")
+    (tmp_path / "e" / "bin").mkdir(parents=True)
+    os.symlink(sys.executable, tmp_path / "e" / "bin" / "python")
+    line = one_line_error(run_tf("adopt", "--env", str(tmp_path / "e"), state=tmp_path, timeout=60,
+                                 env={"PIP_CONSTRAINT": str(tmp_path / "c.txt")}))
+    assert "c.txt:1: not a requirement" in line
