@@ -91,10 +91,11 @@ def write_context(stack: Stack, lock_path: str, output: str | None, *, pack: str
     os.makedirs(context, exist_ok=True)
     if not pack and os.path.abspath(lock_path) != os.path.join(context, "pylock.toml"):
         shutil.copyfile(lock_path, os.path.join(context, "pylock.toml"))
+    from torchfit.compat.tags import TORCH_MANYLINUX_FLOORS
     from torchfit.export.ownwheels import write_own_wheels
 
     wheels = os.path.join(context, WHEELS)
-    write_own_wheels(wheels, python=stack.python, arch=stack.arches[0], glibc=floor or (2, 17), pypi_url=pypi_url,
+    write_own_wheels(wheels, python=stack.python, arch=stack.arches[0], glibc=floor or TORCH_MANYLINUX_FLOORS[-1], pypi_url=pypi_url,
                      runner=runner, fetch=fetch, say=say)
     text = render(sha256_file(os.path.join(wheels, "requirements.txt")))
     with open(containerfile + ".part", "w", encoding="utf-8") as fh:

@@ -103,7 +103,9 @@ def own_requirements() -> list[str]:
 def target_tags(python: str, arch: str, glibc: tuple[int, int]) -> list[Tag]:
     """The wheel tags an image's CPython `python` on `arch` with `glibc` installs, best first."""
     major, minor = (int(x) for x in python.split(".")[:2])
-    legacy = {(2, 17): "manylinux2014", (2, 12): "manylinux2010", (2, 5): "manylinux1"}
+    from torchfit.compat.tags import LEGACY_MANYLINUX
+
+    legacy = {floor: name for name, floor in LEGACY_MANYLINUX.items()}
     platforms = []
     for m in range(glibc[1], 4, -1):
         platforms.append(f"manylinux_2_{m}_{arch}")
