@@ -1,0 +1,90 @@
+"""Round 4 repros of what round 3 left (issue 25, "Left from round 3" and "Listed as partial"):
+a non-root install --force in a sticky directory, a zip-bombed METADATA in `matrix probe`, an
+interrupted verify's torchrun directory, a full TMPDIR, the `release unlocked lock` error."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import Box, Case
+
+WHEEL_GLOB = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+DEPS = ("packaging", "resolvelib", "rich", "pygments", "markdown_it", "mdurl", "requests", "urllib3", "idna",
+        "charset_normalizer", "certifi", "elftools")
+
+
+def _wheel() -> Path:
+    links = os.environ.get("PIP_FIND_LINKS") or subprocess.run(
+        ["pip", "config", "get", "global.find-links"], capture_output=True, text=True).stdout.strip()
+    return sorted(Path(links.split()[0] if links else "/opt/wheels").glob(WHEEL_GLOB))[0]
+
+
+# --- a non-root user's install --force over root's env in a sticky directory ------------------
+
+
+def _world(box: Box) -> tuple[Path, dict[str, str]]:
+    """A directory every user may enter holding this src, its imports, uv and a torch index page;
+    the environment that runs torchfit from it as another user."""
+    base = Path(tempfile.mkdtemp(prefix="tf-attack4-", dir="/tmp"))
+    box.on_exit(lambda: shutil.rmtree(base, ignore_errors=True))
+    base.chmod(0o755)
+    for name in DEPS:
+        src = Path(importlib.import_module(name).__file__ or "").parent
+        shutil.copytree(src, base / "site" / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(box.src, base / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    (base / "bin").mkdir()
+    shutil.copy2(Path(sys.executable).parent / "uv", base / "bin" / "uv")
+    whl = _wheel()
+    page = base / "mirror" / "simple" / "torch"
+    page.mkdir(parents=True)
+    digest = hashlib.sha256(whl.read_bytes()).hexdigest()
+    (page / "index.html").write_text(
+        f'<a href="{whl.parent.as_uri()}/{whl.name.replace("+", "%2B")}#sha256={digest}">{whl.name}</a>\n')
+    (base / "home").mkdir(mode=0o777)
+    (base / "home").chmod(0o777)
+    subprocess.run(["chmod", "-R", "a+rX", str(base)], check=True)
+    links = os.environ.get("PIP_FIND_LINKS") or str(whl.parent)
+    extra = subprocess.run(["pip", "config", "get", "global.extra-index-url"], capture_output=True,
+                           text=True).stdout.strip()
+    env = {"PATH": f"{base / 'bin'}:/usr/bin:/bin", "HOME": str(base / "home"), "LANG": "C.UTF-8",
+           "PYTHONPATH": f"{base / 'src'}:{base / 'site'}", "PIP_FIND_LINKS": links, "PIP_EXTRA_INDEX_URL": extra}
+    return base, env
+
+
+def sticky_force(box: Box) -> str | None:
+    base, env = _world(box)
+    sticky = base / "scratch"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    prefix = sticky / "env"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(prefix)], check=True, timeout=120)
+    (prefix / "pylock.toml").touch()
+    argv = ["runuser", "-u", "nobody", "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()),
+            "/usr/bin/python3", "-m", "torchfit", "install", "torch==2.13.0", "--variant", "cpu", "--python", "3.11",
+            "--torch-index-url", (base / "mirror" / "simple").as_uri(), "--prefix", str(prefix), "--force"]
+    seen = []
+    for attempt in ("first", "again"):
+        start = time.monotonic()
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd="/")
+        took = time.monotonic() - start
+        lines = [ln for ln in res.stderr.splitlines() if ln.startswith("torchfit: error:")]
+        if res.returncode != 2 or "root" not in "".join(lines) or "[swap]" in res.stderr:
+            seen.append(f"{attempt}: exit {res.returncode} after {took:.1f} s: {(lines or [''])[0][:110]}")
+    left = [p.name for p in sticky.iterdir() if p.name != "env"]
+    if left:
+        seen.append(f"left {left[0]} beside the env")
+    return "; ".join(seen) or None
+
+
+CASES = [
+    Case("lo-sticky-force", 4, "a non-root install --force over root's env in a sticky directory (twice)",
+         sticky_force),
+]
