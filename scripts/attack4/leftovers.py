@@ -84,7 +84,85 @@ def sticky_force(box: Box) -> str | None:
     return "; ".join(seen) or None
 
 
+# --- matrix probe of a wheel whose METADATA is a zip bomb (declared honestly) ------------------
+
+
+def _limit_memory(mib: int):  # type: ignore[no-untyped-def]
+    import resource
+
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (mib << 20, mib << 20))
+    return apply
+
+
+def _bomb(box: Box) -> Path:
+    """torch-...whl whose METADATA is 1.9 GiB of zeros (2 MB on disk), its size declared truly."""
+    import zipfile
+
+    path = box.work / "bomb" / "torch-2.13.0+cu128-cp311-cp311-manylinux_2_28_x86_64.whl"
+    path.parent.mkdir(exist_ok=True)
+    info = zipfile.ZipInfo("torch-2.13.0+cu128.dist-info/METADATA")
+    info.compress_type = zipfile.ZIP_DEFLATED
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("torch/__init__.py", b"")
+        with zf.open(info, "w", force_zip64=True) as fh:
+            fh.write(b"Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0+cu128\n\n")
+            block = b"\0" * (1 << 20)
+            for _ in range(1900):
+                fh.write(block)
+    return path
+
+
+def _ranges(box: Box, path: Path) -> str:
+    """`path` over HTTP with Range (a mirror), its URL."""
+    import http.server
+
+    data = path.read_bytes()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if self.path.split("?")[0] != f"/{path.name}":
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            spec = (self.headers.get("Range") or "").removeprefix("bytes=")
+            a, _, b = spec.partition("-")
+            start, end = (0, len(data) - 1) if not spec else \
+                (max(0, len(data) - int(b)), len(data) - 1) if not a else (int(a), min(len(data) - 1, int(b or 1 << 62)))
+            self.send_response(206 if spec else 200)
+            self.send_header("Content-Length", str(end - start + 1))
+            self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+            self.end_headers()
+            self.wfile.write(data[start:end + 1])
+
+    return f"{box.serve(Handler)}/{path.name}"
+
+
+def metadata_bomb(box: Box) -> str | None:
+    whl = _bomb(box)
+    url = _ranges(box, whl)
+    seen = []
+    for what, target in (("file", str(whl)), ("http", url)):
+        for extra in ([], ["--json"]):
+            res = box.tf("matrix", "probe", target, "--allow-insecure-index", "--no-cache", *extra, timeout=120,
+                         preexec_fn=_limit_memory(1024))
+            lines = [ln for ln in res.err.splitlines() if ln.strip()]
+            label = f"{what}{' --json' if extra else ''}"
+            if res.timed_out or "MemoryError" in res.text or res.traceback:
+                seen.append(f"{label}: exit {res.code} after {res.seconds:.0f} s, "
+                            + ("timed out" if res.timed_out else "MemoryError/traceback"))
+            elif res.code != (2 if what == "file" else 1) or len(lines) != 1 or res.seconds > 10:
+                seen.append(f"{label}: exit {res.code}, {len(lines)} lines, {res.seconds:.0f} s")
+    return "; ".join(seen) or None
+
+
 CASES = [
     Case("lo-sticky-force", 4, "a non-root install --force over root's env in a sticky directory (twice)",
          sticky_force),
+    Case("lo-metadata-bomb", 3, "matrix probe FILE|URL (--json): METADATA is 1.9 GiB of zeros, declared, 1 GiB memory",
+         metadata_bomb),
 ]

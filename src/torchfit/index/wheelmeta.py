@@ -54,6 +54,11 @@ MAX_MEMBERS = 200_000
 MAX_MEMBER_IN_MEMORY = 2 << 30  # `WheelArchive.read`: what may be held in memory at once
 MAX_MEMBER_BYTES = 8 << 30  # `extract`/`iter_member`: a member written to a temporary file
 MAX_WHEEL_BYTES = 16 << 30  # a wheel downloaded whole from a server that ignores Range
+# A METADATA file (and torch/version.py) is text of a few KB: torch 2.13's METADATA is 32 KB,
+# the biggest on PyPI a few hundred KB. Read with this bound, a bombed one (hundreds of MB of
+# zeros, declared honestly) is refused from its central-directory entry, before it is inflated.
+MAX_METADATA_BYTES = 4 << 20
+METADATA_MEMBER = r"^[^/]+\.dist-info/METADATA$"
 
 
 @dataclass(**FROZEN)
@@ -417,6 +422,14 @@ class WheelArchive:
             return data
         return b"".join(self.iter_member(m, limit))
 
+    def metadata(self) -> tuple[ZipMember, bytes] | None:
+        """The wheel's `*.dist-info/METADATA` (member, bytes), at most MAX_METADATA_BYTES; None
+        when it has none. Every reader of a wheel's METADATA goes through here."""
+        found = self.find(METADATA_MEMBER)
+        if not found:
+            return None
+        return found[0], self.read(found[0], MAX_METADATA_BYTES)
+
     def extract(self, m: ZipMember, fh: IO[bytes]) -> None:
         """Write one member, uncompressed, to `fh` (for members too big to hold in memory)."""
         for block in self.iter_member(m):
@@ -467,11 +480,10 @@ def wheel_metadata(client: IndexClient, file: IndexFile) -> str | None:
         tail = src.open()
         if src.whole_file:
             return None
-        archive = WheelArchive(src, tail)
-        found = archive.find(r"^[^/]+\.dist-info/METADATA$")
-        if not found:
+        found = WheelArchive(src, tail).metadata()
+        if found is None:
             return None
-        raw = archive.read(found[0])
+        raw = found[1]
     except WheelFormatError:
         return None
     finally:
@@ -497,6 +509,7 @@ def sha256_of(source: ByteSource) -> str | None:
 
 
 __all__ = [
+    "MAX_METADATA_BYTES",
     "ByteSource",
     "FileSource",
     "HttpRangeSource",
