@@ -160,9 +160,44 @@ def metadata_bomb(box: Box) -> str | None:
     return "; ".join(seen) or None
 
 
+# --- an interrupted verify: torchrun's torchelastic_* directory ------------------------------
+
+
+def verify_torchelastic(box: Box) -> str | None:
+    import random
+    import signal
+
+    env = box.cpu_env()
+    rng = random.Random(25)
+    seen = []
+    tmp = box.work / "tmp"
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        for group in (False, True):
+            moment = rng.uniform(5, 8)
+
+            def hit(proc, moment: float = moment, sig: int = sig, group: bool = group) -> None:  # type: ignore[no-untyped-def]
+                time.sleep(moment)
+                if proc.poll() is None:
+                    (os.killpg if group else os.kill)(proc.pid, sig)
+
+            res = box.tf("verify", "--env", str(env), "--backend", "gloo", "--nproc", "2", during=hit, timeout=180,
+                         start_new_session=True)
+            left = sorted(p.name for p in tmp.rglob("torchelastic_*"))
+            label = f"{signal.Signals(sig).name}{' to the group' if group else ''} at {moment:.1f} s"
+            if left:
+                seen.append(f"{label}: exit {res.code}, left {left[0]} in TMPDIR")
+                for p in tmp.glob("torchelastic_*"):
+                    shutil.rmtree(p, ignore_errors=True)
+            elif res.code not in (0, 130):
+                seen.append(f"{label}: exit {res.code}")
+    return "; ".join(seen[:3]) + (f" (and {len(seen) - 3} more)" if len(seen) > 3 else "") or None
+
+
 CASES = [
     Case("lo-sticky-force", 4, "a non-root install --force over root's env in a sticky directory (twice)",
          sticky_force),
     Case("lo-metadata-bomb", 3, "matrix probe FILE|URL (--json): METADATA is 1.9 GiB of zeros, declared, 1 GiB memory",
          metadata_bomb),
+    Case("lo-verify-torchelastic", 7, "verify (gloo, 2 ranks) interrupted 5-8 s in: torchrun's torchelastic_* in TMPDIR",
+         verify_torchelastic),
 ]

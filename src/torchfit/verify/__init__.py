@@ -95,6 +95,11 @@ def verify(opts: Options, observer: Progress | None = None) -> Report:
         raise
     report = Report(python=opts.python, env_prefix=opts.env_prefix, work_dir=work)
     env = child_env()
+    # The children's TMPDIR is ours: torchrun makes its `torchelastic_*` directory there and
+    # removes it only when it ends cleanly, so an interrupted verify left one in the user's
+    # TMPDIR each time. Inside the work directory it goes with it (or with the next run's sweep).
+    env["TMPDIR"] = os.path.join(work, "tmp")
+    os.mkdir(env["TMPDIR"], 0o700)
     # doctor's judgement of the ranks' environment, before any rank starts (verify.environment).
     host_gpus = host_gpu_count()
     nccl = opts.backend == "nccl" or (opts.backend is None and bool(host_gpus))
