@@ -193,6 +193,41 @@ def verify_torchelastic(box: Box) -> str | None:
     return "; ".join(seen[:3]) + (f" (and {len(seen) - 3} more)" if len(seen) > 3 else "") or None
 
 
+# --- a TMPDIR full to the last byte ---------------------------------------------------------
+
+
+def tmpdir_full(box: Box) -> str | None:
+    where = box.work / "full"
+    where.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(where)]).returncode != 0:
+        raise RuntimeError("cannot mount a tmpfs here (needs root)")
+    box.on_exit(lambda: subprocess.run(["umount", "-l", str(where)]))
+    for name, chunk in (("fill", 4096), ("fill2", 1)):
+        with open(where / name, "wb", buffering=0) as fh:
+            try:
+                while True:
+                    fh.write(b"\0" * chunk)
+            except OSError:
+                pass
+    seen = []
+    runs = {
+        "verify": ("verify", "--python", sys.executable, "--no-bandwidth", "--nproc", "1"),
+        "install": ("install", "torch==2.13.0", "--variant", "cpu", "--python", "3.11", "--torch-index-url",
+                    box.torch_index, "--prefix", str(box.work / "env")),
+    }
+    for what, args in runs.items():
+        before = {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("torchfit-")}
+        res = box.tf(*args, env={"TMPDIR": str(where)}, timeout=300)
+        moved = {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("torchfit-")} - before
+        said = "[disk-full]" in res.err and "TMPDIR" in res.err and str(where) in res.err
+        if not said:
+            line = next((ln for ln in res.err.splitlines() if "error" in ln), res.err.strip()[-100:])
+            seen.append(f"{what}: exit {res.code}, TMPDIR not named as full: {line[:110]}")
+        elif moved:
+            seen.append(f"{what}: used {tempfile.gettempdir()} instead ({sorted(moved)[0]})")
+    return "; ".join(seen) or None
+
+
 CASES = [
     Case("lo-sticky-force", 4, "a non-root install --force over root's env in a sticky directory (twice)",
          sticky_force),
@@ -200,4 +235,6 @@ CASES = [
          metadata_bomb),
     Case("lo-verify-torchelastic", 7, "verify (gloo, 2 ranks) interrupted 5-8 s in: torchrun's torchelastic_* in TMPDIR",
          verify_torchelastic),
+    Case("lo-tmpdir-full", 5, "verify and install with a TMPDIR full to the last byte (a tmpfs): said, not /tmp",
+         tmpdir_full),
 ]

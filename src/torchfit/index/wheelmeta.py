@@ -33,7 +33,7 @@ from urllib.parse import urldefrag
 from torchfit._backports import FROZEN
 from torchfit.errors import WheelFormatError
 from torchfit.redact import redact
-from torchfit.space import from_oserror, is_no_space, tmpdir_place
+from torchfit.space import from_oserror, is_no_space, temp_root, tmpdir_place
 
 if TYPE_CHECKING:
     from torchfit.index.client import IndexClient
@@ -265,7 +265,7 @@ class HttpRangeSource:
     def _spool_body(self, resp: object) -> None:
         """The server ignored `Range`: keep the whole body in a temporary file (deleted on close)."""
         self.whole_file = True
-        spool = tempfile.TemporaryFile(prefix="torchfit-wheel-")
+        spool = tempfile.TemporaryFile(prefix="torchfit-wheel-", dir=temp_root())
         n = 0
         try:
             for block in self.client.iter_body(resp, self.url, _CHUNK, limit=MAX_WHEEL_BYTES):  # type: ignore[arg-type]
@@ -438,7 +438,7 @@ class WheelArchive:
 
 def copy_to_temp(archive: WheelArchive, m: ZipMember, directory: str | None = None) -> IO[bytes]:
     """A temporary file holding member `m`, positioned at 0; deleted when closed."""
-    fh = tempfile.TemporaryFile(prefix="torchfit-member-", dir=directory)
+    fh = tempfile.TemporaryFile(prefix="torchfit-member-", dir=directory or temp_root())
     try:
         archive.extract(m, fh)
     except BaseException as exc:
