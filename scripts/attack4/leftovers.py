@@ -228,6 +228,51 @@ def tmpdir_full(box: Box) -> str | None:
     return "; ".join(seen) or None
 
 
+# --- "release unlocked lock": SIGINT at each line the main thread runs inside threading.py ----
+
+AT_EACH_LINE = r"""
+import json, signal, sys, threading, time
+from torchfit.background import Background
+from torchfit.runner import Interrupted, interrupts_raise
+
+errors = []
+for nth in range(1, 80):
+    seen = [0]
+
+    def trace(frame, event, arg):
+        if frame.f_code.co_filename == threading.__file__ and event == "line":
+            seen[0] += 1
+            if seen[0] == nth:
+                signal.raise_signal(signal.SIGINT)
+        return trace
+
+    try:
+        with interrupts_raise():
+            sys.settrace(trace)
+            try:
+                Background(time.sleep, 0.01).result()  # how install, resolve and doctor wait for the host probe
+                time.sleep(0.05)
+            finally:
+                sys.settrace(None)
+    except Interrupted:
+        pass
+    except Exception as exc:
+        errors.append(f"SIGINT at line {nth} of threading.py: {type(exc).__name__}: {exc}")
+print(json.dumps(errors))
+"""
+
+
+def unlocked_lock(box: Box) -> str | None:
+    import json
+
+    res = subprocess.run([sys.executable, "-c", AT_EACH_LINE], env=box.env, capture_output=True, text=True,
+                         timeout=120)
+    if res.returncode != 0:
+        return f"exit {res.returncode}: {res.stderr.strip()[-150:]}"
+    errors = json.loads(res.stdout.strip().splitlines()[-1])
+    return f"{len(errors)} of 79 instants: {errors[0]}" if errors else None
+
+
 CASES = [
     Case("lo-sticky-force", 4, "a non-root install --force over root's env in a sticky directory (twice)",
          sticky_force),
@@ -237,4 +282,6 @@ CASES = [
          verify_torchelastic),
     Case("lo-tmpdir-full", 5, "verify and install with a TMPDIR full to the last byte (a tmpfs): said, not /tmp",
          tmpdir_full),
+    Case("lo-unlocked-lock", 3, "SIGINT at each instant of a Background start and wait: 'release unlocked lock'",
+         unlocked_lock),
 ]

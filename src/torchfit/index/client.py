@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from torchfit.background import Background
 from torchfit.errors import IndexMalformed, IndexUnavailable
 from torchfit.index.cache import DiskCache, default_cache_dir
 from torchfit.index.pages import (
@@ -187,8 +188,7 @@ class IndexClient:
                 self._say(f"waiting for {url} since {wall} ({time.monotonic() - since:.0f} s; "
                           f"gives up after {self.deadline:g} s)")
 
-        thread = threading.Thread(target=tick, name="torchfit-index-notice", daemon=True)
-        thread.start()
+        Background(tick, name="torchfit-index-notice")
         try:
             yield
         finally:
