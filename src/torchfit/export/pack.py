@@ -46,6 +46,10 @@ The torch family comes from DIR/simple (a PEP 503 tree), everything else from DI
 """
 
 
+# (url, the open .part positioned at its end, bytes already there, their sha256 so far) -> (bytes, sha256)
+Fetch = Callable[[str, Any, int, Any], tuple[int, str]]
+
+
 @dataclass
 class PackResult:
     out: str
@@ -89,10 +93,11 @@ def check_out_dir(out: str, lock_path: str) -> None:
         raise BadInput(f"-o {out}: a pack of another lock; give a new directory (a pack is never overwritten)")
 
 
-def make_pack(lock: Lock, lock_path: str, out: str, *, fetch: Callable[[str, Any], tuple[int, str]],
-              say: Callable[[str], None], version: str) -> PackResult:
-    """Write the pack of `lock` into `out` (check_out_dir first). `fetch(url, fh)` writes a remote
-    file and returns (bytes, sha256); local files (file:// or a path) are copied."""
+def make_pack(lock: Lock, lock_path: str, out: str, *, fetch: Fetch, say: Callable[[str], None],
+              version: str) -> PackResult:
+    """Write the pack of `lock` into `out` (check_out_dir first). `fetch(url, fh, start, digest)`
+    writes a remote file from byte `start` on (client.download) and returns (bytes, sha256 of the
+    whole file); local files (file:// or a path) are copied."""
     check_out_dir(out, lock_path)
     plan = []
     for d in lock.packages:
@@ -114,7 +119,7 @@ def make_pack(lock: Lock, lock_path: str, out: str, *, fetch: Callable[[str, Any
         if os.path.isfile(dest) and sha256_file(dest) == a.sha256:
             result.kept += 1
         else:
-            _write_checked(a, dest, fetch)
+            _write_checked(a, dest, fetch, say)
             result.fetched += 1
         done += a.size or os.path.getsize(dest)
         say(f"pack: {n}/{len(plan)} {name} ({_mb(done)} of {_mb(total) if total else '?'})")
@@ -125,21 +130,27 @@ def make_pack(lock: Lock, lock_path: str, out: str, *, fetch: Callable[[str, Any
     return result
 
 
-def _write_checked(a: Artifact, dest: str, fetch: Callable[[str, Any], tuple[int, str]]) -> None:
-    """The file of `a` at `dest`, its sha256 the lock's (written beside, then renamed)."""
+def _write_checked(a: Artifact, dest: str, fetch: Fetch, say: Callable[[str], None]) -> None:
+    """The file of `a` at `dest`, its sha256 the lock's (written beside, then renamed). A remote
+    file's `.part` left by an interrupted run is continued where it stopped, not fetched again."""
     part = dest + ".part"
     source = a.url or a.path or ""
     local = unquote(urlsplit(source).path) if source.startswith("file:") else (source if "://" not in source else None)
-    with open(part, "wb") as fh:
+    have = os.path.getsize(part) if local is None and os.path.isfile(part) and not os.path.islink(part) else 0
+    with open(part, "r+b" if have else "wb") as fh:
+        h = hashlib.sha256()
         if local is not None:
-            h = hashlib.sha256()
             with open(local, "rb") as src:
                 for block in iter(lambda: src.read(1 << 20), b""):
                     fh.write(block)
                     h.update(block)
             got = h.hexdigest()
         else:
-            _, got = fetch(source, fh)
+            if have:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+                say(f"pack: resuming {os.path.basename(dest)} after {_mb(have)}")
+            _, got = fetch(source, fh, have, h)
     if got != a.sha256:
         os.unlink(part)
         raise BadInput(f"{source}: sha256 {got} is not the lock's {a.sha256}; nothing kept")

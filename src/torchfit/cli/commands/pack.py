@@ -41,8 +41,8 @@ def run(args: argparse.Namespace) -> int:
     client = IndexClient(timeout=args.timeout, retries=3, deadline=3600.0, progress=progress,
                          allow_insecure=args.allow_insecure_index, use_cache=False)
 
-    def fetch(url: str, fh: Any) -> tuple[int, str]:
-        return client.download(url, fh)
+    def fetch(url: str, fh: Any, start: int, digest: Any) -> tuple[int, str]:
+        return client.download(url, fh, start=start, digest=digest)
 
     result = make_pack(lock, args.lock, os.path.abspath(args.output), fetch=fetch, say=progress.info,
                        version=__version__)
