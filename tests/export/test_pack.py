@@ -202,3 +202,58 @@ def test_an_interrupted_pack_run_again_fetches_only_what_it_lacked(tmp_path: Pat
         assert "1 fetched, 1 already there" in again.stderr and "resuming" in again.stderr
     finally:
         server.close()
+
+
+TORCH_WHL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+MIRROR_LOCK = """\
+lock-version = "1.0"
+created-by = "torchfit"
+requires-python = "==3.11.*"
+
+[[packages]]
+name = "torch"
+version = "2.13.0+cpu"
+wheels = [{{ name = "{whl}", url = "{files}/{whl}", size = {size}, hashes = {{ sha256 = "{sha}" }} }}]
+
+[tool.torchfit]
+schema = 1
+torch-index-url = "{index}/simple"
+
+[tool.torchfit.plan]
+ok = true
+python = "3.11"
+torch = "2.13.0"
+variant = "cpu"
+"""
+
+
+def test_a_lock_whose_torch_files_are_off_its_mirror_is_said(tmp_path: Path) -> None:
+    """The env was built from a mirror whose torch page kept upstream's absolute URLs: the
+    lock's torch files are on another host than its torch index. One warning line naming it
+    (the mirror is `localhost`, the files `127.0.0.1`: one real server, two host names)."""
+    import hashlib
+    import os
+
+    from tests.support.cli import run_clean
+
+    data = os.urandom(20_000)
+    server = _Files({TORCH_WHL: data})
+    port = server.url.rsplit(":", 1)[1]
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"),
+               PYTHONPATH=os.path.join(Path(__file__).resolve().parents[2], "src"))
+    try:
+        for name, index, warned in (("off", f"http://localhost:{port}", True), ("own", server.url, False)):
+            lock = tmp_path / f"{name}.toml"
+            lock.write_text(MIRROR_LOCK.format(whl=TORCH_WHL, files=server.url, index=index, size=len(data),
+                                               sha=hashlib.sha256(data).hexdigest()))
+            res = run_clean("pack", "--lock", str(lock), "-o", str(tmp_path / name), "--allow-insecure-index",
+                            env=env, timeout=120)
+            assert res.returncode == 0, res.stderr
+            lines = [ln for ln in res.stderr.splitlines() if "links its files on" in ln]
+            if warned:
+                assert len(lines) == 1 and "warning:" in lines[0] and "on 127.0.0.1," in lines[0], res.stderr
+                assert f"localhost:{port}/simple" in lines[0]
+            else:
+                assert lines == [], res.stderr
+    finally:
+        server.close()

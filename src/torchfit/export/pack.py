@@ -30,8 +30,10 @@ from urllib.parse import quote, unquote, urlsplit
 
 from torchfit.compat.matrix import FAMILY_PACKAGES
 from torchfit.errors import BadInput
+from torchfit.index.pages import format_off_site, off_site_hosts
 from torchfit.lock.model import Artifact, Lock, LockedDist
 from torchfit.lock.pylock import file_name, sha256_file
+from torchfit.redact import redact
 
 MARKER = ".torchfit-pack.json"
 README = """This directory is a torchfit pack: the files of {lock} ({count} files, {size}),
@@ -94,7 +96,7 @@ def check_out_dir(out: str, lock_path: str) -> None:
 
 
 def make_pack(lock: Lock, lock_path: str, out: str, *, fetch: Fetch, say: Callable[[str], None],
-              version: str) -> PackResult:
+              version: str, warn: Callable[[str], None] | None = None) -> PackResult:
     """Write the pack of `lock` into `out` (check_out_dir first). `fetch(url, fh, start, digest)`
     writes a remote file from byte `start` on (client.download) and returns (bytes, sha256 of the
     whole file); local files (file:// or a path) are copied."""
@@ -108,6 +110,12 @@ def make_pack(lock: Lock, lock_path: str, out: str, *, fetch: Fetch, say: Callab
             sub = "files" if d.name in FAMILY_PACKAGES else "wheels"
             plan.append((d, a, sub, _name(a)))
     total = sum(a.size or 0 for _, a, _, _ in plan)
+    index = lock.torch_index_url()
+    off = off_site_hosts([a.url or "" for d, a, _, _ in plan if d.name in FAMILY_PACKAGES], index) if index else []
+    if off:
+        # The env was built "from the mirror", yet its torch files came from elsewhere: the pack
+        # fetches them from there too (it carries them across the gap all the same).
+        (warn or say)(format_off_site(f"the lock's torch index {redact(index)}", off))
     for sub in ("files", "wheels", "simple"):
         os.makedirs(os.path.join(out, sub), exist_ok=True)
     with open(os.path.join(out, MARKER), "w", encoding="utf-8") as fh:

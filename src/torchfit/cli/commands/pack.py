@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     def fetch(url: str, fh: Any, start: int, digest: Any) -> tuple[int, str]:
         return client.download(url, fh, start=start, digest=digest)
 
-    result = make_pack(lock, args.lock, os.path.abspath(args.output), fetch=fetch, say=progress.info,
+    result = make_pack(lock, args.lock, os.path.abspath(args.output), fetch=fetch, say=progress.info, warn=progress.warn,
                        version=__version__)
     from torchfit.inputs import shown
 
