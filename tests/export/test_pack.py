@@ -257,3 +257,37 @@ def test_a_lock_whose_torch_files_are_off_its_mirror_is_said(tmp_path: Path) -> 
                 assert lines == [], res.stderr
     finally:
         server.close()
+
+
+def test_a_fleet_file_with_two_groups_packs_both_groups_files(tmp_path: Path) -> None:
+    """An x86_64 group and an aarch64 group (no GPU: the cpu builds) plus a project needing
+    `alpha`: each group resolved and locked by uv, both torch wheels and `alpha` in one pack,
+    each group's lock under locks/. Local indexes (file://), real uv."""
+    import os
+
+    from tests.support.cli import run_clean
+    from tests.support.fleets import node_facts
+    from tests.support.wheels import make_wheel, write_index
+    from torchfit.fleet.model import Fleet, Group, fleet_to_json
+
+    built = tmp_path / "built"
+    torches = [make_wheel(built, "torch", "2.13.0+cpu", ["alpha"], tag=f"cp312-cp312-manylinux_2_28_{arch}")
+               for arch in ("x86_64", "aarch64")]
+    torch_simple = write_index(tmp_path / "torch-index", torches)
+    deps_simple = write_index(tmp_path / "deps", [make_wheel(built, "alpha", "1.0")])
+    groups = tuple(Group((f"{arch[:3]}01", f"{arch[:3]}02"), "", node_facts("", "", 0, "580.65.06", "2.35", arch))
+                   for arch in ("x86_64", "aarch64"))
+    fleet = tmp_path / "fleet.json"
+    fleet.write_text(json.dumps(fleet_to_json(Fleet(groups, (), "tests", ""))))
+    out = tmp_path / "pack"
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), UV_CACHE_DIR=str(tmp_path / "uv"),
+               PIP_CONFIG_FILE="/dev/null", PIP_FIND_LINKS="",
+               PYTHONPATH=os.path.join(Path(__file__).resolve().parents[2], "src"))
+    res = run_clean("pack", "torch==2.13.0", "--facts", str(fleet), "--torch-index-url", torch_simple.as_uri(),
+                    "--index-url", deps_simple.as_uri(), "-o", str(out), env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert sorted(p.name for p in (out / "files").iterdir()) == sorted(t.name for t in torches)
+    assert [p.name for p in (out / "wheels").iterdir()] == ["alpha-1.0-py3-none-any.whl"]
+    assert len(list((out / "locks").iterdir())) == 2
+    page = (out / "simple" / "torch" / "index.html").read_text()
+    assert all(t.name in page for t in torches)

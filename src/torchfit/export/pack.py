@@ -23,7 +23,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
@@ -73,11 +73,29 @@ def _name(a: Artifact) -> str:
     return name
 
 
-def _marker(lock_path: str) -> dict[str, str]:
-    return {"format": "torchfit-pack-1", "lock_sha256": sha256_file(lock_path)}
+def _marker(lock_path: str | Sequence[str]) -> dict[str, str]:
+    paths = [lock_path] if isinstance(lock_path, str) else list(lock_path)
+    if len(paths) == 1:
+        return {"format": "torchfit-pack-1", "lock_sha256": sha256_file(paths[0])}
+    joined = "\n".join(sorted(sha256_file(p) for p in paths))  # a fleet's locks, one per group
+    return {"format": "torchfit-pack-1", "lock_sha256": hashlib.sha256(joined.encode()).hexdigest()}
 
 
-def check_out_dir(out: str, lock_path: str) -> None:
+def merged(locks: Sequence[Lock]) -> Lock:
+    """One lock holding every file of `locks` (a fleet's groups), each file once; the first
+    lock's [tool.torchfit]. For packing only: two groups may lock one package at two versions."""
+    seen: set[tuple[str, ...]] = set()
+    packages = []
+    for lock in locks:
+        for d in lock.packages:
+            key = (d.name, d.version or "", *sorted(_name(a) for a in _wanted(d)))
+            if key not in seen:
+                seen.add(key)
+                packages.append(d)
+    return replace(locks[0], packages=tuple(packages))
+
+
+def check_out_dir(out: str, lock_path: str | Sequence[str]) -> None:
     """A new directory, or a pack of this very lock (to resume); anything else is refused."""
     if not os.path.exists(out):
         return
@@ -95,7 +113,7 @@ def check_out_dir(out: str, lock_path: str) -> None:
         raise BadInput(f"-o {out}: a pack of another lock; give a new directory (a pack is never overwritten)")
 
 
-def make_pack(lock: Lock, lock_path: str, out: str, *, fetch: Fetch, say: Callable[[str], None],
+def make_pack(lock: Lock, lock_path: str | Sequence[str], out: str, *, fetch: Fetch, say: Callable[[str], None],
               version: str, warn: Callable[[str], None] | None = None) -> PackResult:
     """Write the pack of `lock` into `out` (check_out_dir first). `fetch(url, fh, start, digest)`
     writes a remote file from byte `start` on (client.download) and returns (bytes, sha256 of the
@@ -132,9 +150,17 @@ def make_pack(lock: Lock, lock_path: str, out: str, *, fetch: Fetch, say: Callab
         done += a.size or os.path.getsize(dest)
         say(f"pack: {n}/{len(plan)} {name} ({_mb(done)} of {_mb(total) if total else '?'})")
     _write_index(lock, out)
-    shutil.copyfile(lock_path, os.path.join(out, "pylock.toml"))
+    if isinstance(lock_path, str):
+        shutil.copyfile(lock_path, os.path.join(out, "pylock.toml"))
+        what = os.path.basename(lock_path)
+    else:  # a fleet: each group's lock under locks/
+        os.makedirs(os.path.join(out, "locks"), exist_ok=True)
+        for path in lock_path:
+            shutil.copyfile(path, os.path.join(out, "locks", os.path.basename(path)))
+        what = (f"{len(lock_path)} locks (locks/: one per group of the fleet; `install --pack` takes the "
+                "pack of one lock)")
     with open(os.path.join(out, "README.txt"), "w", encoding="utf-8") as fh:
-        fh.write(README.format(lock=os.path.basename(lock_path), count=len(plan), size=_mb(done), version=version))
+        fh.write(README.format(lock=what, count=len(plan), size=_mb(done), version=version))
     return result
 
 
