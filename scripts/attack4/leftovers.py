@@ -5,7 +5,6 @@ interrupted verify's torchrun directory, a full TMPDIR, the `release unlocked lo
 from __future__ import annotations
 
 import hashlib
-import importlib
 import os
 import shutil
 import subprocess
@@ -16,9 +15,12 @@ from pathlib import Path
 
 from _common import Box, Case
 
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from tests.support.mounts import readable_torchfit
+from tests.support.wheels import metadata_bomb as bombed_wheel
+
 WHEEL_GLOB = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
-DEPS = ("packaging", "resolvelib", "rich", "pygments", "markdown_it", "mdurl", "requests", "urllib3", "idna",
-        "charset_normalizer", "certifi", "elftools")
 
 
 def _wheel() -> Path:
@@ -36,10 +38,7 @@ def _world(box: Box) -> tuple[Path, dict[str, str]]:
     base = Path(tempfile.mkdtemp(prefix="tf-attack4-", dir="/tmp"))
     box.on_exit(lambda: shutil.rmtree(base, ignore_errors=True))
     base.chmod(0o755)
-    for name in DEPS:
-        src = Path(importlib.import_module(name).__file__ or "").parent
-        shutil.copytree(src, base / "site" / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(box.src, base / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    pythonpath = readable_torchfit(base, box.src)
     (base / "bin").mkdir()
     shutil.copy2(Path(sys.executable).parent / "uv", base / "bin" / "uv")
     whl = _wheel()
@@ -55,7 +54,7 @@ def _world(box: Box) -> tuple[Path, dict[str, str]]:
     extra = subprocess.run(["pip", "config", "get", "global.extra-index-url"], capture_output=True,
                            text=True).stdout.strip()
     env = {"PATH": f"{base / 'bin'}:/usr/bin:/bin", "HOME": str(base / "home"), "LANG": "C.UTF-8",
-           "PYTHONPATH": f"{base / 'src'}:{base / 'site'}", "PIP_FIND_LINKS": links, "PIP_EXTRA_INDEX_URL": extra}
+           "PYTHONPATH": pythonpath, "PIP_FIND_LINKS": links, "PIP_EXTRA_INDEX_URL": extra}
     return base, env
 
 
@@ -97,20 +96,9 @@ def _limit_memory(mib: int):  # type: ignore[no-untyped-def]
 
 def _bomb(box: Box) -> Path:
     """torch-...whl whose METADATA is 1.9 GiB of zeros (2 MB on disk), its size declared truly."""
-    import zipfile
-
     path = box.work / "bomb" / "torch-2.13.0+cu128-cp311-cp311-manylinux_2_28_x86_64.whl"
     path.parent.mkdir(exist_ok=True)
-    info = zipfile.ZipInfo("torch-2.13.0+cu128.dist-info/METADATA")
-    info.compress_type = zipfile.ZIP_DEFLATED
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("torch/__init__.py", b"")
-        with zf.open(info, "w", force_zip64=True) as fh:
-            fh.write(b"Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0+cu128\n\n")
-            block = b"\0" * (1 << 20)
-            for _ in range(1900):
-                fh.write(block)
-    return path
+    return bombed_wheel(path, 1900)
 
 
 def _ranges(box: Box, path: Path) -> str:
@@ -230,47 +218,25 @@ def tmpdir_full(box: Box) -> str | None:
 
 # --- "release unlocked lock": SIGINT at each line the main thread runs inside threading.py ----
 
-AT_EACH_LINE = r"""
-import json, signal, sys, threading, time
-from torchfit.background import Background
-from torchfit.runner import Interrupted, interrupts_raise
+def _at_each_line() -> str:
+    """tests/test_background.py's program: a real SIGINT at each line the main thread runs in
+    threading.py while a Background starts and is waited for (torchfit's own handler)."""
+    import ast
 
-errors = []
-for nth in range(1, 80):
-    seen = [0]
-
-    def trace(frame, event, arg):
-        if frame.f_code.co_filename == threading.__file__ and event == "line":
-            seen[0] += 1
-            if seen[0] == nth:
-                signal.raise_signal(signal.SIGINT)
-        return trace
-
-    try:
-        with interrupts_raise():
-            sys.settrace(trace)
-            try:
-                Background(time.sleep, 0.01).result()  # how install, resolve and doctor wait for the host probe
-                time.sleep(0.05)
-            finally:
-                sys.settrace(None)
-    except Interrupted:
-        pass
-    except Exception as exc:
-        errors.append(f"SIGINT at line {nth} of threading.py: {type(exc).__name__}: {exc}")
-print(json.dumps(errors))
-"""
+    tree = ast.parse((ROOT / "tests" / "test_background.py").read_text())
+    return next(node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                and getattr(node.targets[0], "id", "") == "AT_EACH_LINE")  # type: ignore[attr-defined]
 
 
 def unlocked_lock(box: Box) -> str | None:
     import json
 
-    res = subprocess.run([sys.executable, "-c", AT_EACH_LINE], env=box.env, capture_output=True, text=True,
-                         timeout=120)
+    res = subprocess.run([sys.executable, "-c", _at_each_line(), "result"], env=box.env, capture_output=True,
+                         text=True, timeout=120)
     if res.returncode != 0:
         return f"exit {res.returncode}: {res.stderr.strip()[-150:]}"
-    errors = json.loads(res.stdout.strip().splitlines()[-1])
-    return f"{len(errors)} of 79 instants: {errors[0]}" if errors else None
+    errors = json.loads(res.stdout.strip().splitlines()[-1])["errors"]
+    return f"{len(errors)} of 79 instants (SIGINT at line N of threading.py): {errors[0]}" if errors else None
 
 
 CASES = [

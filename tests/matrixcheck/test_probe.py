@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.cli import run_cli
-from tests.support.wheels import sha256_file
+from tests.support.wheels import metadata_bomb, sha256_file
 from torchfit.errors import WheelFormatError
 from torchfit.index.wheelmeta import FileSource, WheelArchive, parse_central_directory, parse_eocd
 from torchfit.matrixcheck.probe import (
@@ -453,25 +453,10 @@ def test_elf_and_gpu_code_parsers_garbage(data: bytes) -> None:
 BOMB_NAME = "torch-2.13.0+cu128-cp311-cp311-manylinux_2_28_x86_64.whl"
 
 
-def _honest_bomb(path: Path, mib: int) -> None:
-    """A wheel whose METADATA is `mib` MiB (a header, then zeros), its size declared truly: only
-    a bound on what a METADATA may be stops it (it used to be read whole: MemoryError under a 1 GiB
-    limit with 1.9 GiB of it)."""
-    info = zipfile.ZipInfo("torch-2.13.0+cu128.dist-info/METADATA")
-    info.compress_type = zipfile.ZIP_DEFLATED
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("torch/__init__.py", b"")
-        with zf.open(info, "w", force_zip64=True) as fh:
-            fh.write(b"Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0+cu128\n\n")
-            block = b"\0" * (1 << 20)
-            for _ in range(mib):
-                fh.write(block)
-
-
 @pytest.mark.parametrize("json_flag", [[], ["--json"]])
 def test_a_bombed_metadata_of_a_file_is_one_line_exit_2(tmp_path: Path, json_flag: list[str]) -> None:
     whl = tmp_path / BOMB_NAME
-    _honest_bomb(whl, 64)
+    metadata_bomb(whl, 64)
     res = run_cli("matrix", "probe", str(whl), *json_flag, env={"XDG_CACHE_HOME": str(tmp_path / "c")})
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert res.returncode == 2, res.stderr
@@ -483,7 +468,7 @@ def test_a_bombed_metadata_of_a_file_is_one_line_exit_2(tmp_path: Path, json_fla
 
 def test_a_bombed_metadata_over_http_is_refused_from_its_directory_entry(tmp_path: Path) -> None:
     """Over range requests: the central directory says how big METADATA is; nothing of it is read."""
-    _honest_bomb(tmp_path / BOMB_NAME, 64)
+    metadata_bomb(tmp_path / BOMB_NAME, 64)
     with _Server(tmp_path) as srv:
         res = run_cli("matrix", "probe", f"{srv.url}/{BOMB_NAME}", "--no-cache",
                       env={"XDG_CACHE_HOME": str(tmp_path / "c")})

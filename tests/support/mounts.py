@@ -92,9 +92,9 @@ TORCHFIT_DEPS = ("packaging", "resolvelib", "rich", "pygments", "markdown_it", "
                  "charset_normalizer", "certifi", "elftools")
 
 
-def readable_torchfit(base: Path) -> str:
-    """This checkout's torchfit and its imports copied under `base` (a directory every user may
-    enter), readable by all; the PYTHONPATH that runs it with SYSTEM_PYTHON. Skips the test when
+def readable_torchfit(base: Path, src: Path | None = None) -> str:
+    """This checkout's torchfit (or the one in `src`) and its imports copied under `base` (a
+    directory every user may enter), readable by all; the PYTHONPATH that runs it with SYSTEM_PYTHON. Skips the test when
     SYSTEM_PYTHON is not this interpreter's version (charset_normalizer's extension is built for it)."""
     import importlib
     import shutil
@@ -107,10 +107,10 @@ def readable_torchfit(base: Path) -> str:
     site = base / "site"
     site.mkdir()
     for name in TORCHFIT_DEPS:
-        src = Path(importlib.import_module(name).__file__ or "").parent
-        shutil.copytree(src, site / name, ignore=shutil.ignore_patterns("__pycache__"))
-    root = Path(__file__).resolve().parents[2]
-    shutil.copytree(root / "src", base / "src", ignore=shutil.ignore_patterns("__pycache__"))
+        package = Path(importlib.import_module(name).__file__ or "").parent
+        shutil.copytree(package, site / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(src or Path(__file__).resolve().parents[2] / "src", base / "src",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run(["chmod", "-R", "a+rX", str(site), str(base / "src")], check=True)
     return f"{base / 'src'}{os.pathsep}{site}"
 
