@@ -25,7 +25,6 @@ import os
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from torchfit.compat.matrix import FAMILY_PACKAGES
@@ -48,8 +47,9 @@ The torch family comes from DIR/simple (a PEP 503 tree), everything else from DI
 """
 
 
-# (url, the open .part positioned at its end, bytes already there, their sha256 so far) -> (bytes, sha256)
-Fetch = Callable[[str, Any, int, Any], tuple[int, str]]
+# IndexClient.download: fetch(url, fh) -> (bytes, sha256); resuming a .part, fetch(url, fh,
+# start=bytes already there, digest=their sha256 so far) -> (bytes, sha256 of the whole file).
+Fetch = Callable[..., tuple[int, str]]
 
 
 @dataclass
@@ -115,9 +115,10 @@ def check_out_dir(out: str, lock_path: str | Sequence[str]) -> None:
 
 def make_pack(lock: Lock, lock_path: str | Sequence[str], out: str, *, fetch: Fetch, say: Callable[[str], None],
               version: str, warn: Callable[[str], None] | None = None) -> PackResult:
-    """Write the pack of `lock` into `out` (check_out_dir first). `fetch(url, fh, start, digest)`
-    writes a remote file from byte `start` on (client.download) and returns (bytes, sha256 of the
-    whole file); local files (file:// or a path) are copied."""
+    """Write the pack of `lock` into `out` (check_out_dir first). `fetch` writes a remote file
+    (IndexClient.download, resuming a `.part` with start= and digest=) and returns (bytes, sha256
+    of the whole file); local files (file:// or a path) are copied. `lock_path`: the lock, or a
+    fleet's locks (one per group)."""
     check_out_dir(out, lock_path)
     plan = []
     for d in lock.packages:
@@ -145,7 +146,7 @@ def make_pack(lock: Lock, lock_path: str | Sequence[str], out: str, *, fetch: Fe
         if os.path.isfile(dest) and sha256_file(dest) == a.sha256:
             result.kept += 1
         else:
-            _write_checked(a, dest, fetch, say)
+            write_checked(a, dest, fetch, say)
             result.fetched += 1
         done += a.size or os.path.getsize(dest)
         say(f"pack: {n}/{len(plan)} {name} ({_mb(done)} of {_mb(total) if total else '?'})")
@@ -164,7 +165,7 @@ def make_pack(lock: Lock, lock_path: str | Sequence[str], out: str, *, fetch: Fe
     return result
 
 
-def _write_checked(a: Artifact, dest: str, fetch: Fetch, say: Callable[[str], None]) -> None:
+def write_checked(a: Artifact, dest: str, fetch: Fetch, say: Callable[[str], None] | None = None) -> None:
     """The file of `a` at `dest`, its sha256 the lock's (written beside, then renamed). A remote
     file's `.part` left by an interrupted run is continued where it stopped, not fetched again."""
     part = dest + ".part"
@@ -183,8 +184,9 @@ def _write_checked(a: Artifact, dest: str, fetch: Fetch, say: Callable[[str], No
             if have:
                 for block in iter(lambda: fh.read(1 << 20), b""):
                     h.update(block)
-                say(f"pack: resuming {os.path.basename(dest)} after {_mb(have)}")
-            _, got = fetch(source, fh, have, h)
+                if say is not None:
+                    say(f"pack: resuming {os.path.basename(dest)} after {_mb(have)}")
+            _, got = fetch(source, fh, start=have, digest=h) if have else fetch(source, fh)
     if got != a.sha256:
         os.unlink(part)
         raise BadInput(f"{source}: sha256 {got} is not the lock's {a.sha256}; nothing kept")

@@ -86,9 +86,6 @@ def run(args: argparse.Namespace) -> int:
     client = IndexClient(timeout=args.timeout, retries=3, deadline=3600.0, progress=progress,
                          allow_insecure=args.allow_insecure_index, use_cache=False)
 
-    def fetch(url: str, fh: Any, start: int, digest: Any) -> tuple[int, str]:
-        return client.download(url, fh, start=start, digest=digest)
-
     out = os.path.abspath(args.output)
     resolving = [o for o, v in (("REQ", args.requirements), ("-r", args.requirement), ("--project", args.project),
                                 ("--facts", args.facts), ("--python", args.python), ("--variant", args.variant))
@@ -97,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         if resolving:
             raise BadInput(f"--lock packs the lock as it is; drop {', '.join(resolving)}")
         lock = load_lock(args.lock)
-        result = make_pack(lock, args.lock, out, fetch=fetch, say=progress.info, warn=progress.warn,
+        result = make_pack(lock, args.lock, out, fetch=client.download, say=progress.info, warn=progress.warn,
                            version=__version__)
     else:
         if not args.facts:
@@ -105,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         with temp_dir("pack") as work:
             paths = _fleet_locks(args, work)
             lock = merged([load_pylock(p) for p in paths])
-            result = make_pack(lock, paths, out, fetch=fetch, say=progress.info, warn=progress.warn,
+            result = make_pack(lock, paths, out, fetch=client.download, say=progress.info, warn=progress.warn,
                                version=__version__)
     from torchfit.inputs import shown
 
