@@ -422,13 +422,14 @@ class WheelArchive:
             return data
         return b"".join(self.iter_member(m, limit))
 
-    def metadata(self) -> tuple[ZipMember, bytes] | None:
-        """The wheel's `*.dist-info/METADATA` (member, bytes), at most MAX_METADATA_BYTES; None
-        when it has none. Every reader of a wheel's METADATA goes through here."""
+    def metadata(self, limit: int = MAX_METADATA_BYTES) -> tuple[ZipMember, bytes] | None:
+        """The wheel's `*.dist-info/METADATA` (member, bytes), at most `limit` bytes (WheelFormatError
+        past it, from its directory entry); None when it has none. Every reader of a wheel's
+        METADATA goes through here."""
         found = self.find(METADATA_MEMBER)
         if not found:
             return None
-        return found[0], self.read(found[0], MAX_METADATA_BYTES)
+        return found[0], self.read(found[0], limit)
 
     def extract(self, m: ZipMember, fh: IO[bytes]) -> None:
         """Write one member, uncompressed, to `fh` (for members too big to hold in memory)."""
