@@ -43,13 +43,14 @@ class Denied:
     group: str
     mode: str  # `drwx------ (0700)`
     link: str = ""  # the symlink that led here: `/env/bin/python -> /home/bob/.pyenv/.../python3.11`
+    because: str = ""  # a rule beyond the mode bits: the sticky directory it is in
 
     def sentence(self) -> str:
         me = _user(os.geteuid())
         groups = ", ".join(dict.fromkeys(_group(g) for g in [os.getegid(), *os.getgroups()]))
         return ((f"{self.link}, and " if self.link else "")
                 + f"permission denied: {self.path} is {self.mode}, owned by {self.owner}:{self.group}, and you "
-                f"({me}; groups {groups}) may not {self.verb} it")
+                f"({me}; groups {groups}) may not {self.verb} it" + (f": {self.because}" if self.because else ""))
 
     def hint(self, within: str | None = None) -> str:
         """How to fix it; `within`: the tree the user meant (an env): a denial outside it is
@@ -62,10 +63,13 @@ class Denied:
                 "or rebuild it under umask 022 or 002")
 
 
-def _denied(path: str, verb: str) -> Denied:
+def _mode(st: os.stat_result) -> str:
+    return f"{stat.filemode(st.st_mode)} ({stat.S_IMODE(st.st_mode):04o})"
+
+
+def _denied(path: str, verb: str, because: str = "") -> Denied:
     st = os.lstat(path)
-    return Denied(path, verb, _user(st.st_uid), _group(st.st_gid),
-                  f"{stat.filemode(st.st_mode)} ({stat.S_IMODE(st.st_mode):04o})")
+    return Denied(path, verb, _user(st.st_uid), _group(st.st_gid), _mode(st), because=because)
 
 
 def find_denied(path: str, need: int = os.R_OK) -> Denied | None:
@@ -102,6 +106,36 @@ def find_denied(path: str, need: int = os.R_OK) -> Denied | None:
     if not os.access(path, need) and st.st_uid != os.geteuid():
         return _denied(path, "run" if need & os.X_OK and not stat.S_ISDIR(st.st_mode) else
                        "enter" if stat.S_ISDIR(st.st_mode) else "read")
+    return None
+
+
+def find_unreplaceable(path: str) -> Denied | None:
+    """Why this user may not replace the directory `path` (install --force builds the new env
+    beside it, renames one over the other, then removes the old tree), or None.
+
+    Three kernel rules, each checked before anything is built: the parent directory must be
+    writable (the new env is made there); in a sticky directory (/tmp, a mode-1777 scratch
+    space) only the owner of an entry, or of the directory, may rename or remove it (an
+    unprivileged rename of another user's env fails with EPERM: path_resolution(7),
+    `sticky bit` in inode(7)); and every directory of the old tree must be writable, or its
+    files cannot be removed. Root (euid 0) passes all three.
+    """
+    if os.geteuid() == 0:
+        return None
+    path = os.path.abspath(path)
+    parent = os.path.dirname(path.rstrip(os.sep)) or os.sep
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return _denied(parent, "write in")
+    try:
+        top, above = os.lstat(path), os.stat(parent)
+    except OSError:
+        return None
+    if above.st_mode & stat.S_ISVTX and os.geteuid() not in (top.st_uid, above.st_uid):
+        return _denied(path, "replace", f"{parent} is sticky ({_mode(above)}), and only an entry's owner may "
+                       "rename or remove it there")
+    for here, _dirs, _files in os.walk(path):
+        if not os.access(here, os.W_OK | os.X_OK):
+            return _denied(here, "remove files from")
     return None
 
 

@@ -1,9 +1,21 @@
-"""One call run in a daemon thread while the caller does other work; `result()` joins it
-and re-raises its exception in the caller's thread.
+"""One call run in a daemon thread while the caller does other work; `result()` waits for it
+and re-raises its exception in the caller's thread. The one way torchfit starts and waits for
+a thread.
 
 For work that mostly waits on subprocesses or the network (the host probes, the build
 check, a project's index reads), so the GIL is free for the caller meanwhile. Daemon: on
 Ctrl-C nothing waits for it; the runner kills the children it started.
+
+Safe against interruption. SIGINT/SIGTERM/SIGHUP raise `Interrupted` from wherever the main
+thread is (runner.interrupts_raise), and the standard library's thread join and Event wait are
+not safe against an exception raised inside them: `Thread.join()`, interrupted in its
+tstate-lock dance, releases the lock of a thread still running, and a Condition interrupted
+between its wait and its re-acquire releases a lock it no longer holds ("RuntimeError: release
+unlocked lock": CPython issues 78667 and 118433, bpo-45274). So waiting is on a bare lock the
+thread releases at its end: an interrupted acquire has either taken it or not, and nothing is
+ever released twice. `Wake` is an Event built the same way, for the main thread's timed waits.
+`Thread.start()` itself waits on an Event: the handler defers a signal that lands inside
+threading's code by a few milliseconds (runner.interrupts_raise).
 
 (concurrent.futures would do, but importing it imports `logging`: ~5 ms of every
 start-up, where every step of `install` counts.)
@@ -11,30 +23,69 @@ start-up, where every step of `install` counts.)
 
 from __future__ import annotations
 
+import _thread
+import contextlib
 import threading
 from typing import Any, Callable, Generic, TypeVar
 
 T = TypeVar("T")
 
-
 class Background(Generic[T]):
     """`fn(*args, **kw)` started in a daemon thread; `result()` waits for it and re-raises."""
 
-    def __init__(self, fn: Callable[..., T], *args: Any, **kw: Any) -> None:
+    def __init__(self, fn: Callable[..., T], *args: Any, name: str | None = None, **kw: Any) -> None:
         self._value: T | None = None
         self._error: BaseException | None = None
+        self._finished = False
+        self._done = _thread.allocate_lock()
+        self._done.acquire()
 
         def target() -> None:
             try:
                 self._value = fn(*args, **kw)
             except BaseException as exc:  # handed to the caller by result()
                 self._error = exc
+            finally:
+                self._finished = True  # before the release: a waiter that sees the lock free sees this
+                self._done.release()
 
-        self._thread = threading.Thread(target=target, daemon=True)
+        self._thread = threading.Thread(target=target, name=name, daemon=True)
         self._thread.start()
 
+    def done(self) -> bool:
+        return self._finished
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the call to end (at most `timeout` s); whether it has."""
+        if not self._finished and self._done.acquire(True, -1 if timeout is None else max(0.0, timeout)):
+            self._done.release()  # for other waiters; interrupted before it, `_finished` already says it
+        return self._finished
+
     def result(self) -> T:
-        self._thread.join()
+        self.wait()
         if self._error is not None:
             raise self._error
         return self._value  # type: ignore[return-value]
+
+
+class Wake:
+    """threading.Event's set/wait/clear for one waiting thread, on a bare lock (see the module's
+    docstring): set() from any thread, wait(timeout) in the main thread, safe to interrupt."""
+
+    def __init__(self) -> None:
+        self._lock = _thread.allocate_lock()
+        self._lock.acquire()
+
+    def set(self) -> None:
+        with contextlib.suppress(RuntimeError):  # already set
+            self._lock.release()
+
+    def wait(self, timeout: float) -> bool:
+        """Whether it was set (and stays set until clear())."""
+        if self._lock.acquire(True, max(0.0, timeout)):
+            self._lock.release()
+            return True
+        return False
+
+    def clear(self) -> None:
+        self._lock.acquire(False)

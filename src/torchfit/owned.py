@@ -25,6 +25,7 @@ from collections.abc import Iterator
 
 from torchfit.inputs import decode_json
 from torchfit.runner import signals_deferred
+from torchfit.space import temp_root
 
 MARKER = ".torchfit-owner"
 
@@ -283,7 +284,7 @@ def owned_temp_dir(kind: str) -> str:
     torchfit made them; that run is gone) are removed first; nothing without a
     valid marker is ever touched.
     """
-    base = tempfile.gettempdir()
+    base = temp_root()
     sweep_temp_dirs(kind, base)
     for _ in range(5):
         path = os.path.join(base, f"torchfit-{kind}-{os.urandom(4).hex()}")

@@ -157,6 +157,11 @@ class _Planner:
             try:
                 self.served[variant] = read_torch_source(self.client, where, variant) \
                     if self.settings.torch_given and not deferred else None
+                served = self.served[variant]
+                if served is not None and served.off_site:
+                    from torchfit.index.pages import format_off_site
+
+                    self.notes.append(format_off_site(f"the torch source {served.where}", served.off_site))
             except IndexUnavailable as exc:
                 if self.request.project.others:
                     raise  # uv must read it anyway: say so now

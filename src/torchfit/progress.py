@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TextIO
 
+from torchfit.background import Background
 from torchfit.inputs import terminal_text
 from torchfit.redact import redact
 from torchfit.space import format_bytes
@@ -146,12 +147,11 @@ class StderrProgress(Progress):
                 self.stream.write(f"\r  {name}: {elapsed // 60}m {elapsed % 60:02d}s{moved} \033[K")
                 self.stream.flush()
 
-        thread = threading.Thread(target=tick, daemon=True)
-        thread.start()
+        ticker = Background(tick)
         try:
             yield
         finally:
             stop.set()
-            thread.join()
+            ticker.wait()
             self.stream.write("\r\033[K")
             self.stream.flush()

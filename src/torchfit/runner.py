@@ -509,12 +509,24 @@ def interrupts_raise(*, then_ignore: bool = False) -> Iterator[None]:
     Python handler could not cover those last moments: the interpreter's shutdown resets
     it to the default action, which would kill torchfit with its work complete.
     """
-    def handler(signum: int, _frame: FrameType | None) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
         if _fired:  # nested contexts share it: one interruption per outermost context
             pending_signals.append(signum)
             return
+        if _in_threading(frame):
+            # threading's own code is not safe against an exception raised inside it: a
+            # Thread.start() (its Event's Condition) interrupted there releases a lock it no
+            # longer holds, "RuntimeError: release unlocked lock" (CPython issues 78667 and
+            # 118433). Raised a moment later instead, once the main thread is out of it.
+            _deferred[:] = [signum]
+            signal.setitimer(signal.ITIMER_REAL, DEFER_S)
+            return
         _fired.append(signum)
         raise Interrupted(f"interrupted by {signal.Signals(signum).name}", signum)
+
+    def retry(_alarm: int, frame: FrameType | None) -> None:
+        if _deferred:
+            handler(_deferred.pop(), frame)
 
     previous = {}
     for sig in _SIGNALS:
@@ -522,15 +534,38 @@ def interrupts_raise(*, then_ignore: bool = False) -> Iterator[None]:
             previous[sig] = signal.signal(sig, handler)
         except (ValueError, OSError):  # not the main thread: leave signals alone
             pass
+    if previous:
+        previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, retry)
     _depth.append(1)
     try:
         yield
     finally:
         _depth.pop()
+        if previous:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous.pop(signal.SIGALRM))
+            if _deferred and _depth:  # the outer context's retry takes it
+                signal.setitimer(signal.ITIMER_REAL, DEFER_S)
         for sig, old in previous.items():
             signal.signal(sig, signal.SIG_IGN if then_ignore else old)
         if not _depth:
             _fired.clear()
+            if _deferred:  # it came in the last instant, inside threading: the command is done
+                pending_signals.append(_deferred.pop())
+
+
+DEFER_S = 0.002
+_deferred: list[int] = []
+_THREADING = threading.__file__
+
+
+def _in_threading(frame: FrameType | None) -> bool:
+    """Whether the main thread was running the threading module's code (any frame of it)."""
+    while frame is not None:
+        if frame.f_code.co_filename == _THREADING:
+            return True
+        frame = frame.f_back
+    return False
 
 
 

@@ -128,8 +128,44 @@ def from_oserror(exc: OSError, step: str, places: Sequence[Place] = (), *, path:
                      needed_what=needed_what)
 
 
+_TMPDIR_FIX = "free space there, or point TMPDIR at a filesystem with room"
+
+
+def temp_root() -> str:
+    """The directory torchfit's temporary files go in (tempfile.gettempdir()), refusing the
+    move Python makes without a word when $TMPDIR is full.
+
+    Python tries $TMPDIR with a 4-byte write and, when that fails for any reason, takes
+    /tmp, /var/tmp or the working directory instead (tempfile._get_default_tempdir). For
+    a TMPDIR full to the last byte that is the wrong answer: the user named it (on a
+    cluster, because /tmp is small or shared), the children torchfit starts (uv, pip,
+    torchrun) inherit it and fail there anyway, and a TMPDIR with a few bytes left is
+    already refused as DiskFull. So a full or over-quota $TMPDIR is DiskFull too, naming
+    it: one answer for one condition. Only this case is judged; a TMPDIR that does not
+    exist is Python's usual choice.
+    """
+    chosen = tempfile.gettempdir()
+    asked = os.environ.get("TMPDIR")
+    if not asked or not os.path.isdir(asked) or os.path.realpath(asked) == os.path.realpath(chosen):
+        return chosen
+    probe = os.path.join(asked, f".torchfit-tmpdir-{os.getpid()}-{os.urandom(4).hex()}")
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, b"blat")  # what Python's own probe writes
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as exc:
+        if exc.errno not in NO_SPACE:
+            return chosen
+        raise from_oserror(exc, f"temporary files (not moved to {chosen} in its place)",
+                           [Place("TMPDIR", asked, _TMPDIR_FIX)], path=asked) from None
+    return chosen
+
+
 def tmpdir_place() -> Place:
-    return Place("TMPDIR", tempfile.gettempdir(), "free space there, or point TMPDIR at a filesystem with room")
+    return Place("TMPDIR", temp_root(), _TMPDIR_FIX)
 
 
 def uv_cache_place(environ: Mapping[str, str]) -> Place:

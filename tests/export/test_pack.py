@@ -71,3 +71,223 @@ def test_a_file_that_differs_from_the_lock_is_refused(cpu_env: dict[str, Any], t
     proc = run_tf("pack", "--lock", str(bad), "-o", str(tmp_path / "p"), state=state_home, timeout=1800)
     assert proc.returncode == 2 and "is not the lock's" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert not list((tmp_path / "p").rglob("*.part"))
+
+
+# --- an interrupted pack, run again, over real HTTP -------------------------------------------
+
+SMALL, BIG = "alpha-1.0-py3-none-any.whl", "bigpkg-1.0-py3-none-any.whl"
+PACK_LOCK = """\
+lock-version = "1.0"
+created-by = "torchfit"
+requires-python = "==3.11.*"
+
+[[packages]]
+name = "alpha"
+version = "1.0"
+wheels = [{{ name = "{small}", url = "{base}/{small}", size = {small_size}, hashes = {{ sha256 = "{small_sha}" }} }}]
+
+[[packages]]
+name = "bigpkg"
+version = "1.0"
+wheels = [{{ name = "{big}", url = "{base}/{big}", size = {big_size}, hashes = {{ sha256 = "{big_sha}" }} }}]
+
+[tool.torchfit]
+schema = 1
+
+[tool.torchfit.plan]
+ok = true
+python = "3.11"
+torch = "2.13.0"
+variant = "cpu"
+"""
+
+
+class _Files:
+    """A real HTTP server on 127.0.0.1 serving `files` (with Range), slowly (64 KiB each 5 ms):
+    every request it got (path, Range header) and the bytes it sent of each file."""
+
+    def __init__(self, files: dict[str, bytes]) -> None:
+        import http.server
+        import threading
+
+        self.requests: list[tuple[str, str]] = []
+        self.sent: dict[str, int] = dict.fromkeys(files, 0)
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                import re
+                import time
+
+                name = self.path.lstrip("/")
+                outer.requests.append((name, self.headers.get("Range", "")))
+                data = files.get(name)
+                if data is None:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                start = 0
+                m = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range", ""))
+                if m and int(m.group(1)) < len(data):
+                    start = int(m.group(1))
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                else:
+                    self.send_response(200)
+                self.send_header("Content-Length", str(len(data) - start))
+                self.end_headers()
+                try:
+                    for at in range(start, len(data), 1 << 16):
+                        block = data[at:at + (1 << 16)]
+                        self.wfile.write(block)
+                        outer.sent[name] += len(block)
+                        time.sleep(0.005)
+                except OSError:
+                    pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_an_interrupted_pack_run_again_fetches_only_what_it_lacked(tmp_path: Path, sig: str) -> None:
+    """Interrupted while the second file comes (the first is whole): run again, the first is not
+    asked for and the second continues from where it stopped (Range), each byte sent once."""
+    import hashlib
+    import os
+    import signal
+    import time
+
+    from tests.support.cli import run_clean, start_cli
+
+    small, big = os.urandom(50_000), os.urandom(8 << 20)
+    server = _Files({SMALL: small, BIG: big})
+    try:
+        lock = tmp_path / "pylock.toml"
+        lock.write_text(PACK_LOCK.format(base=server.url, small=SMALL, big=BIG, small_size=len(small),
+                                         big_size=len(big), small_sha=hashlib.sha256(small).hexdigest(),
+                                         big_sha=hashlib.sha256(big).hexdigest()))
+        out = tmp_path / "pack"
+        args = ("pack", "--lock", str(lock), "-o", str(out), "--allow-insecure-index")
+        env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), PYTHONPATH=os.path.join(
+            Path(__file__).resolve().parents[2], "src"))
+        first = start_cli(*args, base_env=env)
+        deadline = time.monotonic() + 60
+        while server.sent[BIG] < (2 << 20) and time.monotonic() < deadline and first.poll() is None:
+            time.sleep(0.01)
+        first.send_signal(getattr(signal, sig))
+        first.communicate(timeout=60)
+        part = out / "wheels" / (BIG + ".part")
+        assert (out / "wheels" / SMALL).is_file() and part.is_file(), sorted(p.name for p in out.rglob("*"))
+        kept = part.stat().st_size
+        assert 0 < kept < len(big)
+        before, sent_before = len(server.requests), dict(server.sent)
+        again = run_clean(*args, env=env, timeout=120)
+        assert again.returncode == 0, again.stderr
+        second = server.requests[before:]
+        assert second == [(BIG, f"bytes={kept}-")], second
+        assert server.sent[BIG] - sent_before[BIG] == len(big) - kept
+        assert server.sent[SMALL] == len(small)
+        assert (out / "wheels" / BIG).read_bytes() == big and not part.exists()
+        assert "1 fetched, 1 already there" in again.stderr and "resuming" in again.stderr
+    finally:
+        server.close()
+
+
+TORCH_WHL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+MIRROR_LOCK = """\
+lock-version = "1.0"
+created-by = "torchfit"
+requires-python = "==3.11.*"
+
+[[packages]]
+name = "torch"
+version = "2.13.0+cpu"
+wheels = [{{ name = "{whl}", url = "{files}/{whl}", size = {size}, hashes = {{ sha256 = "{sha}" }} }}]
+
+[tool.torchfit]
+schema = 1
+torch-index-url = "{index}/simple"
+
+[tool.torchfit.plan]
+ok = true
+python = "3.11"
+torch = "2.13.0"
+variant = "cpu"
+"""
+
+
+def test_a_lock_whose_torch_files_are_off_its_mirror_is_said(tmp_path: Path) -> None:
+    """The env was built from a mirror whose torch page kept upstream's absolute URLs: the
+    lock's torch files are on another host than its torch index. One warning line naming it
+    (the mirror is `localhost`, the files `127.0.0.1`: one real server, two host names)."""
+    import hashlib
+    import os
+
+    from tests.support.cli import run_clean
+
+    data = os.urandom(20_000)
+    server = _Files({TORCH_WHL: data})
+    port = server.url.rsplit(":", 1)[1]
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"),
+               PYTHONPATH=os.path.join(Path(__file__).resolve().parents[2], "src"))
+    try:
+        for name, index, warned in (("off", f"http://localhost:{port}", True), ("own", server.url, False)):
+            lock = tmp_path / f"{name}.toml"
+            lock.write_text(MIRROR_LOCK.format(whl=TORCH_WHL, files=server.url, index=index, size=len(data),
+                                               sha=hashlib.sha256(data).hexdigest()))
+            res = run_clean("pack", "--lock", str(lock), "-o", str(tmp_path / name), "--allow-insecure-index",
+                            env=env, timeout=120)
+            assert res.returncode == 0, res.stderr
+            lines = [ln for ln in res.stderr.splitlines() if "links its files on" in ln]
+            if warned:
+                assert len(lines) == 1 and "warning:" in lines[0] and "on 127.0.0.1," in lines[0], res.stderr
+                assert f"localhost:{port}/simple" in lines[0]
+            else:
+                assert lines == [], res.stderr
+    finally:
+        server.close()
+
+
+def test_a_fleet_file_with_two_groups_packs_both_groups_files(tmp_path: Path) -> None:
+    """An x86_64 group and an aarch64 group (no GPU: the cpu builds) plus a project needing
+    `alpha`: each group resolved and locked by uv, both torch wheels and `alpha` in one pack,
+    each group's lock under locks/. Local indexes (file://), real uv."""
+    import os
+
+    from tests.support.cli import run_clean
+    from tests.support.fleets import node_facts
+    from tests.support.wheels import make_wheel, write_index
+    from torchfit.fleet.model import Fleet, Group, fleet_to_json
+
+    built = tmp_path / "built"
+    torches = [make_wheel(built, "torch", "2.13.0+cpu", ["alpha"], tag=f"cp312-cp312-manylinux_2_28_{arch}")
+               for arch in ("x86_64", "aarch64")]
+    torch_simple = write_index(tmp_path / "torch-index", torches)
+    deps_simple = write_index(tmp_path / "deps", [make_wheel(built, "alpha", "1.0")])
+    groups = tuple(Group((f"{arch[:3]}01", f"{arch[:3]}02"), "", node_facts("", "", 0, "580.65.06", "2.35", arch))
+                   for arch in ("x86_64", "aarch64"))
+    fleet = tmp_path / "fleet.json"
+    fleet.write_text(json.dumps(fleet_to_json(Fleet(groups, (), "tests", ""))))
+    out = tmp_path / "pack"
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), UV_CACHE_DIR=str(tmp_path / "uv"),
+               PIP_CONFIG_FILE="/dev/null", PIP_FIND_LINKS="",
+               PYTHONPATH=os.path.join(Path(__file__).resolve().parents[2], "src"))
+    res = run_clean("pack", "torch==2.13.0", "--facts", str(fleet), "--torch-index-url", torch_simple.as_uri(),
+                    "--index-url", deps_simple.as_uri(), "-o", str(out), env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert sorted(p.name for p in (out / "files").iterdir()) == sorted(t.name for t in torches)
+    assert [p.name for p in (out / "wheels").iterdir()] == ["alpha-1.0-py3-none-any.whl"]
+    assert len(list((out / "locks").iterdir())) == 2
+    page = (out / "simple" / "torch" / "index.html").read_text()
+    assert all(t.name in page for t in torches)

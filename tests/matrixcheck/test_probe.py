@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.cli import run_cli
-from tests.support.wheels import sha256_file
+from tests.support.wheels import metadata_bomb, sha256_file
 from torchfit.errors import WheelFormatError
 from torchfit.index.wheelmeta import FileSource, WheelArchive, parse_central_directory, parse_eocd
 from torchfit.matrixcheck.probe import (
@@ -444,3 +444,35 @@ def test_elf_and_gpu_code_parsers_garbage(data: bytes) -> None:
             call()
         except WheelFormatError:
             pass
+
+
+# ---------------------------------------------------------------------------
+# A METADATA that is a zip bomb declared honestly (issue 25, left from round 3)
+# ---------------------------------------------------------------------------
+
+BOMB_NAME = "torch-2.13.0+cu128-cp311-cp311-manylinux_2_28_x86_64.whl"
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_a_bombed_metadata_of_a_file_is_one_line_exit_2(tmp_path: Path, json_flag: list[str]) -> None:
+    whl = tmp_path / BOMB_NAME
+    metadata_bomb(whl, 64)
+    res = run_cli("matrix", "probe", str(whl), *json_flag, env={"XDG_CACHE_HOME": str(tmp_path / "c")})
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == 2, res.stderr
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "METADATA: not a readable wheel: declares" in lines[0] and "at most 4194304" in lines[0], lines
+    if json_flag:
+        assert "at most 4194304" in json.loads(res.stdout)["failures"][0]["error"]
+
+
+def test_a_bombed_metadata_over_http_is_refused_from_its_directory_entry(tmp_path: Path) -> None:
+    """Over range requests: the central directory says how big METADATA is; nothing of it is read."""
+    metadata_bomb(tmp_path / BOMB_NAME, 64)
+    with _Server(tmp_path) as srv:
+        res = run_cli("matrix", "probe", f"{srv.url}/{BOMB_NAME}", "--no-cache",
+                      env={"XDG_CACHE_HOME": str(tmp_path / "c")})
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == 1, res.stderr  # a server's answer: a no, as for any unreadable wheel it serves
+    assert len(lines) == 1 and "at most 4194304" in lines[0] and "Traceback" not in res.stderr, res.stderr
+    assert srv.sent < 200_000, srv.sent  # the tail of the file and the local header at most

@@ -83,3 +83,41 @@ def shared_dir(mode: int = 0o1777) -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+# torchfit's imports, copied where another user may read them (this venv's interpreter and
+# site-packages may live under /root, which that user cannot enter).
+TORCHFIT_DEPS = ("packaging", "resolvelib", "rich", "pygments", "markdown_it", "mdurl", "requests", "urllib3", "idna",
+                 "charset_normalizer", "certifi", "elftools")
+
+
+def readable_torchfit(base: Path, src: Path | None = None) -> str:
+    """This checkout's torchfit (or the one in `src`) and its imports copied under `base` (a
+    directory every user may enter), readable by all; the PYTHONPATH that runs it with SYSTEM_PYTHON. Skips the test when
+    SYSTEM_PYTHON is not this interpreter's version (charset_normalizer's extension is built for it)."""
+    import importlib
+    import shutil
+    import sys
+
+    out = subprocess.run([SYSTEM_PYTHON, "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True,
+                         text=True, check=False).stdout.split()
+    if out != [str(v) for v in sys.version_info[:2]]:
+        pytest.skip(f"{SYSTEM_PYTHON} is not a Python {sys.version_info[0]}.{sys.version_info[1]}")
+    site = base / "site"
+    site.mkdir()
+    for name in TORCHFIT_DEPS:
+        package = Path(importlib.import_module(name).__file__ or "").parent
+        shutil.copytree(package, site / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(src or Path(__file__).resolve().parents[2] / "src", base / "src",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(["chmod", "-R", "a+rX", str(site), str(base / "src")], check=True)
+    return f"{base / 'src'}{os.pathsep}{site}"
+
+
+def as_nobody(pythonpath: str, *args: str, home: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`python -m torchfit ARGS` as uid 65534 (setpriv, no groups) with SYSTEM_PYTHON, in a bare environment."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "PYTHONPATH": pythonpath, "LANG": "C.UTF-8"}
+    return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "env", "-i",
+                           *(f"{k}={v}" for k, v in env.items()), SYSTEM_PYTHON, "-m", "torchfit", *args],
+                          capture_output=True, text=True, timeout=timeout, cwd="/")

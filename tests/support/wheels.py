@@ -73,6 +73,22 @@ def make_wheel(directory: Path, name: str, version: str, requires: Sequence[str]
     return path
 
 
+def metadata_bomb(path: Path, mib: int) -> Path:
+    """A torch wheel at `path` whose METADATA is `mib` MiB (a header, then zeros: 2 MB on disk for
+    1.9 GiB), its size declared truly in both zip headers: only a bound on what a METADATA may
+    be stops a reader from inflating it whole."""
+    info = zipfile.ZipInfo("torch-2.13.0+cu128.dist-info/METADATA")
+    info.compress_type = zipfile.ZIP_DEFLATED
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("torch/__init__.py", b"")
+        with zf.open(info, "w", force_zip64=True) as fh:
+            fh.write(b"Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0+cu128\n\n")
+            block = b"\0" * (1 << 20)
+            for _ in range(mib):
+                fh.write(block)
+    return path
+
+
 def write_index(root: Path, wheels: Sequence[Path], *, pep658: bool = True) -> Path:
     """root/simple/<project>/index.html over `wheels` (copied under root/files); returns root/simple."""
     files = root / "files"

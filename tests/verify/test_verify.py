@@ -4,8 +4,10 @@ check install --lock makes too). Real `torchfit verify` subprocesses."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -58,3 +60,24 @@ def test_d06_verify_lock_names_a_missing_dependency(verify: Verify, tmp_path: Pa
     c = r.check("lock-deps")
     assert c["status"] == "fail" and "sympy" in c["summary"], c
     assert "numpy" not in c["summary"] and "nothing-on-old" not in c["summary"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_an_interrupted_verify_leaves_no_torchelastic_directory(
+    verify: Verify, cpu_torch_env: Path, tmp_path: Path, sig: signal.Signals
+) -> None:
+    """torchrun makes `torchelastic_*` in its TMPDIR and removes it only when it ends cleanly:
+    it is given one inside verify's own work directory, which goes when verify is interrupted
+    (before: one left in the user's TMPDIR on 5 of 5 interruptions, issue 25)."""
+    proc, _tag = verify.start("--env", str(cpu_torch_env), "--backend", "gloo", "--nproc", "2")
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.rglob("torchelastic_*")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(tmp_path.rglob("torchelastic_*")), "torchrun made no directory"
+    time.sleep(1)  # the ranks are starting
+    proc.send_signal(sig)
+    proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    assert not list(tmp_path.rglob("torchelastic_*"))
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("torchfit-verify-")]

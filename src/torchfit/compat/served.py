@@ -46,6 +46,7 @@ class Served:
     files: tuple[ServedFile, ...] = ()
     kind: str = "index"  # "index" (PEP 503/691) | "flat" (a directory or page of wheels)
     notes: tuple[str, ...] = ()
+    off_site: tuple[str, ...] = ()  # hosts other than the source's own its torch files are on
 
     def for_build(self, torch: Version, platform: str) -> list[ServedFile]:
         """The files of release `torch` (public version) for this variant on `platform`.

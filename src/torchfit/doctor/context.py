@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NamedTuple
 
+from torchfit.background import Background
 from torchfit.compat import versions
 from torchfit.compat.facts import Gpu
 from torchfit.doctor import parse
@@ -119,10 +120,9 @@ class Context:
         reaches the runner, which kills it; the tools have short timeouts. The
         checks start after both, with every fact they share already read.
         """
-        helper = threading.Thread(target=self._prefetch, name="torchfit-doctor-tools", daemon=True)
-        helper.start()
+        helper = Background(self._prefetch, name="torchfit-doctor-tools")
         self._worker_facts = self._run_worker()
-        helper.join()
+        helper.wait()
 
     def _prefetch(self) -> None:
         for name in ("nvidia", "smi", "pci", "ldconfig", "glibc"):

@@ -11,9 +11,9 @@ The verdicts are doctor's own checks (the same functions, the same words).
 
 from __future__ import annotations
 
-import threading
 import time
 
+from torchfit.background import Background
 from torchfit.checks import Check, Status
 from torchfit.doctor.context import Context
 from torchfit.doctor.model import load_all, run_checks
@@ -30,11 +30,8 @@ def node_check(ctx: Context, progress: Progress | None = None) -> tuple[list[Che
     # The slow part is the tools (each nvidia-smi initialises NVML): start them together.
     jobs = [lambda: ctx.nvidia, lambda: ctx.smi, lambda: ctx.pci, lambda: ctx.ldconfig,
             lambda: ctx.tool(["dmesg"])]
-    threads = [threading.Thread(target=_quietly, args=(job,), daemon=True) for job in jobs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    for started in [Background(_quietly, job) for job in jobs]:
+        started.wait()
     checks = run_checks(ctx, specs, progress)
     return checks, time.monotonic() - t0
 

@@ -23,16 +23,17 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from torchfit.compat.matrix import FAMILY_PACKAGES
 from torchfit.errors import BadInput
 from torchfit.inputs import decode_json
+from torchfit.index.pages import format_off_site, off_site_hosts
 from torchfit.lock.model import Artifact, Lock, LockedDist
 from torchfit.lock.pylock import file_name, sha256_file
+from torchfit.redact import redact
 
 MARKER = ".torchfit-pack.json"
 README = """This directory is a torchfit pack: the files of {lock} ({count} files, {size}),
@@ -45,6 +46,11 @@ Carry it anywhere (no network needed there), then:
 The torch family comes from DIR/simple (a PEP 503 tree), everything else from DIR/wheels
 (a find-links directory); the lock is DIR/pylock.toml. Made by torchfit {version}.
 """
+
+
+# IndexClient.download: fetch(url, fh) -> (bytes, sha256); resuming a .part, fetch(url, fh,
+# start=bytes already there, digest=their sha256 so far) -> (bytes, sha256 of the whole file).
+Fetch = Callable[..., tuple[int, str]]
 
 
 @dataclass
@@ -68,11 +74,29 @@ def _name(a: Artifact) -> str:
     return name
 
 
-def _marker(lock_path: str) -> dict[str, str]:
-    return {"format": "torchfit-pack-1", "lock_sha256": sha256_file(lock_path)}
+def _marker(lock_path: str | Sequence[str]) -> dict[str, str]:
+    paths = [lock_path] if isinstance(lock_path, str) else list(lock_path)
+    if len(paths) == 1:
+        return {"format": "torchfit-pack-1", "lock_sha256": sha256_file(paths[0])}
+    joined = "\n".join(sorted(sha256_file(p) for p in paths))  # a fleet's locks, one per group
+    return {"format": "torchfit-pack-1", "lock_sha256": hashlib.sha256(joined.encode()).hexdigest()}
 
 
-def check_out_dir(out: str, lock_path: str) -> None:
+def merged(locks: Sequence[Lock]) -> Lock:
+    """One lock holding every file of `locks` (a fleet's groups), each file once; the first
+    lock's [tool.torchfit]. For packing only: two groups may lock one package at two versions."""
+    seen: set[tuple[str, ...]] = set()
+    packages = []
+    for lock in locks:
+        for d in lock.packages:
+            key = (d.name, d.version or "", *sorted(_name(a) for a in _wanted(d)))
+            if key not in seen:
+                seen.add(key)
+                packages.append(d)
+    return replace(locks[0], packages=tuple(packages))
+
+
+def check_out_dir(out: str, lock_path: str | Sequence[str]) -> None:
     """A new directory, or a pack of this very lock (to resume); anything else is refused."""
     if not os.path.exists(out):
         return
@@ -90,10 +114,12 @@ def check_out_dir(out: str, lock_path: str) -> None:
         raise BadInput(f"-o {out}: a pack of another lock; give a new directory (a pack is never overwritten)")
 
 
-def make_pack(lock: Lock, lock_path: str, out: str, *, fetch: Callable[[str, Any], tuple[int, str]],
-              say: Callable[[str], None], version: str) -> PackResult:
-    """Write the pack of `lock` into `out` (check_out_dir first). `fetch(url, fh)` writes a remote
-    file and returns (bytes, sha256); local files (file:// or a path) are copied."""
+def make_pack(lock: Lock, lock_path: str | Sequence[str], out: str, *, fetch: Fetch, say: Callable[[str], None],
+              version: str, warn: Callable[[str], None] | None = None) -> PackResult:
+    """Write the pack of `lock` into `out` (check_out_dir first). `fetch` writes a remote file
+    (IndexClient.download, resuming a `.part` with start= and digest=) and returns (bytes, sha256
+    of the whole file); local files (file:// or a path) are copied. `lock_path`: the lock, or a
+    fleet's locks (one per group)."""
     check_out_dir(out, lock_path)
     plan = []
     for d in lock.packages:
@@ -104,6 +130,12 @@ def make_pack(lock: Lock, lock_path: str, out: str, *, fetch: Callable[[str, Any
             sub = "files" if d.name in FAMILY_PACKAGES else "wheels"
             plan.append((d, a, sub, _name(a)))
     total = sum(a.size or 0 for _, a, _, _ in plan)
+    index = lock.torch_index_url()
+    off = off_site_hosts([a.url or "" for d, a, _, _ in plan if d.name in FAMILY_PACKAGES], index) if index else []
+    if off:
+        # The env was built "from the mirror", yet its torch files came from elsewhere: the pack
+        # fetches them from there too (it carries them across the gap all the same).
+        (warn or say)(format_off_site(f"the lock's torch index {redact(index)}", off))
     for sub in ("files", "wheels", "simple"):
         os.makedirs(os.path.join(out, sub), exist_ok=True)
     with open(os.path.join(out, MARKER), "w", encoding="utf-8") as fh:
@@ -115,32 +147,47 @@ def make_pack(lock: Lock, lock_path: str, out: str, *, fetch: Callable[[str, Any
         if os.path.isfile(dest) and sha256_file(dest) == a.sha256:
             result.kept += 1
         else:
-            write_checked(a, dest, fetch)
+            write_checked(a, dest, fetch, say)
             result.fetched += 1
         done += a.size or os.path.getsize(dest)
         say(f"pack: {n}/{len(plan)} {name} ({_mb(done)} of {_mb(total) if total else '?'})")
     _write_index(lock, out)
-    shutil.copyfile(lock_path, os.path.join(out, "pylock.toml"))
+    if isinstance(lock_path, str):
+        shutil.copyfile(lock_path, os.path.join(out, "pylock.toml"))
+        what = os.path.basename(lock_path)
+    else:  # a fleet: each group's lock under locks/
+        os.makedirs(os.path.join(out, "locks"), exist_ok=True)
+        for path in lock_path:
+            shutil.copyfile(path, os.path.join(out, "locks", os.path.basename(path)))
+        what = (f"{len(lock_path)} locks (locks/: one per group of the fleet; `install --pack` takes the "
+                "pack of one lock)")
     with open(os.path.join(out, "README.txt"), "w", encoding="utf-8") as fh:
-        fh.write(README.format(lock=os.path.basename(lock_path), count=len(plan), size=_mb(done), version=version))
+        fh.write(README.format(lock=what, count=len(plan), size=_mb(done), version=version))
     return result
 
 
-def write_checked(a: Artifact, dest: str, fetch: Callable[[str, Any], tuple[int, str]]) -> None:
-    """The file of `a` at `dest`, its sha256 the lock's (written beside, then renamed)."""
+def write_checked(a: Artifact, dest: str, fetch: Fetch, say: Callable[[str], None] | None = None) -> None:
+    """The file of `a` at `dest`, its sha256 the lock's (written beside, then renamed). A remote
+    file's `.part` left by an interrupted run is continued where it stopped, not fetched again."""
     part = dest + ".part"
     source = a.url or a.path or ""
     local = unquote(urlsplit(source).path) if source.startswith("file:") else (source if "://" not in source else None)
-    with open(part, "wb") as fh:
+    have = os.path.getsize(part) if local is None and os.path.isfile(part) and not os.path.islink(part) else 0
+    with open(part, "r+b" if have else "wb") as fh:
+        h = hashlib.sha256()
         if local is not None:
-            h = hashlib.sha256()
             with open(local, "rb") as src:
                 for block in iter(lambda: src.read(1 << 20), b""):
                     fh.write(block)
                     h.update(block)
             got = h.hexdigest()
         else:
-            _, got = fetch(source, fh)
+            if have:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+                if say is not None:
+                    say(f"pack: resuming {os.path.basename(dest)} after {_mb(have)}")
+            _, got = fetch(source, fh, start=have, digest=h) if have else fetch(source, fh)
     if got != a.sha256:
         os.unlink(part)
         raise BadInput(f"{source}: sha256 {got} is not the lock's {a.sha256}; nothing kept")

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from torchfit.background import Background
 from torchfit.errors import IndexMalformed, IndexUnavailable
 from torchfit.index.cache import DiskCache, default_cache_dir
 from torchfit.index.pages import (
@@ -187,8 +188,7 @@ class IndexClient:
                 self._say(f"waiting for {url} since {wall} ({time.monotonic() - since:.0f} s; "
                           f"gives up after {self.deadline:g} s)")
 
-        thread = threading.Thread(target=tick, name="torchfit-index-notice", daemon=True)
-        thread.start()
+        Background(tick, name="torchfit-index-notice")
         try:
             yield
         finally:
@@ -231,18 +231,38 @@ class IndexClient:
         resp._content_consumed = True
         return data
 
-    def download(self, url: str, fh: Any, *, limit: int | None = None) -> tuple[int, str]:
+    def download(self, url: str, fh: Any, *, limit: int | None = None, start: int = 0,
+                 digest: Any = None) -> tuple[int, str]:
         """GET `url` into the open binary file `fh` in blocks (retries, the deadline, redirects
-        checked hop by hop, as every page); (bytes, sha256 hex) of what was written.
-        IndexUnavailable for an HTTP error."""
+        checked hop by hop, as every page); (bytes, sha256 hex) of the file.
+        IndexUnavailable for an HTTP error.
+
+        `start`: `fh` already holds the file's first `start` bytes (an interrupted download,
+        positioned at its end) and `digest` their sha256 so far: only the rest is asked for
+        (`Range: bytes=START-`, RFC 9110 14.2). A server that answers the whole file (200) is
+        written from the beginning again; one that says the range is past the end (416)
+        has nothing more to send (the sha256 then says whether the part was whole)."""
         import hashlib
 
-        resp = self._send(url, {"Accept": "*/*"}, stream=True)
+        headers = {"Accept": "*/*"}
+        if start:
+            headers["Range"] = f"bytes={start}-"
+        resp = self._send(url, headers, stream=True)
         try:
-            if resp.status_code != 200:
+            resumed = bool(start) and resp.status_code == 206 and resp.headers.get(
+                "Content-Range", "").startswith(f"bytes {start}-")
+            if start and digest is not None and resp.status_code == 416:
+                return start, digest.hexdigest()
+            if not resumed and resp.status_code != 200:
                 raise IndexUnavailable(url, f"HTTP {resp.status_code} {resp.reason or ''}".strip())
-            digest = hashlib.sha256()
-            n = 0
+            if resumed and digest is not None:
+                n = start
+            else:
+                if start:
+                    fh.seek(0)
+                    fh.truncate()
+                digest = hashlib.sha256()
+                n = 0
             for block in self.iter_body(resp, url, limit=limit):
                 fh.write(block)
                 digest.update(block)

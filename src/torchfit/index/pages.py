@@ -7,7 +7,7 @@ the client (`index.client`) fetches what they read.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
@@ -185,6 +185,33 @@ def _html_metadata(value: str | None, url: str) -> Mapping[str, str] | None:
     if not sep or not algo or not digest:
         raise IndexMalformed(url, f"metadata attribute {value!r:.60} is not 'true' or ALGO=HEX")
     return {algo.lower(): digest}
+
+
+def off_site_hosts(urls: Iterable[str], index_url: str) -> list[str]:
+    """The hosts other than the index's own that `urls` (its files) are on, sorted.
+
+    A mirrored PyTorch page often keeps upstream's absolute links
+    (https://download.pytorch.org/whl/...): the mirror then serves the page and upstream the
+    files, so an install "from the mirror" still reaches the internet, and fails behind an
+    air gap. For a file:// index every http(s) link is off it. Credentials never appear (host names only).
+    """
+    own = urlsplit(index_url)
+    local = own.scheme.lower() == "file"
+    hosts = set()
+    for url in urls:
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            continue
+        if local or parts.hostname != own.hostname:
+            hosts.add(parts.hostname)
+    return sorted(hosts)
+
+
+def format_off_site(where: str, hosts: Sequence[str]) -> str:
+    """The one warning line for an index whose files are elsewhere (`where` already redacted)."""
+    more = f" (and {len(hosts) - 1} other host{'s' * (len(hosts) > 2)})" if len(hosts) > 1 else ""
+    return (f"{where} links its files on {hosts[0]}{more}, not on itself: they are fetched from there "
+            "(a mirrored page that kept upstream's absolute URLs?), which an air-gapped site cannot reach")
 
 
 def parse_project_html(text: str, url: str) -> tuple[IndexFile, ...]:

@@ -38,6 +38,7 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
+from torchfit.background import Background
 from torchfit.compat.project import PackageMeta
 from torchfit.errors import IndexMalformed, IndexUnavailable
 from torchfit.index.client import IndexClient
@@ -72,11 +73,8 @@ class SourcePackages:
             if newest is not None:
                 self.metadata(name, newest)
 
-        threads = [threading.Thread(target=_quietly, args=(one, name, spec), daemon=True) for name, spec in wanted]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        for started in [Background(_quietly, one, name, spec) for name, spec in wanted]:
+            started.wait()
 
     # -- releases -----------------------------------------------------------------------
     def versions(self, name: str) -> Sequence[Version]:

@@ -24,7 +24,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from torchfit.compat.served import Served, ServedFile, parse_wheel_tags
 from torchfit.errors import IndexUnavailable
 from torchfit.index.client import IndexClient
-from torchfit.index.pages import parse_project_html, project_url
+from torchfit.index.pages import IndexFile, off_site_hosts, parse_project_html, project_url
 from torchfit.redact import redact
 
 # A torch page lists a few thousand files; a directory of wheels is read by name only.
@@ -90,10 +90,10 @@ def read_torch_source(client: IndexClient, location: str, variant: str) -> Serve
         with open(page, encoding="utf-8", errors="replace") as fh:
             text = fh.read(32 << 20)
         files = parse_project_html(text, "file://" + page)
-        return Served(shown, variant, served_files([f.filename for f in files if not f.yanked]))
+        return _served(shown, variant, files, "file://" + page)
     got = client.project_page(location, "torch")
     if got is not None:
-        return Served(shown, variant, served_files([f.filename for f in got.files if not f.yanked]))
+        return _served(shown, variant, got.files, location)
     # No torch/ page: a find-links page listing the wheels itself?
     flat = client.get(location, "text/html")
     if flat.status == 404:  # a mirror of some variants only: this one is not there
@@ -101,4 +101,12 @@ def read_torch_source(client: IndexClient, location: str, variant: str) -> Serve
     if flat.status != 200:
         raise IndexUnavailable(location, f"HTTP {flat.status} for {project_url(location, 'torch')} and the page itself")
     files = parse_project_html(flat.body.decode("utf-8", errors="replace"), flat.url)
-    return Served(shown, variant, served_files([f.filename for f in files if not f.yanked]), kind="flat")
+    return _served(shown, variant, files, location, kind="flat")
+
+
+def _served(shown: str, variant: str, files: tuple[IndexFile, ...], location: str, kind: str = "index") -> Served:
+    """The torch wheels of a page, and the hosts other than its own they are on."""
+    wheels = [f for f in files if not f.yanked]
+    torch = {f.filename for f in wheels if served_files([f.filename])}
+    off = off_site_hosts([f.url for f in wheels if f.filename in torch], location)
+    return Served(shown, variant, served_files([f.filename for f in wheels]), kind=kind, off_site=tuple(off))

@@ -33,7 +33,7 @@ from urllib.parse import urldefrag
 from torchfit._backports import FROZEN
 from torchfit.errors import WheelFormatError
 from torchfit.redact import redact
-from torchfit.space import from_oserror, is_no_space, tmpdir_place
+from torchfit.space import from_oserror, is_no_space, temp_root, tmpdir_place
 
 if TYPE_CHECKING:
     from torchfit.index.client import IndexClient
@@ -54,6 +54,11 @@ MAX_MEMBERS = 200_000
 MAX_MEMBER_IN_MEMORY = 2 << 30  # `WheelArchive.read`: what may be held in memory at once
 MAX_MEMBER_BYTES = 8 << 30  # `extract`/`iter_member`: a member written to a temporary file
 MAX_WHEEL_BYTES = 16 << 30  # a wheel downloaded whole from a server that ignores Range
+# A METADATA file (and torch/version.py) is text of a few KB: torch 2.13's METADATA is 32 KB,
+# the biggest on PyPI a few hundred KB. Read with this bound, a bombed one (hundreds of MB of
+# zeros, declared honestly) is refused from its central-directory entry, before it is inflated.
+MAX_METADATA_BYTES = 4 << 20
+METADATA_MEMBER = r"^[^/]+\.dist-info/METADATA$"
 
 
 @dataclass(**FROZEN)
@@ -260,7 +265,7 @@ class HttpRangeSource:
     def _spool_body(self, resp: object) -> None:
         """The server ignored `Range`: keep the whole body in a temporary file (deleted on close)."""
         self.whole_file = True
-        spool = tempfile.TemporaryFile(prefix="torchfit-wheel-")
+        spool = tempfile.TemporaryFile(prefix="torchfit-wheel-", dir=temp_root())
         n = 0
         try:
             for block in self.client.iter_body(resp, self.url, _CHUNK, limit=MAX_WHEEL_BYTES):  # type: ignore[arg-type]
@@ -417,6 +422,15 @@ class WheelArchive:
             return data
         return b"".join(self.iter_member(m, limit))
 
+    def metadata(self, limit: int = MAX_METADATA_BYTES) -> tuple[ZipMember, bytes] | None:
+        """The wheel's `*.dist-info/METADATA` (member, bytes), at most `limit` bytes (WheelFormatError
+        past it, from its directory entry); None when it has none. Every reader of a wheel's
+        METADATA goes through here."""
+        found = self.find(METADATA_MEMBER)
+        if not found:
+            return None
+        return found[0], self.read(found[0], limit)
+
     def extract(self, m: ZipMember, fh: IO[bytes]) -> None:
         """Write one member, uncompressed, to `fh` (for members too big to hold in memory)."""
         for block in self.iter_member(m):
@@ -425,7 +439,7 @@ class WheelArchive:
 
 def copy_to_temp(archive: WheelArchive, m: ZipMember, directory: str | None = None) -> IO[bytes]:
     """A temporary file holding member `m`, positioned at 0; deleted when closed."""
-    fh = tempfile.TemporaryFile(prefix="torchfit-member-", dir=directory)
+    fh = tempfile.TemporaryFile(prefix="torchfit-member-", dir=directory or temp_root())
     try:
         archive.extract(m, fh)
     except BaseException as exc:
@@ -444,7 +458,7 @@ def copy_to_temp(archive: WheelArchive, m: ZipMember, directory: str | None = No
 # ---------------------------------------------------------------------------
 
 
-def wheel_metadata(client: IndexClient, file: IndexFile, *, limit: int = MAX_MEMBER_IN_MEMORY) -> str | None:
+def wheel_metadata(client: IndexClient, file: IndexFile, *, limit: int = MAX_METADATA_BYTES) -> str | None:
     """A wheel's `*.dist-info/METADATA`, read from the zip with a few range requests.
 
     For wheels whose index serves no PEP 658 file. None when the server does not
@@ -467,11 +481,10 @@ def wheel_metadata(client: IndexClient, file: IndexFile, *, limit: int = MAX_MEM
         tail = src.open()
         if src.whole_file:
             return None
-        archive = WheelArchive(src, tail)
-        found = archive.find(r"^[^/]+\.dist-info/METADATA$")
-        if not found:
+        found = WheelArchive(src, tail).metadata(limit)
+        if found is None:
             return None
-        raw = archive.read(found[0], limit)
+        raw = found[1]
     except WheelFormatError:
         return None
     finally:
@@ -497,6 +510,7 @@ def sha256_of(source: ByteSource) -> str | None:
 
 
 __all__ = [
+    "MAX_METADATA_BYTES",
     "ByteSource",
     "FileSource",
     "HttpRangeSource",

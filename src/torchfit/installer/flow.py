@@ -26,6 +26,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from torchfit import __version__
+from torchfit.access import find_unreplaceable
 from torchfit.background import Background
 from torchfit.compat.facts import HostFacts, facts_to_json
 from torchfit.compat.matrix import Matrix
@@ -473,6 +474,12 @@ def check_prefix(prefix: str, force: bool) -> None:
         # Replacing the env removes its tree; the files of a mounted directory are not the env's.
         raise BadInput(f"--prefix {shown_prefix} has a mount point inside it at {shown(inside[0])}; unmount it first "
                        "(torchfit never removes files across a mount point)")
+    denied = find_unreplaceable(prefix)
+    if denied is not None:
+        # Said before the build: the rename or the removal of the old env would fail only
+        # after a whole new env was made beside it (EPERM at the swap).
+        raise BadInput(f"--prefix {shown_prefix} cannot be replaced: {denied.sentence()}; ask {denied.owner} "
+                       "to replace or remove it, or install into a prefix of your own")
 
 
 def check_ld_preload_lib(pin: NcclPin, lock: Lock | None) -> NcclPin:

@@ -41,7 +41,14 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from torchfit.compat.matrix import VARIANT_RE
 from torchfit.compat.tags import parse_linux_tag
 from torchfit.errors import WheelFormatError
-from torchfit.index.wheelmeta import ByteSource, FileSource, WheelArchive, ZipMember, copy_to_temp
+from torchfit.index.wheelmeta import (
+    MAX_METADATA_BYTES,
+    ByteSource,
+    FileSource,
+    WheelArchive,
+    ZipMember,
+    copy_to_temp,
+)
 from torchfit.matrixcheck.wheels import linux_requirements, parse_pins
 
 # get_arch_list()'s tokens: sm_90, sm_90a, sm_100f, compute_120 (CUDA); gfx942,
@@ -461,10 +468,10 @@ def probe_wheel(
     facts.platform, facts.manylinux_glibc = tags["platform"], tags["manylinux_glibc"]
     plat = facts.platform if facts.platform in ("x86_64", "aarch64") else "x86_64"
     if metadata is None:
-        found = archive.find(r"^[^/]+\.dist-info/METADATA$")
-        if not found:
+        found = archive.metadata()
+        if found is None:
             raise WheelFormatError(facts.file, "no *.dist-info/METADATA")
-        metadata = archive.read(found[0]).decode("utf-8", errors="replace")
+        metadata = found[1].decode("utf-8", errors="replace")
         facts.metadata_from = found[0].name
     md = parse_metadata(metadata, plat)
     facts.project, facts.version = md["name"], md["version"]
@@ -472,7 +479,7 @@ def probe_wheel(
     facts.pins, facts.requires = md["pins"], md["requires"]
     vpy = archive.find(r"^torch/version\.py$")
     if vpy:
-        v = parse_version_py(archive.read(vpy[0]).decode("utf-8", errors="replace"))
+        v = parse_version_py(archive.read(vpy[0], MAX_METADATA_BYTES).decode("utf-8", errors="replace"))
         facts.build_version, facts.cuda, facts.hip = v["__version__"], v["cuda"], v["hip"]
     facts.variant, facts.variant_from = variant_of(facts.build_version, facts.cuda, facts.hip)
     keep: dict[str, IO[bytes]] = {}  # big members already extracted, reused by the glibc pass

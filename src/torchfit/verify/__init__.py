@@ -22,11 +22,11 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 
+from torchfit.background import Background, Wake
 from torchfit.checks import Check, Status
 from torchfit.host.links import probe_links
 from torchfit.lock.pylock import load_expected
@@ -95,6 +95,11 @@ def verify(opts: Options, observer: Progress | None = None) -> Report:
         raise
     report = Report(python=opts.python, env_prefix=opts.env_prefix, work_dir=work)
     env = child_env()
+    # The children's TMPDIR is ours: torchrun makes its `torchelastic_*` directory there and
+    # removes it only when it ends cleanly, so an interrupted verify left one in the user's
+    # TMPDIR each time. Inside the work directory it goes with it (or with the next run's sweep).
+    env["TMPDIR"] = os.path.join(work, "tmp")
+    os.mkdir(env["TMPDIR"], 0o700)
     # doctor's judgement of the ranks' environment, before any rank starts (verify.environment).
     host_gpus = host_gpu_count()
     nccl = opts.backend == "nccl" or (opts.backend is None and bool(host_gpus))
@@ -102,15 +107,14 @@ def verify(opts: Options, observer: Progress | None = None) -> Report:
                             multi_node=f"verify across {opts.nnodes} nodes" if opts.nnodes > 1 else None)
     report.checks.extend(shown(pre))
     links_box: dict[str, Any] = {}
-    prober: threading.Thread | None = None
+    prober: Background[None] | None = None
     if (
         opts.backend != "gloo"
         and opts.bandwidth is not False
         and opts.nnodes == 1
         and shutil.which("nvidia-smi")
     ):
-        prober = threading.Thread(target=lambda: links_box.update(probe_links()), daemon=True)
-        prober.start()
+        prober = Background(lambda: links_box.update(probe_links()))
 
     obs.phase("inspect", f"inspecting {opts.python}")
     try:
@@ -175,18 +179,18 @@ class _Run:
         self.skip_reason: str | None = None
         self.sizes: tuple[int, ...] = ()
         self.sweep_skipped: str | None = None
-        self.wake = threading.Event()  # set when a child exits
+        self.wake = Wake()  # set when a child exits
         self.env_block: str | None = None  # a failed NCCL environment check: no NCCL ranks
 
 
-def _wake_on_exit(proc: Any, wake: threading.Event) -> None:
+def _wake_on_exit(proc: Any, wake: Wake) -> None:
     """Set `wake` the moment `proc` exits (Popen's own lock keeps poll() safe meanwhile)."""
 
     def wait() -> None:
         proc.wait()
         wake.set()
 
-    threading.Thread(target=wait, daemon=True).start()
+    Background(wait)
 
 
 def _gpus_without_torch(env: Mapping[str, str]) -> int | None:
@@ -353,7 +357,7 @@ def _judge_ddp(
     opts: Options,
     run: _Run,
     report: Report,
-    prober: threading.Thread | None,
+    prober: Background[None] | None,
     links_box: Mapping[str, Any],
 ) -> None:
     ddp = run.ddp
@@ -420,7 +424,7 @@ def _judge_ddp(
         report.checks.append(Check("bandwidth", Status.SKIP, run.sweep_skipped))
     if run.sizes:
         if prober is not None:
-            prober.join(timeout=opts.timeout)
+            prober.wait(timeout=opts.timeout)
         env_seen = peers[0].get("env", {}) if peers else {}
         if bw_rows:
             used = smi_indices(

@@ -28,12 +28,15 @@ def run_probe(args: argparse.Namespace, make_client: Callable[[argparse.Namespac
     targets = _targets(args, failures)
     verbose = getattr(args, "verbose", False) or sys.stderr.isatty()
     note = say if verbose else (lambda _line: None)
+    # One wheel that cannot be read is one line (the error names it): the progress of a single
+    # target shows at a terminal or with -v; several targets say each as it goes.
+    step = say if verbose or len(targets) > 1 else note
     results: list[Any] = []
     bad = False
     client = None
     for kind, target, pythons in targets:
         label = target if kind != "index" else target.file.filename
-        say(f"probing {label}")
+        step(f"probing {label}")
         try:
             if kind == "file":
                 facts = pr.probe_file(target, glibc=args.glibc, embedded=args.embedded, say=note)
@@ -51,7 +54,7 @@ def run_probe(args: argparse.Namespace, make_client: Callable[[argparse.Namespac
             # A local file that is no wheel is bad input (2); an index that failed, a no (1).
             bad = bad or kind == "file"
             failures.append((label, exc.message))
-            say(str(exc) if kind == "file" else f"{label}: {exc}")
+            step(str(exc) if kind == "file" else f"{label}: {exc}")
             continue
         results.append(facts)
         say(f"{facts.file}: {facts.arch_flags or 'no arch list'}; read {mb(facts.bytes_read)} of "

@@ -1,5 +1,7 @@
 """`torchfit pack --lock FILE -o DIR`: a lock's files, checked, in a directory to carry across an
-air gap; `torchfit install --offline --pack DIR` installs from it there (export/pack.py)."""
+air gap; `torchfit install --offline --pack DIR` installs from it there (export/pack.py). From a
+fleet file (`--facts FLEET.json`, several groups) plus the project: each group's stack locked
+(as `export --format pylock`), every group's files in one pack."""
 
 from __future__ import annotations
 
@@ -12,40 +14,96 @@ from torchfit.inputs import seconds
 
 
 def add_parser(subparsers: Any, epilog: str) -> None:
+    from torchfit.cli import add_resolve_options, add_source_options
+
     p = subparsers.add_parser(
         "pack",
         help="put a lock's files (checked against its sha256) in a directory to carry to an air-gapped site",
         description="Write DIR with the lock, a PEP 503 tree of the torch family (DIR/simple), the other files "
                     "(DIR/wheels) and a README; every file checked against the lock's sha256, every path inside "
                     "relative. Run again to resume. Install on the other side with "
-                    "`torchfit install --offline --pack DIR --prefix P`.",
+                    "`torchfit install --offline --pack DIR --prefix P`. Without --lock: --facts (a fleet file: "
+                    "every group) plus the project (REQ, -r, --project) are resolved and locked per group, "
+                    "and every group's files go in one pack (DIR/locks/GROUP.toml).",
         epilog=epilog + " See docs/mirrors.md (Air-gapped clusters).",
     )
-    p.add_argument("--lock", required=True, metavar="FILE", help="the lock (PREFIX/pylock.toml of an env torchfit built)")
+    p.add_argument("--lock", metavar="FILE", help="the lock (PREFIX/pylock.toml of an env torchfit built)")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="the pack's directory (new, or this lock's pack)")
     p.add_argument("--timeout", type=seconds(), default=60.0, metavar="SECONDS",
                    help="per request (default 60); a download may take an hour in all")
-    p.add_argument("--allow-insecure-index", action="store_true",
-                   help="accept plain http:// file URLs (files travel unencrypted; their sha256 is checked)")
+    add_resolve_options(p)
+    add_source_options(p)
+    p.add_argument("--pypi-url", metavar="URL", help="with a fleet file: the index the dependencies are locked from "
+                                                     "(default: --index-url, else PyPI)")
+
+
+def _fleet_locks(args: argparse.Namespace, work: str) -> list[str]:
+    """Each group's lock (uv, as `export --format pylock`), written under `work`: their paths."""
+    from torchfit.cache import load_matrix
+    from torchfit.cli import check_source_options, load_hosts, make_request
+    from torchfit.cli.settings import plan_settings
+    from torchfit.compat.matrix import PYPI_SIMPLE
+    from torchfit.export import render
+    from torchfit.export.stack import stack_from_plan
+    from torchfit.export.uvlock import lock_with_uv
+    from torchfit.files import write_atomic
+    from torchfit.planning import make_plan
+    from torchfit.progress import StderrProgress
+    from torchfit.runner import Runner
+
+    matrix = load_matrix(args.matrix)
+    check_source_options(args)
+    request = make_request(args, matrix)
+    hosts = load_hosts(args)
+    pypi_url = (args.pypi_url or args.index_url or PYPI_SIMPLE).rstrip("/")
+    progress = StderrProgress()
+    paths = []
+    for i, host in enumerate(hosts, 1):
+        plan = make_plan([host], request, matrix, plan_settings(args, request.project), progress=progress)
+        assert plan.build is not None
+        arch = host.arch if host.arch in plan.build.platforms else plan.build.platforms[0]
+        glibc = plan.build.glibc_for(arch)
+        stack = stack_from_plan(plan, arches=[arch], glibc=str(glibc) if glibc else None)
+        progress.info(f"pack: group {i}/{len(hosts)} ({host.name}): torch {plan.torch} {plan.variant}, locking with uv")
+        with progress.running("pack"):
+            stack = lock_with_uv(stack, Runner(), pypi_url=pypi_url)
+        path = os.path.join(work, f"group-{i}.toml")
+        write_atomic(path, render("pylock", stack, pypi_url=pypi_url))
+        paths.append(path)
+    return paths
 
 
 def run(args: argparse.Namespace) -> int:
     from torchfit import __version__
-    from torchfit.export.pack import make_pack
+    from torchfit.errors import BadInput
+    from torchfit.export.pack import make_pack, merged
     from torchfit.index.client import IndexClient
-    from torchfit.lock.pylock import load_lock
+    from torchfit.lock.pylock import load_lock, load_pylock
+    from torchfit.owned import temp_dir
     from torchfit.progress import StderrProgress
 
-    lock = load_lock(args.lock)
     progress = StderrProgress()
     client = IndexClient(timeout=args.timeout, retries=3, deadline=3600.0, progress=progress,
                          allow_insecure=args.allow_insecure_index, use_cache=False)
 
-    def fetch(url: str, fh: Any) -> tuple[int, str]:
-        return client.download(url, fh)
-
-    result = make_pack(lock, args.lock, os.path.abspath(args.output), fetch=fetch, say=progress.info,
-                       version=__version__)
+    out = os.path.abspath(args.output)
+    resolving = [o for o, v in (("REQ", args.requirements), ("-r", args.requirement), ("--project", args.project),
+                                ("--facts", args.facts), ("--python", args.python), ("--variant", args.variant))
+                 if v]
+    if args.lock:
+        if resolving:
+            raise BadInput(f"--lock packs the lock as it is; drop {', '.join(resolving)}")
+        lock = load_lock(args.lock)
+        result = make_pack(lock, args.lock, out, fetch=client.download, say=progress.info, warn=progress.warn,
+                           version=__version__)
+    else:
+        if not args.facts:
+            raise BadInput("give --lock FILE, or --facts (a fleet file) and the project to resolve and lock")
+        with temp_dir("pack") as work:
+            paths = _fleet_locks(args, work)
+            lock = merged([load_pylock(p) for p in paths])
+            result = make_pack(lock, paths, out, fetch=client.download, say=progress.info, warn=progress.warn,
+                               version=__version__)
     from torchfit.inputs import shown
 
     sys.stderr.write(f"torchfit: wrote the pack {shown(args.output)}: {result.files} files ({result.fetched} fetched, "
