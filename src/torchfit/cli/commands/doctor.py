@@ -28,7 +28,7 @@ found and how to fix it. Areas: driver, build (torch against this host), shadowi
 (which NCCL / cuDNN / CUDA runtime torch really loads), environment (CUDA_* and
 NCCL_* variables, /dev/shm), topology (NVLink, sockets, WSL) and, with --log, known
 error messages. The environment inspected is --env/--python, else the active venv
-or conda env, else `python3` on PATH. docs/doctor.md lists every check."""
+or conda env, else `python3` on PATH. `torchfit docs doctor` lists every check."""
 
 
 def add_parser(subparsers: Any, epilog: str) -> argparse.ArgumentParser:
@@ -52,7 +52,7 @@ def add_parser(subparsers: Any, epilog: str) -> argparse.ArgumentParser:
                    help="timeout for each tool it runs (default 10 s; importing torch gets at least 300 s)")
     p.add_argument("--node-check", action="store_true",
                    help="fast node health check for Slurm's HealthCheckProgram/Prolog: driver and environment "
-                        "checks only (no torch), one line, exit 0 healthy or 1 with the reason (docs/cluster.md)")
+                        "checks only (no torch), one line, exit 0 healthy or 1 with the reason (`torchfit docs cluster`)")
     p.add_argument("--fix", action="store_true",
                    help="repair what a check found, where the repair is safe and known, in an env torchfit built "
                         "only (--env PREFIX or the active env): files that differ from the lock reinstalled from "

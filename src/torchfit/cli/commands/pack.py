@@ -19,7 +19,7 @@ def add_parser(subparsers: Any, epilog: str) -> None:
                     "(DIR/wheels) and a README; every file checked against the lock's sha256, every path inside "
                     "relative. Run again to resume. Install on the other side with "
                     "`torchfit install --offline --pack DIR --prefix P`.",
-        epilog=epilog + " See docs/mirrors.md (Air-gapped clusters).",
+        epilog=epilog + " See `torchfit docs mirrors` (Air-gapped clusters).",
     )
     p.add_argument("--lock", required=True, metavar="FILE", help="the lock (PREFIX/pylock.toml of an env torchfit built)")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="the pack's directory (new, or this lock's pack)")
