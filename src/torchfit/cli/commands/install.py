@@ -162,11 +162,12 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
     from torchfit.lock.model import NcclPin, pin_from_json
     from torchfit.lock.pylock import load_lock
     from torchfit.owned import TreeNotRemoved, remove_marked
-    from torchfit.progress import StderrProgress
     from torchfit.runner import interrupts_raise
 
     check_prefix(prefix, args.force)
-    observer = StderrProgress()
+    from torchfit.cli.ui.progress import install_progress
+
+    observer = install_progress()  # a bar on a terminal, plain step lines elsewhere
     matrix = load_matrix(args.matrix)
     hosts = probing.result()
     lock = None
