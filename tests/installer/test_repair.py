@@ -146,6 +146,24 @@ def test_plan_repairs_from_verdicts() -> None:
                         {"NCCL_SOCKET_IFNAME": "eth9", "CUDA_VISIBLE_DEVICES": "7"}, script)
     assert [(r.kind, r.variables) for r in plan.repairs] == [("env-script", ("NCCL_SOCKET_IFNAME",))]
     assert plan.refused == []
+    # bin/torchfit-env a symlink (or not the file install wrote): the variable is said, never rewritten
+    plan = plan_repairs("/e", lock, {"nccl-socket-ifname": "fail"}, {"NCCL_SOCKET_IFNAME": "eth9"}, script,
+                        "/e/bin/torchfit-env is not a regular file of the env (a symlink?)")
+    assert plan.repairs == [] and "NCCL_SOCKET_IFNAME set in /e/bin/torchfit-env" in plan.refused[0]
+
+
+def test_a_symlinked_env_script_is_not_the_file_torchfit_wrote(tmp_path: Path) -> None:
+    from torchfit.installer.repair import read_env_script
+
+    (tmp_path / "bin").mkdir()
+    outside = tmp_path / "outside.sh"
+    outside.write_text("# torchfit-env: x\nexport NCCL_P2P_DISABLE=1\n")
+    (tmp_path / "bin" / "torchfit-env").symlink_to(outside)
+    text, why = read_env_script(str(tmp_path))
+    assert text == "" and why is not None and "symlink" in why
+    (tmp_path / "bin" / "torchfit-env").unlink()
+    (tmp_path / "bin" / "torchfit-env").write_text("export NCCL_P2P_DISABLE=1\n")
+    assert "does not start as the file torchfit writes" in (read_env_script(str(tmp_path))[1] or "")
 
 
 def test_load_built_env_needs_the_lock_and_the_env_script(tmp_path: Path) -> None:

@@ -96,15 +96,36 @@ def load_built_env(prefix: str) -> Lock:
     return lock
 
 
+SCRIPT_HEAD = "# torchfit-env:"  # the first line install writes (installer.nccl.render_env_script)
+
+
+def read_env_script(prefix: str) -> tuple[str, str | None]:
+    """PREFIX/bin/torchfit-env's text, and why it may not be rewritten (None: it may): a
+    symlink (a rewrite would land outside the env), not a regular file, or not the file
+    install wrote (its first line)."""
+    path = os.path.join(prefix, "bin", ENV_SCRIPT)
+    if os.path.islink(path) or not os.path.isfile(path):
+        return "", f"{shown(path)} is not a regular file of the env (a symlink?): not the file torchfit wrote"
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(1 << 20)
+    except OSError as exc:
+        return "", f"{shown(path)}: cannot read ({exc.strerror or exc})"
+    if not text.startswith(SCRIPT_HEAD):
+        return text, f"{shown(path)} does not start as the file torchfit writes ({SCRIPT_HEAD})"
+    return text, None
+
+
 def script_variables(text: str) -> set[str]:
     """The variables a POSIX sh file assigns at the start of a line (`X=1`, `export X=1`)."""
     return set(re.findall(r"^[ \t]*(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_]*)=", text, re.M))
 
 
 def plan_repairs(prefix: str, lock: Lock, faults: Mapping[str, str], environ: Mapping[str, str],
-                 script_text: str) -> RepairPlan:
+                 script_text: str, script_refused: str | None = None) -> RepairPlan:
     """The repairs for `faults` (check id -> ok|warn|fail|unknown of every check run) in the env
-    at `prefix` locked by `lock`; `script_text` is its bin/torchfit-env as it is now."""
+    at `prefix` locked by `lock`; `script_text` is its bin/torchfit-env as it is now, and
+    `script_refused` why it may not be rewritten (`read_env_script`)."""
     plan = RepairPlan(prefix)
     bad = {cid for cid, status in faults.items() if status in ("fail", "warn")}
     if faults.get("torch-files") == "fail":
@@ -127,7 +148,9 @@ def plan_repairs(prefix: str, lock: Lock, faults: Mapping[str, str], environ: Ma
             elif name in environ:
                 plan.refused.append(f"{cid}: {name} is set outside the files torchfit wrote (your shell, "
                                     f"a job script, a module): unset it there")
-    if drop:
+    if drop and script_refused:
+        plan.refused.append(f"{drop[0][0]}: {', '.join(dict.fromkeys(n for _, n in drop))} set in {script_refused}")
+    elif drop:
         names = tuple(dict.fromkeys(n for _, n in drop))
         plan.repairs.append(Repair(drop[0][0], "env-script",
                                    f"write {shown(os.path.join(prefix, 'bin', ENV_SCRIPT))} again from the lock, "

@@ -54,15 +54,10 @@ def fix_target(prefix: str | None, source: str) -> tuple[str, Lock]:
 
 def plan_for(prefix: str, lock: Lock, checks: Sequence[Check], environ: dict[str, str]) -> RepairPlan:
     from torchfit.doctor.model import status_word
-    from torchfit.installer.nccl import ENV_SCRIPT
-    from torchfit.installer.repair import plan_repairs
+    from torchfit.installer.repair import plan_repairs, read_env_script
 
-    try:
-        with open(os.path.join(prefix, "bin", ENV_SCRIPT), encoding="utf-8", errors="replace") as fh:
-            script = fh.read(1 << 20)
-    except OSError:
-        script = ""
-    return plan_repairs(prefix, lock, {c.name: status_word(c.status) for c in checks}, environ, script)
+    script, refused = read_env_script(prefix)
+    return plan_repairs(prefix, lock, {c.name: status_word(c.status) for c in checks}, environ, script, refused)
 
 
 def apply(plan: RepairPlan, lock: Lock, args: argparse.Namespace) -> list[str]:
