@@ -55,9 +55,13 @@ def test_a_cold_install_says_its_total_and_percent_in_order(tmp_path: Path, torc
     proc = run_tf("install", *CPU_ARGS, "--torch-index-url", torch_index, "--prefix", str(tmp_path / "env"),
                   state=state_home, UV_CACHE_DIR=str(tmp_path / "uv-cache"))
     assert proc.returncode == 0, proc.stderr
-    # venv and resolve run side by side (either may speak first); every later step in order
-    steps = [s for s in _steps(proc.stderr) if s in STEPS]
-    assert set(steps[:2]) == {"venv", "resolve"} and steps[2:] == STEPS[2:], proc.stderr
+    # venv runs beside resolve and check beside pin, their lines said from one thread: one order
+    events = re.findall(r"^torchfit: \[([a-z]+)\] (done in|(?!done in|still)\S)", proc.stderr, re.M)
+    order = [f"{step} {'done' if what == 'done in' else 'start'}" for step, what in events if step in STEPS]
+    order = list(dict.fromkeys(order))
+    assert order == ["venv start", "resolve start", "venv done", "resolve done", "install start", "install done",
+                     "check start", "pin start", "pin done", "check done", "lock start", "lock done",
+                     "swap start", "swap done"], order
     lines = proc.stderr.splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith("torchfit: [install] 10 packages, the resolved"))
     total = lines[start + 1]

@@ -330,7 +330,7 @@ class UvBackend(Backend):
             args += ["--allow-insecure-host", host]
         return args  # the find-links locations: in uv_env(find_links=True), never on argv
 
-    def create_venv(self, python: str, path: str, seed: bool = False) -> None:
+    def create_venv(self, python: str, path: str, seed: bool = False, show: bool = True) -> None:
         s = self.ctx.sources
         # --seed (pip, and setuptools/wheel below Python 3.12, in the env) only when asked
         # for: it costs most of a warm install (0.7-0.9 s of ~1.5 s, measured) and an
@@ -340,7 +340,7 @@ class UvBackend(Backend):
         argv = [self.uv, "venv", *(["--seed"] if seed else []), "--python", python, *sources, path]
         env = s.uv_env(os.environ, family=False, find_links=True) if seed else without_index_variables()
         self.ctx.run("venv", argv, env,
-                     f"uv venv{' --seed' if seed else ''} ({python})")
+                     f"uv venv{' --seed' if seed else ''} ({python})", show=show)
 
     def build(self, python: str, env_dir: str, seed: bool, specs: Sequence[str], nccl_override: str | None,
               work: str) -> list[LockedDist]:
@@ -365,17 +365,30 @@ class UvBackend(Backend):
         the lock. `uv venv --seed` would resolve them on its own first, online (0.3-0.5 s,
         measured), before anything could be linked into the env.
         """
-        venv = Background(self.create_venv, python, env_dir, False)
+        # The venv's lines are said from this thread, so that the step lines come in one order
+        # whatever the threads do: venv starts, resolve starts, venv done (when its result is
+        # first needed), resolve done.
+        obs = self.ctx.observer
+        obs.step("venv", f"uv venv ({python})")
+        venv = Background(self.create_venv, python, env_dir, False, False)
+        reported: list[bool] = []
+
+        def venv_ready() -> None:
+            venv.result()
+            if not reported:
+                reported.append(True)
+                obs.done("venv", self.ctx.timings.get("venv", 0.0))
+
         early: list[tuple[list[LockedDist], Background[RunResult]]] = []
 
         def cached_answer(hint: list[LockedDist]) -> None:
-            venv.result()
+            venv_ready()
             early.append((hint, Background(self._install_early, env_dir, hint, work)))
 
         try:
             locked = self.resolve(python, [*specs, *SEED] if seed else specs, nccl_override, work,
                                   on_hint=cached_answer)
-            venv.result()
+            venv_ready()
             reinstall: list[str] = []
             for hint, job in early:
                 res = job.result()
