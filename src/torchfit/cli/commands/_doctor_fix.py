@@ -62,11 +62,11 @@ def plan_for(prefix: str, lock: Lock, checks: Sequence[Check], environ: dict[str
 
 def apply(plan: RepairPlan, lock: Lock, args: argparse.Namespace) -> list[str]:
     """Apply every repair of `plan`, in order; what each did (one line each)."""
+    from torchfit.cli.ui.progress import install_progress
     from torchfit.installer.flow import locked_torch_index
     from torchfit.installer.repair import apply_env_script, apply_reinstall
-    from torchfit.progress import StderrProgress
 
-    observer = StderrProgress()
+    observer = install_progress()  # the reinstall's progress as install shows it
     done: list[str] = []
     for r in plan.repairs:
         observer.info(f"fix ({r.check}): {r.what}")

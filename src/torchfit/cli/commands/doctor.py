@@ -28,7 +28,9 @@ found and how to fix it. Areas: driver, build (torch against this host), shadowi
 (which NCCL / cuDNN / CUDA runtime torch really loads), environment (CUDA_* and
 NCCL_* variables, /dev/shm), topology (NVLink, sockets, WSL) and, with --log, known
 error messages. The environment inspected is --env/--python, else the active venv
-or conda env, else `python3` on PATH. `torchfit docs doctor` lists every check."""
+or conda env, else `python3` on PATH. `--list` names every check; `--fix` makes
+the repairs torchfit knows are safe, in an env torchfit built only (`--fix --dry-run`
+shows them first). `torchfit docs doctor` explains every check."""
 
 
 def add_parser(subparsers: Any, epilog: str) -> argparse.ArgumentParser:
