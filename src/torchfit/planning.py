@@ -225,7 +225,7 @@ class _Planner:
                          f"{', '.join(sorted(where)) if len(where) < 3 else 'the torch source'}")
         return NoCompatibleSet([*exc.conflicts, *lines, *self.tried],
                                exc.hints or ["give a torch source that holds a build for this host "
-                                             "(--torch-index-url; docs/mirrors.md)"])
+                                             "(--torch-index-url; `torchfit docs mirrors`)"])
 
     def _served_hints(self, hints: Sequence[str]) -> list[str]:
         """The resolver checked its hints against the matrix; with a torch source of the user's,
@@ -424,7 +424,7 @@ class _Planner:
             if kind == "unreachable":
                 raise IndexUnavailable(what or sources.torch_index, explanation(compiled.stderr, 300), kind="connect",
                                        hint="check the URL and the network, or give a reachable mirror with "
-                                            "--torch-index-url / --index-url (docs/mirrors.md)")
+                                            "--torch-index-url / --index-url (`torchfit docs mirrors`)")
             ref = self._reference(what) if kind == "reference" else None
             if ref is not None:  # the user's own `pkg @ URL/path`: bad input, uv's cause
                 raise BadInput(f"{ref}: {explanation(compiled.stderr, 300)}")

@@ -20,8 +20,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from typing import TextIO
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import NamedTuple, TextIO
 
 from torchfit.background import Background
 from torchfit.inputs import terminal_text
@@ -30,6 +30,18 @@ from torchfit.space import format_bytes
 
 FIRST_HEARTBEAT_S = 10.0
 HEARTBEAT_S = 30.0
+
+
+class FileItem(NamedTuple):
+    """One package of a step: `torch 2.13.0+cpu`, and its bytes (the lock's size; 0: unknown)."""
+
+    label: str
+    size: int
+
+
+def percent(done: int, total: int) -> int:
+    """The whole percent of `done` in `total` (100 when there is nothing to do)."""
+    return 100 if total <= 0 else min(100, done * 100 // total)
 
 
 class Progress:
@@ -63,6 +75,14 @@ class Progress:
     def waiting(self, name: str, what: str) -> Callable[[float, int], None] | None:
         """A callback for the runner's `on_wait(elapsed_s, io_bytes)` while `what` runs."""
         return None
+
+    def files(self, name: str, items: Sequence[FileItem]) -> None:
+        """Step `name` installs these packages (name and version, bytes: the lock's sizes)."""
+
+    def advance(self, name: str, ready: Sequence[str], done_bytes: int, total_bytes: int,
+                current: str | None) -> None:
+        """Of step `name`'s packages, `ready` are fetched (`done_bytes` of `total_bytes`);
+        `current`: the largest one still awaited (None: all are ready)."""
 
 
 
@@ -116,6 +136,20 @@ class StderrProgress(Progress):
 
     def done(self, name: str, seconds: float, note: str = "") -> None:
         self._line(f"{self.prefix} [{name}] done in {seconds:.1f} s" + (f": {note}" if note else ""))
+
+    def files(self, name: str, items: Sequence[FileItem]) -> None:
+        total = sum(i.size for i in items)
+        big = sorted(items, key=lambda i: -i.size)[:3]
+        shown = ", ".join(f"{i.label} ({format_bytes(i.size)})" for i in big)
+        more = f" and {len(items) - len(big)} more" if len(items) > len(big) else ""
+        self._line(f"{self.prefix} [{name}] {len(items)} package{'s' * (len(items) != 1)}, "
+                   f"{format_bytes(total)} in all: {shown}{more}")
+
+    def advance(self, name: str, ready: Sequence[str], done_bytes: int, total_bytes: int,
+                current: str | None) -> None:
+        now = f"; now {current}" if current else ""
+        self._line(f"{self.prefix} [{name}] {percent(done_bytes, total_bytes)}% "
+                   f"({format_bytes(done_bytes)} of {format_bytes(total_bytes)}): {', '.join(ready)} ready{now}")
 
     def info(self, text: str) -> None:
         self._line(f"{self.prefix} {text}")

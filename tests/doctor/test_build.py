@@ -286,7 +286,7 @@ def test_attack3_an_empty_torch_init_fails_and_names_the_file_that_differs(host:
     assert imp["status"] == "fail" and "no torch.__version__" in imp["evidence"], imp
     files = r.check("torch-files")
     assert files["status"] == "fail", files
-    assert "1 of torch's 2 files differ" in files["evidence"] and "torch/__init__.py" in files["evidence"]
+    assert "1 of torch's 2 files differs" in files["evidence"] and "torch/__init__.py" in files["evidence"]
     assert "bin/torchrun" not in files["evidence"]  # scripts are rewritten on install: not judged
     assert "uv cache clean torch" in files["fix"]
 

@@ -58,8 +58,9 @@ def test_bad_input_exits_2_with_one_line(host: Host, args: list[str], words: str
     assert r.rc == 2, r
     # --json: the one error object of every command on stdout (DESIGN.md shape, issue 10).
     if r.stdout:
-        assert json.loads(r.stdout) == {"ok": False, "error": lines_of(r.stderr)[0].split("error: ", 1)[1]
-                                        .rsplit("  [", 1)[0], "reference": "bad-input", "hint": None}
+        error = lines_of(r.stderr)[0].split("error: ", 1)[1].rsplit("  [", 1)[0]
+        assert json.loads(r.stdout) == {"schema": "torchfit.error/1", "ok": False, "error": error,
+                                        "reference": "bad-input", "hint": None}
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("torchfit: error:") and words in lines[0], r.stderr
     assert "Traceback" not in r.stderr

@@ -96,6 +96,6 @@ def test_error_lines_no_check_knows_are_counted_and_shown(h200: Host) -> None:
     assert r.check("log-nccl-no-socket-interface")["status"] == "fail"
     c = r.check("log-unrecognised")
     assert c["status"] == "warn", c
-    assert c["evidence"].startswith("2 error line(s) not recognised"), c  # the repeated line counted once
+    assert c["evidence"].startswith("2 error lines not recognised"), c  # the repeated line counted once
     assert f"{log}:2: gpu07:1234:1290 [0] include/alloc.h:48 NCCL WARN Cuda failure" in c["evidence"], c
     assert "NCCL communicator was aborted" in c["evidence"] and "troubleshooting" in c["fix"], c

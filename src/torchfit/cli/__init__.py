@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -193,7 +192,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 # `run(args) -> int`. Listed here so start-up imports only what exists.
 # In workflow order, as `torchfit --help` lists them: look, choose, build, grow, prove, explain, use.
 COMMAND_MODULES: tuple[str, ...] = ("detect", "resolve", "install", "add", "adopt", "verify", "doctor", "run", "export",
-                                     "pack", "matrix", "config")
+                                     "pack", "matrix", "config", "docs", "completion")
 COMMAND_NAMES: tuple[str, ...] = COMMAND_MODULES
 # The commands whose steps the configuration files' environment-borne settings reach (the stall limit).
 _SITE_COMMANDS = frozenset(("resolve", "install", "add", "export", "verify"))
@@ -325,7 +324,9 @@ def print_json_error(wanted: bool, data: dict[str, Any]) -> None:
     """
     if wanted:
         try:
-            print(json.dumps(data, indent=2))
+            from torchfit.cli.ui.jsonout import json_text
+
+            print(json_text("error", data))
             sys.stdout.flush()
         except (OSError, ValueError):
             pass

@@ -227,7 +227,8 @@ def facts_to_json(facts: HostFacts) -> dict[str, Any]:
 # typo or a file from something else, and a silently ignored key is a fact lost.
 FACTS_KEYS = frozenset(
     ("driver_version", "gpus", "topology", "glibc", "os", "wsl", "l4t", "arch", "pythons", "pyenv",
-     "rocm_version", "nvidia_failure", "reasons")
+     "rocm_version", "nvidia_failure", "reasons",
+     "schema")  # what `detect --json` names its object by (docs/schemas/detect.schema.json)
 )
 GPU_KEYS = frozenset(("index", "name", "compute_capability", "memory_mib", "uuid", "pci_bus_id", "vendor", "gfx"))
 PYTHON_KEYS = frozenset(("version", "path", "source", "free_threaded"))

@@ -72,12 +72,14 @@ def check_torch_import(ctx: Context) -> Verdict:
         err = t.get("error") or {}
         kind, message = str(err.get("type")), str(err.get("message", ""))
         if kind == "ModuleNotFoundError" and "'torch'" in message:
-            return fail(f"torch is not installed in {w.python} ({ctx.python_source})", RESOLVE)
+            return fail(f"torch is not installed in {w.python} ({ctx.python_source})",
+                        _fix_command(ctx, "rebuilds the env from its lock") or RESOLVE)
         from torchfit.doctor.logs import explain_text
 
         bad = ctx.torch_files[2]
         if bad:  # torch's own files differ from its wheel: that is the fix, not the loader's search
-            hint = f"{len(bad)} of torch's own files differ from its wheel's RECORD (torch-files below): {DAMAGED_FIX}"
+            hint = (f"{len(bad)} of torch's own files {'differs' if len(bad) == 1 else 'differ'} from its wheel's "
+                    f"RECORD (torch-files below): {_damaged_fix(ctx)}")
         else:
             hint = explain_text(message) or "see the shadowing checks below (LD_PRELOAD, LD_LIBRARY_PATH)"
         return fail(f"import torch failed in {w.python}: {kind}: {parse.first_line(message, 400)}", hint)
@@ -85,7 +87,7 @@ def check_torch_import(ctx: Context) -> Verdict:
         # An empty or truncated torch/__init__.py imports "fine" and defines nothing.
         return fail(f"torch imports in {w.python} but is damaged: it has no torch.__version__ "
                     f"({t.get('file') or 'no torch.__file__'}); see torch-files for the files that differ",
-                    DAMAGED_FIX)
+                    _damaged_fix(ctx))
     return ok(f"torch {t.get('version')} ({build_label(t)}) from {t.get('file')} ({ctx.python_source})")
 
 
@@ -104,7 +106,22 @@ def check_torch_files(ctx: Context) -> Verdict:
         return unknown(f"{record} lists no file with a hash: nothing to check the files against")
     if not bad:
         return ok(f"all {checked} files of torch with a hash match {record}")
-    return fail(format_mismatches(record, checked, bad), DAMAGED_FIX)
+    return fail(format_mismatches(record, checked, bad), _damaged_fix(ctx))
+
+
+def _fix_command(ctx: Context, does: str) -> str | None:
+    """`torchfit doctor --fix --env PREFIX` and what it does, when torchfit built the env (its
+    PREFIX/pylock.toml: the lock the repair restores), else None."""
+    prefix = ctx.worker.prefix
+    if not prefix or not os.path.isfile(os.path.join(prefix, "pylock.toml")):
+        return None
+    return f"`torchfit doctor --fix --env {_quote(prefix)}` {does}"
+
+
+def _damaged_fix(ctx: Context) -> str:
+    """The repair of torch's damaged files: doctor --fix in an env torchfit built, else by hand."""
+    fix = _fix_command(ctx, "reinstalls them from the env's lock")
+    return f"{fix}; if they differ again, {DAMAGED_FIX}" if fix else DAMAGED_FIX
 
 
 @check("torch-cpu-build", "build", "a GPU host has a GPU build of torch")

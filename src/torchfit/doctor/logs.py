@@ -309,6 +309,6 @@ def check_unrecognised(ctx: Context) -> Verdict:
         return ok(f"no error line in {ctx.log_path} that the checks above do not explain")
     shown = "; ".join(f"{ctx.log_path}:{no}: {line}" for no, line in lines[:3])
     more = f" (and {len(lines) - 3} more)" if len(lines) > 3 else ""
-    return warn(f"{len(lines)} error line(s) not recognised: {shown}{more}",
-                "torchfit knows no cause for these: search docs/troubleshooting.md for their words, or run "
+    return warn(f"{len(lines)} error line{'s' * (len(lines) != 1)} not recognised: {shown}{more}",
+                "torchfit knows no cause for these: search `torchfit docs troubleshooting` for their words, or run "
                 "`torchfit doctor` without --log for the host's own checks")

@@ -27,7 +27,8 @@ from torchfit.fleet.hostlist import compress_hostlist, expand_hostlist
 
 FORMAT = 1
 KEY = "torchfit_fleet"
-_TOP_KEYS = frozenset((KEY, "source", "gathered_at", "groups", "missing"))
+# "schema": the key every --json object of the CLI carries (docs/schemas/fleet.schema.json)
+_TOP_KEYS = frozenset((KEY, "schema", "source", "gathered_at", "groups", "missing"))
 
 
 @dataclass(**FROZEN)

@@ -35,7 +35,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote
 
@@ -95,6 +95,9 @@ class StepContext:
     # Where the steps write (the env's filesystem, TMPDIR, uv's cache): a step that runs
     # out of space there is DiskFull, naming the place (torchfit.space).
     places: Sequence[Place] = ()
+    # The packages a step installs (step name -> dists), for its progress: the total, the
+    # percent and the package awaited, from the lock's sizes and uv's cache (fetchwatch.py).
+    files: dict[str, Sequence[LockedDist]] = field(default_factory=dict)
 
     def run(self, step: str, argv: Sequence[str], env: Mapping[str, str], detail: str,
             check: bool = True, quiet: bool = False, show: bool = True) -> RunResult:
@@ -105,14 +108,20 @@ class StepContext:
         a step the caller reports itself (logged and timed, never shown).
         """
         base = os.environ
+        watch = _FetchWatch(self.observer, step, self.files.get(step) or (), env) if show else None
         if not quiet and show:
             self.observer.step(step, detail)
+            if watch is not None:
+                watch.announce()
         start = time.monotonic()
+        on_wait = self.observer.waiting(step, detail)
+        if watch is not None:
+            on_wait = watch.wrap(on_wait)
         try:
             with self.observer.running(step) if show else contextlib.nullcontext():
                 # `env` is the whole environment the step wants: what it dropped from ours is unset.
                 res = self.runner.run(argv, timeout=self.timeout, env=env, unset=[k for k in base if k not in env],
-                                      stall=self.stall, on_wait=self.observer.waiting(step, detail))
+                                      stall=self.stall, on_wait=on_wait)
         except ToolStalled as exc:
             self.log.step(step, list(argv), None, exc.timeout, exc.stdout, exc.stderr)
             raise self.failed(step, argv, None,
@@ -141,6 +150,10 @@ class StepContext:
             return res
         if quiet:
             self.observer.step(step, detail)
+            if watch is not None:
+                watch.announce()
+        if watch is not None:
+            watch.finish()
         self.observer.done(step, seconds)
         return res
 
@@ -148,6 +161,63 @@ class StepContext:
                what: str | None = None, hint: str | None = None) -> InstallFailed:
         """The InstallFailed of one of this install's steps, naming its log (argv redacted)."""
         return InstallFailed(step, _clean_argv(argv), code, tail, what=what, hint=hint, log_path=self.log.path)
+
+
+class _FetchWatch:
+    """A step's progress from uv's cache: announced once, polled every POLL_S while the step
+    runs (on the runner's wait callback), said whenever another package is ready."""
+
+    POLL_S = 2.0
+
+    def __init__(self, observer: Progress, step: str, dists: Sequence[LockedDist], env: Mapping[str, str]) -> None:
+        from torchfit.space import uv_cache_place
+
+        self.observer, self.step, self.dists = observer, step, list(dists)
+        self.cache = uv_cache_place(env).path
+        self.ready: set[str] = set()
+        self.announced = False
+        self.next = 0.0
+
+    def announce(self) -> None:
+        if not self.dists or self.announced:
+            return
+        from torchfit.installer.fetchwatch import dist_size, format_dist
+        from torchfit.progress import FileItem
+
+        self.announced = True
+        self.observer.files(self.step, [FileItem(format_dist(d), dist_size(d)) for d in self.dists])
+        self.poll()
+
+    def wrap(self, on_wait: Callable[[float, int], None] | None) -> Callable[[float, int], None] | None:
+        if not self.dists:
+            return on_wait
+
+        def waited(elapsed: float, io: int) -> None:
+            if on_wait is not None:
+                on_wait(elapsed, io)
+            if self.announced and elapsed >= self.next:
+                self.next = elapsed + self.POLL_S
+                self.poll()
+
+        return waited
+
+    def poll(self, ready: set[str] | None = None) -> None:
+        from torchfit.installer.fetchwatch import cached_names, dist_size, format_dist, ready_share
+
+        now = cached_names(self.cache, self.dists) if ready is None else ready
+        if now == self.ready or not now:
+            return
+        new = [d for d in self.dists if d.name in now - self.ready]
+        self.ready = now
+        done, total = ready_share(self.dists, now)
+        awaited = sorted((d for d in self.dists if d.name not in now), key=lambda d: -dist_size(d))
+        self.observer.advance(self.step, [format_dist(d) for d in new], done, total,
+                              format_dist(awaited[0]) if awaited else None)
+
+    def finish(self) -> None:
+        """The step succeeded: every package is in place."""
+        if self.announced:
+            self.poll({d.name for d in self.dists})
 
 
 @dataclass
@@ -223,6 +293,7 @@ class Backend:
             req = write_private(work, f"{step}.txt", requirements_text(group))
             where = redact(s.torch_index) if fam else "the user's sources"
             argv, env = self._locked_install(env_dir, req, fam)
+            self.ctx.files[step] = group
             self._run_locked(step, argv, env, f"{len(group)} package{'s' * (len(group) != 1)} from {where}, hashes checked")
 
     def _run_locked(self, step: str, argv: list[str], env: dict[str, str], detail: str) -> None:
@@ -260,7 +331,7 @@ class UvBackend(Backend):
             args += ["--allow-insecure-host", host]
         return args  # the find-links locations: in uv_env(find_links=True), never on argv
 
-    def create_venv(self, python: str, path: str, seed: bool = False) -> None:
+    def create_venv(self, python: str, path: str, seed: bool = False, show: bool = True) -> None:
         s = self.ctx.sources
         # --seed (pip, and setuptools/wheel below Python 3.12, in the env) only when asked
         # for: it costs most of a warm install (0.7-0.9 s of ~1.5 s, measured) and an
@@ -270,7 +341,7 @@ class UvBackend(Backend):
         argv = [self.uv, "venv", *(["--seed"] if seed else []), "--python", python, *sources, path]
         env = s.uv_env(os.environ, family=False, find_links=True) if seed else without_index_variables()
         self.ctx.run("venv", argv, env,
-                     f"uv venv{' --seed' if seed else ''} ({python})")
+                     f"uv venv{' --seed' if seed else ''} ({python})", show=show)
 
     def build(self, python: str, env_dir: str, seed: bool, specs: Sequence[str], nccl_override: str | None,
               work: str) -> list[LockedDist]:
@@ -295,17 +366,30 @@ class UvBackend(Backend):
         the lock. `uv venv --seed` would resolve them on its own first, online (0.3-0.5 s,
         measured), before anything could be linked into the env.
         """
-        venv = Background(self.create_venv, python, env_dir, False)
+        # The venv's lines are said from this thread, so that the step lines come in one order
+        # whatever the threads do: venv starts, resolve starts, venv done (when its result is
+        # first needed), resolve done.
+        obs = self.ctx.observer
+        obs.step("venv", f"uv venv ({python})")
+        venv = Background(self.create_venv, python, env_dir, False, False)
+        reported: list[bool] = []
+
+        def venv_ready() -> None:
+            venv.result()
+            if not reported:
+                reported.append(True)
+                obs.done("venv", self.ctx.timings.get("venv", 0.0))
+
         early: list[tuple[list[LockedDist], Background[RunResult]]] = []
 
         def cached_answer(hint: list[LockedDist]) -> None:
-            venv.result()
+            venv_ready()
             early.append((hint, Background(self._install_early, env_dir, hint, work)))
 
         try:
             locked = self.resolve(python, [*specs, *SEED] if seed else specs, nccl_override, work,
                                   on_hint=cached_answer)
-            venv.result()
+            venv_ready()
             reinstall: list[str] = []
             for hint, job in early:
                 res = job.result()
@@ -440,6 +524,7 @@ class UvBackend(Backend):
         for host in s.trusted_hosts:
             argv += ["--allow-insecure-host", host]
         detail = f"{len(dists)} package{'s' * (len(dists) != 1)}, the resolved files by URL and sha256"
+        self.ctx.files["install"] = dists
         if s.offline or self.cache_answered is not False:
             self._run_locked("install", [*argv, *(["--offline"] if s.offline else [])], self._install_env(), detail)
         else:

@@ -282,13 +282,17 @@ class InstallJob:
                 self._check_closure(ctx, tmp.path, dists)
             # The check runs the env's Python; meanwhile write what does not depend on
             # its answer (the pin's script, unless LD_PRELOAD's version comes from it).
-            checking = Background(self._check, ctx, tmp.path)
+            # Its lines are said from this thread, so the steps read in one order: check starts,
+            # the pin is written, check is done.
+            self.observer.step("check", self._check_detail())
+            checking = Background(self._check, ctx, tmp.path, False)
             pin = self.pin
             try:
                 if pin.mechanism != "ld-preload":
                     self._write_pin(tmp.path, pin)
             finally:
                 report = checking.result()
+            self.observer.done("check", ctx.timings.get("check", 0.0))
             if pin.mechanism == "ld-preload":
                 pin = replace(pin, version=report.runtime.get("nccl"))
                 self._write_pin(tmp.path, pin)
@@ -375,19 +379,20 @@ class InstallJob:
                 hint=("the lock lost an entry (edited by hand?): re-create it with `torchfit install` "
                       "from a plan, or restore the original file"))
 
-    def _check(self, ctx: StepContext, env_dir: str) -> BuildReport:
+    def _check_detail(self) -> str:
+        detail = "the installed build against the plan, and import torch"
+        return detail + (" with the NCCL pin" if self.pin.mechanism in ("ld-preload", "wheel-override") else "")
+
+    def _check(self, ctx: StepContext, env_dir: str, show: bool = True) -> BuildReport:
         lib = self.pin.library if self.pin.mechanism == "ld-preload" else ""
         # torch is imported for real: a file damaged in uv's cache is linked into the env and
         # only an import shows it (version.py alone read fine); a chosen NCCL must load too.
         import_torch = True
         argv = probe_argv(env_python(env_dir), lib, import_torch)
         env = without_index_variables()  # the env's Python needs no package source
-        detail = "the installed build against the plan, and import torch"
-        if self.pin.mechanism in ("ld-preload", "wheel-override"):
-            detail += " with the NCCL pin"
-            if lib:
-                env["LD_PRELOAD"] = lib + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
-        res = ctx.run("check", argv, env, detail, check=False)
+        if lib:
+            env["LD_PRELOAD"] = lib + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
+        res = ctx.run("check", argv, env, self._check_detail(), check=False, show=show)
         probe = parse_probe(res.stdout)
         if not probe:
             raise ctx.failed("check", argv, res.returncode, redact((res.stderr or res.stdout)[-3000:]))

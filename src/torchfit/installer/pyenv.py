@@ -86,7 +86,7 @@ class BuildDiagnosis:
             parts.append(
                 "CentOS 7 ships OpenSSL 1.0.2 and Python >= 3.10 needs 1.1.1: `yum install epel-release "
                 "openssl11-devel`, then run with CPPFLAGS=\"$(pkg-config --cflags openssl11)\" "
-                "LDFLAGS=\"$(pkg-config --libs openssl11)\" (docs/centos7.md)"
+                "LDFLAGS=\"$(pkg-config --libs openssl11)\" (`torchfit docs centos7`)"
             )
         if not parts:
             parts.append(f"read the build log; `pyenv install {version}` by hand shows the same failure")

@@ -203,7 +203,8 @@ def record_mismatches(record: str) -> tuple[int, list[tuple[str, str]]]:
 
 def format_mismatches(record: str, checked: int, bad: Sequence[tuple[str, str]]) -> str:
     shown = "; ".join(f"{f}: {why}" for f, why in bad[:3]) + (f"; and {len(bad) - 3} more" if len(bad) > 3 else "")
-    return f"{len(bad)} of torch's {checked} files differ from its wheel's RECORD ({record}): {shown}"
+    verb = "differs" if len(bad) == 1 else "differ"
+    return f"{len(bad)} of torch's {checked} files {verb} from its wheel's RECORD ({record}): {shown}"
 
 
 def explain_damaged_torch(prefix: str) -> str | None:

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Any
 
+from torchfit.cli.ui.jsonout import json_text
 from torchfit.errors import BadInput
 from torchfit.inputs import terminal_text
 
@@ -43,9 +43,9 @@ def run_detect_slurm(args: argparse.Namespace) -> int:
     if args.output:
         from torchfit.cli.ui.output import write_output
 
-        write_output(args.output, json.dumps(data, indent=2) + "\n", "--output")
+        write_output(args.output, json_text("fleet", data) + "\n", "--output")
     if args.json:
-        print(json.dumps(data, indent=2))
+        print(json_text("fleet", data))
     else:
         for line in format_fleet(fleet):
             print(line)
@@ -97,9 +97,9 @@ def resolve_each_group(args: argparse.Namespace, hosts: list[Any], request: Any,
                 raise
             results.append((host, None, exc))
     if args.json:
-        print(json.dumps({"ok": all(p is not None for _, p, _ in results), "groups": [
+        print(json_text("resolve-groups", {"ok": all(p is not None for _, p, _ in results), "groups": [
             {"nodes": h.name, **(plan_to_json(p) if p is not None else err.to_json())} for h, p, err in results
-        ]}, indent=2))
+        ]}))
     else:
         from torchfit.cli.ui.plan import render_plan
 

@@ -10,7 +10,6 @@ torch is refused with exit 1 and the command that rebuilds the env for it.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Any
@@ -32,7 +31,7 @@ def add_parser(subparsers: Any, epilog: str) -> None:
             "A package that needs another torch is refused (exit 1) with the command that rebuilds the env "
             "for it; nothing in the env or its lock changes then."
         ),
-        epilog=epilog + " See docs/projects.md.",
+        epilog=epilog + " See `torchfit docs projects`.",
     )
     intermixed_positionals(p)
     p.add_argument("packages", nargs="+", metavar="PKG",
@@ -93,7 +92,9 @@ def run(args: argparse.Namespace) -> int:
         job.lock = load_env_lock(prefix)  # again, under the lock: another run may have grown it
         result = job.run()
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        from torchfit.cli.ui.jsonout import json_text
+
+        print(json_text("add", result.to_json()))
     else:
         _summary(result)
     return 0

@@ -8,7 +8,6 @@ for this user in this shell, with the configuration files it looked at.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from typing import Any
 
@@ -21,7 +20,7 @@ def add_parser(subparsers: Any, epilog: str) -> None:
                     "the environment, $TORCHFIT_CONFIG, the user's ~/.config/torchfit/config.toml, the system's "
                     "/etc/xdg/torchfit/config.toml or /etc/torchfit/config.toml, pip's configuration, or the "
                     "default. A command-line flag beats them all.",
-        epilog=epilog + " See docs/install.md (Site configuration).",
+        epilog=epilog + " See `torchfit docs install` (Site configuration).",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -65,7 +64,9 @@ def effective(environ: dict[str, str]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     data = effective(dict(os.environ))
     if args.json:
-        print(json.dumps({"ok": True, **data}, indent=2))
+        from torchfit.cli.ui.jsonout import json_text
+
+        print(json_text("config", {"ok": True, **data}))
         return 0
     from torchfit.cli.ui.config import render_config
 

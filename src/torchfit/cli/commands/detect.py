@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from torchfit.errors import BadInput
@@ -18,7 +17,7 @@ def add_parser(subparsers: Any, epilog: str) -> None:
     det.add_argument("--json", action="store_true", help="print one JSON object (the --facts format)")
     det.add_argument("--timeout", type=seconds(), default=10.0, metavar="S",
                      help="timeout for each probe command (default 10 s)")
-    fleet = det.add_argument_group("a whole Slurm cluster (docs/cluster.md)")
+    fleet = det.add_argument_group("a whole Slurm cluster (`torchfit docs cluster`)")
     fleet.add_argument("--slurm", action="store_true",
                        help="gather every node's facts through one srun into a fleet file (nodes grouped "
                             "by hardware)")
@@ -51,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
 
         return fleet_task(data)
     if args.json:
-        print(json.dumps(data, indent=2))
+        from torchfit.cli.ui.jsonout import json_text
+
+        print(json_text("detect", data))
     else:
         from torchfit.cli.ui.facts import render_facts
 

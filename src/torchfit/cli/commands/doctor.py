@@ -10,7 +10,6 @@ JSON object with `--json`. Exit 0 when no check failed,
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -29,7 +28,9 @@ found and how to fix it. Areas: driver, build (torch against this host), shadowi
 (which NCCL / cuDNN / CUDA runtime torch really loads), environment (CUDA_* and
 NCCL_* variables, /dev/shm), topology (NVLink, sockets, WSL) and, with --log, known
 error messages. The environment inspected is --env/--python, else the active venv
-or conda env, else `python3` on PATH. docs/doctor.md lists every check."""
+or conda env, else `python3` on PATH. `--list` names every check; `--fix` makes
+the repairs torchfit knows are safe, in an env torchfit built only (`--fix --dry-run`
+shows them first). `torchfit docs doctor` explains every check."""
 
 
 def add_parser(subparsers: Any, epilog: str) -> argparse.ArgumentParser:
@@ -53,7 +54,13 @@ def add_parser(subparsers: Any, epilog: str) -> argparse.ArgumentParser:
                    help="timeout for each tool it runs (default 10 s; importing torch gets at least 300 s)")
     p.add_argument("--node-check", action="store_true",
                    help="fast node health check for Slurm's HealthCheckProgram/Prolog: driver and environment "
-                        "checks only (no torch), one line, exit 0 healthy or 1 with the reason (docs/cluster.md)")
+                        "checks only (no torch), one line, exit 0 healthy or 1 with the reason (`torchfit docs cluster`)")
+    p.add_argument("--fix", action="store_true",
+                   help="repair what a check found, where the repair is safe and known, in an env torchfit built "
+                        "only (--env PREFIX or the active env): files that differ from the lock reinstalled from "
+                        "it, a lost torch rebuilt from it, a variable dropped from bin/torchfit-env; then check again")
+    p.add_argument("--dry-run", action="store_true", help="with --fix: show the repairs, change nothing")
+    p.add_argument("--list", action="store_true", help="list the checks with their ids and the repair --fix has")
     return p
 
 
@@ -61,15 +68,28 @@ def run(args: argparse.Namespace) -> int:
     from torchfit.doctor import diagnose
     from torchfit.doctor.context import Context
 
+    if args.dry_run and not args.fix:
+        raise BadInput("--dry-run shows what --fix would do: give --fix too")
+    if args.list:
+        from torchfit.cli.commands._doctor_fix import list_checks
+
+        return list_checks(args.json)
     root = os.path.abspath(os.path.expanduser(args.root))
     if not os.path.isdir(root):
         raise BadInput(f"--root {args.root}: not a directory")
     environ = dict(os.environ)
     if args.node_check:
+        if args.fix:
+            raise BadInput("--node-check only looks: drop --fix (run `torchfit doctor --fix --env PREFIX`)")
         return _node_check(args, root, environ)
     from torchfit.cli.target import target_python
 
-    python, _, source = target_python(args, environ)
+    python, prefix, source = target_python(args, environ)
+    lock = None
+    if args.fix:  # refused before anything runs when the env is not one torchfit built
+        from torchfit.cli.commands._doctor_fix import fix_target
+
+        prefix, lock = fix_target(prefix, source)
     # The end of the log (its error is there): its last MAX_LOG_BYTES, "-" is standard input.
     log_text = read_text_file(args.log, "--log", limit=MAX_LOG_BYTES, tail=True) if args.log else None
     ctx = Context(
@@ -83,9 +103,21 @@ def run(args: argparse.Namespace) -> int:
         worker_timeout=max(300.0, args.timeout),
     )
     checks = diagnose(ctx, _traces(args))
+    if args.fix:
+        from torchfit.cli.commands._doctor_fix import run_fix
+
+        def again() -> tuple[list[Check], Context]:
+            fresh = Context(root=root, environ=environ, python=python, python_source=source, log_path=args.log,
+                            log_text=log_text, timeout=args.timeout, worker_timeout=max(300.0, args.timeout))
+            return diagnose(fresh, _traces(args)), fresh
+
+        assert prefix is not None and lock is not None  # fix_target returned both
+        return run_fix(args, prefix, lock, checks, ctx, again, report_json)
     failed = any(c.status == "fail" for c in checks)
     if args.json:
-        print(json.dumps(report_json(checks, ctx), indent=2))
+        from torchfit.cli.ui.jsonout import json_text
+
+        print(json_text("doctor", report_json(checks, ctx)))
     else:
         from torchfit.cli.ui.doctor import render_report
 
@@ -112,9 +144,11 @@ def _node_check(args: argparse.Namespace, root: str, environ: dict[str, str]) ->
     checks, seconds = node_check(ctx, _traces(args))
     failed = any(c.status == "fail" for c in checks)
     if args.json:
+        from torchfit.cli.ui.jsonout import json_text
+
         data = report_json(checks, ctx)
         data["seconds"] = round(seconds, 3)
-        print(json.dumps(data, indent=2))
+        print(json_text("doctor", data))
     else:
         # One line on stdout whatever the verdict: a Prolog or health-check wrapper
         # passes it to `scontrol update ... reason=`.

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 from typing import Any
@@ -32,7 +31,7 @@ def add_parser(subparsers: Any, epilog: str) -> None:
             "(PEP 751, sha256 of every file) and PREFIX/bin/torchfit-env (the NCCL pin); then move it "
             "into PREFIX in one atomic step. Nothing at PREFIX changes unless every step succeeded."
         ),
-        epilog=epilog + " See docs/install.md.",
+        epilog=epilog + " See `torchfit docs install`.",
     )
     add_resolve_options(p)
     p.add_argument("--prefix", default=".venv", metavar="DIR",
@@ -163,11 +162,12 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
     from torchfit.lock.model import NcclPin, pin_from_json
     from torchfit.lock.pylock import load_lock
     from torchfit.owned import TreeNotRemoved, remove_marked
-    from torchfit.progress import StderrProgress
     from torchfit.runner import interrupts_raise
 
     check_prefix(prefix, args.force)
-    observer = StderrProgress()
+    from torchfit.cli.ui.progress import install_progress
+
+    observer = install_progress()  # a bar on a terminal, plain step lines elsewhere
     matrix = load_matrix(args.matrix)
     hosts = probing.result()
     lock = None
@@ -239,7 +239,9 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
         out = result.to_json()
         if job.late_signals:
             out["late_signals"] = job.late_signals
-        print(json.dumps(out, indent=2))
+        from torchfit.cli.ui.jsonout import json_text
+
+        print(json_text("install", out))
     else:
         _summary(result)
     if job.late_signals:

@@ -181,7 +181,9 @@ def _check(args: argparse.Namespace, *, update: bool) -> int:
             sys.stdout.write(diff)
         return 0 if report.ok else 1
     if args.json:
-        print(json.dumps(report.to_json(), indent=2))
+        from torchfit.cli.ui.jsonout import json_text
+
+        print(json_text("matrix-check", report.to_json()))
     else:
         sys.stdout.write(format_report(report, notes=not args.quiet))
     return 0 if report.ok else 1

@@ -25,7 +25,7 @@ def add_parser(subparsers: Any, epilog: str) -> None:
                     "`torchfit install --offline --pack DIR --prefix P`. Without --lock: --facts (a fleet file: "
                     "every group) plus the project (REQ, -r, --project) are resolved and locked per group, "
                     "and every group's files go in one pack (DIR/locks/GROUP.toml).",
-        epilog=epilog + " See docs/mirrors.md (Air-gapped clusters).",
+        epilog=epilog + " See `torchfit docs mirrors` (Air-gapped clusters).",
     )
     p.add_argument("--lock", metavar="FILE", help="the lock (PREFIX/pylock.toml of an env torchfit built)")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="the pack's directory (new, or this lock's pack)")

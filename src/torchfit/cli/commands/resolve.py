@@ -5,7 +5,6 @@ fleet file's groups), with every choice explained; `--json` is the plan contract
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 
@@ -43,7 +42,9 @@ def run(args: argparse.Namespace) -> int:
     # NoCompatibleSet: the boundary prints it (exit 1)
     plan = make_plan(hosts, request, matrix, plan_settings(args, request.project), progress=StderrProgress())
     if args.json:
-        print(json.dumps(plan_to_json(plan), indent=2))
+        from torchfit.cli.ui.jsonout import json_text
+
+        print(json_text("resolve", plan_to_json(plan)))
     else:
         from torchfit.cli.ui.plan import render_plan
 

@@ -11,7 +11,6 @@ torchfit.cli.ui.verify (never for --json).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -115,7 +114,7 @@ def add_parser(subparsers: Any, epilog: str) -> None:
         help="static rendezvous instead of c10d (with --master-port)",
     )
     multi.add_argument("--master-port", type=port, metavar="PORT")
-    slurm = p.add_argument_group("Slurm: verify across nodes through srun (docs/cluster.md)")
+    slurm = p.add_argument_group("Slurm: verify across nodes through srun (`torchfit docs cluster`)")
     slurm.add_argument("--slurm", action="store_true",
                        help="run on N nodes through one srun (inside an allocation: a step of it), torchrun's "
                             "c10d rendezvous on the first node, one report of every node")
@@ -232,7 +231,9 @@ def run(args: argparse.Namespace) -> int:
     # The one progress protocol (torchfit.progress): verify reports its phases through it.
     report = verify(opts, None if args.json else StderrProgress(prefix="torchfit verify:"))
     if args.json:
-        print(json.dumps(report.to_json(), indent=2, default=str))
+        from torchfit.cli.ui.jsonout import json_text
+
+        print(json_text("verify", report.to_json(), default=str))
     else:
         from torchfit.cli.ui.verify import render_report
 
@@ -313,7 +314,9 @@ def _slurm_run(args: argparse.Namespace) -> int:
                                bound=bound, environ=os.environ, on_event=step_lines("verify --slurm", total))
         run.pre = pre
     if args.json:
-        print(json.dumps(run.to_json(), indent=2, default=str))
+        from torchfit.cli.ui.jsonout import json_text
+
+        print(json_text("verify-slurm", run.to_json(), default=str))
     else:
         for line in format_slurm_run(run):
             print(terminal_text(line))  # the nodes' reports are their text

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from torchfit.checks import Check
     from torchfit.doctor.context import Context
+    from torchfit.installer.repair import RepairPlan
 
 
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "unknown": "magenta"}
@@ -84,4 +85,34 @@ def format_report(checks: Sequence[Check], ctx: Context, width: int | None = 80)
     else:
         end = "Nothing failed."
     lines += ["", *wrap(f"{tally}. {end}")]
+    return lines
+
+
+def format_check_list(rows: Sequence[Mapping[str, object]]) -> list[str]:
+    """`doctor --list`: one line per check (id, area, title), the repair --fix has below it."""
+    width = max((len(str(r["id"])) for r in rows), default=0)
+    lines = []
+    for r in rows:
+        log = " (with --log)" if r.get("needs_log") else ""
+        lines.append(f"{r['id']:<{width}}  {r['area']:<11}  {r['title']}{log}")
+        if r.get("fix"):
+            lines.append(f"{'':<{width}}  {'':<11}  --fix: {r['fix_does']}")
+    return lines
+
+
+def format_repairs(plan: RepairPlan, done: Sequence[str], dry_run: bool) -> list[str]:
+    """What `doctor --fix` would do (`dry_run`) or did, and what it may not repair."""
+    from torchfit.inputs import terminal_text
+
+    lines = [""]
+    if not plan.repairs:
+        lines.append("--fix: nothing to repair that torchfit knows a safe repair for")
+    elif dry_run:
+        lines.append(f"--fix --dry-run: {len(plan.repairs)} repair{'s' * (len(plan.repairs) != 1)} "
+                     "(nothing was changed):")
+        lines += [f"  would fix {r.check}: {terminal_text(r.what)}" for r in plan.repairs]
+    else:
+        lines.append("--fix: repaired, then every check ran again (the report above):")
+        lines += [f"  fixed {terminal_text(line)}" for line in done]
+    lines += [f"  not fixed: {terminal_text(why)}" for why in plan.refused]
     return lines

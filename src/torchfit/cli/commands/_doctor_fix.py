@@ -1,0 +1,124 @@
+"""`torchfit doctor --fix [--dry-run]` and `doctor --list`: the glue of installer.repair.
+
+`--list` names every check with its id, area and the repair `--fix` has for it.
+`--fix` refuses an env torchfit did not build before anything runs (installer.repair.
+load_built_env), runs the checks, plans the repairs from their verdicts, and with
+`--dry-run` only shows them; otherwise it applies them (a reinstall from the lock, the env
+script written again, or the env rebuilt by `torchfit install --lock --force`), then runs
+every check again: the report shown, and the exit code, are the repaired env's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from torchfit.errors import BadInput
+
+if TYPE_CHECKING:
+    from torchfit.checks import Check
+    from torchfit.doctor.context import Context
+    from torchfit.installer.repair import RepairPlan
+    from torchfit.lock.model import Lock
+
+
+def list_checks(as_json: bool) -> int:
+    """`doctor --list`: every check, in the order doctor runs them, with the repair --fix has."""
+    from torchfit.cli.ui.doctor import format_check_list
+    from torchfit.doctor.model import load_all
+    from torchfit.installer.repair import FIXES, KIND_TEXT
+
+    rows: list[dict[str, Any]] = [{"id": s.id, "area": s.area, "title": s.title, "needs_log": s.needs_log,
+             "fix": FIXES.get(s.id), "fix_does": KIND_TEXT.get(FIXES.get(s.id, ""))} for s in load_all()]
+    if as_json:
+        from torchfit.cli.ui.jsonout import json_text
+
+        print(json_text("doctor-list", {"ok": True, "checks": rows}))
+    else:
+        sys.stdout.write("\n".join(format_check_list(rows)) + "\n")
+    return 0
+
+
+def fix_target(prefix: str | None, source: str) -> tuple[str, Lock]:
+    """The env --fix may repair, and its lock; BadInput (nothing run, nothing changed) otherwise."""
+    from torchfit.installer.repair import load_built_env
+
+    if prefix is None:
+        raise BadInput(f"--fix repairs an env torchfit built: give --env PREFIX (the interpreter is {source}, "
+                       "not an env's); nothing was changed")
+    return prefix, load_built_env(prefix)
+
+
+def plan_for(prefix: str, lock: Lock, checks: Sequence[Check], environ: dict[str, str]) -> RepairPlan:
+    from torchfit.doctor.model import status_word
+    from torchfit.installer.repair import plan_repairs, read_env_script
+
+    script, refused = read_env_script(prefix)
+    return plan_repairs(prefix, lock, {c.name: status_word(c.status) for c in checks}, environ, script, refused)
+
+
+def apply(plan: RepairPlan, lock: Lock, args: argparse.Namespace) -> list[str]:
+    """Apply every repair of `plan`, in order; what each did (one line each)."""
+    from torchfit.cli.ui.progress import install_progress
+    from torchfit.installer.flow import locked_torch_index
+    from torchfit.installer.repair import apply_env_script, apply_reinstall
+
+    observer = install_progress()  # the reinstall's progress as install shows it
+    done: list[str] = []
+    for r in plan.repairs:
+        observer.info(f"fix ({r.check}): {r.what}")
+        if r.kind == "reinstall":
+            from torchfit.cli.settings import sources_for
+
+            sources = sources_for(_no_source_flags(), os.environ, project=None,
+                                  variant=str(lock.plan().get("variant") or ""), fallback=locked_torch_index(lock))
+            log = apply_reinstall(plan.prefix, lock, r.packages, sources, observer, timeout=3600.0)
+            done.append(f"{r.check}: reinstalled {', '.join(r.packages)} from the lock" + (f" (log {log})" if log else ""))
+        elif r.kind == "env-script":
+            path = apply_env_script(plan.prefix, lock)
+            done.append(f"{r.check}: wrote {path} again from the lock, without {', '.join(r.variables)} "
+                        "(start a new shell or re-activate the env: this one still has the old value)")
+        elif r.kind == "rebuild":
+            from torchfit.cli import main as torchfit_main
+
+            argv = ["install", "--lock", os.path.join(plan.prefix, "pylock.toml"), "--prefix", plan.prefix, "--force"]
+            if torchfit_main(argv) != 0:
+                raise BadInput(f"--fix: `torchfit {' '.join(argv)}` failed (above); the env is as it was")
+            done.append(f"{r.check}: rebuilt {plan.prefix} from its lock")
+    return done
+
+
+def _no_source_flags() -> argparse.Namespace:
+    """The source options of install at their defaults: the lock's torch index, pip's configuration."""
+    return argparse.Namespace(torch_index_url=None, index_url=None, extra_index_url=[], find_links=[],
+                              offline=False, allow_insecure_index=False)
+
+
+def run_fix(args: argparse.Namespace, prefix: str, lock: Lock, checks: list[Check], ctx: Context,
+            diagnose_again: Callable[[], tuple[list[Check], Context]],
+            report_json: Callable[[Sequence[Check], Context], dict[str, Any]]) -> int:
+    """`--fix [--dry-run]` after the checks ran: plan, show or apply, run the checks again."""
+    from torchfit.cli.ui.doctor import format_repairs, render_report
+
+    plan = plan_for(prefix, lock, checks, ctx.environ)
+    done: list[str] = []
+    if not args.dry_run and plan.repairs:
+        done = apply(plan, lock, args)
+        checks, ctx = diagnose_again()
+    failed = any(c.status == "fail" for c in checks)
+    if args.json:
+        from torchfit.cli.ui.jsonout import json_text
+
+        data = report_json(checks, ctx)
+        data["fixes"] = [{"check": r.check, "kind": r.kind, "what": r.what, "done": not args.dry_run}
+                         for r in plan.repairs]
+        data["not_fixed"] = plan.refused
+        print(json_text("doctor", data))
+    else:
+        render_report(checks, ctx)
+        sys.stdout.write("\n".join(format_repairs(plan, done, args.dry_run)) + "\n")
+    return 1 if failed else 0
+
