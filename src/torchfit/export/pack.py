@@ -29,8 +29,8 @@ from urllib.parse import quote, unquote, urlsplit
 
 from torchfit.compat.matrix import FAMILY_PACKAGES
 from torchfit.errors import BadInput
-from torchfit.inputs import decode_json
 from torchfit.index.pages import format_off_site, off_site_hosts
+from torchfit.inputs import decode_json
 from torchfit.lock.model import Artifact, Lock, LockedDist
 from torchfit.lock.pylock import file_name, sha256_file
 from torchfit.redact import redact
