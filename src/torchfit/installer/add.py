@@ -377,7 +377,7 @@ class AddJob:
                 locked = f"the locked {name} {have.version}" if have is not None else f"no {name}"
                 raise BadInput(f"{redact(str(req))}: `torchfit add` never swaps the torch family, and this env has "
                                f"{locked}; to build an env with that file: torchfit install --force --prefix "
-                               f"{shlex.quote(self.prefix)} ... (see docs/projects.md)")
+                               f"{shlex.quote(self.prefix)} ... (see `torchfit docs projects`)")
             if have is not None and _contains(req, have.version):
                 self.observer.info(f"{req}: the env has {name} {have.version} already")
                 continue
