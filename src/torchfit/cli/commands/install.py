@@ -34,8 +34,9 @@ def add_parser(subparsers: Any, epilog: str) -> None:
         epilog=epilog + " See `torchfit docs install`.",
     )
     add_resolve_options(p)
-    p.add_argument("--prefix", default=".venv", metavar="DIR",
-                   help="where the env goes (default .venv); an existing one is replaced only with --force")
+    p.add_argument("--prefix", metavar="DIR",
+                   help="where the env goes (default .venv, or ROOT/.venv with the site's prefix-root, "
+                        "`torchfit config`); an existing one is replaced only with --force")
     p.add_argument("--lock", metavar="FILE",
                    help="rebuild the env a pylock.toml describes, hashes checked; refused when this host "
                         "contradicts it (unless --force)")
@@ -68,11 +69,13 @@ def add_parser(subparsers: Any, epilog: str) -> None:
 
 def _validate(args: argparse.Namespace) -> None:
     """Everything checkable before touching the disk: exit 2, one line."""
+    from torchfit.cli.settings import install_prefix
     from torchfit.errors import BadInput
     from torchfit.installer.nccl import check_nccl_lib, parse_nccl_version
 
-    if not args.prefix or not args.prefix.strip():
+    if args.prefix is not None and not args.prefix.strip():
         raise BadInput("--prefix: give a directory")
+    args.prefix, _ = install_prefix(args, os.environ)
     if args.pack:
         # A pack is its lock plus its files: the torch family from DIR/simple, the rest from DIR/wheels.
         from torchfit.export.pack import MARKER
