@@ -86,3 +86,37 @@ def test_a_bad_configuration_file_is_one_line_exit_2(tmp_path: Path) -> None:
         assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stderr
     proc = run_cli("config", env={"TORCHFIT_CONFIG": str(tmp_path / "missing.toml")}, timeout=60)
     assert proc.returncode == 2 and "TORCHFIT_CONFIG" in proc.stderr, proc.stderr
+
+
+def test_the_site_prefix_root_is_where_install_puts_an_env_without_prefix(tmp_path: Path) -> None:
+    """`prefix-root` in the system file, then TORCHFIT_PREFIX_ROOT over it: install without --prefix
+    builds ROOT/.venv (its default's name), and `torchfit config` says where the root came from."""
+    from tests.installer.conftest import have_uv
+
+    if not have_uv():
+        import pytest
+
+        pytest.skip("uv is not installed")
+    torch = make_wheel(tmp_path / "w", "torch", "2.13.0+cpu", tag=CP311,
+                       files={"torch/__init__.py": b"__version__ = '2.13.0+cpu'\n",
+                              "torch/version.py": b"__version__ = '2.13.0+cpu'\ncuda = None\nhip = None\n"})
+    mirror = write_index(tmp_path / "mirror", [torch]).as_uri()
+    site_root, env_root = tmp_path / "site-envs", tmp_path / "env-envs"
+    env = {**_site(tmp_path, None, f'torch-index-url = "{mirror}"\nprefix-root = "{site_root}"\n'),
+           "UV_CACHE_DIR": str(tmp_path / "uv"), "XDG_STATE_HOME": str(tmp_path / "state")}
+    rows = {r["key"]: r for r in json.loads(run_cli("config", "--json", env=env, timeout=60).stdout)["settings"]}
+    assert rows["prefix-root"]["value"] == str(site_root)
+    assert rows["prefix-root"]["origin"] == str(tmp_path / "sys" / "torchfit" / "config.toml")
+    work = tmp_path / "cwd"
+    work.mkdir()
+    proc = run_cli("install", "torch==2.13.0", *CPU_HOST, "--json", env=env, cwd=str(work), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["prefix"] == str(site_root / ".venv")
+    assert (site_root / ".venv" / "pylock.toml").is_file() and not (work / ".venv").exists()
+    env["TORCHFIT_PREFIX_ROOT"] = str(env_root)  # the environment beats the file
+    rows = {r["key"]: r for r in json.loads(run_cli("config", "--json", env=env, timeout=60).stdout)["settings"]}
+    assert (rows["prefix-root"]["value"], rows["prefix-root"]["origin"]) == (str(env_root),
+                                                                             "environment TORCHFIT_PREFIX_ROOT")
+    proc = run_cli("install", "torch==2.13.0", *CPU_HOST, "--json", env=env, cwd=str(work), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["prefix"] == str(env_root / ".venv")

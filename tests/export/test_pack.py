@@ -259,23 +259,35 @@ def test_a_lock_whose_torch_files_are_off_its_mirror_is_said(tmp_path: Path) -> 
         server.close()
 
 
-def test_a_fleet_file_with_two_groups_packs_both_groups_files(tmp_path: Path) -> None:
+def test_a_fleet_file_with_two_groups_packs_both_groups_files(tmp_path: Path, state_home: Path) -> None:
     """An x86_64 group and an aarch64 group (no GPU: the cpu builds) plus a project needing
     `alpha`: each group resolved and locked by uv, both torch wheels and `alpha` in one pack,
-    each group's lock under locks/. Local indexes (file://), real uv."""
+    each group's lock under locks/. Local indexes (file://), real uv. Then, carried elsewhere,
+    `install --offline --pack` inside `unshare -n` picks the group that fits this host (x86_64)
+    and says which; `--group` names one; a group it does not have is one line, exit 2."""
     import os
+    import platform
 
+    from tests.installer.conftest import one_line_error
     from tests.support.cli import run_clean
     from tests.support.fleets import node_facts
     from tests.support.wheels import make_wheel, write_index
     from torchfit.fleet.model import Fleet, Group, fleet_to_json
 
+    if platform.machine() != "x86_64" or shutil.which("python3.11") is None:
+        pytest.skip("the x86_64 group's lock is for an x86_64 host with Python 3.11")
     built = tmp_path / "built"
-    torches = [make_wheel(built, "torch", "2.13.0+cpu", ["alpha"], tag=f"cp312-cp312-manylinux_2_28_{arch}")
-               for arch in ("x86_64", "aarch64")]
+    version = "2.13.0+cpu"
+    torch_files = {"torch/__init__.py": f"__version__ = {version!r}\n".encode(),
+                   "torch/version.py": f"__version__ = {version!r}\ncuda = None\nhip = None\n".encode()}
+    torches = [make_wheel(built, "torch", version, ["alpha"], tag=f"cp311-cp311-manylinux_2_28_{arch}",
+                          files=torch_files) for arch in ("x86_64", "aarch64")]
     torch_simple = write_index(tmp_path / "torch-index", torches)
     deps_simple = write_index(tmp_path / "deps", [make_wheel(built, "alpha", "1.0")])
-    groups = tuple(Group((f"{arch[:3]}01", f"{arch[:3]}02"), "", node_facts("", "", 0, "580.65.06", "2.35", arch))
+    py311 = [{"version": platform.python_version() if platform.python_version().startswith("3.11.") else "3.11.7",
+              "path": shutil.which("python3.11"), "source": "path"}]
+    groups = tuple(Group((f"{arch[:3]}01", f"{arch[:3]}02"), "",
+                         {**node_facts("", "", 0, "580.65.06", "2.35", arch), "pythons": py311})
                    for arch in ("x86_64", "aarch64"))
     fleet = tmp_path / "fleet.json"
     fleet.write_text(json.dumps(fleet_to_json(Fleet(groups, (), "tests", ""))))
@@ -288,6 +300,34 @@ def test_a_fleet_file_with_two_groups_packs_both_groups_files(tmp_path: Path) ->
     assert res.returncode == 0, res.stderr[-3000:]
     assert sorted(p.name for p in (out / "files").iterdir()) == sorted(t.name for t in torches)
     assert [p.name for p in (out / "wheels").iterdir()] == ["alpha-1.0-py3-none-any.whl"]
-    assert len(list((out / "locks").iterdir())) == 2
+    assert sorted(p.name for p in (out / "locks").iterdir()) == ["group-1.toml", "group-2.toml", "groups.json"]
     page = (out / "simple" / "torch" / "index.html").read_text()
     assert all(t.name in page for t in torches)
+
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-n", "true"]).returncode != 0:
+        pytest.skip("unshare -n (a network namespace) is not available here")
+    carried = tmp_path / "site" / "pack"
+    carried.parent.mkdir()
+    shutil.move(str(out), str(carried))
+    offline = tf_env(state_home, PIP_CONFIG_FILE="/dev/null", PIP_FIND_LINKS="",
+                     UV_CACHE_DIR=str(tmp_path / "empty-uv"), XDG_CACHE_HOME=str(tmp_path / "empty-cache"))
+
+    def install(prefix: Path, *more: str) -> subprocess.CompletedProcess[str]:
+        argv = ["unshare", "-n", "--", *torchfit_argv("install", "--offline", "--pack", str(carried),
+                                                       "--prefix", str(prefix), *more)]
+        return subprocess.run(argv, capture_output=True, text=True, env=offline, timeout=600)
+
+    picked = install(tmp_path / "site" / "env", "--json")
+    assert picked.returncode == 0, picked.stderr[-3000:]
+    assert "installing group group-1 (x[8601-8602]), the one whose lock fits this host" in picked.stderr
+    lock = (tmp_path / "site" / "env" / "pylock.toml").read_text()
+    assert "manylinux_2_28_x86_64" in lock and "aarch64" not in lock
+    ran = subprocess.run([str(tmp_path / "site" / "env" / "bin" / "python"), "-c",
+                          "import torch, alpha_mod; print(torch.__version__, alpha_mod.VERSION)"],
+                         capture_output=True, text=True, timeout=120)
+    assert ran.stdout.split() == [version, "1.0"], ran.stderr
+    named = install(tmp_path / "site" / "env2", "--group", "x8602")  # one of its nodes names the group
+    assert named.returncode == 0 and "group-1" not in named.stderr.split("plan:")[0], named.stderr[-3000:]
+    line = one_line_error(install(tmp_path / "site" / "env3", "--group", "gpu07"))
+    assert "not a group of the pack (its groups: group-1 (x[8601-8602]), group-2 (aar[01-02]))" in line
+    assert not (tmp_path / "site" / "env3").exists()

@@ -5,7 +5,8 @@ One precedence rule, for every setting, stated here only (docs/install.md repeat
 
     flag > environment > $TORCHFIT_CONFIG file > user file > system files > pip's configuration > default
 
-- the environment: `TORCHFIT_TORCH_INDEX_URL` (the torch source), `TORCHFIT_STALL_TIMEOUT`;
+- the environment: `TORCHFIT_TORCH_INDEX_URL` (the torch source), `TORCHFIT_STALL_TIMEOUT`,
+  `TORCHFIT_PREFIX_ROOT` (install's env without --prefix goes to ROOT/.venv);
   pip's own `PIP_*` variables are part of pip's configuration (their place in pip's order);
 - the files (TOML, `SITE_KEYS` below): the one `$TORCHFIT_CONFIG` names, the user's
   `$XDG_CONFIG_HOME/torchfit/config.toml` (`~/.config/...`), then the system's: each
@@ -42,8 +43,11 @@ SITE_KEYS: dict[str, tuple[str, str]] = {
     "find-links": ("list", "directories or pages of wheels for everything else (added to pip's)"),
     "installer": ("str", "install's and add's installer: auto, uv or pip"),
     "stall-timeout": ("float", "seconds without progress before a step is killed (TORCHFIT_STALL_TIMEOUT)"),
+    "prefix-root": ("str", "where install puts an env given no --prefix: ROOT/.venv (TORCHFIT_PREFIX_ROOT)"),
 }
 CONFIG_ENV = "TORCHFIT_CONFIG"
+PREFIX_ROOT_ENV = "TORCHFIT_PREFIX_ROOT"
+DEFAULT_PREFIX = ".venv"  # install's env without --prefix: in the current directory, or under prefix-root
 MAX_CONFIG_BYTES = 1 << 20
 
 
@@ -142,6 +146,21 @@ def apply_site_config(environ: dict[str, str] | Any) -> None:
 def installer_choice(args: argparse.Namespace, environ: Mapping[str, str]) -> str:
     """install's and add's installer: --installer > the files' `installer` > auto."""
     return getattr(args, "installer", None) or site_config(environ).get("installer") or "auto"
+
+
+def install_prefix(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[str, str]:
+    """(install's env, where it came from): --prefix > $TORCHFIT_PREFIX_ROOT/.venv > the files'
+    `prefix-root`/.venv > .venv (in the current directory)."""
+    if getattr(args, "prefix", None) is not None:
+        return args.prefix, "--prefix"
+    root = environ.get(PREFIX_ROOT_ENV)
+    origin = f"environment {PREFIX_ROOT_ENV}"
+    if not root:
+        root = site_config(environ).get("prefix-root")
+        origin = f"prefix-root in {site_config(environ).origins.get('prefix-root')}"
+    if not root:
+        return DEFAULT_PREFIX, "the default"
+    return os.path.join(os.path.expanduser(root), DEFAULT_PREFIX), origin
 
 
 def torch_template(args: argparse.Namespace, environ: Mapping[str, str],

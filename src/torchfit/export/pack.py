@@ -8,6 +8,8 @@ The pack, every path inside it relative (it installs wherever it is carried):
                               the torch index of `install --pack`
     DIR/files/                the family's wheels the tree links to (`../../files/NAME#sha256=...`)
     DIR/wheels/               every other file of the lock: a find-links directory
+    DIR/locks/GROUP.toml      a fleet's pack: each group's lock in place of DIR/pylock.toml, and
+    DIR/locks/groups.json     each group's nodes (its hostlist), for `install --pack DIR --group`
     DIR/README.txt            how to install from it
     DIR/.torchfit-pack.json   which lock it holds (a different pack is never overwritten)
 
@@ -36,6 +38,7 @@ from torchfit.lock.pylock import file_name, sha256_file
 from torchfit.redact import redact
 
 MARKER = ".torchfit-pack.json"
+GROUPS = "groups.json"  # under locks/ in a fleet's pack: group name -> {"hostlist": its nodes}
 README = """This directory is a torchfit pack: the files of {lock} ({count} files, {size}),
 each checked against the lock's sha256, every path inside relative.
 
@@ -44,8 +47,11 @@ Carry it anywhere (no network needed there), then:
     torchfit install --offline --pack DIR --prefix /path/to/env
 
 The torch family comes from DIR/simple (a PEP 503 tree), everything else from DIR/wheels
-(a find-links directory); the lock is DIR/pylock.toml. Made by torchfit {version}.
+(a find-links directory); {where_lock}. Made by torchfit {version}.
 """
+FLEET_README = ("the locks are DIR/locks/GROUP.toml, one per group of the fleet (DIR/locks/groups.json: each "
+                "group's nodes);\n`install --pack DIR` installs the group whose lock fits the node, and says which; "
+                "name one with\n`--group NAME` (group-N, its hostlist, or one of its nodes)")
 
 
 # IndexClient.download: fetch(url, fh) -> (bytes, sha256); resuming a .part, fetch(url, fh,
@@ -115,11 +121,12 @@ def check_out_dir(out: str, lock_path: str | Sequence[str]) -> None:
 
 
 def make_pack(lock: Lock, lock_path: str | Sequence[str], out: str, *, fetch: Fetch, say: Callable[[str], None],
-              version: str, warn: Callable[[str], None] | None = None) -> PackResult:
+              version: str, warn: Callable[[str], None] | None = None,
+              hostlists: Sequence[str] = ()) -> PackResult:
     """Write the pack of `lock` into `out` (check_out_dir first). `fetch` writes a remote file
     (IndexClient.download, resuming a `.part` with start= and digest=) and returns (bytes, sha256
     of the whole file); local files (file:// or a path) are copied. `lock_path`: the lock, or a
-    fleet's locks (one per group)."""
+    fleet's locks (one per group, its nodes' hostlist in `hostlists`)."""
     check_out_dir(out, lock_path)
     plan = []
     for d in lock.packages:
@@ -154,15 +161,22 @@ def make_pack(lock: Lock, lock_path: str | Sequence[str], out: str, *, fetch: Fe
     _write_index(lock, out)
     if isinstance(lock_path, str):
         shutil.copyfile(lock_path, os.path.join(out, "pylock.toml"))
-        what = os.path.basename(lock_path)
+        what, where_lock = os.path.basename(lock_path), "the lock is DIR/pylock.toml"
     else:  # a fleet: each group's lock under locks/
         os.makedirs(os.path.join(out, "locks"), exist_ok=True)
-        for path in lock_path:
-            shutil.copyfile(path, os.path.join(out, "locks", os.path.basename(path)))
-        what = (f"{len(lock_path)} locks (locks/: one per group of the fleet; `install --pack` takes the "
-                "pack of one lock)")
+        groups = {}
+        for i, path in enumerate(lock_path):
+            name = os.path.splitext(os.path.basename(path))[0]
+            shutil.copyfile(path, os.path.join(out, "locks", name + ".toml"))
+            groups[name] = {"hostlist": hostlists[i] if i < len(hostlists) else ""}
+        with open(os.path.join(out, "locks", GROUPS), "w", encoding="utf-8") as fh:
+            json.dump(groups, fh, indent=1)
+        what = (f"{len(lock_path)} locks (locks/: one per group of the fleet: "
+                + ", ".join(f"{n} {g['hostlist']}".rstrip() for n, g in groups.items())
+                + ")")
+        where_lock = FLEET_README
     with open(os.path.join(out, "README.txt"), "w", encoding="utf-8") as fh:
-        fh.write(README.format(lock=what, count=len(plan), size=_mb(done), version=version))
+        fh.write(README.format(lock=what, count=len(plan), size=_mb(done), version=version, where_lock=where_lock))
     return result
 
 
@@ -211,6 +225,48 @@ def _write_index(lock: Lock, out: str) -> None:
     with open(os.path.join(out, "simple", "index.html"), "w", encoding="utf-8") as fh:
         fh.write("<!DOCTYPE html><html><body>\n" + "\n".join(f'<a href="{p}/">{p}</a>' for p in sorted(projects))
                  + "\n</body></html>\n")
+
+
+def load_pack_groups(pack: str) -> dict[str, tuple[str, str]]:
+    """A fleet's pack: group name -> (its lock's path, its nodes' hostlist); {} for a pack of one lock.
+    BadInput for a pack that is neither."""
+    if os.path.isfile(os.path.join(pack, "pylock.toml")):
+        return {}
+    try:
+        with open(os.path.join(pack, "locks", GROUPS), encoding="utf-8") as fh:
+            data = decode_json(fh.read(1 << 20))
+    except (OSError, ValueError):
+        data = None
+    if not isinstance(data, dict) or not data:
+        raise BadInput(f"--pack {pack}: holds neither pylock.toml nor locks/{GROUPS}: not a whole pack")
+    out = {}
+    for name, group in data.items():
+        path = os.path.join(pack, "locks", f"{name}.toml")
+        if "/" in name or not os.path.isfile(path) or not isinstance(group, dict):
+            raise BadInput(f"--pack {pack}: locks/{GROUPS} names a group without its lock: {name!r}")
+        out[name] = (path, str(group.get("hostlist") or ""))
+    return out
+
+
+def find_group(groups: dict[str, tuple[str, str]], wanted: str) -> str | None:
+    """The group `wanted` names: its name (`group-2`, or `2`), its hostlist, or one of its nodes."""
+    from torchfit.fleet.hostlist import expand_hostlist
+
+    for name, (_, hostlist) in groups.items():
+        if wanted in (name, name.removeprefix("group-"), hostlist):
+            return name
+    for name, (_, hostlist) in groups.items():
+        try:
+            if hostlist and wanted in expand_hostlist(hostlist):
+                return name
+        except BadInput:  # a hostlist this torchfit cannot read: matched by name only
+            continue
+    return None
+
+
+def format_groups(groups: dict[str, tuple[str, str]]) -> str:
+    """`group-1 (x86[01-02]), group-2 (aar[01-02])`: the groups a message lists."""
+    return ", ".join(f"{n} ({h})" if h else n for n, (_, h) in groups.items())
 
 
 def lock_in_pack(lock: Lock, pack: str) -> Lock:

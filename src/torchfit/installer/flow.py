@@ -178,6 +178,7 @@ def check_lock_host(lock: Lock, hosts: Sequence[HostFacts], matrix: Matrix, forc
                                                  want_cpu=locked.variant == "cpu")]
             prefix = f"{host.name}: " if len(hosts) > 1 else ""
             conflicts += [f"{prefix}{build.label}: {c.text}" for c in checks if not c.ok]
+            conflicts += [f"{prefix}{c}" for c in _environment_conflicts(lock, host)]
         if not conflicts:
             from torchfit.compat.resolver import resolve
 
@@ -445,6 +446,24 @@ class InstallJob:
             requires_python=f"=={plan.python}.*",
             environments=(f"sys_platform == 'linux' and platform_machine == '{arch}'",),
         )
+
+
+def _environment_conflicts(lock: Lock, host: HostFacts) -> list[str]:
+    """The lock's `environments` (PEP 751: the platforms it was locked for, e.g. `platform_machine
+    == 'aarch64'`) against the host's machine: an x86_64 node is not given an aarch64 group's lock
+    (its wheels would not install)."""
+    from packaging.markers import InvalidMarker, Marker, default_environment
+
+    if not lock.environments or not host.arch:
+        return []
+    env = {k: str(v) for k, v in default_environment().items()}
+    env.update(sys_platform="linux", platform_system="Linux", platform_machine=host.arch)
+    try:
+        if any(Marker(e).evaluate(env) for e in lock.environments):
+            return []
+    except InvalidMarker:
+        return []  # parse_pylock checked them; a marker packaging cannot evaluate decides nothing
+    return [f"the lock is for {' or '.join(lock.environments)}; this host is {host.arch}"]
 
 
 def locked_torch_index(lock: Lock) -> str:

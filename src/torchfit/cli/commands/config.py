@@ -27,7 +27,7 @@ def add_parser(subparsers: Any, epilog: str) -> None:
 
 def effective(environ: dict[str, str]) -> dict[str, Any]:
     """{"settings": [{key, value, origin, what}], "files": [{kind, path, found}]} for this environment."""
-    from torchfit.cli.settings import CONFIG_ENV, SITE_KEYS, site_config
+    from torchfit.cli.settings import CONFIG_ENV, PREFIX_ROOT_ENV, SITE_KEYS, site_config
     from torchfit.compat.matrix import DEFAULT_INDEX, TORCH_INDEX_ENV
     from torchfit.index.sources import load_pip_config
     from torchfit.redact import redact
@@ -39,7 +39,8 @@ def effective(environ: dict[str, str]) -> dict[str, Any]:
     for key, (_, what) in SITE_KEYS.items():
         value: Any = None
         origin = "default"
-        env_name = {"torch-index-url": TORCH_INDEX_ENV, "stall-timeout": STALL_ENV}.get(key)
+        env_name = {"torch-index-url": TORCH_INDEX_ENV, "stall-timeout": STALL_ENV,
+                    "prefix-root": PREFIX_ROOT_ENV}.get(key)
         if env_name and environ.get(env_name) and not (key == "stall-timeout" and config.get(key) is not None
                                                        and environ.get(env_name) == f"{config.get(key):g}"):
             value, origin = environ[env_name], f"environment {env_name}"
@@ -53,7 +54,8 @@ def effective(environ: dict[str, str]) -> dict[str, Any]:
             origin = f"{config.origins[key]}, then {pip.origins.get(key, 'pip')}"
         if value is None:
             value = {"torch-index-url": DEFAULT_INDEX, "index-url": "https://pypi.org/simple",
-                     "installer": "auto", "stall-timeout": STALL_S}.get(key, [])
+                     "installer": "auto", "stall-timeout": STALL_S,
+                     "prefix-root": "."}.get(key, [])  # the current directory: install's env is ./.venv
         shown = [redact(v) for v in value] if isinstance(value, list) else redact(str(value)) \
             if isinstance(value, str) else value
         rows.append({"key": key, "value": shown, "origin": origin, "what": what})

@@ -34,14 +34,19 @@ def add_parser(subparsers: Any, epilog: str) -> None:
         epilog=epilog + " See `torchfit docs install`.",
     )
     add_resolve_options(p)
-    p.add_argument("--prefix", default=".venv", metavar="DIR",
-                   help="where the env goes (default .venv); an existing one is replaced only with --force")
+    p.add_argument("--prefix", metavar="DIR",
+                   help="where the env goes (default .venv, or ROOT/.venv with the site's prefix-root, "
+                        "`torchfit config`); an existing one is replaced only with --force")
     p.add_argument("--lock", metavar="FILE",
                    help="rebuild the env a pylock.toml describes, hashes checked; refused when this host "
                         "contradicts it (unless --force)")
     p.add_argument("--pack", metavar="DIR",
                    help="install a pack `torchfit pack` wrote (its lock, its files: no index needed), wherever "
-                        "it was carried; with --offline on an air-gapped node")
+                        "it was carried; with --offline on an air-gapped node. A fleet's pack (one lock per "
+                        "group): the group that fits this host, or --group")
+    p.add_argument("--group", metavar="NAME",
+                   help="with a fleet's --pack: the group to install (group-N, its hostlist, or one of its nodes); "
+                        "default: the one group whose lock fits this host")
     p.add_argument("--force", action="store_true",
                    help="replace an existing env at PREFIX (only once the new one is complete); with --lock, "
                         "install even if this host contradicts the lock")
@@ -68,25 +73,40 @@ def add_parser(subparsers: Any, epilog: str) -> None:
 
 def _validate(args: argparse.Namespace) -> None:
     """Everything checkable before touching the disk: exit 2, one line."""
+    from torchfit.cli.settings import install_prefix
     from torchfit.errors import BadInput
     from torchfit.installer.nccl import check_nccl_lib, parse_nccl_version
 
-    if not args.prefix or not args.prefix.strip():
+    if args.prefix is not None and not args.prefix.strip():
         raise BadInput("--prefix: give a directory")
+    args.prefix, _ = install_prefix(args, os.environ)
     if args.pack:
         # A pack is its lock plus its files: the torch family from DIR/simple, the rest from DIR/wheels.
-        from torchfit.export.pack import MARKER
+        from torchfit.export.pack import MARKER, find_group, format_groups, load_pack_groups
 
         pack = os.path.abspath(os.path.expanduser(args.pack))
-        if not os.path.isfile(os.path.join(pack, MARKER)) or not os.path.isfile(os.path.join(pack, "pylock.toml")):
-            raise BadInput(f"--pack {args.pack}: not a pack `torchfit pack` wrote (no {MARKER} and pylock.toml)")
+        if not os.path.isfile(os.path.join(pack, MARKER)):
+            raise BadInput(f"--pack {args.pack}: not a pack `torchfit pack` wrote (no {MARKER})")
         if args.lock or args.torch_index_url:
             raise BadInput("--pack gives the lock and the torch index itself: drop --lock/--torch-index-url")
         args.pack = pack
-        args.lock = os.path.join(pack, "pylock.toml")
+        args.pack_groups = load_pack_groups(pack)
+        if not args.pack_groups:
+            if args.group:
+                raise BadInput(f"--group {args.group}: --pack {args.pack} holds one lock, not a fleet's groups")
+            args.lock = os.path.join(pack, "pylock.toml")
+        elif args.group:
+            name = find_group(args.pack_groups, args.group)
+            if name is None:
+                raise BadInput(f"--group {args.group}: not a group of the pack (its groups: "
+                               f"{format_groups(args.pack_groups)})")
+            args.lock = args.pack_groups[name][0]
+        # else: the group whose lock fits this host, once its facts are known (_pick_group)
         args.torch_index_url = "file://" + os.path.join(pack, "simple")
         args.find_links = [*args.find_links, os.path.join(pack, "wheels")]
-    if args.lock:
+    elif args.group:
+        raise BadInput("--group picks a group of a fleet's pack: give --pack DIR")
+    if args.lock or args.pack:
         given = [flag for flag, val in (
             ("REQ", args.requirements), ("-r", args.requirement), ("--project", args.project), ("--python", args.python), ("--cuda", args.cuda),
             ("--variant", args.variant), ("--strict-driver", args.strict_driver), ("--nccl", args.nccl),
@@ -172,6 +192,8 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
     hosts = probing.result()
     lock = None
     request = None
+    if args.pack and not args.lock:  # a fleet's pack, no --group
+        args.lock = _pick_group(args.pack, args.pack_groups, hosts, matrix, observer)
     if args.lock:
         lock = load_lock(args.lock)
         if args.pack:  # every file from where the pack now is
@@ -250,6 +272,34 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
         sys.stderr.write(f"torchfit: {', '.join(job.late_signals)} arrived after {shown(prefix)} had been replaced: "
                          "the install was already complete and is kept\n")
     return 0
+
+
+def _pick_group(pack: str, groups: dict[str, tuple[str, str]], hosts: Any, matrix: Any, observer: Any) -> str:
+    """The lock of the one group of a fleet's pack that fits this host (install's own rule,
+    check_lock_host), said; BadInput listing the groups when none or several fit."""
+    from torchfit.errors import BadInput, LockMismatch
+    from torchfit.export.pack import format_groups
+    from torchfit.inputs import shown
+    from torchfit.installer.flow import check_lock_host
+    from torchfit.lock.pylock import load_lock
+
+    fits, why = [], []
+    for name, (path, _) in groups.items():
+        try:
+            check_lock_host(load_lock(path), hosts, matrix, False, observer)
+            fits.append(name)
+        except LockMismatch as exc:
+            why.append(f"{name}: {exc.conflicts[0] if exc.conflicts else exc}")
+    if len(fits) == 1:
+        name = fits[0]
+        observer.info(f"pack: installing group {name}{f' ({groups[name][1]})' if groups[name][1] else ''}, "
+                      f"the one whose lock fits this host ({shown(groups[name][0])})")
+        return groups[name][0]
+    if fits:
+        raise BadInput(f"--pack {shown(pack)}: {len(fits)} of its groups fit this host ({', '.join(fits)}); "
+                       f"give --group NAME (its groups: {format_groups(groups)})")
+    raise BadInput(f"--pack {shown(pack)}: none of its groups fits this host ({'; '.join(why)}); give --group NAME "
+                   f"with --force to install one anyway (its groups: {format_groups(groups)})")
 
 
 def _warn_unshared(prefix: str, observer: Any) -> None:

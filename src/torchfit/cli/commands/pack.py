@@ -24,7 +24,8 @@ def add_parser(subparsers: Any, epilog: str) -> None:
                     "relative. Run again to resume. Install on the other side with "
                     "`torchfit install --offline --pack DIR --prefix P`. Without --lock: --facts (a fleet file: "
                     "every group) plus the project (REQ, -r, --project) are resolved and locked per group, "
-                    "and every group's files go in one pack (DIR/locks/GROUP.toml).",
+                    "and every group's files go in one pack (DIR/locks/GROUP.toml); `install --pack DIR` "
+                    "installs the group that fits the node (or `--group NAME`).",
         epilog=epilog + " See `torchfit docs mirrors` (Air-gapped clusters).",
     )
     p.add_argument("--lock", metavar="FILE", help="the lock (PREFIX/pylock.toml of an env torchfit built)")
@@ -37,8 +38,9 @@ def add_parser(subparsers: Any, epilog: str) -> None:
                                                      "(default: --index-url, else PyPI)")
 
 
-def _fleet_locks(args: argparse.Namespace, work: str) -> list[str]:
-    """Each group's lock (uv, as `export --format pylock`), written under `work`: their paths."""
+def _fleet_locks(args: argparse.Namespace, work: str) -> tuple[list[str], list[str]]:
+    """Each group's lock (uv, as `export --format pylock`), written under `work`: their paths, and
+    each group's hostlist."""
     from torchfit.cache import load_matrix
     from torchfit.cli import check_source_options, load_hosts, make_request
     from torchfit.cli.settings import plan_settings
@@ -69,8 +71,27 @@ def _fleet_locks(args: argparse.Namespace, work: str) -> list[str]:
             stack = lock_with_uv(stack, Runner(), pypi_url=pypi_url)
         path = os.path.join(work, f"group-{i}.toml")
         write_atomic(path, render("pylock", stack, pypi_url=pypi_url))
+        write_atomic(path, _installable(path, plan, host))
         paths.append(path)
-    return paths
+    return paths, [h.name for h in hosts]
+
+
+def _installable(path: str, plan: Any, host: Any) -> str:
+    """The group's lock (uv's, as exported) with what `install --lock` rebuilds from and checks the
+    host against ([tool.torchfit] schema, plan, NCCL pin, the group's facts): `install --pack`
+    installs a group of the pack as it installs the pack of one env's lock."""
+    from dataclasses import replace
+
+    from torchfit.compat.facts import facts_to_json
+    from torchfit.compat.plan import plan_to_json
+    from torchfit.installer.flow import nccl_pin_for
+    from torchfit.lock.pylock import TOOL_SCHEMA, load_pylock, render_lock
+
+    lock = load_pylock(path)
+    pin, _ = nccl_pin_for(plan, None, None)
+    tool = {**lock.tool, "schema": TOOL_SCHEMA, "plan": plan_to_json(plan), "nccl": pin.to_json(),
+            "torch-index-url": lock.tool.get("index-url"), "hosts": [facts_to_json(host)]}
+    return render_lock(replace(lock, tool=tool))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,10 +121,10 @@ def run(args: argparse.Namespace) -> int:
         if not args.facts:
             raise BadInput("give --lock FILE, or --facts (a fleet file) and the project to resolve and lock")
         with temp_dir("pack") as work:
-            paths = _fleet_locks(args, work)
+            paths, hostlists = _fleet_locks(args, work)
             lock = merged([load_pylock(p) for p in paths])
             result = make_pack(lock, paths, out, fetch=client.download, say=progress.info, warn=progress.warn,
-                               version=__version__)
+                               version=__version__, hostlists=hostlists)
     from torchfit.inputs import shown
 
     sys.stderr.write(f"torchfit: wrote the pack {shown(args.output)}: {result.files} files ({result.fetched} fetched, "
