@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from torchfit.compat.project import ProjectSpec
+    from torchfit.index.client import IndexClient
     from torchfit.index.sources import Sources
     from torchfit.planning import PlanSettings
 
@@ -231,3 +232,24 @@ def describe_sources(args: argparse.Namespace) -> list[str]:
     if getattr(args, "allow_insecure_index", False):
         out.append("--allow-insecure-index")
     return out
+
+
+def index_client(args: argparse.Namespace) -> IndexClient:
+    """The index client of `matrix check|update|probe`, from --timeout, --backoff, --no-cache,
+    --allow-insecure-index and -v (progress on a terminal or with -v)."""
+    import sys
+
+    from torchfit.errors import BadInput
+    from torchfit.index.client import IndexClient
+    from torchfit.progress import StderrProgress
+
+    if not args.timeout > 0:
+        raise BadInput(f"--timeout {args.timeout:g}: must be a positive number of seconds")
+    verbose = getattr(args, "verbose", False)
+    return IndexClient(
+        timeout=args.timeout,
+        backoff=max(0.0, args.backoff),
+        use_cache=not args.no_cache,
+        progress=StderrProgress() if verbose or sys.stderr.isatty() else None,
+        allow_insecure=bool(getattr(args, "allow_insecure_index", False)),
+    )

@@ -18,8 +18,8 @@ from torchfit.errors import BadInput
 from torchfit.inputs import decode_json, terminal_text
 
 
-def run_probe(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], Any],
-              say: Callable[[str], None]) -> int:
+def run_probe(args: argparse.Namespace, say: Callable[[str], None]) -> int:
+    from torchfit.cli.settings import index_client
     from torchfit.cli.ui.matrix import mb
     from torchfit.errors import IndexUnavailable, WheelFormatError, WheelsUnread
     from torchfit.matrixcheck import probe as pr
@@ -41,7 +41,7 @@ def run_probe(args: argparse.Namespace, make_client: Callable[[argparse.Namespac
             if kind == "file":
                 facts = pr.probe_file(target, glibc=args.glibc, embedded=args.embedded, say=note)
             else:
-                client = client or make_client(args)
+                client = client or index_client(args)
                 if kind == "url":
                     from torchfit.index.pages import IndexFile
 
@@ -176,9 +176,9 @@ def _index_targets(args: argparse.Namespace, failures: list[tuple[str, str]]) ->
     failed_pages: set[str] = set()
     for idx, pypi, torch, variant, newer in wanted:
         if idx not in pages:
-            from torchfit.cli.commands.matrix import _client
+            from torchfit.cli.settings import index_client
 
-            client = client or _client(args)
+            client = client or index_client(args)
             from torchfit.errors import IndexMalformed, IndexUnavailable
 
             try:

@@ -11,14 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from torchfit.errors import BadInput
 from torchfit.inputs import seconds
 from torchfit.progress import StderrProgress
-
-if TYPE_CHECKING:
-    from torchfit.index.client import IndexClient
 
 
 def add_parser(subparsers: Any, epilog: str) -> None:
@@ -115,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     if action == "probe":
         from torchfit.cli.commands._matrix_probe import run_probe
 
-        return run_probe(args, _client, StderrProgress().info)
+        return run_probe(args, StderrProgress().info)
     if action == "update" and args.from_probe:
         from torchfit.cli.commands._matrix_probe import run_update_from_probe
 
@@ -125,23 +122,9 @@ def run(args: argparse.Namespace) -> int:
     raise BadInput("torchfit matrix needs an action: check, update, show or probe (see torchfit matrix --help)")
 
 
-def _client(args: argparse.Namespace) -> IndexClient:
-    from torchfit.index.client import IndexClient
-
-    if not args.timeout > 0:
-        raise BadInput(f"--timeout {args.timeout:g}: must be a positive number of seconds")
-    verbose = getattr(args, "verbose", False)
-    return IndexClient(
-        timeout=args.timeout,
-        backoff=max(0.0, args.backoff),
-        use_cache=not args.no_cache,
-        progress=StderrProgress() if verbose or sys.stderr.isatty() else None,
-        allow_insecure=bool(getattr(args, "allow_insecure_index", False)),
-    )
-
-
 def _check(args: argparse.Namespace, *, update: bool) -> int:
     from torchfit.cache import load_matrix
+    from torchfit.cli.settings import index_client
     from torchfit.compat.matrix import PYPI_SIMPLE
     from torchfit.index.sources import refuse_insecure
     from torchfit.matrixcheck import check as mc
@@ -161,7 +144,7 @@ def _check(args: argparse.Namespace, *, update: bool) -> int:
     verbose = getattr(args, "verbose", False)
     progress = StderrProgress() if verbose else None
     report = mc.check_matrix(
-        matrix, _client(args), base=base, torch=args.torch, variant=args.variant,
+        matrix, index_client(args), base=base, torch=args.torch, variant=args.variant,
         pypi=args.pypi, pypi_url=pypi_url, progress=progress,
     )
     if update:
