@@ -226,3 +226,44 @@ def test_an_unmapped_module_is_found(tree: Path) -> None:
     # lock/toml.py is on the page; a verify/toml.py is not, though its file name is.
     _plant(tree, "torchfit.verify.toml", "")
     assert unmapped_modules(tree) == ["verify/toml.py"]
+
+
+# --- no import circle --------------------------------------------------------------------------
+
+
+def import_cycles() -> list[str]:
+    """Every import circle among torchfit's modules, as `a -> b -> a`, each once.
+
+    grimp (import-linter's graph) reads every import statement of src/torchfit, those inside
+    functions too (a lazy import closes a circle just the same when it runs), but not those
+    under `if TYPE_CHECKING:`. An edge a -> b is on a circle when b reaches a again."""
+    import grimp
+
+    graph = grimp.build_graph("torchfit", exclude_type_checking_imports=True, cache_dir=None)
+    found: set[str] = set()
+    for a in graph.modules:
+        for b in graph.find_modules_directly_imported_by(a):
+            if b.startswith("torchfit") and graph.chain_exists(importer=b, imported=a):
+                circle = (a, *graph.find_shortest_chain(importer=b, imported=a))[:-1]
+                first = circle.index(min(circle))  # start at the smallest name: one spelling per circle
+                found.add(" -> ".join((*circle[first:], *circle[:first], circle[first])))
+    return sorted(found)
+
+
+def _cycles_in(root: Path) -> list[str]:
+    code = "from tests.test_architecture import import_cycles; print('\\n'.join(import_cycles()))"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join((str(root / "src"), str(ROOT))))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, env=env,
+                         timeout=120, check=True)
+    return [line for line in out.stdout.splitlines() if line]
+
+
+def test_no_import_circle() -> None:
+    assert _cycles_in(ROOT) == []
+
+
+def test_a_planted_import_circle_is_found(tree: Path) -> None:
+    # A lazy import inside a function closes the circle as errors.py <-> space.py once did.
+    _plant(tree, "torchfit.planted_a", "import torchfit.planted_b")
+    _plant(tree, "torchfit.planted_b", "def f() -> None:\n    from torchfit import planted_a")
+    assert "torchfit.planted_a -> torchfit.planted_b -> torchfit.planted_a" in _cycles_in(tree)

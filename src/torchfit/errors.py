@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from torchfit.redact import redact
+from torchfit.text import format_bytes
 
 if TYPE_CHECKING:
     from torchfit.access import Denied
@@ -218,8 +219,6 @@ class DiskFull(TorchfitError):
                  quota: bool = False, free: int | None = None, size: int | None = None,
                  inodes_free: int | None = None, inodes: int | None = None, needed: int | None = None,
                  needed_what: str = "", grown: int | None = None) -> None:
-        from torchfit.space import format_bytes
-
         self.step, self.path, self.mount, self.role, self.fix = step, path, mount, role, fix
         self.quota, self.free, self.size = quota, free, size
         self.inodes_free, self.inodes, self.needed, self.needed_what = inodes_free, inodes, needed, needed_what
