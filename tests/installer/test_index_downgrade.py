@@ -8,10 +8,8 @@ TLS with a throwaway CA the torchfit process trusts (REQUESTS_CA_BUNDLE).
 
 from __future__ import annotations
 
-import http.server
-import ssl
+import contextlib
 import subprocess
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.installer.conftest import CPU_ARGS, run_tf
+from tests.support.servers import Answer, http_server, reply
 
 
 @pytest.fixture(scope="module")
@@ -42,42 +41,12 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 @pytest.fixture
 def serve() -> Iterator[Callable[..., tuple[str, list[str]]]]:
-    servers: list[http.server.ThreadingHTTPServer] = []
+    with contextlib.ExitStack() as stack:
+        def start(answer: Answer, tls: dict[str, str] | None = None) -> tuple[str, list[str]]:
+            srv = stack.enter_context(http_server(answer, tls=(tls["cert"], tls["key"]) if tls else None))
+            return srv.url, srv.seen
 
-    def start(answer: Callable[[http.server.BaseHTTPRequestHandler], None],
-              tls: dict[str, str] | None = None) -> tuple[str, list[str]]:
-        seen: list[str] = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                seen.append(self.path)
-                answer(self)
-
-            def log_message(self, *_a: Any) -> None:
-                pass
-
-        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        if tls:
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            ctx.load_cert_chain(tls["cert"], tls["key"])
-            srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        servers.append(srv)
-        return f"{'https' if tls else 'http'}://127.0.0.1:{srv.server_address[1]}", seen
-
-    yield start
-    for srv in servers:
-        srv.shutdown()
-        srv.server_close()
-
-
-def _send(h: http.server.BaseHTTPRequestHandler, status: int, body: bytes = b"", **headers: str) -> None:
-    h.send_response(status)
-    for k, v in headers.items():
-        h.send_header(k.replace("_", "-"), v)
-    h.send_header("Content-Length", str(len(body)))
-    h.end_headers()
-    h.wfile.write(body)
+        yield start
 
 
 def _install(tmp_path: Path, index: str, tls: dict[str, str], *extra: str) -> Any:
@@ -88,8 +57,8 @@ def _install(tmp_path: Path, index: str, tls: dict[str, str], *extra: str) -> An
 
 def test_attack3_install_refuses_an_https_index_that_redirects_to_http(
         tmp_path: Path, tls: dict[str, str], serve: Callable[..., tuple[str, list[str]]]) -> None:
-    plain, asked = serve(lambda h: _send(h, 200, b"<html></html>", Content_Type="text/html"))
-    secure, _ = serve(lambda h: _send(h, 302, Location=plain + h.path), tls)
+    plain, asked = serve(lambda h: reply(h, 200, b"<html></html>", Content_Type="text/html"))
+    secure, _ = serve(lambda h: reply(h, 302, Location=plain + h.path), tls)
     res = _install(tmp_path, secure + "/whl/cpu", tls)
     assert res.returncode == 1, res.stderr[-2000:]
     assert "redirected from https to plain http" in res.stderr and "--allow-insecure-index" in res.stderr
@@ -99,9 +68,9 @@ def test_attack3_install_refuses_an_https_index_that_redirects_to_http(
 
 def test_attack3_install_refuses_an_https_index_listing_http_files(
         tmp_path: Path, tls: dict[str, str], serve: Callable[..., tuple[str, list[str]]]) -> None:
-    plain, asked = serve(lambda h: _send(h, 404))
+    plain, asked = serve(lambda h: reply(h, 404))
     page = f'<a href="{plain}/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl">t</a>'.encode()
-    secure, _ = serve(lambda h: _send(h, 200, page, Content_Type="text/html"), tls)
+    secure, _ = serve(lambda h: reply(h, 200, page, Content_Type="text/html"), tls)
     res = _install(tmp_path, secure + "/whl/cpu", tls)
     assert res.returncode == 1, res.stderr[-2000:]
     assert "over plain http" in res.stderr
