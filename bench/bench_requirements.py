@@ -22,7 +22,7 @@ import argparse
 import json
 import os
 import statistics
-import subprocess  # noqa: TID251 - a bench runs torchfit as a user does, beside another checkout
+import subprocess
 import sys
 import tempfile
 import time

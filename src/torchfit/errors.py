@@ -19,13 +19,19 @@ no, 2 = bad input. Every message passes through `redact`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from torchfit.redact import redact
 from torchfit.text import format_bytes
 
 if TYPE_CHECKING:
     from torchfit.access import Denied
+
+
+class Diagnosis(Protocol):
+    """What a failed Python build was short of (installer/pyenv's diagnosis): its fix."""
+
+    def hint(self, version: str) -> str: ...
 
 
 class TorchfitError(Exception):
@@ -294,7 +300,7 @@ class PythonBuildFailed(InstallFailed):
 
     reference = "install-failed"
 
-    def __init__(self, version: str, argv: Sequence[str], code: int | None, tail: str, diagnosis: Any, *,
+    def __init__(self, version: str, argv: Sequence[str], code: int | None, tail: str, diagnosis: Diagnosis, *,
                  log_path: str | None = None) -> None:
         self.version = version
         self.diagnosis = diagnosis

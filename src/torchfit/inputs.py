@@ -221,7 +221,7 @@ def _read_tail(path: str, limit: int) -> bytes:
         return fh.read(limit)
 
 
-def check_depth(obj: Any, where: str, max_depth: int = MAX_DEPTH) -> None:
+def check_depth(obj: object, where: str, max_depth: int = MAX_DEPTH) -> None:
     """BadInput when lists/objects nest deeper than `max_depth` (iterative: no recursion)."""
     stack: list[tuple[Any, int]] = [(obj, 1)]
     while stack:

@@ -70,7 +70,7 @@ def asked_for_json(parser: argparse.ArgumentParser, argv: Sequence[str]) -> bool
     words = list(argv[:list(argv).index("--")] if "--" in argv else argv)
     if "--json" not in words:
         return False
-    p: Any = parser
+    p: object = parser
     for word in words:
         p = getattr(p, "commands", {}).get(word, p)
     return bool(getattr(p, "takes_json", False))

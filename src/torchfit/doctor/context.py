@@ -17,7 +17,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from torchfit.background import Background
 from torchfit.compat import versions
@@ -29,6 +29,10 @@ from torchfit.runner import Runner, index_variables
 from torchfit.text import first_line
 from torchfit.workers import last_record, read_records, worker_argv
 from torchfit.workers.torchfit_runtime import lib_kind
+
+if TYPE_CHECKING:
+    from torchfit.compat.judgements import GpuHost
+    from torchfit.host.nvidia import NvidiaProbe
 
 
 class ToolOutput(NamedTuple):
@@ -237,7 +241,7 @@ class Context:
     # --- NVIDIA driver and GPUs --------------------------------------------------------
 
     @cached_property
-    def nvidia(self) -> Any:
+    def nvidia(self) -> NvidiaProbe:
         """probes.probe_nvidia_gpus: GPUs from `nvidia-smi --query-gpu`, or the cause."""
         from torchfit.host.nvidia import probe_nvidia_gpus
 
@@ -274,7 +278,7 @@ class Context:
         return PciFacts((), None, "", f"{res.cause}, and /sys/bus/pci/devices is absent")
 
     @cached_property
-    def gpu_host(self) -> Any:
+    def gpu_host(self) -> GpuHost:
         """compat.judgements.judge_gpu_host for this host: the judgement resolve,
         install and verify make too ("gpu", "none" or "unknown")."""
         from torchfit.compat.facts import HostFacts

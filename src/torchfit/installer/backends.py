@@ -36,7 +36,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from packaging.requirements import Requirement
@@ -72,6 +72,10 @@ from torchfit.redact import redact
 from torchfit.runner import Runner, RunResult, kill_stray_children, without_index_variables
 from torchfit.space import Place, disk_full, space_error_in
 from torchfit.text import tail
+
+if TYPE_CHECKING:
+    from torchfit.compat.plan import Plan
+
 
 PIP_MIN = Version("22.2")  # `pip install --report`
 # What `uv venv --seed` puts in the env (uv's docs: pip; setuptools and wheel below
@@ -726,7 +730,7 @@ def _chosen(ctx: StepContext, backend: Backend, why: str) -> Backend:
     return backend
 
 
-def family_specs(plan: Any) -> list[str]:
+def family_specs(plan: Plan) -> list[str]:
     """`torch==2.14.1` (public versions: the index chooses the variant) for each package of the plan."""
     out = []
     for name in plan.packages:
@@ -739,6 +743,6 @@ def family_specs(plan: Any) -> list[str]:
     return out
 
 
-def install_specs(plan: Any) -> list[str]:
+def install_specs(plan: Plan) -> list[str]:
     """What an install resolves: the family pins, then the project's own requirements."""
     return [*family_specs(plan), *getattr(plan, "project", ())]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from typing import BinaryIO
 
 from packaging.version import InvalidVersion, Version
 
@@ -72,7 +72,7 @@ def check_nccl_lib(path: str) -> str:
     return full
 
 
-def _contains(fh: Any, needle: bytes, head: bytes) -> bool:
+def _contains(fh: BinaryIO, needle: bytes, head: bytes) -> bool:
     """Whether the rest of a binary file holds `needle` (read in chunks)."""
     tail = head
     while True:

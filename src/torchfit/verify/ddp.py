@@ -203,7 +203,7 @@ def judge_ddp(
     return checks, notes
 
 
-def _short(text: Any, limit: int = 240) -> str:
+def _short(text: object, limit: int = 240) -> str:
     line = " ".join(str(text or "").split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
 

@@ -6,11 +6,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchfit.cli.ui.jsonout import json_text
 from torchfit.errors import BadInput
 from torchfit.inputs import terminal_text
+
+if TYPE_CHECKING:
+    from torchfit.compat.facts import HostFacts
+    from torchfit.compat.matrix import Matrix
+    from torchfit.compat.request import Request
+    from torchfit.fleet.model import Fleet
 
 
 def fleet_task(data: dict[str, Any]) -> int:
@@ -52,7 +58,7 @@ def run_detect_slurm(args: argparse.Namespace) -> int:
     return 0 if fleet.groups else 1
 
 
-def format_fleet(fleet: Any) -> list[str]:
+def format_fleet(fleet: Fleet) -> list[str]:
     """One line per group (and per reason nodes were not gathered)."""
     gathered = sum(len(g.nodes) for g in fleet.groups)
     lost = sum(len(m.nodes) for m in fleet.missing)
@@ -77,7 +83,7 @@ def load_facts_file(data: Any, name: str, exclude: list[str]) -> list[Any] | Non
     return fleet_hosts(fleet, name)
 
 
-def resolve_each_group(args: argparse.Namespace, hosts: list[Any], request: Any, matrix: Any) -> int:
+def resolve_each_group(args: argparse.Namespace, hosts: list[HostFacts], request: Request, matrix: Matrix) -> int:
     """`resolve --each-group`: one plan per group; exit 1 when any group has none."""
     from torchfit.compat.plan import plan_to_json
     from torchfit.compat.resolver import resolve

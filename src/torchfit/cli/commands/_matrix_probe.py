@@ -12,10 +12,15 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchfit.errors import BadInput
 from torchfit.inputs import decode_json, terminal_text
+
+if TYPE_CHECKING:
+    from torchfit.index.pages import IndexFile
+    from torchfit.matrixcheck.wheels import Wheel
+
 
 
 def run_probe(args: argparse.Namespace, say: Callable[[str], None]) -> int:
@@ -82,7 +87,7 @@ def run_probe(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     return 0
 
 
-def _url_wheel(file: Any) -> Any:
+def _url_wheel(file: IndexFile) -> Wheel:
     from torchfit.matrixcheck.wheels import parse_wheel
 
     w = parse_wheel(file)

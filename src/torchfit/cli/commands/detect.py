@@ -5,13 +5,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from torchfit.errors import BadInput
 from torchfit.inputs import seconds
 
 
-def add_parser(subparsers: Any, epilog: str) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
     det = subparsers.add_parser("detect", help="read this host: driver, GPUs, links, glibc, OS, Pythons, pyenv",
                                 epilog=epilog)
     det.add_argument("--json", action="store_true", help="print one JSON object (the --facts format)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from torchfit.errors import BadInput
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from torchfit.index.sources import Sources
 
 
-def add_parser(subparsers: Any, epilog: str) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
     from torchfit.cli import add_resolve_options, add_source_options
 
     p = subparsers.add_parser(

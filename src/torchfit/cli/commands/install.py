@@ -12,13 +12,19 @@ import argparse
 import contextlib
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchfit.compat.matrix import DEFAULT_INDEX as DEFAULT_TORCH_INDEX
 from torchfit.inputs import seconds
 
+if TYPE_CHECKING:
+    from torchfit.background import Background
+    from torchfit.compat.facts import HostFacts
+    from torchfit.installer.flow import InstallResult
+    from torchfit.progress import Progress
 
-def add_parser(subparsers: Any, epilog: str) -> None:
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
     from torchfit.cli import add_resolve_options, add_source_options
 
     p = subparsers.add_parser(
@@ -146,7 +152,7 @@ def _run(args: argparse.Namespace) -> int:
         raise
 
 
-def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
+def _install(args: argparse.Namespace, prefix: str, probing: Background[list[HostFacts]]) -> int:
     from torchfit.cache import load_matrix
     from torchfit.cli import make_request
     from torchfit.errors import BadInput
@@ -252,7 +258,7 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
     return 0
 
 
-def _warn_unshared(prefix: str, observer: Any) -> None:
+def _warn_unshared(prefix: str, observer: Progress) -> None:
     """A shared machine: the env is built with this process's umask; say so when the group
     that shares PREFIX's parent directory could then not use it (umask 077 in a team's directory)."""
     import stat
@@ -271,7 +277,7 @@ def _warn_unshared(prefix: str, observer: Any) -> None:
                   f"run `chmod -R g+rX {shown(prefix)}` afterwards")
 
 
-def _summary(result: Any) -> None:
+def _summary(result: InstallResult) -> None:
     from torchfit.inputs import shell_word, shown
     from torchfit.redact import redact
 

@@ -11,14 +11,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchfit.errors import BadInput
 from torchfit.inputs import seconds
 from torchfit.progress import StderrProgress
 
+if TYPE_CHECKING:
+    from torchfit.compat.matrix import Build, Matrix
 
-def add_parser(subparsers: Any, epilog: str) -> None:
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
     p = subparsers.add_parser("matrix", help="check the compatibility matrix against the indexes, "
                               "propose updates, show it", epilog=epilog)
     sub = p.add_subparsers(dest="matrix_command", metavar="ACTION", parser_class=type(p))
@@ -190,7 +194,7 @@ def _matrix_text(path: str | None) -> tuple[str, str]:
 # ---------------------------------------------------------------------------
 
 
-def build_row(b: Any) -> dict[str, Any]:
+def build_row(b: Build) -> dict[str, Any]:
     """One build as the JSON object `matrix show --json` prints."""
     return {
         "torch": str(b.torch),
@@ -238,7 +242,7 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show_unknown(matrix: Any, builds: list[Any], *, as_json: bool) -> int:
+def _show_unknown(matrix: Matrix, builds: list[Build], *, as_json: bool) -> int:
     """`matrix show --unknown`: one row per unknown fact of one matrix entry (compat.matrix.iter_unknowns)."""
     from torchfit.compat.matrix import iter_unknowns
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
 
 from torchfit.inputs import seconds
 
 
-def add_parser(subparsers: Any, epilog: str) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
     from torchfit.cli import add_resolve_options, add_source_options
 
     p = subparsers.add_parser(

@@ -5,10 +5,9 @@ fleet file's groups), with every choice explained; `--json` is the plan contract
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 
-def add_parser(subparsers: Any, epilog: str) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
     from torchfit.cli import add_resolve_options, add_source_options
 
     res = subparsers.add_parser("resolve", help="pick one consistent set of versions and explain every choice",

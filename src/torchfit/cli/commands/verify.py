@@ -14,7 +14,7 @@ import argparse
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from torchfit.errors import BadInput
 from torchfit.inputs import check_port_text, count, port, seconds, terminal_text
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 HELP = "prove a torch environment on this host: runtime versions, DDP smoke test, bandwidth"
 
 
-def add_parser(subparsers: Any, epilog: str) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
     p = subparsers.add_parser(
         "verify",
         help=HELP,
