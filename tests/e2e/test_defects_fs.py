@@ -154,7 +154,7 @@ def test_d05_signal_after_the_exchange_is_reported_as_late_not_as_unchanged(
 
 def test_d05_signal_pending_before_the_exchange_cancels_it(tmp_path: Path) -> None:
     from torchfit.installer.prefix import TempEnv, swap_into_place
-    from torchfit.runner import interrupts_raise
+    from torchfit.interrupts import interrupts_raise
 
     prefix = tmp_path / "env"
     prefix.mkdir()

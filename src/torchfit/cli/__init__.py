@@ -340,7 +340,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     when the command ends, by any path, is killed (runner.kill_all).
     """
     from torchfit.cli.ui.streams import standard_streams
-    from torchfit.runner import interrupts_raise, kill_all
+    from torchfit.interrupts import interrupts_raise
+    from torchfit.runner import kill_all
 
     # As the program (argv from sys.argv), a signal after the command is ignored: the
     # command's exit code stands. Called as a library, the caller's handlers come back.
@@ -402,7 +403,8 @@ def _main(argv: Sequence[str] | None = None, closed: frozenset[int] = frozenset(
     except TorchfitError as err:
         return _report(err, verbose, wants_json())
     except KeyboardInterrupt as err:
-        from torchfit.runner import Interrupted, kill_all
+        from torchfit.interrupts import Interrupted
+        from torchfit.runner import kill_all
 
         kill_all()
         print_json_error(wants_json(), interrupted_json())

@@ -54,13 +54,14 @@ from torchfit.installer.backends import (
     read_resolution,
 )
 from torchfit.installer.prefix import InstallLog, state_dir
+from torchfit.interrupts import signals_deferred
 from torchfit.lock.model import Lock, LockedDist, sorted_dists
 from torchfit.lock.pylock import LOCK_NAME, load_env_lock_file, replace_lock
 from torchfit.lock.uv import find_uv, uv_version, write_compile_inputs, write_private
 from torchfit.owned import temp_dir
 from torchfit.progress import Progress
 from torchfit.redact import redact, strip_credentials
-from torchfit.runner import Runner, signals_deferred, stall_timeout
+from torchfit.runner import Runner, stall_timeout
 from torchfit.space import (
     from_oserror,
     is_no_space,

@@ -139,7 +139,7 @@ def verify(opts: Options, observer: Progress | None = None) -> Report:
         if run.ddp is not None and not run.ddp.finished:
             run.ddp._finish()
         if opts.keep:
-            from torchfit.runner import Interrupted
+            from torchfit.interrupts import Interrupted
 
             raise Interrupted(f"{err or 'interrupted'}; verify's work directory is kept at {work}",
                               getattr(err, "signum", None)) from err

@@ -71,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
     )
     from torchfit.installer.flow import locked_torch_index
     from torchfit.installer.prefix import PrefixLock
+    from torchfit.interrupts import interrupts_raise
     from torchfit.progress import StderrProgress
-    from torchfit.runner import interrupts_raise
 
     if not args.env or not args.env.strip():
         raise BadInput("--env: give the env's directory")

@@ -38,8 +38,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 def run(args: argparse.Namespace) -> int:
     from torchfit.errors import BadInput
+    from torchfit.interrupts import interrupts_raise
     from torchfit.redact import redact
-    from torchfit.runner import interrupts_raise
     from torchfit.verify.adopt import adopt
 
     if not args.env or not args.env.strip():

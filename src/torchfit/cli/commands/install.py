@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
                              "the old env was removed\n")
         else:
             sys.stderr.write(f"torchfit: {why}: the temporary env was removed; {shown(args.prefix)} was not changed\n")
-        from torchfit.runner import Interrupted
+        from torchfit.interrupts import Interrupted
 
         raise Interrupted(why, getattr(err, "signum", None), reported=True) from err
 
@@ -165,10 +165,10 @@ def _install(args: argparse.Namespace, prefix: str, probing: Background[list[Hos
         nccl_pin_for,
     )
     from torchfit.installer.prefix import PrefixLock, scan_temps, wait_unused
+    from torchfit.interrupts import interrupts_raise
     from torchfit.lock.model import NcclPin, pin_from_json
     from torchfit.lock.pylock import load_lock
     from torchfit.owned import TreeNotRemoved, remove_marked
-    from torchfit.runner import interrupts_raise
 
     check_prefix(prefix, args.force)
     from torchfit.cli.ui.progress import install_progress
