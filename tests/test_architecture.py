@@ -286,3 +286,47 @@ def test_fewer_than_60_any_annotations_outside_the_workers() -> None:
     # (Plan, Progress, Runner, ...) or `object` for a value only checked with isinstance.
     found = any_annotations(ROOT / "src" / "torchfit")
     assert len(found) < 60, found
+
+
+# --- the page says what the tools check ------------------------------------------------------
+
+
+def page_layers(page: str) -> list[tuple[str, ...]]:
+    """The layering block of docs/architecture.md, one tuple per line: the separator ("|"
+    independent siblings, ":" one layer, "" a single package), then the full module names."""
+    block = page.split("## The layering", 1)[1].split("```", 2)[1]
+    out = []
+    for line in (ln for ln in block.splitlines() if ln.strip()):
+        text = re.sub(r"\s{2,}\(.*\)\s*$", "", line).strip()
+        sep = "|" if "|" in text else ":" if ":" in text else ""
+        names = [n.strip() for n in (text.split(sep) if sep else [text])]
+        out.append((sep, *(n if n.startswith("torchfit.") else f"torchfit.{n}" for n in names)))
+    return out
+
+
+def contract_layers(pyproject: str) -> list[tuple[str, ...]]:
+    from torchfit._backports import tomllib
+
+    contracts = tomllib.loads(pyproject)["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in contracts if c["id"] == "layers")["layers"]
+    out = []
+    for layer in layers:
+        sep = "|" if "|" in layer else ":" if ":" in layer else ""
+        names = [n.strip().strip("()") for n in (layer.split(sep) if sep else [layer])]
+        out.append((sep, *names))
+    return out
+
+
+def test_the_pages_layers_are_the_contracts() -> None:
+    assert page_layers((ROOT / "docs" / "architecture.md").read_text()) == \
+        contract_layers((ROOT / "pyproject.toml").read_text())
+
+
+def test_only_documents_that_ship_are_cited() -> None:
+    # The design notes and style guide the project grew from are not in this repository:
+    # what the code relies on is in docs/architecture.md ("Contracts").
+    absent = re.compile("|".join(("DESIGN" + r"\.md", "STYLE" + r"\.md")))
+    cited = [f"{path.relative_to(ROOT)}:{n}" for tree in ("src", "tests", "docs", "scripts", "bench")
+             for path in sorted((ROOT / tree).rglob("*")) if path.suffix in (".py", ".md", ".toml", ".sh")
+             for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1) if absent.search(line)]
+    assert cited == []

@@ -10,9 +10,9 @@ it says is known where it is built (the install log's path is `InstallFailed`'s
 `to_json()` is the one `--json` error object every command prints at the CLI
 boundary: `ok`, `error`, `reference`, `hint`, plus the keys of `details()` (a
 subclass's data: `conflicts` and `hints` of a failed resolve, `step` and `tail` of
-a failed install). DESIGN.md: keys may be added, never renamed.
+a failed install). docs/architecture.md, Contracts: keys may be added, never renamed.
 
-`exit_code` follows the contract in DESIGN.md: 1 = the job ran and the answer is
+`exit_code` follows the contract in docs/architecture.md, Contracts: 1 = the job ran and the answer is
 no, 2 = bad input. Every message passes through `redact`.
 """
 

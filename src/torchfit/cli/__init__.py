@@ -1,6 +1,6 @@
 """The command line: argument parsing, the one error boundary, exit codes.
 
-Exit codes (DESIGN.md): 0 success; 1 the job ran and the answer is no; 2 bad
+Exit codes (docs/architecture.md, Contracts): 0 success; 1 the job ran and the answer is no; 2 bad
 input or usage (one line, `-v` adds the traceback); 130 interrupted.
 """
 

@@ -1,6 +1,6 @@
 """What the resolver answers: a `Plan`, and its JSON form both ways.
 
-`plan_to_json` is the `torchfit resolve --json` contract (DESIGN.md, "Contracts":
+`plan_to_json` is the `torchfit resolve --json` contract (docs/architecture.md, "Contracts":
 keys may be added, never renamed); `plan_from_json` reads it back (a lock's
 `[tool.torchfit.plan]`), re-attaching the matrix row when given the matrix.
 """

@@ -9,7 +9,7 @@ refuses it, provider.Context.fleet_checks). A build depends on its host requirem
 host mismatch is an ordinary resolvelib conflict with a source, as in pip's
 `<Python from Requires-Python>`.
 
-Preference (DESIGN.md): the newest torch that fits; within a release a variant
+Preference (docs/architecture.md, Contracts): the newest torch that fits; within a release a variant
 the driver fully supports (toolkit floor met) before one only minor-version
 compatibility allows; among fully supported variants the newer CUDA (or ROCm),
 among minor-version-compatibility-only ones the smallest CUDA gap (cu130 before

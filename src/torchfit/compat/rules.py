@@ -1,4 +1,4 @@
-"""The host rules of DESIGN.md as checks: does one build fit one host, and why not.
+"""The host rules (docs/architecture.md, Contracts) as checks: does one build fit one host, and why not.
 
 Each rule returns a `RuleResult` (ok, and a sentence that states the fact from the
 host first, then what the matrix demands). The resolver turns these into

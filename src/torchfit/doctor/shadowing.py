@@ -8,7 +8,7 @@ and what torch was compiled against. Other copies are looked for where the loade
 could find them: LD_PRELOAD, LD_LIBRARY_PATH, a conda env's lib/ and `ldconfig -p`.
 
 pip wheels link libtorch_cuda.so with DT_RPATH=$ORIGIN/../../nvidia/nccl/lib, and
-DT_RPATH wins over LD_LIBRARY_PATH (measured on the H200 host, DESIGN.md), so a
+DT_RPATH wins over LD_LIBRARY_PATH (measured on the H200 host, docs/architecture.md, Contracts), so a
 system libnccl beside the wheel's is a hazard (anything loading libnccl.so.2 by
 name, a RUNPATH build) rather than a failure; LD_PRELOAD does replace it.
 """

@@ -1,7 +1,7 @@
 """Which libnccl an env runs, and the `PREFIX/bin/torchfit-env` script that pins it.
 
 pip's torch wheels load NCCL through `DT_RPATH=$ORIGIN/../../nvidia/nccl/lib`, and
-DT_RPATH wins over LD_LIBRARY_PATH (measured, DESIGN.md). So an env's NCCL is pinned:
+DT_RPATH wins over LD_LIBRARY_PATH (measured, docs/architecture.md, Contracts). So an env's NCCL is pinned:
 
 - by default, by the `nvidia-nccl-cuXX` version the plan names (torch's own pin);
 - with `--nccl VERSION`, by installing that `nvidia-nccl-cuXX` version instead;

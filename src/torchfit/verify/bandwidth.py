@@ -18,7 +18,7 @@ from torchfit.verify.inspection import cvd_entries
 from torchfit.verify.sizes import MIB
 
 # Below this fraction of what the links promise, bandwidth is a warning. Measured
-# on 2x H200 NV18 (DESIGN.md): healthy 1 GiB busbw 322-332 GB/s of a 478 GB/s
+# on 2x H200 NV18 (docs/architecture.md, Contracts): healthy 1 GiB busbw 322-332 GB/s of a 478 GB/s
 # promise (0.67-0.69); NCCL_P2P_DISABLE=1 gives 27 GB/s (0.06).
 WARN_FRACTION = 0.4
 # The promise is a large-message figure; smaller sweeps measure per-call overhead
