@@ -330,3 +330,24 @@ def test_only_documents_that_ship_are_cited() -> None:
              for path in sorted((ROOT / tree).rglob("*")) if path.suffix in (".py", ".md", ".toml", ".sh")
              for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1) if absent.search(line)]
     assert cited == []
+
+
+def verb_imports(graph_modules: dict[str, set[str]], verbs: tuple[str, ...]) -> list[str]:
+    """`a -> b` for each module of cli/commands (a verb or a helper of one, `_fleet`) that imports
+    a verb's module other than itself: what verbs share lives in cli/options.py or cli/settings.py."""
+    names = {f"torchfit.cli.commands.{v}" for v in verbs}
+    return sorted(f"{a} -> {b}" for a, imported in graph_modules.items() if a.startswith("torchfit.cli.commands.")
+                  for b in imported if b in names and b != a)
+
+
+def test_no_command_imports_another() -> None:
+    import grimp
+
+    from torchfit.cli.options import COMMAND_MODULES
+
+    graph = grimp.build_graph("torchfit", exclude_type_checking_imports=True, cache_dir=None)
+    imported = {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+    assert verb_imports(imported, COMMAND_MODULES) == []
+    # and the check bites: verify's Slurm types imported from verify, as _fleet did before cli/options.py
+    assert verb_imports({"torchfit.cli.commands._fleet": {"torchfit.cli.commands.verify"}}, COMMAND_MODULES) == \
+        ["torchfit.cli.commands._fleet -> torchfit.cli.commands.verify"]

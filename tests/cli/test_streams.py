@@ -146,7 +146,7 @@ def test_attack3_the_progress_ticker_sends_no_escapes_to_a_dumb_terminal(monkeyp
 
 def _json_commands() -> list[list[str]]:
     """Every command path whose parser takes --json, from the parser itself."""
-    from torchfit.cli import build_parser
+    from torchfit.cli.options import build_parser
 
     found: list[list[str]] = []
 

@@ -31,17 +31,10 @@ def fleet_task(data: dict[str, Any]) -> int:
 
 
 def run_detect_slurm(args: argparse.Namespace) -> int:
-    from torchfit.cli.commands.verify import slurm_name
+    from torchfit.cli.ui.slurm import step_lines
     from torchfit.fleet.gather import gather
     from torchfit.fleet.model import fleet_to_json
     from torchfit.runner import Runner
-
-    if args.partition:
-        try:
-            slurm_name(args.partition)
-        except argparse.ArgumentTypeError as exc:
-            raise BadInput(f"--partition: {exc}") from None
-    from torchfit.cli.ui.slurm import step_lines
 
     fleet = gather(Runner(), partition=args.partition, nodelist=args.nodelist, timeout=args.timeout,
                    bound=args.deadline, on_event=step_lines("detect --slurm"))
@@ -69,18 +62,6 @@ def format_fleet(fleet: Fleet) -> list[str]:
     width = min(max((len(r[0]) for r in rows), default=0), 32)
     lines += [f"  {name:<{width}}  {text}" for name, text in rows]
     return [terminal_text(line) for line in lines]  # nodes' facts and sinfo's reasons are their text
-
-
-def load_facts_file(data: Any, name: str, exclude: list[str]) -> list[Any] | None:
-    """A fleet file given to --facts -> one HostFacts per group (None: not a fleet file)."""
-    from torchfit.fleet.model import exclude_nodes, fleet_from_json, fleet_hosts, is_fleet_json
-
-    if not is_fleet_json(data):
-        return None
-    fleet = fleet_from_json(data, name)
-    if exclude:
-        fleet = exclude_nodes(fleet, exclude)
-    return fleet_hosts(fleet, name)
 
 
 def resolve_each_group(args: argparse.Namespace, hosts: list[HostFacts], request: Request, matrix: Matrix) -> int:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
-    from torchfit.cli import add_source_options, intermixed_positionals
+    from torchfit.cli.options import add_source_options, intermixed_positionals
 
     p = subparsers.add_parser(
         "add",
@@ -63,7 +63,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 
 def run(args: argparse.Namespace) -> int:
-    from torchfit.cli import check_source_options, settings
+    from torchfit.cli import settings
+    from torchfit.cli.options import check_source_options
     from torchfit.installer.add import (
         AddJob,
         load_env_lock,

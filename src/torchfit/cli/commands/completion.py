@@ -32,7 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
 def run(args: argparse.Namespace) -> int:
     import shtab
 
-    from torchfit.cli import build_parser
+    from torchfit.cli.options import build_parser
 
     parser = build_parser()  # every command, not just this one
     _mark_paths(parser)

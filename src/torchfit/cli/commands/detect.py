@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from torchfit.cli.options import slurm_name
 from torchfit.errors import BadInput
 from torchfit.inputs import seconds
 
@@ -20,7 +21,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
     fleet.add_argument("--slurm", action="store_true",
                        help="gather every node's facts through one srun into a fleet file (nodes grouped "
                             "by hardware)")
-    fleet.add_argument("--partition", metavar="NAME", help="with --slurm: the nodes of this partition")
+    fleet.add_argument("--partition", metavar="NAME", type=slurm_name, help="with --slurm: the nodes of this partition")
     fleet.add_argument("--nodelist", metavar="LIST",
                        help="with --slurm: only these nodes (Slurm notation, gpu[01-16])")
     fleet.add_argument("-o", "--output", metavar="FILE", help="with --slurm: also write the fleet file to FILE")

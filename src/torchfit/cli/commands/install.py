@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
-    from torchfit.cli import add_resolve_options, add_source_options
+    from torchfit.cli.options import add_resolve_options, add_source_options
 
     p = subparsers.add_parser(
         "install",
@@ -104,7 +104,7 @@ def _validate(args: argparse.Namespace) -> None:
         args.nccl = parse_nccl_version(args.nccl)
     if args.nccl_lib:
         args.nccl_lib = check_nccl_lib(args.nccl_lib)
-    from torchfit.cli import check_source_options
+    from torchfit.cli.options import check_source_options
 
     check_source_options(args)
 
@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from torchfit.background import Background
-    from torchfit.cli import load_hosts
+    from torchfit.cli.settings import load_hosts
 
     _validate(args)
     prefix = os.path.abspath(os.path.expanduser(args.prefix))
@@ -154,7 +154,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _install(args: argparse.Namespace, prefix: str, probing: Background[list[HostFacts]]) -> int:
     from torchfit.cache import load_matrix
-    from torchfit.cli import make_request
+    from torchfit.cli.settings import make_request
     from torchfit.errors import BadInput
     from torchfit.installer.flow import (
         InstallJob,

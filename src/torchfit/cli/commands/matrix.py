@@ -82,7 +82,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
     show.add_argument("--unknown", action="store_true",
                       help="list every fact still unknown, why, and which builds it blocks")
     show.add_argument("--matrix", metavar="FILE", help=argparse.SUPPRESS)
-    from torchfit.cli import add_verbose
+    from torchfit.cli.options import add_verbose
 
     for q in (check, upd, show, probe):
         add_verbose(q, "show tracebacks and each page read")

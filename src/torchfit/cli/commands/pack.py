@@ -13,7 +13,7 @@ from torchfit.inputs import seconds
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
-    from torchfit.cli import add_resolve_options, add_source_options
+    from torchfit.cli.options import add_resolve_options, add_source_options
 
     p = subparsers.add_parser(
         "pack",
@@ -39,8 +39,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
 def _fleet_locks(args: argparse.Namespace, work: str) -> list[str]:
     """Each group's lock (uv, as `export --format pylock`), written under `work`: their paths."""
     from torchfit.cache import load_matrix
-    from torchfit.cli import check_source_options, load_hosts, make_request
-    from torchfit.cli.settings import plan_settings
+    from torchfit.cli.options import check_source_options
+    from torchfit.cli.settings import load_hosts, make_request, plan_settings
     from torchfit.compat.matrix import PYPI_SIMPLE
     from torchfit.export import render
     from torchfit.export.stack import stack_from_plan
