@@ -9,7 +9,6 @@ TLS with a throwaway CA the torchfit process trusts (REQUESTS_CA_BUNDLE).
 from __future__ import annotations
 
 import contextlib
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,25 +17,12 @@ import pytest
 
 from tests.installer.conftest import CPU_ARGS, run_tf
 from tests.support.servers import Answer, http_server, reply
+from tests.support.tls import make_certs
 
 
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    d = tmp_path_factory.mktemp("tls")
-
-    def ssl_(*argv: str) -> None:
-        res = subprocess.run(["openssl", *argv], capture_output=True, text=True, timeout=60, cwd=d)
-        if res.returncode != 0:
-            pytest.skip(f"openssl: {res.stderr[-200:]}")
-
-    ssl_("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=torchfit-test-ca",
-         "-keyout", "ca.key", "-out", "ca.pem", "-addext", "basicConstraints=critical,CA:TRUE",
-         "-addext", "keyUsage=critical,keyCertSign")
-    ssl_("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", "leaf.key", "-out", "leaf.csr")
-    (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
-    ssl_("x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
-         "-extfile", "ext.cnf", "-out", "leaf.pem")
-    return {"ca": str(d / "ca.pem"), "cert": str(d / "leaf.pem"), "key": str(d / "leaf.key")}
+    return make_certs(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture
