@@ -33,7 +33,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from tests.support.wheels import make_wheel, serve_dir, write_index
 
-
 PYPI_PROJECT = "transformers==4.56.1\naccelerate\nxformers==0.0.32.post2\nsentencepiece\n"
 
 

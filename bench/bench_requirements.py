@@ -22,7 +22,7 @@ import argparse
 import json
 import os
 import statistics
-import subprocess  # noqa: TID251 - a bench runs torchfit as a user does, beside another checkout
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # Runs under the src/ given by PYTHONPATH: prints the seconds of the project steps.
 SNIPPET = r"""
 import sys, time
-from torchfit.cli import build_parser, load_hosts, make_request
+from torchfit.cli.options import build_parser
+from torchfit.cli.settings import load_hosts, make_request
 from torchfit.cache import load_matrix
 from torchfit.compat.provider import Context
 argv = ["resolve", "--facts", sys.argv[1], "-r", sys.argv[2], "--variant", "cpu"]

@@ -51,13 +51,15 @@ out = {}
 def lap(name):
     global last
     now = T(); out[name] = round((now - last) * 1000, 2); last = now
-import torchfit.cli as cli
+import torchfit.cli.options as options
+import torchfit.cli.settings as settings
+
 lap("import torchfit.cli")
 argv = sys.argv[1:]
 try:
-    parser = cli.build_parser(argv)
+    parser = options.build_parser(argv)
 except TypeError:  # before the lazy parser: build_parser() took no argument
-    parser = cli.build_parser()
+    parser = options.build_parser()
 args = parser.parse_args(argv)
 lap("build_parser + parse_args")
 try:
@@ -69,9 +71,9 @@ from torchfit.compat.resolver import resolve
 lap("import matrix, request, resolver")
 matrix = load_matrix(args.matrix)
 lap("load_matrix")
-request = cli.make_request(args, matrix)
+request = settings.make_request(args, matrix)
 lap("make_request")
-hosts = cli.load_hosts(args)
+hosts = settings.load_hosts(args)
 lap("load_hosts (host probe)")
 plan = resolve(hosts, request, matrix)
 lap("resolve")

@@ -9,7 +9,7 @@ sums, train the same small model 3 DDP steps, compare the parameters across rank
 (MAX/MIN all-reduce), and, when --sizes is given, time all-reduces of those sizes with
 the same warmup/iteration plan (bench_verify.py passes verify's own). Then it exits
 the way verify's workers do (os._exit after flushing: gloo workers that ran DDP can
-abort in interpreter teardown, ../shared/DESIGN.md). Rank 0 prints one JSON line.
+abort in interpreter teardown, docs/architecture.md, Contracts). Rank 0 prints one JSON line.
 
 None of verify's evidence is gathered: no inspection process, no runtime-library
 truth, no heartbeats, no watchdog. Standard library and torch only.

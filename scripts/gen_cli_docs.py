@@ -17,7 +17,7 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
 
 
 def _help(argv: list[str]) -> str:
-    from torchfit.cli import build_parser
+    from torchfit.cli.options import build_parser
 
     os.environ["COLUMNS"] = "100"
     parser = build_parser()
@@ -28,7 +28,7 @@ def _help(argv: list[str]) -> str:
 
 
 def render() -> str:
-    from torchfit.cli import build_parser
+    from torchfit.cli.options import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

@@ -20,7 +20,7 @@ classified:
               "internal error" (a traceback indented under a failed check is evidence: the
               user's torch failing to import, shown as verify shows it)
   hang        it ran over 120 s and that is not a documented wait
-  wrong-exit  the exit code is not what the contract (0/1/2/130, DESIGN.md) says for this case
+  wrong-exit  the exit code is not what the contract (0/1/2/130, docs/architecture.md, Contracts) says for this case
   ok          none of these
 
 Usage: python scripts/rerun-defects.py [--out DIR] [--only 1,7,...] [--keep]

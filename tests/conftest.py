@@ -1,4 +1,4 @@
-"""Shared test helpers: factories over fixtures (STYLE.md), paths, the CLI runner."""
+"""Shared test helpers: factories over fixtures, paths, the CLI runner."""
 
 from __future__ import annotations
 

@@ -226,3 +226,128 @@ def test_an_unmapped_module_is_found(tree: Path) -> None:
     # lock/toml.py is on the page; a verify/toml.py is not, though its file name is.
     _plant(tree, "torchfit.verify.toml", "")
     assert unmapped_modules(tree) == ["verify/toml.py"]
+
+
+# --- no import circle --------------------------------------------------------------------------
+
+
+def import_cycles() -> list[str]:
+    """Every import circle among torchfit's modules, as `a -> b -> a`, each once.
+
+    grimp (import-linter's graph) reads every import statement of src/torchfit, those inside
+    functions too (a lazy import closes a circle just the same when it runs), but not those
+    under `if TYPE_CHECKING:`. An edge a -> b is on a circle when b reaches a again."""
+    import grimp
+
+    graph = grimp.build_graph("torchfit", exclude_type_checking_imports=True, cache_dir=None)
+    found: set[str] = set()
+    for a in graph.modules:
+        for b in graph.find_modules_directly_imported_by(a):
+            if b.startswith("torchfit") and graph.chain_exists(importer=b, imported=a):
+                circle = (a, *graph.find_shortest_chain(importer=b, imported=a))[:-1]
+                first = circle.index(min(circle))  # start at the smallest name: one spelling per circle
+                found.add(" -> ".join((*circle[first:], *circle[:first], circle[first])))
+    return sorted(found)
+
+
+def _cycles_in(root: Path) -> list[str]:
+    code = "from tests.test_architecture import import_cycles; print('\\n'.join(import_cycles()))"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join((str(root / "src"), str(ROOT))))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, env=env,
+                         timeout=120, check=True)
+    return [line for line in out.stdout.splitlines() if line]
+
+
+def test_no_import_circle() -> None:
+    assert _cycles_in(ROOT) == []
+
+
+def test_a_planted_import_circle_is_found(tree: Path) -> None:
+    # A lazy import inside a function closes the circle as errors.py <-> space.py once did.
+    _plant(tree, "torchfit.planted_a", "import torchfit.planted_b")
+    _plant(tree, "torchfit.planted_b", "def f() -> None:\n    from torchfit import planted_a")
+    assert "torchfit.planted_a -> torchfit.planted_b -> torchfit.planted_a" in _cycles_in(tree)
+
+
+# --- honest types ----------------------------------------------------------------------------
+
+ANY_ANNOTATION = re.compile(r": Any\b|-> Any\b")
+
+
+def any_annotations(src: Path) -> list[str]:
+    """`path:line` of each line annotated with a bare `Any` (a parameter, a return, a variable)
+    outside workers/ (Python 3.6 syntax, no typing there): review-3's count, the same grep."""
+    return [f"{path.relative_to(src)}:{n}" for path in sorted(src.rglob("*.py")) if "workers" not in path.parts
+            for n, line in enumerate(path.read_text().splitlines(), 1) if ANY_ANNOTATION.search(line)]
+
+
+def test_fewer_than_60_any_annotations_outside_the_workers() -> None:
+    # 99 at 06e855a (architecture-review-3, change 10); a type from a TYPE_CHECKING import
+    # (Plan, Progress, Runner, ...) or `object` for a value only checked with isinstance.
+    found = any_annotations(ROOT / "src" / "torchfit")
+    assert len(found) < 60, found
+
+
+# --- the page says what the tools check ------------------------------------------------------
+
+
+def page_layers(page: str) -> list[tuple[str, ...]]:
+    """The layering block of docs/architecture.md, one tuple per line: the separator ("|"
+    independent siblings, ":" one layer, "" a single package), then the full module names."""
+    block = page.split("## The layering", 1)[1].split("```", 2)[1]
+    out = []
+    for line in (ln for ln in block.splitlines() if ln.strip()):
+        text = re.sub(r"\s{2,}\(.*\)\s*$", "", line).strip()
+        sep = "|" if "|" in text else ":" if ":" in text else ""
+        names = [n.strip() for n in (text.split(sep) if sep else [text])]
+        out.append((sep, *(n if n.startswith("torchfit.") else f"torchfit.{n}" for n in names)))
+    return out
+
+
+def contract_layers(pyproject: str) -> list[tuple[str, ...]]:
+    from torchfit._backports import tomllib
+
+    contracts = tomllib.loads(pyproject)["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in contracts if c["id"] == "layers")["layers"]
+    out = []
+    for layer in layers:
+        sep = "|" if "|" in layer else ":" if ":" in layer else ""
+        names = [n.strip().strip("()") for n in (layer.split(sep) if sep else [layer])]
+        out.append((sep, *names))
+    return out
+
+
+def test_the_pages_layers_are_the_contracts() -> None:
+    assert page_layers((ROOT / "docs" / "architecture.md").read_text()) == \
+        contract_layers((ROOT / "pyproject.toml").read_text())
+
+
+def test_only_documents_that_ship_are_cited() -> None:
+    # The design notes and style guide the project grew from are not in this repository:
+    # what the code relies on is in docs/architecture.md ("Contracts").
+    absent = re.compile("|".join(("DESIGN" + r"\.md", "STYLE" + r"\.md")))
+    cited = [f"{path.relative_to(ROOT)}:{n}" for tree in ("src", "tests", "docs", "scripts", "bench")
+             for path in sorted((ROOT / tree).rglob("*")) if path.suffix in (".py", ".md", ".toml", ".sh")
+             for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1) if absent.search(line)]
+    assert cited == []
+
+
+def verb_imports(graph_modules: dict[str, set[str]], verbs: tuple[str, ...]) -> list[str]:
+    """`a -> b` for each module of cli/commands (a verb or a helper of one, `_fleet`) that imports
+    a verb's module other than itself: what verbs share lives in cli/options.py or cli/settings.py."""
+    names = {f"torchfit.cli.commands.{v}" for v in verbs}
+    return sorted(f"{a} -> {b}" for a, imported in graph_modules.items() if a.startswith("torchfit.cli.commands.")
+                  for b in imported if b in names and b != a)
+
+
+def test_no_command_imports_another() -> None:
+    import grimp
+
+    from torchfit.cli.options import COMMAND_MODULES
+
+    graph = grimp.build_graph("torchfit", exclude_type_checking_imports=True, cache_dir=None)
+    imported = {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+    assert verb_imports(imported, COMMAND_MODULES) == []
+    # and the check bites: verify's Slurm types imported from verify, as _fleet did before cli/options.py
+    assert verb_imports({"torchfit.cli.commands._fleet": {"torchfit.cli.commands.verify"}}, COMMAND_MODULES) == \
+        ["torchfit.cli.commands._fleet -> torchfit.cli.commands.verify"]

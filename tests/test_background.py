@@ -1,4 +1,4 @@
-"""background.py and runner.interrupts_raise: SIGINT arriving at every instant of starting and
+"""background.py and interrupts.interrupts_raise: SIGINT arriving at every instant of starting and
 waiting for a thread. The standard library's Thread.start/join and Condition wait, interrupted
 by an exception from a signal handler at the wrong instant, end in "RuntimeError: release
 unlocked lock" (the internal error issue 25 saw once under load): a real SIGINT is raised at
@@ -20,7 +20,7 @@ from tests.support.cli import ROOT
 AT_EACH_LINE = r"""
 import json, signal, sys, threading, time
 from torchfit import background
-from torchfit.runner import Interrupted, interrupts_raise
+from torchfit.interrupts import Interrupted, interrupts_raise
 
 counts = {"finished": 0, "interrupted": 0, "errors": []}
 for nth in range(1, 80):

@@ -392,9 +392,8 @@ def test_an_https_index_listing_a_dependency_over_plain_http_is_refused(tmp_path
     import functools
     import hashlib
     import http.server
-    import ssl
-    import threading
 
+    from tests.support.servers import http_server
     from tests.support.tls import make_certs
 
     certs = make_certs(tmp_path / "tls")
@@ -406,28 +405,17 @@ def test_an_https_index_listing_a_dependency_over_plain_http_is_refused(tmp_path
         def log_message(self, *_a: object) -> None:
             pass
 
-    plain_srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(tmp_path)))
-    plain = f"http://127.0.0.1:{plain_srv.server_address[1]}"
-    page = tmp_path / "secure" / "simple" / "purelib"
-    page.mkdir(parents=True)
-    (page / "index.html").write_text(f'<a href="{plain}/files/{wheel.name}#sha256={digest}">{wheel.name}</a>\n')
-    secure_srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                                 functools.partial(Quiet, directory=str(tmp_path / "secure")))
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(certs["cert"], certs["key"])
-    secure_srv.socket = ctx.wrap_socket(secure_srv.socket, server_side=True)
-    for srv in (plain_srv, secure_srv):
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
     index = torch_tree(tmp_path / "torch", "cpu", ["2.13.0"])
     trust = {"REQUESTS_CA_BUNDLE": certs["ca"], "SSL_CERT_FILE": certs["ca"], "XDG_CACHE_HOME": str(tmp_path / "c")}
-    try:
-        proc = run_cli("resolve", "--json", *CPU_HOST, "--torch-index-url", index.as_uri(), "--index-url",
-                       f"https://127.0.0.1:{secure_srv.server_address[1]}/simple", "purelib", env=trust, timeout=180)
-        assert proc.returncode == 1, proc.stdout + proc.stderr
-        err = json.loads(proc.stdout)
-        assert err["reference"] == "index-unavailable" and "over plain http" in err["error"], err
-        assert "--allow-insecure-index" in err["hint"], err
-    finally:
-        for srv in (plain_srv, secure_srv):
-            srv.shutdown()
-            srv.server_close()
+    with http_server(handler=functools.partial(Quiet, directory=str(tmp_path))) as plain:
+        page = tmp_path / "secure" / "simple" / "purelib"
+        page.mkdir(parents=True)
+        (page / "index.html").write_text(f'<a href="{plain.url}/files/{wheel.name}#sha256={digest}">{wheel.name}</a>\n')
+        with http_server(handler=functools.partial(Quiet, directory=str(tmp_path / "secure")),
+                         tls=(certs["cert"], certs["key"])) as secure:
+            proc = run_cli("resolve", "--json", *CPU_HOST, "--torch-index-url", index.as_uri(), "--index-url",
+                           f"{secure.url}/simple", "purelib", env=trust, timeout=180)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    err = json.loads(proc.stdout)
+    assert err["reference"] == "index-unavailable" and "over plain http" in err["error"], err
+    assert "--allow-insecure-index" in err["hint"], err

@@ -18,7 +18,7 @@ for _sig in (signal.SIGTERM, signal.SIGHUP):
     signal.signal(_sig, _early)
 
 try:
-    from torchfit.cli import main
+    from torchfit.cli.main import main
 
     code = main()
 except KeyboardInterrupt as err:  # only before main's own boundary is in place

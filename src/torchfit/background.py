@@ -7,7 +7,7 @@ check, a project's index reads), so the GIL is free for the caller meanwhile. Da
 Ctrl-C nothing waits for it; the runner kills the children it started.
 
 Safe against interruption. SIGINT/SIGTERM/SIGHUP raise `Interrupted` from wherever the main
-thread is (runner.interrupts_raise), and the standard library's thread join and Event wait are
+thread is (interrupts.interrupts_raise), and the standard library's thread join and Event wait are
 not safe against an exception raised inside them: `Thread.join()`, interrupted in its
 tstate-lock dance, releases the lock of a thread still running, and a Condition interrupted
 between its wait and its re-acquire releases a lock it no longer holds ("RuntimeError: release
@@ -15,7 +15,7 @@ unlocked lock": CPython issues 78667 and 118433, bpo-45274). So waiting is on a 
 thread releases at its end: an interrupted acquire has either taken it or not, and nothing is
 ever released twice. `Wake` is an Event built the same way, for the main thread's timed waits.
 `Thread.start()` itself waits on an Event: the handler defers a signal that lands inside
-threading's code by a few milliseconds (runner.interrupts_raise).
+threading's code by a few milliseconds (interrupts.interrupts_raise).
 
 (concurrent.futures would do, but importing it imports `logging`: ~5 ms of every
 start-up, where every step of `install` counts.)

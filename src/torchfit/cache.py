@@ -109,7 +109,7 @@ def read_record(name: str, key: str) -> Any:
         return None
 
 
-def write_record(name: str, key: str, data: Any) -> bool:
+def write_record(name: str, key: str, data: object) -> bool:
     """Store `data` (JSON values only) under `name` for `key`, atomically; False when not written.
 
     The directory must be ours and writable by nobody else; the record is a new

@@ -4,7 +4,7 @@
 status, one line saying what was found, detail lines, and how to fix it. This is
 that `Check`, with one `Status` vocabulary (pass, warn, fail, skip, unknown).
 
-The JSON words stay each command's own (DESIGN.md: keys may be added, never
+The JSON words stay each command's own (docs/architecture.md, Contracts: keys may be added, never
 renamed): verify writes `pass`/`warn`/`fail`/`skip` under name/summary/detail/
 hint, doctor writes `ok`/`warn`/`fail`/`unknown` under id/evidence/fix. Each
 command maps at its JSON edge (verify.model, doctor.model); nothing in between

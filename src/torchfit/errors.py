@@ -10,21 +10,28 @@ it says is known where it is built (the install log's path is `InstallFailed`'s
 `to_json()` is the one `--json` error object every command prints at the CLI
 boundary: `ok`, `error`, `reference`, `hint`, plus the keys of `details()` (a
 subclass's data: `conflicts` and `hints` of a failed resolve, `step` and `tail` of
-a failed install). DESIGN.md: keys may be added, never renamed.
+a failed install). docs/architecture.md, Contracts: keys may be added, never renamed.
 
-`exit_code` follows the contract in DESIGN.md: 1 = the job ran and the answer is
+`exit_code` follows the contract in docs/architecture.md, Contracts: 1 = the job ran and the answer is
 no, 2 = bad input. Every message passes through `redact`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from torchfit.redact import redact
+from torchfit.text import format_bytes
 
 if TYPE_CHECKING:
     from torchfit.access import Denied
+
+
+class Diagnosis(Protocol):
+    """What a failed Python build was short of (installer/pyenv's diagnosis): its fix."""
+
+    def hint(self, version: str) -> str: ...
 
 
 class TorchfitError(Exception):
@@ -218,8 +225,6 @@ class DiskFull(TorchfitError):
                  quota: bool = False, free: int | None = None, size: int | None = None,
                  inodes_free: int | None = None, inodes: int | None = None, needed: int | None = None,
                  needed_what: str = "", grown: int | None = None) -> None:
-        from torchfit.space import format_bytes
-
         self.step, self.path, self.mount, self.role, self.fix = step, path, mount, role, fix
         self.quota, self.free, self.size = quota, free, size
         self.inodes_free, self.inodes, self.needed, self.needed_what = inodes_free, inodes, needed, needed_what
@@ -295,7 +300,7 @@ class PythonBuildFailed(InstallFailed):
 
     reference = "install-failed"
 
-    def __init__(self, version: str, argv: Sequence[str], code: int | None, tail: str, diagnosis: Any, *,
+    def __init__(self, version: str, argv: Sequence[str], code: int | None, tail: str, diagnosis: Diagnosis, *,
                  log_path: str | None = None) -> None:
         self.version = version
         self.diagnosis = diagnosis

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from torchfit.errors import BadInput
+from torchfit.text import CSI
 
 # A facts file of a 1 024-GPU host is about 300 KB; a lock of a CUDA torch ~20 KB.
 MAX_FACTS_BYTES = 4 << 20
@@ -220,7 +221,7 @@ def _read_tail(path: str, limit: int) -> bytes:
         return fh.read(limit)
 
 
-def check_depth(obj: Any, where: str, max_depth: int = MAX_DEPTH) -> None:
+def check_depth(obj: object, where: str, max_depth: int = MAX_DEPTH) -> None:
     """BadInput when lists/objects nest deeper than `max_depth` (iterative: no recursion)."""
     stack: list[tuple[Any, int]] = [(obj, 1)]
     while stack:
@@ -307,8 +308,8 @@ def loads_toml(text: str, where: str, max_depth: int = MAX_DEPTH) -> dict[str, A
 # CSI (ESC [ ... final), OSC (ESC ] ... BEL or ESC \), other two-byte escapes, then any
 # remaining C0/C1 control but tab and newline. DEL too.
 _CONTROL = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    CSI.pattern
+    + r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
     r"|\x1b[@-_]?"
     r"|\x9b[0-?]*[ -/]*[@-~]"
     r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"

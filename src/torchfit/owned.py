@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 
 from torchfit.inputs import decode_json
-from torchfit.runner import signals_deferred
+from torchfit.interrupts import signals_deferred
 from torchfit.space import temp_root
 
 MARKER = ".torchfit-owner"

@@ -26,7 +26,7 @@ from typing import NamedTuple, TextIO
 from torchfit.background import Background
 from torchfit.inputs import terminal_text
 from torchfit.redact import redact
-from torchfit.space import format_bytes
+from torchfit.text import format_bytes
 
 FIRST_HEARTBEAT_S = 10.0
 HEARTBEAT_S = 30.0

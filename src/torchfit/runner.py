@@ -18,7 +18,7 @@ Every child dies with torchfit:
   dies by any means the watchdog kills the registered groups and their descendants;
 - every live child is registered; `kill_all()` kills their process groups, and
   `torchfit.cli.main` calls it after any command (and on SIGINT/SIGTERM/SIGHUP,
-  which `interrupts_raise` turns into a KeyboardInterrupt: exit 130);
+  which `interrupts.interrupts_raise` turns into a KeyboardInterrupt: exit 130);
 - `kill_stray_children()` catches a child that exec'd in the instant between
   fork and Popen returning (found through /proc).
 
@@ -40,12 +40,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import FrameType
 
 from torchfit._backports import FROZEN
 from torchfit.errors import ProbeFailed, ToolMissing, ToolStalled, ToolTimeout
+from torchfit.interrupts import SIGNALS
+from torchfit.proctree import descendants, find_pids_with, group_activity, pipe_holders
 from torchfit.redact import has_credentials, redact
 
 # --- every child dies with torchfit ------------------------------------------------------
@@ -262,38 +263,6 @@ def _killpg(pid: int, sig: int) -> None:
         os.killpg(pid, sig)
 
 
-def descendants(pid: int) -> dict[int, str]:
-    """Every live descendant of `pid` by parent (Linux /proc), with its start time.
-
-    A child of the runner is a PR_SET_CHILD_SUBREAPER, so what it started stays its
-    descendant even after a setsid() and a double fork (a build backend's daemon that left
-    the process group): read while the child lives, this is everything it started.
-    """
-    procs: dict[int, tuple[int, str]] = {}
-    try:
-        entries = [e for e in os.listdir("/proc") if e.isdigit()]
-    except OSError:  # pragma: no cover - no /proc
-        return {}
-    for entry in entries:
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as fh:
-                fields = fh.read().rpartition(")")[2].split()
-            procs[int(entry)] = (int(fields[1]), fields[19])
-        except (OSError, ValueError, IndexError):
-            continue
-    kids: dict[int, list[int]] = {}
-    for p, (ppid, _) in procs.items():
-        kids.setdefault(ppid, []).append(p)
-    found: dict[int, str] = {}
-    todo = [pid]
-    while todo:
-        for k in kids.get(todo.pop(), ()):
-            if k not in found and k != os.getpid():
-                found[k] = procs[k][1]
-                todo.append(k)
-    return found
-
-
 def _signal_all(proc: subprocess.Popen[str], tree: dict[int, str], sig: int) -> None:
     """`sig` to the child's process group and to every process it started: `tree` (its
     descendants seen earlier, grown by those seen now) where each is still the same process
@@ -349,28 +318,6 @@ def kill_all(grace: float = 0.5, strays: bool = True) -> list[int]:
             proc.wait(timeout=1.0)
         release(proc)
     return [p.pid for p in procs] + (kill_stray_children() if strays else [])
-
-
-# --- processes found by a mark in their command line -----------------------------------
-
-
-def find_pids_with(marker: str) -> list[int]:
-    """Live processes whose command line contains `marker` (a unique work path)."""
-    me = os.getpid()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                cmd = fh.read().decode("utf-8", "replace")
-            with open(f"/proc/{entry}/stat", encoding="utf-8") as fh:
-                state = fh.read().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if marker in cmd and state != "Z":
-            found.append(int(entry))
-    return found
 
 
 def _signal_tree(pid: int, sig: int) -> None:
@@ -437,171 +384,6 @@ def kill_stray_children() -> list[int]:
     return killed
 
 
-def group_io_bytes(pgid: int) -> int:
-    """Bytes read and written so far by the live members of process group `pgid` (Linux /proc).
-
-    Network reads count (rchar covers sockets): a download that moves shows it, a
-    hung index shows a number that stops growing.
-    """
-    return group_activity(pgid)[0]
-
-
-def group_activity(pgid: int) -> tuple[int, bool]:
-    """`group_io_bytes`, and whether a member of the group is stopped (state T: SIGSTOP,
-    Ctrl-Z, a debugger): a stopped process moves no byte, and is not a hung index."""
-    total = 0
-    stopped = False
-    try:
-        entries = [e for e in os.listdir("/proc") if e.isdigit()]
-    except OSError:  # pragma: no cover
-        return 0, False
-    for entry in entries:
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as fh:
-                fields = fh.read().rpartition(")")[2].split()
-            if int(fields[2]) != pgid:
-                continue
-            stopped = stopped or fields[0] in ("T", "t")
-            with open(f"/proc/{entry}/io", encoding="ascii") as fh:
-                for line in fh:
-                    key, _, val = line.partition(":")
-                    if key in ("rchar", "wchar"):
-                        total += int(val)
-        except (OSError, ValueError, IndexError):
-            continue
-    return total, stopped
-
-
-# --- signals: SIGTERM and SIGHUP are Ctrl-C ------------------------------------------------
-
-_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGINT, SIGTERM or SIGHUP, raised like Ctrl-C so the same cleanup runs (exit 130).
-
-    `reported`: the command already told the user what the interruption left behind
-    (install: whether PREFIX changed), so the boundary adds no line of its own."""
-
-    def __init__(self, text: str = "interrupted", signum: int | None = None, *, reported: bool = False) -> None:
-        super().__init__(text)
-        self.signum = signum
-        self.reported = reported
-
-
-# Signals that arrived while the first interruption unwinds: cleanup is not cut short.
-pending_signals: list[int] = []
-_fired: list[int] = []
-_depth: list[int] = []
-
-
-@contextlib.contextmanager
-def interrupts_raise(*, then_ignore: bool = False) -> Iterator[None]:
-    """SIGINT/SIGTERM/SIGHUP raise `Interrupted` (a KeyboardInterrupt) in the main thread, once.
-
-    The default action of SIGTERM/SIGHUP kills torchfit on the spot, leaving temp
-    dirs and children that run on in their own session. As an exception they unwind
-    through the runner (which kills the child's group), temp dirs' context managers
-    and `kill_all`. A second signal during that cleanup is recorded, not raised.
-
-    On leaving, the previous handlers come back; with `then_ignore` (the program's entry)
-    the signals are ignored instead: the command is done and its exit code stands. A
-    Python handler could not cover those last moments: the interpreter's shutdown resets
-    it to the default action, which would kill torchfit with its work complete.
-    """
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if _fired:  # nested contexts share it: one interruption per outermost context
-            pending_signals.append(signum)
-            return
-        if _in_threading(frame):
-            # threading's own code is not safe against an exception raised inside it: a
-            # Thread.start() (its Event's Condition) interrupted there releases a lock it no
-            # longer holds, "RuntimeError: release unlocked lock" (CPython issues 78667 and
-            # 118433). Raised a moment later instead, once the main thread is out of it.
-            _deferred[:] = [signum]
-            signal.setitimer(signal.ITIMER_REAL, DEFER_S)
-            return
-        _fired.append(signum)
-        raise Interrupted(f"interrupted by {signal.Signals(signum).name}", signum)
-
-    def retry(_alarm: int, frame: FrameType | None) -> None:
-        if _deferred:
-            handler(_deferred.pop(), frame)
-
-    previous = {}
-    for sig in _SIGNALS:
-        try:
-            previous[sig] = signal.signal(sig, handler)
-        except (ValueError, OSError):  # not the main thread: leave signals alone
-            pass
-    if previous:
-        previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, retry)
-    _depth.append(1)
-    try:
-        yield
-    finally:
-        _depth.pop()
-        if previous:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous.pop(signal.SIGALRM))
-            if _deferred and _depth:  # the outer context's retry takes it
-                signal.setitimer(signal.ITIMER_REAL, DEFER_S)
-        for sig, old in previous.items():
-            signal.signal(sig, signal.SIG_IGN if then_ignore else old)
-        if not _depth:
-            _fired.clear()
-            if _deferred:  # it came in the last instant, inside threading: the command is done
-                pending_signals.append(_deferred.pop())
-
-
-DEFER_S = 0.002
-_deferred: list[int] = []
-_THREADING = threading.__file__
-
-
-def _in_threading(frame: FrameType | None) -> bool:
-    """Whether the main thread was running the threading module's code (any frame of it)."""
-    while frame is not None:
-        if frame.f_code.co_filename == _THREADING:
-            return True
-        frame = frame.f_back
-    return False
-
-
-
-@contextlib.contextmanager
-def signals_deferred() -> Iterator[list[int]]:
-    """Hold SIGINT/SIGTERM/SIGHUP back while the filesystem is between two states.
-
-    Yields a list; `take_pending(held)` moves a signal that arrived meanwhile into
-    it (consumed, not delivered), so the caller can say exactly when it came.
-    Signals still pending at the end are delivered then.
-    """
-    held: list[int] = []
-    try:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
-    except (AttributeError, ValueError, OSError):  # pragma: no cover - non-POSIX
-        yield held
-        return
-    try:
-        yield held
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
-def take_pending(held: list[int]) -> list[int]:
-    """Consume the blocked signals pending now (inside `signals_deferred`), appending to `held`."""
-    try:
-        pending = signal.sigpending() & set(_SIGNALS)
-    except (AttributeError, OSError):  # pragma: no cover
-        return held
-    for sig in sorted(pending):
-        with contextlib.suppress(AttributeError, OSError):
-            if signal.sigtimedwait([sig], 0) is not None:
-                held.append(int(sig))
-    return held
-
-
 def exec_replace(path: str, argv: Sequence[str], env: Mapping[str, str]) -> None:
     """Become `argv` (torchfit run): flush, restore default signal actions, execve.
 
@@ -611,7 +393,7 @@ def exec_replace(path: str, argv: Sequence[str], env: Mapping[str, str]) -> None
     sys.stdout.flush()
     sys.stderr.flush()
     kill_all(grace=0.2)
-    for sig in _SIGNALS:
+    for sig in SIGNALS:
         with contextlib.suppress(ValueError, OSError):
             signal.signal(sig, signal.SIG_DFL)
     os.execve(path, list(argv), dict(env))
@@ -839,35 +621,6 @@ class Runner:
 # How long the runner still reads a child's pipes after the child itself exited: what it
 # wrote is in the pipe already; a writer left after that is a descendant holding the pipe.
 DRAIN_S = 2.0
-
-
-def pipe_holders(streams: Sequence[object]) -> list[int]:
-    """Pids (other than this process) with one of these pipes open (Linux /proc)."""
-    targets = set()
-    for stream in streams:
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            targets.add(f"pipe:[{os.fstat(stream.fileno()).st_ino}]")  # type: ignore[attr-defined]
-    found: list[int] = []
-    if not targets:
-        return found
-    me = os.getpid()
-    try:
-        entries = [e for e in os.listdir("/proc") if e.isdigit() and int(e) != me]
-    except OSError:  # pragma: no cover
-        return found
-    for entry in entries:
-        try:
-            fds = os.listdir(f"/proc/{entry}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink(f"/proc/{entry}/fd/{fd}") in targets:
-                    found.append(int(entry))
-                    break
-            except OSError:
-                continue
-    return found
 
 
 class _LineFeed:

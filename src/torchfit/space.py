@@ -37,15 +37,6 @@ class Place(NamedTuple):
     fix: str  # how to give it room, or move it
 
 
-def format_bytes(n: float) -> str:
-    """1.2 MB, 740.1 MB, 3.0 GB: sizes as people read them (decimal units)."""
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} GB"  # pragma: no cover
-
-
 def is_no_space(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in NO_SPACE
 

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from tests.conftest import ROOT
 from tests.support.cli import run_cli
-from torchfit.cli import build_parser, main
+from torchfit.cli.main import main
+from torchfit.cli.options import build_parser
 from torchfit.errors import BadInput
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -1,4 +1,4 @@
-"""One `--json` error object, one shape, for every command (issue 10; DESIGN.md: keys may
+"""One `--json` error object, one shape, for every command (issue 10; docs/architecture.md, Contracts: keys may
 be added, never renamed). Real subprocesses: the boundary in cli/ prints it."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import pytest
 
 LATE = """
 import os, signal, sys
-from torchfit.cli import main
+from torchfit.cli.main import main
 sys.argv = ["torchfit", "matrix", "show", "--json"]
 code = main()
 os.kill(os.getpid(), signal.{sig})  # the command is done: the signal lands now
@@ -31,7 +31,7 @@ def test_attack3_a_signal_after_the_command_leaves_its_exit_code(sig: str) -> No
 
 def test_a_library_caller_gets_its_own_handlers_back() -> None:
     """main(argv) inside another program: the caller's handler is back afterwards."""
-    from torchfit.cli import main
+    from torchfit.cli.main import main
 
     seen: list[int] = []
     old = signal.signal(signal.SIGHUP, lambda s, _f: seen.append(s))

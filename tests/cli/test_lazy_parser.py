@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.support.cli import run_cli
-from torchfit.cli import COMMAND_NAMES, build_parser, command_in
+from torchfit.cli.options import COMMAND_NAMES, build_parser, command_in
 
 
 def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -97,7 +97,7 @@ def test_command_in(argv: list[str], expected: str | None) -> None:
 def test_only_the_chosen_commands_module_is_imported(argv: list[str], module: str | None) -> None:
     code = (
         "import contextlib, io, json, sys\n"
-        "from torchfit.cli import main\n"
+        "from torchfit.cli.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
         f"    main({argv!r})\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('torchfit.cli.commands.'))))\n"

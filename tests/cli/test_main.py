@@ -32,7 +32,7 @@ def test_d23_closed_pipe_exits_0(args: list[str]) -> None:
 
 def test_requirements_come_anywhere_among_the_options() -> None:
     """Issue 25: `resolve torch --variant cpu numpy` was "unrecognized arguments: numpy"."""
-    from torchfit.cli import build_parser
+    from torchfit.cli.options import build_parser
 
     for argv in (["resolve", "torch", "--variant", "cpu", "numpy"], ["install", "--variant", "cpu", "torch", "-r",
                                                                     "r.txt", "numpy", "--prefix", "p"],
@@ -46,7 +46,7 @@ def test_requirements_come_anywhere_among_the_options() -> None:
 
 
 def test_an_option_value_is_still_its_options() -> None:
-    from torchfit.cli import build_parser
+    from torchfit.cli.options import build_parser
 
     argv = ["resolve", "--python", "3.12", "torch", "--assume", "gpu=none", "numpy", "--facts", "f.json"]
     args = build_parser(argv).parse_args(argv)

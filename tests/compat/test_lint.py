@@ -1,4 +1,4 @@
-"""STYLE.md and issue 17: ruff (I,B,UP,RUF,C4,TID251) over src/ and tests/, and mypy strict over
+"""Issue 17: ruff (I,B,UP,RUF,C4,TID251) over src/, tests/, scripts/ and bench/ (issue 28), and mypy strict over
 the whole of src/torchfit with pyproject.toml's configuration (`strict = true`; the workers,
 which run in the target's Python 3.6+, under their own override there)."""
 
@@ -16,7 +16,8 @@ SRC = str(ROOT / "src" / "torchfit")
 
 
 def test_ruff_clean() -> None:
-    out = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", SRC, str(ROOT / "tests")],
+    trees = [SRC, *(str(ROOT / tree) for tree in ("tests", "scripts", "bench"))]
+    out = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", *trees],
                          capture_output=True, text=True, cwd=ROOT)
     if "No module named ruff" in out.stderr:
         pytest.skip("ruff not installed (pip install -e '.[test]')")

@@ -1,4 +1,4 @@
-"""compat/ is pure: it never imports subprocess, ctypes, requests, socket or rich (STYLE.md)."""
+"""compat/ is pure: it never imports subprocess, ctypes, requests, socket or rich."""
 
 from __future__ import annotations
 

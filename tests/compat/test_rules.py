@@ -176,3 +176,27 @@ def test_d29_mixed_gpus_are_judged_per_model(matrix) -> None:  # type: ignore[no
         _cpu_seconds(lambda: resolve([facts], Request(), matrix))
     text = str(err.value) + " ".join(str(c) for c in err.value.conflicts)
     assert "512\u00d7 Tesla K80 (sm_37)" in text
+
+
+# --- host_warnings: a host kind's caveats beside its refusals (issue 28, item 9) ---------------
+
+
+def test_host_warnings_say_wsl_for_a_cuda_build_only(matrix: Any) -> None:
+    import dataclasses
+
+    from torchfit.compat.rules import host_warnings
+
+    wsl = dataclasses.replace(make_facts(gpus=["sm_90"]), wsl=True)
+    cuda, cpu = _build(matrix, "2.6.0", "cu124"), _build(matrix, "2.6.0", "cpu")
+    assert any(w.startswith("WSL 2: the NVIDIA driver is the Windows host's") for w in host_warnings(cuda, wsl, matrix))
+    assert host_warnings(cpu, wsl, matrix) == []
+    assert host_warnings(cuda, make_facts(gpus=["sm_90"]), matrix) == []
+
+
+def test_host_warnings_say_minor_version_compatibility_and_ptx(matrix: Any) -> None:
+    from torchfit.compat.rules import host_warnings
+
+    old_driver = host_warnings(_build(matrix, "2.6.0", "cu124"), make_facts(driver="525.60.13", gpus=["sm_90"]), matrix)
+    assert len(old_driver) == 1 and "only through CUDA minor-version compatibility" in old_driver[0]
+    ptx = host_warnings(_build(matrix, "2.10.0", "cu130"), make_facts(gpus=["sm_130"]), matrix)
+    assert any("through PTX JIT" in w for w in ptx), ptx

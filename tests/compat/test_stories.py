@@ -1,4 +1,4 @@
-"""Resolver tests as data: one file per host story in tests/data/stories/ (STYLE.md).
+"""Resolver tests as data: one file per host story in tests/data/stories/.
 
 Each story has facts (or several [[hosts]]), a request, and the expected outcome,
 with a `why` line naming the real failure it guards against.

@@ -56,7 +56,7 @@ def test_a_failure_exits_1(h200: Host) -> None:
 def test_bad_input_exits_2_with_one_line(host: Host, args: list[str], words: str) -> None:
     r = host.doctor(*args, root=False)
     assert r.rc == 2, r
-    # --json: the one error object of every command on stdout (DESIGN.md shape, issue 10).
+    # --json: the one error object of every command on stdout (docs/architecture.md shape, issue 10).
     if r.stdout:
         error = lines_of(r.stderr)[0].split("error: ", 1)[1].rsplit("  [", 1)[0]
         assert json.loads(r.stdout) == {"schema": "torchfit.error/1", "ok": False, "error": error,

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.doctor.conftest import fixture
+from torchfit import text
 from torchfit.compat import envjudge, ncclenv, tags, versions
 from torchfit.compat.versions import Arch
 from torchfit.doctor import parse
@@ -29,8 +30,8 @@ STR_PARSERS = [
     parse.parse_nvml_mismatch, parse.parse_libnvidia_ml_version, parse.parse_ldconfig, lib_kind,
     parse.version_from_filename, parse.parse_found_version, parse.parse_wheel_tags, tags.glibc_of_tag,
     tags.parse_arch_flags, envjudge.parse_cuda_visible_devices, ncclenv.parse_nccl_ifname, parse.parse_mount_size,
-    ncclenv.parse_env_file, parse.parse_osrelease, parse.dotted, parse.first_line, parse.head,
-    parse.strip_ansi, parse.looks_like_lspci, parse_log,
+    ncclenv.parse_env_file, parse.parse_osrelease, parse.dotted, text.first_line, parse.head,
+    text.strip_ansi, text.tail, parse.looks_like_lspci, parse_log,
 ]
 
 

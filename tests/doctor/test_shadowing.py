@@ -42,7 +42,7 @@ def test_clean_loader_path_is_ok(h200: Host, tmp_path: Path) -> None:
 
 
 def test_ld_preload_of_the_system_nccl_replaces_the_bundled_one(h200: Host, tmp_path: Path) -> None:
-    """DESIGN.md, measured: LD_PRELOAD of the system 2.28.3 makes NCCL run 2.28.3."""
+    """docs/architecture.md, Contracts, measured: LD_PRELOAD of the system 2.28.3 makes NCCL run 2.28.3."""
     env = h200_env(tmp_path)
     libs = system_libs(h200)
     r = h200.doctor("--python", env.python, env={"LD_PRELOAD": str(libs["nccl"])})
@@ -69,7 +69,7 @@ def test_ld_preload_of_an_older_nccl_minor_fails(h200: Host, tmp_path: Path) -> 
 
 
 def test_ld_library_path_does_not_replace_nccl_of_a_pip_wheel(h200: Host, tmp_path: Path) -> None:
-    """DESIGN.md, measured: DT_RPATH wins over LD_LIBRARY_PATH; the bundled 2.28.9 still runs."""
+    """docs/architecture.md, Contracts, measured: DT_RPATH wins over LD_LIBRARY_PATH; the bundled 2.28.9 still runs."""
     env = h200_env(tmp_path)
     libs = system_libs(h200)
     h200.tool("ldconfig", "")

@@ -9,21 +9,19 @@ real tmpfs mounts (skipped where mounting is not allowed). Each test fails on co
 from __future__ import annotations
 
 import base64
-import http.server
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import CPU_ARGS, UV_ON_PATH, Tf, hanging_torch_env, wait_for_tagged
 from tests.installer.conftest import is_pip_install, leftovers, needs_uv, wait_for_child
+from tests.support.servers import http_server, reply
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -156,7 +154,7 @@ def test_d05_signal_after_the_exchange_is_reported_as_late_not_as_unchanged(
 
 def test_d05_signal_pending_before_the_exchange_cancels_it(tmp_path: Path) -> None:
     from torchfit.installer.prefix import TempEnv, swap_into_place
-    from torchfit.runner import interrupts_raise
+    from torchfit.interrupts import interrupts_raise
 
     prefix = tmp_path / "env"
     prefix.mkdir()
@@ -314,29 +312,13 @@ def test_d13_export_refuses_plain_http_unless_allowed(tf: Tf) -> None:
 
 
 def test_d13_matrix_check_sends_no_token_over_plain_http(tf: Tf) -> None:
-    seen: list[str] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            seen.append(self.headers.get("Authorization") or "")
-            self.send_response(404)
-            self.end_headers()
-
-        def log_message(self, *_a: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://u:TOKEN@127.0.0.1:{server.server_address[1]}/whl"
+    with http_server(lambda h: reply(h, 404)) as srv:
         code, _, err = tf.run("matrix", "check", "--variant", "cpu", "--torch", "2.13.0", "--no-cache",
-                              "--index-url", url)
-    finally:
-        server.shutdown()
-        server.server_close()
+                              "--index-url", srv.url.replace("http://", "http://u:TOKEN@") + "/whl")
     assert code == 2 and "--allow-insecure-index" in err, err
-    assert "TOKEN" not in err and seen == []
-    assert base64.b64encode(b"u:TOKEN").decode() not in "".join(seen)
+    assert "TOKEN" not in err and srv.seen == []
+    sent = "".join(h.get("Authorization") or "" for h in srv.headers)
+    assert base64.b64encode(b"u:TOKEN").decode() not in sent
 
 
 # --- #18: a mount point is refused up front --------------------------------------------------------

@@ -9,16 +9,13 @@ real CPU wheel in /opt/wheels and the dependencies come from /opt/pypi; elsewher
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import threading
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import clean_env, run_clean
-from tests.support.wheels import record_digest
+from tests.support.wheels import record_digest, serve_dir
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -105,20 +102,8 @@ def local_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalIndex
             for index in (root / "whl" / "cpu", root / "pypi"):
                 (index / dep).mkdir()
                 (index / dep / "index.html").write_text(page)
-    handler = functools.partial(_QuietHandler, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield LocalIndex(f"http://127.0.0.1:{server.server_address[1]}", real)
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+    with serve_dir(root) as url:
+        yield LocalIndex(url, real)
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,7 @@ from torchfit.compat.plan import plan_from_json
 from torchfit.export import render
 from torchfit.export.stack import stack_from_lock, stack_from_plan
 from torchfit.lock.model import Artifact, Lock, LockedDist
-from torchfit.lock.pylock import parse_lock, render_lock
+from torchfit.lock.pylock import file_name, parse_lock, render_lock
 from torchfit.lock.uv import find_uv
 from torchfit.runner import Runner
 
@@ -75,7 +75,7 @@ def test_a_plan_with_a_project_in_each_format() -> None:
 
 def _dist(name: str, version: str, sha: str, index: str | None = None) -> LockedDist:
     url = f"https://files.example.org/{name.replace('-', '_')}-{version.replace('+', '%2B')}-py3-none-any.whl"
-    return LockedDist(name, version, (Artifact("wheel", sha * 64, url, None, url.rsplit("/", 1)[-1]),), index=index)
+    return LockedDist(name, version, (Artifact("wheel", sha * 64, url, None, file_name(url)),), index=index)
 
 
 def _project_lock() -> Lock:

@@ -309,30 +309,14 @@ def test_metadata_by_range_needs_range_support(rsps) -> None:
 def test_attack3_a_fifo_in_the_http_cache_is_a_miss_never_a_hang(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A real server on 127.0.0.1; the cached body and record of its page replaced by FIFOs:
     the next fetch asks the server again and answers, where it waited in open() forever."""
-    import http.server
     import os
     import threading
 
+    from tests.support.servers import http_server, reply
+
     page = b'<html><body><a href="torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl">t</a></body></html>'
-    asked: list[str] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            asked.append(self.path)
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("ETag", '"v1"')
-            self.send_header("Content-Length", str(len(page)))
-            self.end_headers()
-            self.wfile.write(page)
-
-        def log_message(self, *_a) -> None:  # type: ignore[no-untyped-def]
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}/simple"
-    try:
+    with http_server(lambda h: reply(h, 200, page, Content_Type="text/html", ETag='"v1"')) as srv:
+        base = f"{srv.url}/simple"
         cache = tmp_path / "c"
         assert client(cache_dir=cache).project_page(base, "torch").files
         stored = sorted(cache.iterdir())
@@ -346,7 +330,4 @@ def test_attack3_a_fifo_in_the_http_cache_is_a_miss_never_a_hang(tmp_path) -> No
         fetch.start()
         fetch.join(timeout=30)
         assert result, "the fetch blocked on a FIFO in the HTTP cache"
-        assert len(asked) == 2 and result[0].files  # type: ignore[attr-defined]
-    finally:
-        server.shutdown()
-        server.server_close()
+        assert len(srv.seen) == 2 and result[0].files  # type: ignore[attr-defined]

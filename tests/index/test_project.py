@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import http.server
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from packaging.version import Version
 
+from tests.support.servers import http_server, reply
 from torchfit.cache import load_matrix
 from torchfit.compat.facts import HostFacts, PythonInstall
 from torchfit.compat.project import ProjectSpec
@@ -30,39 +30,21 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "projects" / "pypi"
 
 @pytest.fixture(scope="module")
 def recorded_index() -> Iterator[str]:
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
+    def answer(h: http.server.BaseHTTPRequestHandler) -> None:
+        base = f"http://{h.headers['Host']}"
+        parts = h.path.strip("/").split("/")
+        if len(parts) == 2 and parts[0] == "simple" and (DATA / parts[1] / "index.json").is_file():
+            page = json.loads((DATA / parts[1] / "index.json").read_text())
+            for f in page["files"]:
+                f["url"] = f"{base}/files/{parts[1]}/{f['filename']}"
+            reply(h, 200, json.dumps(page).encode(), Content_Type="application/vnd.pypi.simple.v1+json")
+        elif len(parts) == 3 and parts[0] == "files" and (DATA / parts[1] / parts[2]).is_file():
+            reply(h, 200, (DATA / parts[1] / parts[2]).read_bytes(), Content_Type="text/plain")
+        else:
+            reply(h, 404)
 
-        def do_GET(self) -> None:
-            base = f"http://127.0.0.1:{self.server.server_address[1]}"
-            parts = self.path.strip("/").split("/")
-            body: bytes | None = None
-            ctype = "application/vnd.pypi.simple.v1+json"
-            if len(parts) == 2 and parts[0] == "simple" and (DATA / parts[1] / "index.json").is_file():
-                page = json.loads((DATA / parts[1] / "index.json").read_text())
-                for f in page["files"]:
-                    f["url"] = f"{base}/files/{parts[1]}/{f['filename']}"
-                body = json.dumps(page).encode()
-            elif len(parts) == 3 and parts[0] == "files" and (DATA / parts[1] / parts[2]).is_file():
-                body, ctype = (DATA / parts[1] / parts[2]).read_bytes(), "text/plain"
-            if body is None:
-                self.send_response(404)
-                self.end_headers()
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/simple"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_server(answer) as srv:
+        yield f"{srv.url}/simple"
 
 
 def h100() -> HostFacts:
@@ -108,35 +90,17 @@ def test_versions_and_metadata_are_read_from_the_pages(recorded_index: str, tmp_
 
 def test_a_page_the_server_calls_fresh_is_not_asked_again(tmp_path: Path) -> None:
     """Cache-Control max-age (PyPI sends 600) is honoured by the project's reader, as pip and uv do."""
-    hits: list[str] = []
+    def fresh_for_600_s(h: http.server.BaseHTTPRequestHandler) -> None:
+        reply(h, 200, b'{"meta": {"api-version": "1.1"}, "name": "a", "files": []}',
+              Content_Type="application/vnd.pypi.simple.v1+json", ETag='"v1"', Cache_Control="max-age=600, public")
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            hits.append(self.path)
-            body = b'{"meta": {"api-version": "1.1"}, "name": "a", "files": []}'
-            self.send_response(200)
-            self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
-            self.send_header("ETag", '"v1"')
-            self.send_header("Cache-Control", "max-age=600, public")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/simple"
-    try:
+    with http_server(fresh_for_600_s) as srv:
+        url = f"{srv.url}/simple"
         fresh = IndexClient(cache_dir=tmp_path, honor_max_age=True)
         assert fresh.project_page(url, "a") is not None and fresh.project_page(url, "a") is not None
-        assert len(hits) == 1
+        assert len(srv.seen) == 1
         plain = IndexClient(cache_dir=tmp_path)  # matrix check: always revalidates
-        assert plain.project_page(url, "a") is not None and len(hits) == 2
-    finally:
-        server.shutdown()
-        server.server_close()
+        assert plain.project_page(url, "a") is not None and len(srv.seen) == 2
 
 
 def _hostile_metadata_index(root: Path, lines: int) -> tuple[Path, bytes]:

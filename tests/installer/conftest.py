@@ -12,7 +12,6 @@ import http.server
 import json
 import os
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any, ClassVar
 import pytest
 
 from tests.support.cli import run_cli, start_cli
+from tests.support.servers import http_server
 from tests.support.wheels import sha256_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -260,15 +260,9 @@ def auth_mirror(tmp_path: Path, cpu_wheel: Path) -> Iterator[dict[str, Any]]:
     def factory(*a: Any, **kw: Any) -> Any:
         return handler(*a, directory=str(root), **kw)
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), factory)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    port = server.server_address[1]
-    try:
+    with http_server(handler=factory) as server:
+        port = int(server.url.rsplit(":", 1)[1])
         yield {"url": f"http://user:secret@127.0.0.1:{port}/simple", "seen": seen, "port": port}
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def send_and_wait(proc: subprocess.Popen[str], sig: int, timeout: float = 120) -> tuple[str, str]:

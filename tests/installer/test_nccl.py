@@ -171,7 +171,7 @@ def test_cuda_build_and_nccl_pins(tmp_path: Path) -> None:
         print("== import torch:", own, nccl_text(own["code"]))
         assert own["mapped"] == [own_lib] and own["bound"] == own_lib
         assert nccl_text(own["code"]) == "2.30.7"
-        # DT_RPATH beats LD_LIBRARY_PATH: the env's own NCCL still loads (DESIGN.md)
+        # DT_RPATH beats LD_LIBRARY_PATH: the env's own NCCL still loads (docs/architecture.md, Contracts)
         newer = _pypi_libnccl(NEWER_NCCL)
         ldlp = _torch_nccl(python, LD_LIBRARY_PATH=str(newer.parent))
         print(f"== with LD_LIBRARY_PATH={newer.parent}:", ldlp, nccl_text(ldlp["code"]))

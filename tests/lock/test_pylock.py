@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,12 +23,12 @@ from torchfit.lock.toml import Inline
 
 
 def _dist(name: str, version: str, url: str) -> LockedDist:
-    return LockedDist(name, version, (Artifact("wheel", "a" * 64, url, None, url.rsplit("/", 1)[-1], 123),))
+    return LockedDist(name, version, (Artifact("wheel", "a" * 64, url, None, unquote(url.rsplit("/", 1)[-1]), 123),))
 
 
 def test_lock_round_trip_and_no_credentials() -> None:
     lock = Lock(
-        packages=(_dist("torch", "2.13.0+cpu", "https://user:tok3n@mirror.example/files/torch-2.13.0%2Bcpu-x.whl"),
+        packages=(_dist("torch", "2.13.0+cpu", "https://user:tok3n@mirror.example/files/torch-2.13.0%2Bcpu-cp311-cp311-linux_x86_64.whl"),
                   _dist("sympy", "1.14.0", "file:///opt/pypi/files/sympy-1.14.0-py3-none-any.whl")),
         tool={"schema": 1, "torch-index-url": "https://user:tok3n@mirror.example/simple", "plan": {"torch": "2.13.0"},
               "note": None, "nested": {"list": [1, 2], "inline": Inline(a="b")}},
@@ -37,7 +38,7 @@ def test_lock_round_trip_and_no_credentials() -> None:
     assert "tok3n" not in text
     again = parse_lock(text, "pylock.toml")
     assert [d.name for d in again.packages] == ["torch", "sympy"]
-    assert again.packages[0].artifacts[0].url == "https://mirror.example/files/torch-2.13.0%2Bcpu-x.whl"
+    assert again.packages[0].artifacts[0].url == "https://mirror.example/files/torch-2.13.0%2Bcpu-cp311-cp311-linux_x86_64.whl"
     assert again.tool["torch-index-url"] == "https://user:***@mirror.example/simple"
     assert requirements_text(again.packages[:1]) == f"torch==2.13.0+cpu --hash=sha256:{'a' * 64}\n"
 
@@ -105,7 +106,7 @@ def test_replace_lock_is_atomic(tmp_path: Path) -> None:
     from torchfit.lock.pylock import load_pylock, replace_lock
 
     def lock(n: int) -> Lock:
-        pkgs = tuple(LockedDist(f"pkg-{i}", "1.0", (Artifact("wheel", "a" * 64, f"file:///w/pkg_{i}-1.0.whl"),))
+        pkgs = tuple(LockedDist(f"pkg-{i}", "1.0", (Artifact("wheel", "a" * 64, f"file:///w/pkg_{i}-1.0-py3-none-any.whl"),))
                      for i in range(n))
         return Lock(packages=pkgs, tool={"schema": 1})
 
@@ -251,3 +252,30 @@ def test_a_good_plan_table_still_reads() -> None:
     lock = parse_lock(GOOD_LOCK.format(version="1.0", plan='torch = "2.13.0"\nvariant = "cu128"\npython = "3.14t"\n'
                                        'project = ["numpy>=2; python_version >= \'3.10\'"]'), "pylock.toml")
     assert lock.plan()["variant"] == "cu128"
+
+
+# --- PEP 751's own rules, through packaging.pylock, for a lock install --lock rebuilds (issue 28, item 11)
+
+_ONE = ('lock-version = "1.0"\ncreated-by = "x"\n[[packages]]\nname = "sympy"\nversion = "1.14.0"\n{extra}'
+        'wheels = [{{ url = "https://e.org/sympy-1.14.0-py3-none-any.whl", hashes = {{ sha256 = "' + "a" * 64
+        + '" }}{wheel} }}]\n[tool.torchfit]\nschema = 1\n[tool.torchfit.plan]\ntorch = "2.13.0"\n')
+
+
+@pytest.mark.parametrize(("extra", "wheel", "said"), [
+    ('dependencies = "numpy"\n', "", "expected Sequence) in 'packages[0].dependencies'"),
+    ("", ', upload-time = "yesterday"', "expected datetime) in 'packages[0].wheels[0].upload-time'"),
+    ('vcs = { type = "git", url = "https://e.org/x.git", commit-id = "abc" }\n', "",
+     "None of vcs, directory, archive must be set if sdist or wheels are set in 'packages[0]'"),
+])
+def test_what_pep_751_forbids_is_refused_through_packaging(extra: str, wheel: str, said: str) -> None:
+    text = _ONE.format(extra=extra, wheel=wheel)
+    with pytest.raises(BadInput) as err:
+        parse_lock(text, "pylock.toml")
+    assert str(err.value).startswith("pylock.toml: not a valid PEP 751 lock: ") and said in str(err.value)
+    assert "\n" not in str(err.value)
+    assert parse_pylock(text, "pylock.toml").packages  # the lenient reader (uv's answer, export --lock) reads it
+
+
+def test_a_lock_without_created_by_is_still_read() -> None:
+    lock = parse_lock(_ONE.format(extra="", wheel="").replace('created-by = "x"\n', ""), "pylock.toml")
+    assert [d.name for d in lock.packages] == ["sympy"]

@@ -18,7 +18,6 @@ import re
 import shutil
 import struct
 import subprocess
-import threading
 import zipfile
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.cli import run_cli
+from tests.support.servers import http_server
 from tests.support.wheels import metadata_bomb, sha256_file
 from torchfit.errors import WheelFormatError
 from torchfit.index.wheelmeta import FileSource, WheelArchive, parse_central_directory, parse_eocd
@@ -163,17 +163,15 @@ class _Server:
                         outer.sent += len(block)
                         left -= len(block)
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.serving = http_server(handler=Handler)
+        self.url = ""
 
     def __enter__(self) -> _Server:
-        self.thread.start()
+        self.url = self.serving.__enter__().url
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serving.__exit__(None, None, None)
 
 
 @needs_wheel

@@ -57,7 +57,7 @@ def start_cli(*args: str, env: dict[str, str] | None = None, base_env: dict[str,
 
 def run_main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     """torchfit's `main` in this process (so `responses` sees its requests): (code, out, err)."""
-    from torchfit.cli import main
+    from torchfit.cli.main import main
 
     code = main(list(args))
     out, err = capsys.readouterr()

@@ -1,6 +1,6 @@
 """A fake host for the host-probe and runner tests: real subprocesses, fake tools.
 
-Probes are tested the way DESIGN.md ("Testing without a GPU") asks: real
+Probes are tested the way docs/architecture.md ("Contracts": testing without a GPU) asks: real
 subprocesses, with fake tools (nvidia-smi, ldd, pyenv, rocm_agent_enumerator,
 interpreters) written into tmp_path and put first on the runner's PATH. The fakes
 replay outputs captured on the 2x H200 host (tests/data/h200-x2, see its

@@ -19,7 +19,6 @@ import http.server
 import io
 import re
 import tarfile
-import threading
 import time
 import zipfile
 from collections.abc import Iterator, Sequence
@@ -27,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
+
+from tests.support.servers import http_server
 
 
 def record_digest(data: bytes) -> str:
@@ -185,13 +186,5 @@ class Trickle(_Quiet):
 @contextlib.contextmanager
 def serve_dir(directory: Path, handler_class: type[_Quiet] = _Quiet) -> Iterator[str]:
     """`http://127.0.0.1:PORT` serving `directory` until the block ends."""
-    handler = functools.partial(handler_class, directory=str(directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_server(handler=functools.partial(handler_class, directory=str(directory))) as server:
+        yield server.url

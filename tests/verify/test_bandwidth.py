@@ -26,7 +26,7 @@ def test_promise_pcie_uses_the_max_link() -> None:
     assert gbps == pytest.approx(1.969 * 16) and "gen4 x16" in why
 
 
-ROWS_P2P_OFF = [{"bytes": 1 << 30, "busbw": 27.0}, {"bytes": 1 << 20, "busbw": 9.0}]  # DESIGN.md
+ROWS_P2P_OFF = [{"bytes": 1 << 30, "busbw": 27.0}, {"bytes": 1 << 20, "busbw": 9.0}]  # docs/architecture.md, Contracts
 
 
 def test_low_bandwidth_warns_and_names_p2p_disable() -> None:
@@ -60,7 +60,7 @@ def test_topology_without_nvlink_is_named() -> None:
 
 
 def fake_nvidia_smi(tmp_path: Path) -> dict[str, str]:
-    """A `nvidia-smi` on PATH that prints what the 2x H200 printed (DESIGN.md: tests
+    """A `nvidia-smi` on PATH that prints what the 2x H200 printed (docs/architecture.md, Contracts: tests
     replay real outputs through real subprocesses)."""
     bindir = tmp_path / "bin"
     bindir.mkdir()

@@ -1,5 +1,8 @@
 """Paired per-round ratios from bench_install --json files (each round: now, baseline, anchor back to back)."""
-import json, statistics as st, sys
+import json
+import statistics as st
+import sys
+
 for f in sys.argv[1:]:
     d = json.load(open(f))
     for name in ("cpu", "cuda"):

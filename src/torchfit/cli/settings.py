@@ -29,8 +29,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from torchfit.errors import BadInput
+
 if TYPE_CHECKING:
+    from torchfit.compat.facts import HostFacts
+    from torchfit.compat.matrix import Matrix
     from torchfit.compat.project import ProjectSpec
+    from torchfit.compat.request import AnyRequirement, Request
+    from torchfit.index.client import IndexClient
     from torchfit.index.sources import Sources
     from torchfit.planning import PlanSettings
 
@@ -250,3 +256,133 @@ def describe_sources(args: argparse.Namespace) -> list[str]:
     if getattr(args, "allow_insecure_index", False):
         out.append("--allow-insecure-index")
     return out
+
+
+def index_client(args: argparse.Namespace) -> IndexClient:
+    """The index client of `matrix check|update|probe`, from --timeout, --backoff, --no-cache,
+    --allow-insecure-index and -v (progress on a terminal or with -v)."""
+    import sys
+
+    from torchfit.errors import BadInput
+    from torchfit.index.client import IndexClient
+    from torchfit.progress import StderrProgress
+
+    if not args.timeout > 0:
+        raise BadInput(f"--timeout {args.timeout:g}: must be a positive number of seconds")
+    verbose = getattr(args, "verbose", False)
+    return IndexClient(
+        timeout=args.timeout,
+        backoff=max(0.0, args.backoff),
+        use_cache=not args.no_cache,
+        progress=StderrProgress() if verbose or sys.stderr.isatty() else None,
+        allow_insecure=bool(getattr(args, "allow_insecure_index", False)),
+    )
+
+
+# --- what the command asks about: hosts, the project, the request ------------------------------
+
+
+def load_hosts(args: argparse.Namespace) -> list[HostFacts]:
+    """Host facts: from --facts files, else probed here; then --assume applied to each."""
+    from torchfit.compat.facts import apply_assumptions, facts_from_json
+    from torchfit.compat.gpunames import load_gpu_names
+    from torchfit.inputs import MAX_FACTS_BYTES, loads_json, read_text_file, shown
+
+    hosts: list[HostFacts] = []
+    exclude = getattr(args, "exclude", None) or []
+    fleets = 0
+    if args.facts:
+        for path in args.facts:
+            # The one reader of facts files: bounded in size and depth (inputs.py).
+            text = read_text_file(path, "--facts", limit=MAX_FACTS_BYTES)
+            name = "stdin" if path == "-" else shown(path)
+            data = loads_json(text, name)
+            group_hosts = load_facts_file(data, name, exclude)  # a fleet file: one host per group
+            fleets += group_hosts is not None
+            hosts += group_hosts if group_hosts is not None else [facts_from_json(data, name)]
+    else:
+        from torchfit.host import probe_host
+        from torchfit.runner import Runner
+
+        hosts.append(probe_host(Runner()))
+    if exclude and not fleets:
+        raise BadInput("--exclude needs a fleet file (--facts FLEET.json from `torchfit detect --slurm`)")
+    names = load_gpu_names() if any(a.lower().startswith("gpu=") for a in args.assume) else {}
+    return [apply_assumptions(h, args.assume, names) for h in hosts]
+
+
+def load_project(args: argparse.Namespace) -> tuple[tuple[AnyRequirement, ...], ProjectSpec]:
+    """The project of REQ, -r FILE and --project DIR [--extra NAME] (`compat.project.ProjectSpec`)."""
+    from dataclasses import replace
+
+    from torchfit.compat.project import (
+        ProjectSpec,
+        SourceFile,
+        dedupe,
+        parse_pyproject,
+        parse_requirements_file,
+    )
+    from torchfit.compat.request import split_requirements
+    from torchfit.inputs import MAX_REQUIREMENTS_BYTES, loads_toml, read_text_file, shown
+
+    family, others = split_requirements(args.requirements)
+    spec = ProjectSpec(others)
+
+    def read(path: str) -> SourceFile:
+        # A file reached through a link may be any file (a checkout's requirements.txt -> ~/.netrc):
+        # its lines are never quoted in an error (compat.project.SourceFile).
+        return SourceFile(read_text_file(path, "-r", limit=MAX_REQUIREMENTS_BYTES), quotable=not os.path.islink(path))
+
+    for path in args.requirement:
+        spec = spec + parse_requirements_file(read(path), path, read, os.environ)
+    if args.extra and not args.project:
+        raise BadInput("--extra names an optional-dependencies group of --project DIR; give --project")
+    if args.project:
+        path = os.path.join(os.path.expanduser(args.project), "pyproject.toml")
+        if not os.path.exists(path):
+            raise BadInput(f"--project {shown(args.project)}: no pyproject.toml in it")
+        text = read_text_file(path, "--project", limit=MAX_REQUIREMENTS_BYTES)
+        spec = spec + parse_pyproject(loads_toml(text, shown(path)), shown(path), args.extra)
+    spec = replace(spec, requirements=dedupe(spec.requirements), constraints=dedupe(spec.constraints))
+    if any(r.requirement.url for r in (*spec.requirements, *spec.constraints)):
+        from torchfit.index.sources import check_direct_urls
+
+        check_direct_urls((*spec.requirements, *spec.constraints), bool(getattr(args, "allow_insecure_index", False)))
+    for r in spec.family:
+        if r.requirement.marker is not None:
+            raise BadInput(f"{r.origin}: {r.text!r}: environment markers on the torch family are not evaluated; "
+                           "give the requirement without one, and --python/--assume for the target")
+    return family, spec
+
+
+def make_request(args: argparse.Namespace, matrix: Matrix) -> Request:
+    """The resolver's `Request` from the shared resolve options, checked against `matrix`."""
+    from dataclasses import replace
+
+    from torchfit.compat.request import Request, parse_python_spec, parse_spec
+
+    if args.variant and args.variant not in {b.variant for b in matrix.builds}:
+        raise BadInput(f"--variant {args.variant}: no such variant in the matrix (e.g. cu128, rocm6.4, cpu)")
+    family, project = load_project(args)
+    python, free_threaded = parse_python_spec(args.python) if args.python else (None, None)
+    return Request(
+        requirements=(*family, *(r.requirement for r in project.family)),
+        project=replace(project, requirements=project.others),
+        python=python,
+        cuda=parse_spec(args.cuda, "--cuda") if args.cuda else None,
+        variant=args.variant,
+        strict_driver=args.strict_driver,
+        free_threaded=free_threaded,
+    )
+
+
+def load_facts_file(data: object, name: str, exclude: list[str]) -> list[HostFacts] | None:
+    """A fleet file given to --facts -> one HostFacts per group (None: not a fleet file)."""
+    from torchfit.fleet.model import exclude_nodes, fleet_from_json, fleet_hosts, is_fleet_json
+
+    if not is_fleet_json(data):
+        return None
+    fleet = fleet_from_json(data, name)
+    if exclude:
+        fleet = exclude_nodes(fleet, exclude)
+    return fleet_hosts(fleet, name)

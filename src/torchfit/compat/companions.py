@@ -50,13 +50,17 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from torchfit._backports import FROZEN
+
+if TYPE_CHECKING:
+    from torchfit.compat.matrix import Build
+
 from torchfit.compat.datafiles import read_data_text
 from torchfit.compat.matrix import (
     EVIDENCE,
@@ -253,7 +257,7 @@ def _prebuilt_fits(p: Prebuilt, torch: Version, variant: str, python: str, abi: 
     return abi is None or p.cxx11abi == abi
 
 
-def companion_notes(companions: Companions, build: Any, python: str,
+def companion_notes(companions: Companions, build: Build, python: str,
                     packages: Sequence[tuple[str, Version]]) -> tuple[list[str], list[str], list[str]]:
     """What companions.toml says of a plan's ABI-bound packages for its torch `build`.
 

@@ -103,7 +103,7 @@ def judge_visible_devices(value: str | None, gpu_count: int | None, uuids: Seque
     return EnvVerdict("ok", f"CUDA_VISIBLE_DEVICES={value!r} names {len(spec.entries)} of {gpu_count} GPU(s)")
 
 
-# Measured on the 2x H200 host (DESIGN.md): all-reduce 8 GiB busbw 350 GB/s; with
+# Measured on the 2x H200 host (docs/architecture.md, Contracts): all-reduce 8 GiB busbw 350 GB/s; with
 # NCCL_P2P_DISABLE=1 27 GB/s; with P2P and SHM disabled 3.2 GB/s.
 DISABLES = {
     "NCCL_P2P_DISABLE": "GPU-to-GPU transfers fall back to shared memory through the CPU "

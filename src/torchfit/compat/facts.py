@@ -185,7 +185,7 @@ TEGRA_SBSA_CC = frozenset({"10.1", "11.0"})
 
 
 def facts_to_json(facts: HostFacts) -> dict[str, Any]:
-    """The `torchfit detect --json` object (keys in DESIGN.md, "Contracts")."""
+    """The `torchfit detect --json` object (keys in docs/architecture.md, "Contracts")."""
     return {
         "driver_version": facts.driver_version,
         "gpus": [

@@ -1,6 +1,6 @@
 """What the resolver answers: a `Plan`, and its JSON form both ways.
 
-`plan_to_json` is the `torchfit resolve --json` contract (DESIGN.md, "Contracts":
+`plan_to_json` is the `torchfit resolve --json` contract (docs/architecture.md, "Contracts":
 keys may be added, never renamed); `plan_from_json` reads it back (a lock's
 `[tool.torchfit.plan]`), re-attaching the matrix row when given the matrix.
 """
@@ -111,7 +111,7 @@ def check_plan_table(data: Any, where: str = "the lock's [tool.torchfit.plan]") 
     if not isinstance(data, dict):
         raise BadInput(f"{where}: not a table")
 
-    def one_line(key: str, value: Any) -> str:
+    def one_line(key: str, value: object) -> str:
         if not isinstance(value, str) or has_control(value) or any(ch in value for ch in "\n\t"):
             raise BadInput(f"{where}: {key} must be one line of text, not {value!r:.80}")
         return value

@@ -447,7 +447,7 @@ def parse_pyproject(data: Mapping[str, Any], path: str, extras: Sequence[str]) -
     return ProjectSpec(tuple(out))
 
 
-def _type(value: Any) -> str:
+def _type(value: object) -> str:
     """A TOML value's type, as a message names it."""
     names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
              dict: "a table"}

@@ -2,7 +2,7 @@
 
 A value: the CLI builds a `Request` from its arguments and the resolver answers it
 with a `compat.plan.Plan` (whose JSON, `plan_to_json`, is the `torchfit resolve
---json` contract: DESIGN.md, "Contracts").
+--json` contract: docs/architecture.md, "Contracts").
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ refuses it, provider.Context.fleet_checks). A build depends on its host requirem
 host mismatch is an ordinary resolvelib conflict with a source, as in pip's
 `<Python from Requires-Python>`.
 
-Preference (DESIGN.md): the newest torch that fits; within a release a variant
+Preference (docs/architecture.md, Contracts): the newest torch that fits; within a release a variant
 the driver fully supports (toolkit floor met) before one only minor-version
 compatibility allows; among fully supported variants the newer CUDA (or ROCm),
 among minor-version-compatibility-only ones the smallest CUDA gap (cu130 before
@@ -29,7 +29,7 @@ from resolvelib.resolvers import ResolutionTooDeep
 
 from torchfit.compat.binding import binding_reasons
 from torchfit.compat.explain import Remedy, apply_remedy, explain_conflict, explain_project_conflict
-from torchfit.compat.facts import HostFacts, distinct_gpus
+from torchfit.compat.facts import HostFacts
 from torchfit.compat.judgements import refuse_unknown_gpus
 from torchfit.compat.matrix import EVIDENCE_WORDS, WEAK_EVIDENCE, Build, Matrix
 from torchfit.compat.plan import Plan
@@ -43,11 +43,7 @@ from torchfit.compat.provider import (
     version_key,
 )
 from torchfit.compat.request import Request
-from torchfit.compat.rules import (
-    NVIDIA_WSL,
-    has_full_driver,
-)
-from torchfit.compat.versions import coverage
+from torchfit.compat.rules import host_warnings
 from torchfit.errors import BadInput, NoCompatibleSet
 
 if TYPE_CHECKING:
@@ -145,81 +141,12 @@ def _companion_notes(ctx: Context, build: Build, py: PythonChoice,
 
 
 def _make_plan(ctx: Context, build: Build, py: PythonChoice, chosen: Sequence[ProjectCandidate] = ()) -> Plan:
-    req, hosts, matrix = ctx.request, ctx.hosts, ctx.matrix
-    reasons: list[str] = []
-    warnings: list[str] = []
-    why: dict[str, str] = {}
-    for k, host in enumerate(hosts):
-        checks = dict(ctx.host_checks(build, k))
-        prefix = f"{host.name}: " if len(hosts) > 1 else ""
-        why_gpu = checks["gpu-arch"].text
-        if build.kind == "cpu" and not host.gpus and not ctx.want_cpu:
-            why_gpu = f"no GPU detected on {host.name}, so the CPU build"
-            reasons.append(
-                f"{prefix}no GPU found ({host.reasons.get('gpus', 'nvidia-smi and ROCm list none')}): "
-                "resolved for CPU; use --facts or --assume gpu=... to resolve for a GPU host"
-            )
-        why.setdefault("variant", "")
-        why["variant"] += prefix + why_gpu + "; "
-        if build.kind == "cuda" and host.wsl:
-            warnings.append(
-                f"{prefix}WSL 2: the NVIDIA driver is the Windows host's (nvidia-smi here reports it) and libcuda "
-                "comes from /usr/lib/wsl/lib: install no Linux NVIDIA driver or CUDA driver package inside WSL, "
-                f"and keep /usr/lib/wsl/lib on the loader path ({NVIDIA_WSL})"
-            )
-        if "driver" in checks:
-            why.setdefault("cuda", "")
-            why["cuda"] += prefix + checks["driver"].text + "; "
-            if not has_full_driver(build, host, matrix):
-                floor = matrix.cuda[build.cuda or ""].toolkit_driver
-                warnings.append(
-                    f"{prefix}{build.variant} runs on driver {host.driver} only through CUDA minor-version "
-                    f"compatibility: no PTX JIT, and the newest CUDA APIs need driver >= {floor or 'unknown'} "
-                    "(supported by NVIDIA and PyTorch; upgrade the driver to lift it)"
-                )
-            archs = build.arch_for(host.arch or "x86_64") or ()
-            for gpu in distinct_gpus(host.gpus)[0]:  # one warning per GPU model
-                if gpu.vendor == "nvidia" and gpu.arch and coverage(gpu.arch, archs).kind == "ptx":
-                    warnings.append(
-                        f"{prefix}{gpu.label()} runs {build.variant} through PTX JIT: the first launch of "
-                        "each kernel compiles it, and startup is slower"
-                    )
-        why.setdefault("glibc", "")
-        why["glibc"] += prefix + checks["glibc"].text + "; "
-    why = {k: v.rstrip("; ") for k, v in why.items()}
-    newer = [b for b in matrix.releases if b > build.torch]
-    why["torch"] = (
-        f"newest release that fits ({len(newer)} newer ruled out; see --explain)"
-        if newer
-        else "newest release in the matrix"
-    )
-    if str(req.spec("torch")):
-        why["torch"] += f"; within torch{req.spec('torch')}"
-    ft = "t" if py.free_threaded else ""
-    why["python"] = (
-        f"Python {py.version}{ft} present at {py.path}" if py.source == "installed" and py.path else
-        f"Python {py.version}{ft} present" if py.source == "installed" else
-        f"no present interpreter has {build.label} wheels; pyenv will install {py.version}{ft}"
-    )
-    if py.source == "pyenv":
-        reasons.append(f"Python {py.shown} is not present: `pyenv install {py.version}{ft}` will provide it")
-    if py.free_threaded:
-        reasons.append(f"Python {py.shown} is free-threaded: {build.label} and every package of the plan have "
-                       f"cp{py.minor[0]}{py.minor[1]}t wheels (matrix: python_freethreaded, "
-                       f"{build.sources.get('python_freethreaded', '')})")
-    why["cudnn"] = f"bundled with {build.label}" + ("" if build.cudnn else " (version unknown in the matrix)")
-    why["nccl"] = f"bundled with {build.label}" + ("" if build.nccl else " (version unknown in the matrix)")
-    why["torchvision"] = f"matches {build.label}" if build.torchvision else "no release matches"
-    why["torchaudio"] = f"matches {build.label}" if build.torchaudio else "no release matches this build"
-    why["index_url"] = (
-        f"{build.variant} builds come only from their own index (never an extra index: "
-        "that is how a CPU build slips in)"
-    )
-    if build.kind == "cuda" and (build.cudnn is None or build.nccl is None):
-        warnings.append(f"{build.label}: cuDNN/NCCL versions unknown in the matrix; verify will read them")
-    warnings += _weak_evidence_warnings(ctx, build)
-    if build.kind == "cpu" and ctx.want_cpu and any(h.gpus for h in hosts):
-        warnings.append("a CPU build on a GPU host, as asked (--variant cpu): the GPUs stay unused")
+    req, hosts = ctx.request, ctx.hosts
+    why, reasons, warnings = _host_notes(ctx, build)
+    newer = [b for b in ctx.matrix.releases if b > build.torch]
+    why.update(_why(ctx, build, py, newer))
+    reasons += _python_reasons(build, py)
+    warnings += _build_warnings(ctx, build)
     pinned, needed = _project_reasons(ctx, build, chosen)
     notes, cautions, routed = _companion_notes(ctx, build, py, chosen)
     warnings += cautions
@@ -242,27 +169,9 @@ def _make_plan(ctx: Context, build: Build, py: PythonChoice, chosen: Sequence[Pr
         if getattr(build, name) is None:  # a project package pins it, the matrix knows no match
             warnings.append(f"{build.label}: the matrix knows no {name} for it; uv resolves {name} from the "
                             "torch index as the project requires")
-    preferred = ctx.ordered[: ctx.ordered.index(build)]
-    # Builds for this kind of hardware first (what --explain lists); the rest is counted.
-    relevant = [b for b in preferred if _fits_hardware(b, hosts)]
+    relevant, ruled, unknown_only = _ruled_out(ctx, build)
     reasons += binding_reasons(ctx, relevant)  # several hosts: which of them rule out what
-    others = [b for b in preferred if not _fits_hardware(b, hosts)]
-    ruled = [
-        f"{b.label}: " + "; ".join(_strip(c.text, b) for c in ctx.refusals(b))
-        for b in relevant + others
-    ]
-    # Newer builds for this hardware refused only because the matrix lacks a fact
-    # (a gfx or arch list "unknown"): say so, or an old pick looks like incompatibility.
-    missing = [b for b in relevant if all("unknown in the matrix" in c.text for c in ctx.refusals(b))]
-    if missing:
-        what = "gfx target lists" if build.kind == "rocm" else "arch lists"
-        newest = missing[0]
-        warnings.append(
-            f"{build.label} is the newest build whose {what[:-1]} the matrix knows covers these GPUs; "
-            f"{len(missing)} newer builds ({newest.label} first) are ruled out only because their "
-            f"{what} are unknown in the matrix, not because they were found incompatible "
-            "(`torchfit resolve --explain` lists them)"
-        )
+    warnings += unknown_only
     return Plan(
         python=py.label,
         python_version=py.version,
@@ -290,6 +199,111 @@ def _make_plan(ctx: Context, build: Build, py: PythonChoice, chosen: Sequence[Pr
         routed=tuple(routed),
         build=build,
     )
+
+
+def _host_notes(ctx: Context, build: Build) -> tuple[dict[str, str], list[str], list[str]]:
+    """Per host: why this variant, CUDA and glibc (`why`), the CPU-build reason of a host with no
+    GPU, and the host rules' warnings (`compat.rules.host_warnings`), each prefixed with the host's
+    name when there are several."""
+    reasons: list[str] = []
+    warnings: list[str] = []
+    why: dict[str, str] = {}
+    for k, host in enumerate(ctx.hosts):
+        checks = dict(ctx.host_checks(build, k))
+        prefix = f"{host.name}: " if len(ctx.hosts) > 1 else ""
+        why_gpu = checks["gpu-arch"].text
+        if build.kind == "cpu" and not host.gpus and not ctx.want_cpu:
+            why_gpu = f"no GPU detected on {host.name}, so the CPU build"
+            reasons.append(
+                f"{prefix}no GPU found ({host.reasons.get('gpus', 'nvidia-smi and ROCm list none')}): "
+                "resolved for CPU; use --facts or --assume gpu=... to resolve for a GPU host"
+            )
+        why.setdefault("variant", "")
+        why["variant"] += prefix + why_gpu + "; "
+        if "driver" in checks:
+            why.setdefault("cuda", "")
+            why["cuda"] += prefix + checks["driver"].text + "; "
+        warnings += [prefix + w for w in host_warnings(build, host, ctx.matrix)]
+        why.setdefault("glibc", "")
+        why["glibc"] += prefix + checks["glibc"].text + "; "
+    return {k: v.rstrip("; ") for k, v in why.items()}, reasons, warnings
+
+
+def _why(ctx: Context, build: Build, py: PythonChoice, newer: Sequence[object]) -> dict[str, str]:
+    """The plan's `why` of the torch release, Python, cuDNN, NCCL, companions and index."""
+    req = ctx.request
+    why: dict[str, str] = {}
+    why["torch"] = (
+        f"newest release that fits ({len(newer)} newer ruled out; see --explain)"
+        if newer
+        else "newest release in the matrix"
+    )
+    if str(req.spec("torch")):
+        why["torch"] += f"; within torch{req.spec('torch')}"
+    ft = "t" if py.free_threaded else ""
+    why["python"] = (
+        f"Python {py.version}{ft} present at {py.path}" if py.source == "installed" and py.path else
+        f"Python {py.version}{ft} present" if py.source == "installed" else
+        f"no present interpreter has {build.label} wheels; pyenv will install {py.version}{ft}"
+    )
+    why["cudnn"] = f"bundled with {build.label}" + ("" if build.cudnn else " (version unknown in the matrix)")
+    why["nccl"] = f"bundled with {build.label}" + ("" if build.nccl else " (version unknown in the matrix)")
+    why["torchvision"] = f"matches {build.label}" if build.torchvision else "no release matches"
+    why["torchaudio"] = f"matches {build.label}" if build.torchaudio else "no release matches this build"
+    why["index_url"] = (
+        f"{build.variant} builds come only from their own index (never an extra index: "
+        "that is how a CPU build slips in)"
+    )
+    return why
+
+
+def _python_reasons(build: Build, py: PythonChoice) -> list[str]:
+    """What the plan says of its interpreter: pyenv will build it; it is free-threaded."""
+    ft = "t" if py.free_threaded else ""
+    reasons = []
+    if py.source == "pyenv":
+        reasons.append(f"Python {py.shown} is not present: `pyenv install {py.version}{ft}` will provide it")
+    if py.free_threaded:
+        reasons.append(f"Python {py.shown} is free-threaded: {build.label} and every package of the plan have "
+                       f"cp{py.minor[0]}{py.minor[1]}t wheels (matrix: python_freethreaded, "
+                       f"{build.sources.get('python_freethreaded', '')})")
+    return reasons
+
+
+def _build_warnings(ctx: Context, build: Build) -> list[str]:
+    """The build's own caveats: facts the matrix lacks, weak evidence, a CPU build asked for on a GPU host."""
+    warnings = []
+    if build.kind == "cuda" and (build.cudnn is None or build.nccl is None):
+        warnings.append(f"{build.label}: cuDNN/NCCL versions unknown in the matrix; verify will read them")
+    warnings += _weak_evidence_warnings(ctx, build)
+    if build.kind == "cpu" and ctx.want_cpu and any(h.gpus for h in ctx.hosts):
+        warnings.append("a CPU build on a GPU host, as asked (--variant cpu): the GPUs stay unused")
+    return warnings
+
+
+def _ruled_out(ctx: Context, build: Build) -> tuple[list[Build], list[str], list[str]]:
+    """The builds preferred to `build` and why each was refused: (those for this hardware, every
+    refusal line with them first, the warning when the newer ones lack only a matrix fact)."""
+    preferred = ctx.ordered[: ctx.ordered.index(build)]
+    # Builds for this kind of hardware first (what --explain lists); the rest is counted.
+    relevant = [b for b in preferred if _fits_hardware(b, ctx.hosts)]
+    others = [b for b in preferred if not _fits_hardware(b, ctx.hosts)]
+    ruled = [
+        f"{b.label}: " + "; ".join(_strip(c.text, b) for c in ctx.refusals(b))
+        for b in relevant + others
+    ]
+    # Newer builds for this hardware refused only because the matrix lacks a fact
+    # (a gfx or arch list "unknown"): say so, or an old pick looks like incompatibility.
+    missing = [b for b in relevant if all("unknown in the matrix" in c.text for c in ctx.refusals(b))]
+    if not missing:
+        return relevant, ruled, []
+    what = "gfx target lists" if build.kind == "rocm" else "arch lists"
+    return relevant, ruled, [
+        f"{build.label} is the newest build whose {what[:-1]} the matrix knows covers these GPUs; "
+        f"{len(missing)} newer builds ({missing[0].label} first) are ruled out only because their "
+        f"{what} are unknown in the matrix, not because they were found incompatible "
+        "(`torchfit resolve --explain` lists them)"
+    ]
 
 
 def _smallest_gap_reason(ctx: Context, build: Build) -> str | None:

@@ -1,4 +1,4 @@
-"""The host rules of DESIGN.md as checks: does one build fit one host, and why not.
+"""The host rules (docs/architecture.md, Contracts) as checks: does one build fit one host, and why not.
 
 Each rule returns a `RuleResult` (ok, and a sentence that states the fact from the
 host first, then what the matrix demands). The resolver turns these into
@@ -257,4 +257,38 @@ def host_checks(
     out.append(("gpu-arch", check_gpus(build, host, matrix, want_cpu)))
     if build.kind == "cuda":
         out.append(("cudnn", check_cudnn(build, host, matrix)))
+    return out
+
+
+def host_warnings(build: Build, host: HostFacts, matrix: Matrix) -> list[str]:
+    """What a plan must say of one (build, host) pair that fits: the rules of `host_checks`
+    that allow the build with a caveat. Each host kind keeps its refusals (`check_platform`)
+    and its warnings here, side by side.
+
+    - WSL 2 with a CUDA build: the driver is the Windows host's, libcuda comes from
+      /usr/lib/wsl/lib (NVIDIA_WSL);
+    - a driver below the toolkit's floor: CUDA minor-version compatibility, no PTX JIT;
+    - a GPU covered only by PTX in the build's arch list: the first launch JIT-compiles.
+    """
+    out: list[str] = []
+    if build.kind == "cuda" and host.wsl:
+        out.append(
+            "WSL 2: the NVIDIA driver is the Windows host's (nvidia-smi here reports it) and libcuda "
+            "comes from /usr/lib/wsl/lib: install no Linux NVIDIA driver or CUDA driver package inside WSL, "
+            f"and keep /usr/lib/wsl/lib on the loader path ({NVIDIA_WSL})"
+        )
+    if build.kind != "cuda":
+        return out
+    if not has_full_driver(build, host, matrix):
+        floor = matrix.cuda[build.cuda or ""].toolkit_driver
+        out.append(
+            f"{build.variant} runs on driver {host.driver} only through CUDA minor-version "
+            f"compatibility: no PTX JIT, and the newest CUDA APIs need driver >= {floor or 'unknown'} "
+            "(supported by NVIDIA and PyTorch; upgrade the driver to lift it)"
+        )
+    archs = build.arch_for(host.arch or "x86_64") or ()
+    for gpu in distinct_gpus(host.gpus)[0]:  # one warning per GPU model
+        if gpu.vendor == "nvidia" and gpu.arch and coverage(gpu.arch, archs).kind == "ptx":
+            out.append(f"{gpu.label()} runs {build.variant} through PTX JIT: the first launch of "
+                       "each kernel compiles it, and startup is slower")
     return out

@@ -25,6 +25,7 @@ from torchfit.doctor.context import Context, decode_lib
 from torchfit.doctor.model import Verdict, check, fail, ok, unknown, warn
 from torchfit.errors import BadInput
 from torchfit.lock.closure import DAMAGED_FIX, format_mismatches
+from torchfit.text import first_line
 
 RESOLVE = "`torchfit resolve` picks the build that fits this host (then `torchfit install`)"
 
@@ -82,7 +83,7 @@ def check_torch_import(ctx: Context) -> Verdict:
                     f"RECORD (torch-files below): {_damaged_fix(ctx)}")
         else:
             hint = explain_text(message) or "see the shadowing checks below (LD_PRELOAD, LD_LIBRARY_PATH)"
-        return fail(f"import torch failed in {w.python}: {kind}: {parse.first_line(message, 400)}", hint)
+        return fail(f"import torch failed in {w.python}: {kind}: {first_line(message, 400)}", hint)
     if not t.get("version"):
         # An empty or truncated torch/__init__.py imports "fine" and defines nothing.
         return fail(f"torch imports in {w.python} but is damaged: it has no torch.__version__ "
@@ -225,7 +226,7 @@ def check_driver_too_old(ctx: Context) -> Verdict:
             )
     return fail(
         f"torch {t.get('version')} is built for CUDA {t['cuda']}, but the driver runs at most CUDA {explain}"
-        + (f"; torch says: {parse.first_line(said, 200)}" if said else ""),
+        + (f"; torch says: {first_line(said, 200)}" if said else ""),
         fix,
     )
 
@@ -305,7 +306,7 @@ def check_glibc(ctx: Context) -> Verdict:
     m = re.search(r"version `GLIBC_([0-9.]+)' not found", err)
     if dist is None:
         if m:
-            return fail(f"import torch: {parse.first_line(err, 300)}", "use a host with a newer glibc, or an older torch")
+            return fail(f"import torch: {first_line(err, 300)}", "use a host with a newer glibc, or an older torch")
         return unknown(f"no torch distribution found in the env ({ctx.worker.cause or 'not installed'})")
     tags = parse.parse_wheel_tags(str(dist.get("wheel") or ""))
     floors = [f for f in (glibc_of_tag(tag) for tag in tags) if f]
@@ -319,7 +320,7 @@ def check_glibc(ctx: Context) -> Verdict:
     host, why = ctx.glibc
     if m:
         return fail(
-            f"import torch: {parse.first_line(err, 300)} (host glibc {host or 'unknown'}; {source})",
+            f"import torch: {first_line(err, 300)} (host glibc {host or 'unknown'}; {source})",
             "this wheel needs a newer glibc: use a newer OS image, or a torch release built for this glibc "
             f"({RESOLVE})",
         )

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from torchfit.background import Background
 from torchfit.compat import versions
@@ -26,8 +26,13 @@ from torchfit.doctor import parse
 from torchfit.errors import ProbeFailed, ToolMissing, ToolTimeout
 from torchfit.owned import temp_dir
 from torchfit.runner import Runner, index_variables
+from torchfit.text import first_line
 from torchfit.workers import last_record, read_records, worker_argv
 from torchfit.workers.torchfit_runtime import lib_kind
+
+if TYPE_CHECKING:
+    from torchfit.compat.judgements import GpuHost
+    from torchfit.host.nvidia import NvidiaProbe
 
 
 class ToolOutput(NamedTuple):
@@ -228,7 +233,7 @@ class Context:
         except ProbeFailed as exc:
             return ToolOutput(argv, "", "", None, f"{name} could not run: {exc.message}")
         if res.returncode != 0:
-            said = parse.first_line(res.stdout) or parse.first_line(res.stderr)
+            said = first_line(res.stdout) or first_line(res.stderr)
             cause = f"{name} exited with status {res.returncode}" + (f": {said}" if said else "")
             return ToolOutput(argv, res.stdout, res.stderr, res.returncode, cause)
         return ToolOutput(argv, res.stdout, res.stderr, 0, None)
@@ -236,7 +241,7 @@ class Context:
     # --- NVIDIA driver and GPUs --------------------------------------------------------
 
     @cached_property
-    def nvidia(self) -> Any:
+    def nvidia(self) -> NvidiaProbe:
         """probes.probe_nvidia_gpus: GPUs from `nvidia-smi --query-gpu`, or the cause."""
         from torchfit.host.nvidia import probe_nvidia_gpus
 
@@ -261,7 +266,7 @@ class Context:
         if res.cause is None:
             if res.stdout.strip() and not parse.looks_like_lspci(res.stdout):
                 return PciFacts((), None, "lspci -nn", f"lspci printed nothing torchfit could read "
-                                                       f"({parse.first_line(res.stdout, 80)!r})")
+                                                       f"({first_line(res.stdout, 80)!r})")
             devices = parse.parse_lspci(res.stdout)
             return PciFacts(devices, len(devices), "lspci -nn", None)
         from torchfit.host.pci import find_pci_gpus
@@ -273,7 +278,7 @@ class Context:
         return PciFacts((), None, "", f"{res.cause}, and /sys/bus/pci/devices is absent")
 
     @cached_property
-    def gpu_host(self) -> Any:
+    def gpu_host(self) -> GpuHost:
         """compat.judgements.judge_gpu_host for this host: the judgement resolve,
         install and verify make too ("gpu", "none" or "unknown")."""
         from torchfit.compat.facts import HostFacts
@@ -379,7 +384,7 @@ class Context:
             else:
                 how = f"exited with status {res.returncode}"
             facts.cause = f"the worker {how} during stage '{facts.last_stage or 'start-up'}'" + (
-                f": {parse.first_line(res.stderr[-2000:])}" if res.stderr.strip() else ""
+                f": {first_line(res.stderr[-2000:])}" if res.stderr.strip() else ""
             )
         return facts
 
@@ -417,7 +422,7 @@ class Context:
         if res.cause:
             return {}, res.cause
         links = parse_topology(res.stdout)
-        return links, None if links else f"`nvidia-smi topo -m` printed no GPU matrix ({parse.first_line(res.stdout)!r})"
+        return links, None if links else f"`nvidia-smi topo -m` printed no GPU matrix ({first_line(res.stdout)!r})"
 
     @cached_property
     def p2p(self) -> tuple[dict[str, str], str | None]:
@@ -429,7 +434,7 @@ class Context:
         if res.cause:
             return {}, res.cause
         cells = parse_topology(res.stdout)
-        return cells, None if cells else f"`nvidia-smi topo -p2p r` printed no GPU matrix ({parse.first_line(res.stdout)!r})"
+        return cells, None if cells else f"`nvidia-smi topo -p2p r` printed no GPU matrix ({first_line(res.stdout)!r})"
 
     @cached_property
     def glibc(self) -> tuple[str | None, str | None]:

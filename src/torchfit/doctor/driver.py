@@ -15,6 +15,7 @@ import stat
 from torchfit.doctor import parse
 from torchfit.doctor.context import Context
 from torchfit.doctor.model import Verdict, check, fail, ok, unknown, warn
+from torchfit.text import first_line
 
 RELOAD = (
     "reboot, or (with no process using the GPU) reload the module: "
@@ -90,7 +91,7 @@ def _nvidia_smi(ctx: Context) -> Verdict:
         return fail(f"nvidia-smi: {said}", "the driver sees no GPU: see gpu-on-pci-bus and dmesg-nvrm")
     if smi.cause is None and not nv.gpus:
         # It ran and exited 0, but nothing in its answers is a GPU row.
-        return unknown(f"nvidia-smi answered, but nothing torchfit could read ({nv.cause or parse.first_line(smi.stdout)!r})")
+        return unknown(f"nvidia-smi answered, but nothing torchfit could read ({nv.cause or first_line(smi.stdout)!r})")
     return fail(f"nvidia-smi failed: {said or smi.cause}", "see the other driver checks for the layer that is broken")
 
 

@@ -51,7 +51,7 @@ def unknown(evidence: str, fix: str | None = None) -> Verdict:
     return Verdict("unknown", evidence, fix)
 
 
-# doctor's JSON words for the shared Status (DESIGN.md: never renamed).
+# doctor's JSON words for the shared Status (docs/architecture.md, Contracts: never renamed).
 _WORDS = {Status.PASS: "ok", Status.WARN: "warn", Status.FAIL: "fail", Status.UNKNOWN: "unknown"}
 _STATUS = {word: status for status, word in _WORDS.items()}
 

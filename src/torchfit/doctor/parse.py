@@ -11,33 +11,14 @@ import re
 from typing import NamedTuple
 
 from torchfit.compat.versions import decode_cudnn_code, decode_nccl_code
+from torchfit.text import said_lines
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _DOTTED = re.compile(r"[0-9]+(?:\.[0-9]+)+")
-
-
-def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)
-
-
-# The dynamic loader's complaint about an LD_PRELOAD entry it cannot load is printed
-# by every program started with it; it is not what the program itself said.
-_LOADER_NOISE = re.compile(r"^ERROR: ld\.so: object .* from LD_PRELOAD cannot be preloaded")
-
-
-def _said(text: str) -> list[str]:
-    return [ln.strip() for ln in text.splitlines() if ln.strip() and not _LOADER_NOISE.match(ln.strip())]
-
-
-def first_line(text: str, limit: int = 240) -> str:
-    """The first non-blank line (loader noise skipped), stripped and cut to `limit` characters."""
-    said = _said(text)
-    return said[0][:limit] if said else ""
 
 
 def head(text: str, lines: int = 6, width: int = 240) -> str:
     """The first `lines` non-blank lines (loader noise skipped), each cut to `width`, joined by ' | '."""
-    return " | ".join(ln[:width] for ln in _said(text)[:lines])
+    return " | ".join(ln[:width] for ln in said_lines(text)[:lines])
 
 
 _LSPCI_SLOT = re.compile(r"^(?:[0-9A-Fa-f]{4}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s")

@@ -8,7 +8,7 @@ and what torch was compiled against. Other copies are looked for where the loade
 could find them: LD_PRELOAD, LD_LIBRARY_PATH, a conda env's lib/ and `ldconfig -p`.
 
 pip wheels link libtorch_cuda.so with DT_RPATH=$ORIGIN/../../nvidia/nccl/lib, and
-DT_RPATH wins over LD_LIBRARY_PATH (measured on the H200 host, DESIGN.md), so a
+DT_RPATH wins over LD_LIBRARY_PATH (measured on the H200 host, docs/architecture.md, Contracts), so a
 system libnccl beside the wheel's is a hazard (anything loading libnccl.so.2 by
 name, a RUNPATH build) rather than a failure; LD_PRELOAD does replace it.
 """
@@ -24,6 +24,7 @@ from torchfit.doctor import parse
 from torchfit.doctor.build import loaded_lib, mapped_libs, torch_info
 from torchfit.doctor.context import Context, decode_lib
 from torchfit.doctor.model import Verdict, check, fail, ok, unknown, warn
+from torchfit.text import first_line
 from torchfit.workers.torchfit_runtime import lib_kind
 
 
@@ -157,7 +158,7 @@ def judge(ctx: Context, kind: Kind) -> Verdict:
         if kind.kind in message.lower() and others:
             listed = "; ".join(f"{c.path} ({c.via})" for c in others[:3])
             return fail(
-                f"import torch failed ({parse.first_line(message, 200)}) and other {kind.name} copies are on the "
+                f"import torch failed ({first_line(message, 200)}) and other {kind.name} copies are on the "
                 f"loader path: {listed}",
                 f"take them off the path (unset LD_PRELOAD / LD_LIBRARY_PATH entries, remove the package) so torch "
                 f"loads {pkg_text or 'the one it was built with'}",
@@ -199,7 +200,7 @@ def judge(ctx: Context, kind: Kind) -> Verdict:
             status = "fail"
             fix = f"install the {kind.name} torch was built against: {want or 'the version in torch metadata'}"
     if err and ("incompatib" in err or "mismatch" in err):
-        parts.append(f"torch.backends.cudnn.version() raised: {parse.first_line(err, 300)}")
+        parts.append(f"torch.backends.cudnn.version() raised: {first_line(err, 300)}")
         status = "fail"
         fix = fix or "see above: take the other libcudnn off LD_LIBRARY_PATH / the conda env's lib/"
     # Copies the loader could pick that differ from the one that should run.

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Callable
-from typing import Any
 
 from torchfit.compat.matrix import PYPI_SIMPLE
 from torchfit.errors import BadInput
@@ -40,7 +39,7 @@ FORMATS: dict[str, Renderer] = {
 
 
 def render(fmt: str, stack: Stack, *, pypi_url: str = PYPI_SIMPLE, today: _dt.date | None = None) -> str:
-    renderer: Any = FORMATS.get(fmt)
+    renderer = FORMATS.get(fmt)
     if renderer is None:
         raise BadInput(f"--format {fmt}: one of {', '.join(FORMATS)}")
     return str(renderer(stack, pypi_url=pypi_url, today=today))

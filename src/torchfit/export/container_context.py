@@ -12,7 +12,7 @@ import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchfit.errors import BadInput
 from torchfit.export.containerfile import (
@@ -25,6 +25,9 @@ from torchfit.export.containerfile import (
 )
 from torchfit.export.stack import Stack
 from torchfit.lock.pylock import load_lock, sha256_file
+
+if TYPE_CHECKING:
+    from torchfit.runner import Runner
 
 
 @dataclass
@@ -62,7 +65,7 @@ def pack_lock(pack: str, lock: str | None, output: str | None) -> str:
 
 
 def write_context(stack: Stack, lock_path: str, output: str | None, *, pack: str | None, base: str | None,
-                  pypi_url: str, runner: Any, fetch: Callable[[str, Any], tuple[int, str]],
+                  pypi_url: str, runner: Runner, fetch: Callable[[str, Any], tuple[int, str]],
                   say: Callable[[str], None], version: str) -> Context:
     """Write the context of the lock's image; the Containerfile last."""
     context = _context_dir(output)

@@ -21,7 +21,7 @@ import hashlib
 import os
 import zipfile
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import Tag, compatible_tags, cpython_tags
@@ -31,6 +31,9 @@ from torchfit.compat.tags import uv_platform
 from torchfit.errors import ExportFailed
 from torchfit.lock.model import Artifact, LockedDist
 from torchfit.lock.pylock import sha256_file
+
+if TYPE_CHECKING:
+    from torchfit.runner import Runner
 
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can say: the same wheel from the same files
 
@@ -134,7 +137,7 @@ def best_wheel(d: LockedDist, tags: Sequence[Tag]) -> Artifact:
     return best[1]
 
 
-def lock_own_dependencies(runner: Any, *, python: str, arch: str, glibc: tuple[int, int],
+def lock_own_dependencies(runner: Runner, *, python: str, arch: str, glibc: tuple[int, int],
                           pypi_url: str) -> list[LockedDist]:
     """torchfit's dependency closure for the image, locked by uv from `pypi_url` alone."""
     from torchfit.lock.toml import dumps_toml
@@ -163,7 +166,7 @@ def lock_own_dependencies(runner: Any, *, python: str, arch: str, glibc: tuple[i
 
 
 def write_own_wheels(dest_dir: str, *, python: str, arch: str, glibc: tuple[int, int], pypi_url: str,
-                     runner: Any, fetch: Callable[[str, Any], tuple[int, str]],
+                     runner: Runner, fetch: Callable[[str, Any], tuple[int, str]],
                      say: Callable[[str], None]) -> list[str]:
     """Fill `dest_dir` (made if absent) with torchfit's wheel, its dependencies' and requirements.txt;
     the wheels' file names."""

@@ -15,8 +15,9 @@ so a project that `resolve` finds is found here too (issue 25).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from torchfit.compat.matrix import PYPI_SIMPLE
 from torchfit.compat.tags import torch_manylinux_floor, uv_platform
@@ -27,11 +28,12 @@ from torchfit.redact import redact
 
 if TYPE_CHECKING:
     from torchfit.index.sources import Sources
+    from torchfit.runner import Runner
 
 UV_TIMEOUT = 600.0
 
 
-def lock_with_uv(stack: Stack, runner: Any, *, pypi_url: str | None = None, on_wait: Any = None,
+def lock_with_uv(stack: Stack, runner: Runner, *, pypi_url: str | None = None, on_wait: Callable[[float, int], None] | None = None,
                  sources: Sources | None = None) -> Stack:
     """The stack with `locked` filled by `uv pip compile --format pylock.toml`.
 

@@ -134,7 +134,7 @@ def fleet_to_json(fleet: Fleet) -> dict[str, Any]:
     }
 
 
-def is_fleet_json(data: Any) -> bool:
+def is_fleet_json(data: object) -> bool:
     return isinstance(data, dict) and KEY in data
 
 

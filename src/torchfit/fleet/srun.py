@@ -31,7 +31,7 @@ from typing import Any
 
 from torchfit.errors import ProbeFailed, SlurmMissing, ToolMissing, ToolTimeout
 from torchfit.inputs import decode_json, shown
-from torchfit.runner import Runner, index_variables
+from torchfit.runner import Runner, RunResult, index_variables
 
 BEGIN = "torchfit-fleet-node"
 END = "torchfit-fleet-end"
@@ -254,7 +254,7 @@ def run_srun(runner: Runner, argv: Sequence[str], bound: float,
     return res.stdout, res.stderr, False
 
 
-def run_tool(runner: Runner, argv: list[str], timeout: float) -> Any:
+def run_tool(runner: Runner, argv: list[str], timeout: float) -> RunResult:
     """A Slurm client command that must succeed (sinfo, scontrol)."""
     try:
         res = runner.run(argv, timeout=timeout)

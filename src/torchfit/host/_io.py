@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from torchfit.errors import ProbeFailed, ToolMissing, ToolTimeout
 from torchfit.runner import Runner, RunResult
+from torchfit.text import first_line
 
 # nvidia-smi hangs for minutes on a wedged driver (GPU fallen off the bus, Xid 79);
 # 10 s is far above a healthy query (~0.1-0.5 s on the H200 host) and the CLI's
@@ -28,12 +29,6 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _first_line(text: str, limit: int = 200) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()[:limit]
-    return ""
-
 def _run_tool(
     runner: Runner, argv: Sequence[str], timeout: float
 ) -> tuple[RunResult | None, str | None]:
@@ -50,7 +45,7 @@ def _run_tool(
     if res.returncode != 0:
         # Errors usually go to stderr; nvidia-smi prints its own on stdout
         # (tests/data/h200-x2/query-gpu-bad-field.txt: stdout, stderr empty).
-        said = _first_line(res.stderr) or _first_line(res.stdout)
+        said = first_line(res.stderr) or first_line(res.stdout)
         if said:
             return res, f"{tool} failed: {said}"
         return res, f"{tool} failed with exit status {res.returncode}"

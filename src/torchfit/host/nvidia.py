@@ -10,8 +10,9 @@ from torchfit.compat.facts import Gpu
 from torchfit.compat.gpunames import find_capability, load_gpu_names
 from torchfit.compat.versions import Arch
 from torchfit.errors import BadInput
-from torchfit.host._io import DEFAULT_TIMEOUT, _first_line, _read, _run_tool, _under, _unknown
+from torchfit.host._io import DEFAULT_TIMEOUT, _read, _run_tool, _under, _unknown
 from torchfit.runner import Runner
+from torchfit.text import first_line, strip_ansi
 
 # `nvidia-smi --query-gpu` is NVIDIA's stable, scriptable interface
 # (`nvidia-smi --help-query-gpu`); the human table is not. Order matters only to
@@ -34,8 +35,6 @@ _GPU_LABEL = re.compile(r"GPU([0-9]+)")
 # device columns; none of their words ends in a digit.
 _DEVICE_COL = re.compile(r"[A-Za-z][A-Za-z0-9_.:-]*[0-9]")
 _LINK = re.compile(r"[A-Za-z][A-Za-z0-9#]*")
-# CSI sequences (ESC [ ... final byte): nvidia-smi underlines the topo -m header.
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 def parse_nvrm_version(text: str) -> str | None:
     """The driver version in /proc/driver/nvidia/version's NVRM line, or None.
@@ -124,10 +123,6 @@ def parse_invalid_field(text: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)
-
-
 def parse_topology(text: str) -> dict[str, str]:
     """`nvidia-smi topo -m` -> {"0-1": "NV18", ...} for every GPU pair i<j it shows.
 
@@ -141,7 +136,7 @@ def parse_topology(text: str) -> dict[str, str]:
     columns: list[str] | None = None
     links: dict[str, str] = {}
     for raw in text.splitlines():
-        tokens = _strip_ansi(raw).split()
+        tokens = strip_ansi(raw).split()  # nvidia-smi underlines the topo -m header
         if not tokens:
             continue
         if tokens[0].rstrip(":") == "Legend":
@@ -221,7 +216,7 @@ def probe_nvidia_gpus(runner: Runner, *, timeout: float = DEFAULT_TIMEOUT) -> Nv
             f" {res.returncode}" + (f": {said}" if said else "")
         )
     if not parsed.gpus:
-        said = _first_line(res.stdout) or _first_line(res.stderr)
+        said = first_line(res.stdout) or first_line(res.stderr)
         cause = "nvidia-smi listed no GPUs" + (f" ({said})" if said else "")
         return NvidiaProbe((), parsed.driver_version, cause)
     gpus = parsed.gpus

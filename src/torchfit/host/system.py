@@ -6,15 +6,16 @@ import re
 import sys
 from collections.abc import Mapping
 
-from torchfit.host._io import DEFAULT_TIMEOUT, _first_line, _read, _run_tool, _under, _unknown
+from torchfit.host._io import DEFAULT_TIMEOUT, _read, _run_tool, _under, _unknown
 from torchfit.runner import Runner
+from torchfit.text import first_line
 
 
 def parse_ldd_version(text: str) -> str | None:
     """glibc's version from `ldd --version`: "ldd (Ubuntu GLIBC 2.39-0ubuntu8.6) 2.39"
     -> "2.39", "ldd (GNU libc) 2.17" -> "2.17". musl's ldd ("musl libc (x86_64)") and
     anything else give None."""
-    line = _first_line(text, 500)
+    line = first_line(text, 500)
     if not line.startswith("ldd") and "GLIBC" not in line.upper():
         return None
     last = line.split()[-1]
@@ -92,7 +93,7 @@ def probe_glibc(
     found = parse_ldd_version(res.stdout) or parse_ldd_version(res.stderr)
     if found:
         return found, None
-    said = _first_line(res.stdout) or _first_line(res.stderr)
+    said = first_line(res.stdout) or first_line(res.stderr)
     if "musl" in said.lower():
         return None, _unknown(f"this system's C library is not glibc ({said})")
     return None, _unknown(f"`ldd --version` did not name a glibc version ({said or 'no output'})")

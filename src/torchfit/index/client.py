@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import urlsplit, urlunsplit
 
 from torchfit.background import Background
@@ -231,7 +231,7 @@ class IndexClient:
         resp._content_consumed = True
         return data
 
-    def download(self, url: str, fh: Any, *, limit: int | None = None, start: int = 0,
+    def download(self, url: str, fh: BinaryIO, *, limit: int | None = None, start: int = 0,
                  digest: Any = None) -> tuple[int, str]:
         """GET `url` into the open binary file `fh` in blocks (retries, the deadline, redirects
         checked hop by hop, as every page); (bytes, sha256 hex) of the file.

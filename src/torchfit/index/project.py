@@ -24,8 +24,7 @@ import os
 import tarfile
 import threading
 import zipfile
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 from urllib.parse import unquote, urlsplit
 
 from packaging.specifiers import SpecifierSet
@@ -211,7 +210,7 @@ class SourcePackages:
         return text if mv >= Version("2.2") and "requires-dist" not in dynamic else None
 
 
-def _quietly(fn: Any, *args: Any) -> None:
+def _quietly(fn: Callable[..., object], *args: object) -> None:
     """A prefetch: what fails here fails again, with its message, when the resolver asks."""
     with contextlib.suppress(Exception):
         fn(*args)

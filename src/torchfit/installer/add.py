@@ -54,13 +54,14 @@ from torchfit.installer.backends import (
     read_resolution,
 )
 from torchfit.installer.prefix import InstallLog, state_dir
+from torchfit.interrupts import signals_deferred
 from torchfit.lock.model import Lock, LockedDist, sorted_dists
 from torchfit.lock.pylock import LOCK_NAME, load_env_lock_file, replace_lock
 from torchfit.lock.uv import find_uv, uv_version, write_compile_inputs, write_private
 from torchfit.owned import temp_dir
 from torchfit.progress import Progress
 from torchfit.redact import redact, strip_credentials
-from torchfit.runner import Runner, signals_deferred, stall_timeout
+from torchfit.runner import Runner, stall_timeout
 from torchfit.space import (
     from_oserror,
     is_no_space,
@@ -69,6 +70,7 @@ from torchfit.space import (
     tmpdir_place,
     uv_cache_place,
 )
+from torchfit.text import tail
 
 # uv's "no solution" explanation involves the family pin: "... depends on torch==2.12.0",
 # "torchfit-env depends on torch==2.13.0+cpu" (not `torch-scatter`, not a build's traceback).
@@ -424,13 +426,13 @@ class AddJob:
             return read_resolution(out, log_path=ctx.log.path), True
         message = _uv_error(res.stderr or res.stdout)
         if "No solution found" not in message:  # a build that failed, a package that does not exist
-            raise ctx.failed("resolve", [], res.returncode, _tail(res.stderr or res.stdout),
+            raise ctx.failed("resolve", [], res.returncode, tail(res.stderr or res.stdout),
                              what=f"uv cannot add {', '.join(str(r) for r in new)} to this env: "
-                                     f"{_first_line(message)[:200]}; nothing was changed")
+                                     f"{_uv_reason(message)[:200]}; nothing was changed")
         if not _is_family_conflict(message) and base:
-            raise ctx.failed("resolve", [], res.returncode, _tail(res.stderr or res.stdout),
+            raise ctx.failed("resolve", [], res.returncode, tail(res.stderr or res.stdout),
                              what=f"uv cannot add {', '.join(str(r) for r in new)} around the adopted base "
-                                  f"(its packages as installed, its constraints): {_first_line(message)[:300]}; "
+                                  f"(its packages as installed, its constraints): {_uv_reason(message)[:300]}; "
                                   "nothing was changed")
         if not _is_family_conflict(message):
             # Outside the family (a locked dependency too old for a new package): let them move.
@@ -441,9 +443,9 @@ class AddJob:
                 return read_resolution(out, log_path=ctx.log.path), False
             message = _uv_error(res.stderr or res.stdout)
             if not _is_family_conflict(message):
-                raise ctx.failed("resolve", [], res.returncode, _tail(res.stderr or res.stdout),
+                raise ctx.failed("resolve", [], res.returncode, tail(res.stderr or res.stdout),
                                  what=f"uv cannot add {', '.join(str(r) for r in new)} to this env: "
-                                         f"{_first_line(message)[:200]}; nothing was changed")
+                                         f"{_uv_reason(message)[:200]}; nothing was changed")
         culprits = self._find_culprits(ctx, uv, specs, family, work, message)
         if base and culprits and all(self._label_only(req) for _, _, req in culprits):
             before = {str(x).split(" ", 1)[0] for h in self.lock.tool.get("added") or [] if isinstance(h, dict)
@@ -547,7 +549,7 @@ class AddJob:
         elif culprits:
             what = "; ".join(f"{n}{' ' + v if v else ''} requires {r}" for n, v, r in culprits)
         else:
-            what = f"uv cannot add it with torch {torch.version} pinned: {_first_line(uv_message)}"
+            what = f"uv cannot add it with torch {torch.version} pinned: {_uv_reason(uv_message)}"
         message = f"{what}; {where}, and `torchfit add` never replaces the torch family"
         adopted = ("nothing was changed; the adopted base's torch is never replaced (torchfit adopt): pick a "
                    f"release of the package built for torch {torch.version}") if self._base_installed() else None
@@ -711,11 +713,8 @@ def _is_family_conflict(message: str) -> bool:
     return "No solution found" in message and bool(_FAMILY_CONFLICT.search(message))
 
 
-def _tail(text: str, lines: int = 30) -> str:
-    return redact("\n".join(ln for ln in text.strip().splitlines() if ln.strip())[-4000:])
-
-
-def _first_line(text: str) -> str:
+def _uv_reason(text: str) -> str:
+    """uv's message without its "No solution found" header: the reason, first."""
     text = re.sub(r"^error: No solution found when resolving dependencies:?\s*(cause:)?\s*", "", text.strip())
     return text[:400] or "no output"
 

@@ -36,7 +36,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from packaging.requirements import Requirement
@@ -71,9 +71,13 @@ from torchfit.progress import Progress
 from torchfit.redact import redact
 from torchfit.runner import Runner, RunResult, kill_stray_children, without_index_variables
 from torchfit.space import Place, disk_full, space_error_in
+from torchfit.text import tail
+
+if TYPE_CHECKING:
+    from torchfit.compat.plan import Plan
+
 
 PIP_MIN = Version("22.2")  # `pip install --report`
-TAIL_LINES = 30
 # What `uv venv --seed` puts in the env (uv's docs: pip; setuptools and wheel below
 # Python 3.12; uv 0.13.9 measured: pip 26.3, setuptools, wheel and wheel's packaging
 # for 3.11, pip alone for 3.12), as requirements resolved with the plan (`--seed`).
@@ -125,14 +129,14 @@ class StepContext:
         except ToolStalled as exc:
             self.log.step(step, list(argv), None, exc.timeout, exc.stdout, exc.stderr)
             raise self.failed(step, argv, None,
-                              _tail(exc.stdout + "\n" + exc.stderr)
+                              tail(exc.stdout + "\n" + exc.stderr)
                               + f"\n(no progress for {exc.stall:g} s: nothing was received or written: an index "
                                 "or mirror that does not answer, or a package's build that waits on something; "
                                 "stopped with every process it started)") from None
         except ToolTimeout as exc:
             self.log.step(step, list(argv), None, self.timeout, exc.stdout, exc.stderr)
             raise self.failed(step, argv, None,
-                              _tail(exc.stdout + "\n" + exc.stderr) + f"\n(timed out after {self.timeout:g} s)") from None
+                              tail(exc.stdout + "\n" + exc.stderr) + f"\n(timed out after {self.timeout:g} s)") from None
         except ToolMissing as exc:
             self.log.write(f"== {step}: {exc.message}")
             raise self.failed(step, argv, None, exc.message) from None
@@ -145,7 +149,7 @@ class StepContext:
             # may find the half-installed package "already there" and succeed).
             raise disk_full(f"install step '{step}'", full[0], self.places, quota=full[1])
         if check and res.returncode != 0:
-            raise self.failed(step, argv, res.returncode, _tail(res.stderr + "\n" + res.stdout))
+            raise self.failed(step, argv, res.returncode, tail(res.stderr + "\n" + res.stdout))
         if not show or (quiet and res.returncode != 0):
             return res
         if quiet:
@@ -237,11 +241,6 @@ class StepRunner:
 
 def _clean_argv(argv: Sequence[str]) -> list[str]:
     return [redact(str(a)) for a in argv]
-
-
-def _tail(text: str, lines: int = TAIL_LINES) -> str:
-    kept = [ln for ln in text.strip().splitlines() if ln.strip()]
-    return redact("\n".join(kept[-lines:]))
 
 
 def _kind(filename: str) -> str:
@@ -395,7 +394,7 @@ class UvBackend(Backend):
                 res = job.result()
                 if res.returncode < 0:  # killed by a signal: a failed step, not a cache miss
                     raise self.ctx.failed("install-early", [self.uv, "pip", "install", "..."], res.returncode,
-                                          _tail(res.stderr + "\n" + res.stdout))
+                                          tail(res.stderr + "\n" + res.stdout))
                 reinstall = self._reconcile(env_dir, hint, locked, res.returncode == 0)
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
@@ -564,7 +563,7 @@ class UvBackend(Backend):
         if res.returncode == 0:
             return
         if res.returncode < 0:  # killed by a signal: a failed step, not a cache miss
-            raise self.ctx.failed(step, argv, res.returncode, _tail(res.stderr + "\n" + res.stdout))
+            raise self.ctx.failed(step, argv, res.returncode, tail(res.stderr + "\n" + res.stdout))
         self.ctx.log.write(f"== {step}: not every file is in uv's cache; asking the indexes")
         super()._run_locked(step, argv, env, detail)
 
@@ -731,7 +730,7 @@ def _chosen(ctx: StepContext, backend: Backend, why: str) -> Backend:
     return backend
 
 
-def family_specs(plan: Any) -> list[str]:
+def family_specs(plan: Plan) -> list[str]:
     """`torch==2.14.1` (public versions: the index chooses the variant) for each package of the plan."""
     out = []
     for name in plan.packages:
@@ -744,6 +743,6 @@ def family_specs(plan: Any) -> list[str]:
     return out
 
 
-def install_specs(plan: Any) -> list[str]:
+def install_specs(plan: Plan) -> list[str]:
     """What an install resolves: the family pins, then the project's own requirements."""
     return [*family_specs(plan), *getattr(plan, "project", ())]

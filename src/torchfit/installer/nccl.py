@@ -1,7 +1,7 @@
 """Which libnccl an env runs, and the `PREFIX/bin/torchfit-env` script that pins it.
 
 pip's torch wheels load NCCL through `DT_RPATH=$ORIGIN/../../nvidia/nccl/lib`, and
-DT_RPATH wins over LD_LIBRARY_PATH (measured, DESIGN.md). So an env's NCCL is pinned:
+DT_RPATH wins over LD_LIBRARY_PATH (measured, docs/architecture.md, Contracts). So an env's NCCL is pinned:
 
 - by default, by the `nvidia-nccl-cuXX` version the plan names (torch's own pin);
 - with `--nccl VERSION`, by installing that `nvidia-nccl-cuXX` version instead;
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from typing import BinaryIO
 
 from packaging.version import InvalidVersion, Version
 
@@ -72,7 +72,7 @@ def check_nccl_lib(path: str) -> str:
     return full
 
 
-def _contains(fh: Any, needle: bytes, head: bytes) -> bool:
+def _contains(fh: BinaryIO, needle: bytes, head: bytes) -> bool:
     """Whether the rest of a binary file holds `needle` (read in chunks)."""
     tail = head
     while True:

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from torchfit.errors import BadInput, EnvInUse, PrefixBusy, RelocationFailed
+from torchfit.interrupts import Interrupted, signals_deferred, take_pending
 from torchfit.owned import (
     TreeNotRemoved,
     make_marked_dir,
@@ -48,12 +49,7 @@ from torchfit.owned import (
     remove_tree,
 )
 from torchfit.redact import redact
-from torchfit.runner import (
-    Interrupted,
-    kill_stray_children,
-    signals_deferred,
-    take_pending,
-)
+from torchfit.runner import kill_stray_children
 
 TEMP_MARK = ".torchfit-"
 ENV_SUBDIR = "env"

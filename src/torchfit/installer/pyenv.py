@@ -18,6 +18,7 @@ from torchfit._backports import FROZEN
 from torchfit.errors import PythonBuildFailed, PythonUnavailable, ToolMissing
 from torchfit.host.pythons import find_pyenv, interpreter_in
 from torchfit.runner import Runner
+from torchfit.text import tail
 
 PYENV_TIMEOUT = 3600.0
 
@@ -132,7 +133,7 @@ def ensure_python(
     output = (res.stdout or "") + (res.stderr or "")
     if res.returncode != 0:
         diag = diagnose_build(output)
-        raise PythonBuildFailed(version, argv, res.returncode, _tail(output), diag, log_path=log_path)
+        raise PythonBuildFailed(version, argv, res.returncode, tail(output), diag, log_path=log_path)
     prefix_res = runner.run([pyenv, "prefix", version], timeout=60)
     prefix = prefix_res.stdout.strip().splitlines()[-1] if prefix_res.ok and prefix_res.stdout.strip() else ""
     path = interpreter_in(prefix, version) if prefix else None
@@ -142,7 +143,3 @@ def ensure_python(
             f"({prefix_res.stderr.strip()[:200] or prefix or 'no output'})"
         )
     return path, output
-
-
-def _tail(text: str, lines: int = 30) -> str:
-    return "\n".join(text.rstrip().splitlines()[-lines:])

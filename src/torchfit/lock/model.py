@@ -57,7 +57,7 @@ class LockedDist:
         return self.name in FAMILY_PACKAGES
 
 
-def _table(value: Any) -> Mapping[str, Any]:
+def _table(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 

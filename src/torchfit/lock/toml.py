@@ -42,7 +42,7 @@ def toml_key(key: str) -> str:
     return key if _BARE_KEY.fullmatch(key) else toml_str(key)
 
 
-def toml_value(value: Any) -> str:
+def toml_value(value: object) -> str:
     """One TOML value (strings, numbers, bools, dates, lists, inline tables; None is left out)."""
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -69,11 +69,11 @@ def toml_array(values: list[Any], indent: str = "    ") -> str:
     return "[\n" + "".join(f"{indent}{toml_value(v)},\n" for v in values if v is not None) + "]"
 
 
-def _is_table(value: Any) -> bool:
+def _is_table(value: object) -> bool:
     return isinstance(value, Mapping) and not isinstance(value, Inline)
 
 
-def _is_table_array(value: Any) -> bool:
+def _is_table_array(value: object) -> bool:
     return isinstance(value, (list, tuple)) and bool(value) and all(_is_table(v) for v in value)
 
 

@@ -246,7 +246,7 @@ def write_compile_inputs(uv: str, where: str, *, specs: Sequence[str] = (), torc
     return CompileInputs(uv, pyproject, cons, over, python, target)
 
 
-def compile_project(runner: Any, uv: str, *, specs: Sequence[str], torch_index: str, work: str,
+def compile_project(runner: Runner, uv: str, *, specs: Sequence[str], torch_index: str, work: str,
                     env: Mapping[str, str], options: Sequence[str] = (), routed: Sequence[str] = (),
                     flat: bool = False, python: str | None = None, target: tuple[str, str] | None = None,
                     constraints: Sequence[str] = (), overrides: Sequence[str] = (), timeout: float = 600.0,

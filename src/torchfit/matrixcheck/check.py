@@ -7,7 +7,7 @@ rows) and reports each disagreement as a `Finding`:
 - the claimed wheels exist, for every claimed CPython and platform;
 - the manylinux tag they carry implies a glibc floor no higher than the matrix's
   (the matrix holds the *real* floor, which may be above the tag: 2.0-2.6 wheels
-  are tagged manylinux1 but need glibc 2.17, DESIGN.md);
+  are tagged manylinux1 but need glibc 2.17, docs/architecture.md, Contracts);
 - the nvidia-cudnn-* / nvidia-nccl-* pins in the wheel's METADATA (PEP 658) equal
   the matrix's cuDNN and NCCL;
 - and every release or variant the index has that the matrix lacks.

@@ -459,7 +459,7 @@ def probe_wheel(
     metadata: str | None = None,
     glibc: bool = False,
     embedded: bool = False,
-    say: Any = None,
+    say: Callable[[str], None] | None = None,
 ) -> WheelFacts:
     """Fill `facts` from `archive` (METADATA from `metadata` when the index served it: PEP 658)."""
     t0 = time.monotonic()
@@ -570,7 +570,7 @@ def iter_elf_members(archive: WheelArchive) -> Iterator[ZipMember]:
             yield m
 
 
-def _probe_glibc(archive: WheelArchive, facts: WheelFacts, say: Any, keep: dict[str, IO[bytes]]) -> None:
+def _probe_glibc(archive: WheelArchive, facts: WheelFacts, say: Callable[[str], None] | None, keep: dict[str, IO[bytes]]) -> None:
     best: tuple[tuple[int, ...], str, str] | None = None
     n = 0
     for m in sorted(iter_elf_members(archive), key=lambda m: m.header_offset):
@@ -596,7 +596,7 @@ def _probe_glibc(archive: WheelArchive, facts: WheelFacts, say: Any, keep: dict[
 
 
 def probe_file(path: str, *, glibc: bool = False, embedded: bool = False, hash_file: bool = True,
-               say: Any = None) -> WheelFacts:
+               say: Callable[[str], None] | None = None) -> WheelFacts:
     """Probe a local wheel file."""
     src = FileSource(path)
     try:
@@ -672,7 +672,7 @@ def version_key(v: str) -> tuple[int, ...]:
 
 
 def probe_index_wheel(client: Any, wheel: Any, pythons: list[str], *, glibc: bool = False,
-                      embedded: bool = False, say: Any = None) -> WheelFacts:
+                      embedded: bool = False, say: Callable[[str], None] | None = None) -> WheelFacts:
     """Probe one index file with range requests; METADATA through PEP 658 when the index serves it."""
     from torchfit.index.wheelmeta import HttpRangeSource
     from torchfit.redact import redact

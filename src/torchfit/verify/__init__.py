@@ -34,13 +34,14 @@ from torchfit.owned import owned_temp_dir, remove_owned_dir, remove_tree
 from torchfit.progress import Progress
 from torchfit.redact import redact
 from torchfit.space import from_oserror, is_no_space, require_room, tmpdir_place
+from torchfit.text import format_bytes_iec
 from torchfit.verify.bandwidth import bandwidth_report, smi_indices
 from torchfit.verify.ddp import early_plan, judge_ddp, plan_ddp, rank_to_json, visible_gpus_guess
 from torchfit.verify.environment import blocking, host_gpu_count, judge_environment, shown
 from torchfit.verify.inspection import judge_inspection
 from torchfit.verify.model import Options, Report
 from torchfit.verify.peers import compare_peers
-from torchfit.verify.sizes import format_bytes, sweep_sizes
+from torchfit.verify.sizes import sweep_sizes
 from torchfit.verify.transports import (
     debug_env,
     infiniband_devices,
@@ -138,7 +139,7 @@ def verify(opts: Options, observer: Progress | None = None) -> Report:
         if run.ddp is not None and not run.ddp.finished:
             run.ddp._finish()
         if opts.keep:
-            from torchfit.runner import Interrupted
+            from torchfit.interrupts import Interrupted
 
             raise Interrupted(f"{err or 'interrupted'}; verify's work directory is kept at {work}",
                               getattr(err, "signum", None)) from err
@@ -219,7 +220,7 @@ def _launch(
         "ddp",
         f"DDP smoke test: {nproc} rank(s) per node, {backend}"
         + (
-            f", bandwidth sweep {format_bytes(run.sizes[0])}..{format_bytes(run.sizes[-1])}"
+            f", bandwidth sweep {format_bytes_iec(run.sizes[0])}..{format_bytes_iec(run.sizes[-1])}"
             if run.sizes
             else ", no bandwidth sweep (one rank)"
             if run.sweep_skipped

@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -25,6 +25,9 @@ from packaging.version import Version
 from torchfit.checks import Check, Status
 from torchfit.compat.versions import release_label
 from torchfit.errors import AdoptRefused, BadInput
+
+if TYPE_CHECKING:
+    from torchfit.compat.judgements import GpuHost
 
 CONSTRAINT_FILE = "/etc/pip/constraint.txt"  # NVIDIA's PyTorch containers since 25.03
 FAMILY = ("torch", "torchvision", "torchaudio")
@@ -76,7 +79,7 @@ def inspect_env(python: str, timeout: float) -> tuple[dict[str, Any], list[Check
     return facts, checks
 
 
-def _gpu_host(facts: Mapping[str, Any], timeout: float) -> Any:
+def _gpu_host(facts: Mapping[str, Any], timeout: float) -> GpuHost | None:
     torch = facts.get("torch") or {}
     if not torch or torch.get("cuda") or torch.get("hip"):
         return None

@@ -13,11 +13,12 @@ from typing import Any
 
 from torchfit.checks import Check, Status
 from torchfit.compat.ncclenv import is_nccl_switch_on
+from torchfit.text import format_bytes_iec
 from torchfit.verify.inspection import cvd_entries
-from torchfit.verify.sizes import MIB, format_bytes
+from torchfit.verify.sizes import MIB
 
 # Below this fraction of what the links promise, bandwidth is a warning. Measured
-# on 2x H200 NV18 (DESIGN.md): healthy 1 GiB busbw 322-332 GB/s of a 478 GB/s
+# on 2x H200 NV18 (docs/architecture.md, Contracts): healthy 1 GiB busbw 322-332 GB/s of a 478 GB/s
 # promise (0.67-0.69); NCCL_P2P_DISABLE=1 gives 27 GB/s (0.06).
 WARN_FRACTION = 0.4
 # The promise is a large-message figure; smaller sweeps measure per-call overhead
@@ -109,14 +110,14 @@ def judge_bandwidth(
         )
     peak = max(rows, key=lambda r: r["busbw"])
     largest = max(rows, key=lambda r: r["bytes"])
-    text = f"peak busbw {peak['busbw']:.1f} GB/s at {format_bytes(peak['bytes'])}"
+    text = f"peak busbw {peak['busbw']:.1f} GB/s at {format_bytes_iec(peak['bytes'])}"
     if promise is None:
         return Check("bandwidth", Status.PASS, f"{text}; no promise to compare ({promise_source})")
     if largest["bytes"] < MIN_JUDGED_BYTES:
         return Check(
             "bandwidth",
             Status.PASS,
-            f"{text}; sizes below {format_bytes(MIN_JUDGED_BYTES)} measure call overhead, not the "
+            f"{text}; sizes below {format_bytes_iec(MIN_JUDGED_BYTES)} measure call overhead, not the "
             f"{promise:.0f} GB/s link ({promise_source}): not judged",
         )
     fraction = peak["busbw"] / promise

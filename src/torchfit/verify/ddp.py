@@ -94,7 +94,7 @@ def judge_ddp(
     """Checks from every local rank's report; notes for things that are not failures.
 
     A rank that reported `done` passed its part whatever its exit code (the gloo
-    teardown abort, DESIGN.md); a failed check or an error in any rank's report
+    teardown abort, docs/architecture.md, Contracts); a failed check or an error in any rank's report
     fails the run even when every exit code is 0.
     """
     checks: list[Check] = []
@@ -203,7 +203,7 @@ def judge_ddp(
     return checks, notes
 
 
-def _short(text: Any, limit: int = 240) -> str:
+def _short(text: object, limit: int = 240) -> str:
     line = " ".join(str(text or "").split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
 

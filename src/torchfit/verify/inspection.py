@@ -7,13 +7,16 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchfit.checks import Check, Status
 from torchfit.compat import versions
 from torchfit.compat.tags import parse_arch_list
 from torchfit.compat.versions import Arch, coverage
 from torchfit.verify.watch import lines_tail
+
+if TYPE_CHECKING:
+    from torchfit.compat.judgements import GpuHost
 
 # --- what the numbers mean ----------------------------------------------------------------
 # The decoders and the arch-list reader are compat's (one per encoding): these two
@@ -30,7 +33,7 @@ def cuda_code_text(code: object) -> str | None:
     return versions.version_text(versions.decode_cuda_code(code))
 
 
-def format_compiled(value: Any) -> str | None:
+def format_compiled(value: object) -> str | None:
     """torch.cuda.nccl.version(): a tuple (2, 28, 9) since torch 1.x-late, an int before."""
     if isinstance(value, (list, tuple)) and value:
         return ".".join(str(v) for v in value)
@@ -70,7 +73,7 @@ def judge_inspection(
     expected: Mapping[str, str] | None,
     lock_path: str | None,
     complete: bool = True,
-    gpu_host: Any = None,
+    gpu_host: GpuHost | None = None,
 ) -> list[Check]:
     """Checks from the inspection worker's facts (merged `fact` lines).
 
@@ -155,7 +158,7 @@ def judge_gpus(
     devices: Mapping[str, Any],
     env: Mapping[str, str],
     backend: str | None,
-    gpu_host: Any = None,
+    gpu_host: GpuHost | None = None,
 ) -> Check:
     """The GPUs torch sees, and what CUDA_VISIBLE_DEVICES did to them; for a CPU build,
     whether the host has GPUs (`gpu_host`: compat.judgements.judge_gpu_host)."""

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from torchfit.errors import BadInput
+from torchfit.text import format_bytes_iec
 from torchfit.verify.model import Options
 
 MIB = 1 << 20
@@ -31,7 +32,7 @@ def parse_size(text: str) -> int:
     if value < 4 or value % 4:
         raise BadInput(f"--sizes: {text!r} must be a positive multiple of 4 bytes (float32)")
     if value > MAX_SIZE:
-        raise BadInput(f"--sizes: {text!r} is more than {format_bytes(MAX_SIZE)} (one buffer on one GPU)")
+        raise BadInput(f"--sizes: {text!r} is more than {format_bytes_iec(MAX_SIZE)} (one buffer on one GPU)")
     return value
 
 
@@ -41,13 +42,6 @@ def parse_sizes(items: Iterable[str]) -> tuple[int, ...]:
     if not out:
         raise BadInput("--sizes: give at least one size, e.g. --sizes 1M,1G")
     return tuple(sorted(out))
-
-
-def format_bytes(n: int) -> str:
-    for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", 1 << 10)):
-        if n >= size and n % size == 0:
-            return f"{n // size} {unit}"
-    return f"{n} B"
 
 
 def iteration_plan(

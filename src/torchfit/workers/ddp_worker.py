@@ -7,7 +7,7 @@ before every stage (and `step: "collective"` right before it enters a
 collective, so a stall names the rank that never joined), `check` and data lines,
 then `done`. Its stdout and stderr go to RESULTS/rank-<RANK>.log. It reports
 everything BEFORE teardown and ends with os._exit: gloo workers that ran DDP abort
-at interpreter exit in about 1 run in 10-15 (../shared/DESIGN.md), so the exit
+at interpreter exit in about 1 run in 10-15 (docs/architecture.md, Contracts), so the exit
 code of a rank that reported `done` carries no information.
 
 Control flow is identical on every rank (a failed check is recorded, never a reason

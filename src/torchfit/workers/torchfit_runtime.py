@@ -26,7 +26,7 @@ worker's own data records. The host side (torchfit/workers/__init__.py) reads th
 The runtime truth is what is mapped into this process, not what torch was built
 against. `torch.cuda.nccl.version()` returns the NCCL torch was compiled with:
 with `LD_PRELOAD` of a system libnccl 2.28.3, NCCL's own banner said 2.28.3 while
-torch still said (2, 28, 9) (../shared/DESIGN.md, "Measured on real hardware").
+torch still said (2, 28, 9) (docs/architecture.md, Contracts: "Measured on real hardware").
 So the workers read /proc/self/maps (`load_regions`), find the library that is
 really loaded, ask the dynamic linker which file a symbol binds to (`dladdr`,
 `bound_symbol`) and call its own version function through ctypes

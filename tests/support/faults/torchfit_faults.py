@@ -17,7 +17,7 @@ STAGE defaults to "allreduce" for a rank and "kernels" for the inspection. KIND:
   wrong     add 1000 to the first all-reduce input after the "allreduce" stage
             starts (torch.distributed.all_reduce is wrapped once): a failed check
   teardown  abort at exit after a complete report (the gloo teardown crash of
-            ../shared/DESIGN.md): must neither fail the run nor hide a failure
+            docs/architecture.md, Contracts): must neither fail the run nor hide a failure
 Runs in the workers' Pythons: standard library only, Python 3.8 syntax.
 """
 

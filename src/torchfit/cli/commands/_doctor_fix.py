@@ -82,7 +82,7 @@ def apply(plan: RepairPlan, lock: Lock, args: argparse.Namespace) -> list[str]:
             done.append(f"{r.check}: wrote {path} again from the lock, without {', '.join(r.variables)} "
                         "(start a new shell or re-activate the env: this one still has the old value)")
         elif r.kind == "rebuild":
-            from torchfit.cli import main as torchfit_main
+            from torchfit.cli.main import main as torchfit_main
 
             argv = ["install", "--lock", os.path.join(plan.prefix, "pylock.toml"), "--prefix", plan.prefix, "--force"]
             if torchfit_main(argv) != 0:

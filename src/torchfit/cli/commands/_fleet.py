@@ -6,11 +6,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchfit.cli.ui.jsonout import json_text
 from torchfit.errors import BadInput
 from torchfit.inputs import terminal_text
+
+if TYPE_CHECKING:
+    from torchfit.compat.facts import HostFacts
+    from torchfit.compat.matrix import Matrix
+    from torchfit.compat.request import Request
+    from torchfit.fleet.model import Fleet
 
 
 def fleet_task(data: dict[str, Any]) -> int:
@@ -25,17 +31,10 @@ def fleet_task(data: dict[str, Any]) -> int:
 
 
 def run_detect_slurm(args: argparse.Namespace) -> int:
-    from torchfit.cli.commands.verify import slurm_name
+    from torchfit.cli.ui.slurm import step_lines
     from torchfit.fleet.gather import gather
     from torchfit.fleet.model import fleet_to_json
     from torchfit.runner import Runner
-
-    if args.partition:
-        try:
-            slurm_name(args.partition)
-        except argparse.ArgumentTypeError as exc:
-            raise BadInput(f"--partition: {exc}") from None
-    from torchfit.cli.ui.slurm import step_lines
 
     fleet = gather(Runner(), partition=args.partition, nodelist=args.nodelist, timeout=args.timeout,
                    bound=args.deadline, on_event=step_lines("detect --slurm"))
@@ -52,7 +51,7 @@ def run_detect_slurm(args: argparse.Namespace) -> int:
     return 0 if fleet.groups else 1
 
 
-def format_fleet(fleet: Any) -> list[str]:
+def format_fleet(fleet: Fleet) -> list[str]:
     """One line per group (and per reason nodes were not gathered)."""
     gathered = sum(len(g.nodes) for g in fleet.groups)
     lost = sum(len(m.nodes) for m in fleet.missing)
@@ -65,19 +64,7 @@ def format_fleet(fleet: Any) -> list[str]:
     return [terminal_text(line) for line in lines]  # nodes' facts and sinfo's reasons are their text
 
 
-def load_facts_file(data: Any, name: str, exclude: list[str]) -> list[Any] | None:
-    """A fleet file given to --facts -> one HostFacts per group (None: not a fleet file)."""
-    from torchfit.fleet.model import exclude_nodes, fleet_from_json, fleet_hosts, is_fleet_json
-
-    if not is_fleet_json(data):
-        return None
-    fleet = fleet_from_json(data, name)
-    if exclude:
-        fleet = exclude_nodes(fleet, exclude)
-    return fleet_hosts(fleet, name)
-
-
-def resolve_each_group(args: argparse.Namespace, hosts: list[Any], request: Any, matrix: Any) -> int:
+def resolve_each_group(args: argparse.Namespace, hosts: list[HostFacts], request: Request, matrix: Matrix) -> int:
     """`resolve --each-group`: one plan per group; exit 1 when any group has none."""
     from torchfit.compat.plan import plan_to_json
     from torchfit.compat.resolver import resolve

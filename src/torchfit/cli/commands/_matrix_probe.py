@@ -12,14 +12,19 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchfit.errors import BadInput
 from torchfit.inputs import decode_json, terminal_text
 
+if TYPE_CHECKING:
+    from torchfit.index.pages import IndexFile
+    from torchfit.matrixcheck.wheels import Wheel
 
-def run_probe(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], Any],
-              say: Callable[[str], None]) -> int:
+
+
+def run_probe(args: argparse.Namespace, say: Callable[[str], None]) -> int:
+    from torchfit.cli.settings import index_client
     from torchfit.cli.ui.matrix import mb
     from torchfit.errors import IndexUnavailable, WheelFormatError, WheelsUnread
     from torchfit.matrixcheck import probe as pr
@@ -41,7 +46,7 @@ def run_probe(args: argparse.Namespace, make_client: Callable[[argparse.Namespac
             if kind == "file":
                 facts = pr.probe_file(target, glibc=args.glibc, embedded=args.embedded, say=note)
             else:
-                client = client or make_client(args)
+                client = client or index_client(args)
                 if kind == "url":
                     from torchfit.index.pages import IndexFile
 
@@ -82,7 +87,7 @@ def run_probe(args: argparse.Namespace, make_client: Callable[[argparse.Namespac
     return 0
 
 
-def _url_wheel(file: Any) -> Any:
+def _url_wheel(file: IndexFile) -> Wheel:
     from torchfit.matrixcheck.wheels import parse_wheel
 
     w = parse_wheel(file)
@@ -176,9 +181,9 @@ def _index_targets(args: argparse.Namespace, failures: list[tuple[str, str]]) ->
     failed_pages: set[str] = set()
     for idx, pypi, torch, variant, newer in wanted:
         if idx not in pages:
-            from torchfit.cli.commands.matrix import _client
+            from torchfit.cli.settings import index_client
 
-            client = client or _client(args)
+            client = client or index_client(args)
             from torchfit.errors import IndexMalformed, IndexUnavailable
 
             try:

@@ -12,14 +12,18 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from torchfit.errors import BadInput
 from torchfit.inputs import seconds
 
+if TYPE_CHECKING:
+    from torchfit.index.sources import Sources
+    from torchfit.installer.add import AddResult
 
-def add_parser(subparsers: Any, epilog: str) -> None:
-    from torchfit.cli import add_source_options, intermixed_positionals
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
+    from torchfit.cli.options import add_source_options, intermixed_positionals
 
     p = subparsers.add_parser(
         "add",
@@ -59,7 +63,8 @@ def add_parser(subparsers: Any, epilog: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from torchfit.cli import check_source_options, settings
+    from torchfit.cli import settings
+    from torchfit.cli.options import check_source_options
     from torchfit.installer.add import (
         AddJob,
         load_env_lock,
@@ -67,8 +72,8 @@ def run(args: argparse.Namespace) -> int:
     )
     from torchfit.installer.flow import locked_torch_index
     from torchfit.installer.prefix import PrefixLock
+    from torchfit.interrupts import interrupts_raise
     from torchfit.progress import StderrProgress
-    from torchfit.runner import interrupts_raise
 
     if not args.env or not args.env.strip():
         raise BadInput("--env: give the env's directory")
@@ -100,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sources(args: argparse.Namespace, locked_index: str, variant: str) -> Any:
+def _sources(args: argparse.Namespace, locked_index: str, variant: str) -> Sources:
     """install's sources: the torch index the lock records unless the flag or the environment
     names another (cli/settings.py's one precedence), the dependency sources from the flags and
     pip's configuration."""
@@ -109,7 +114,7 @@ def _sources(args: argparse.Namespace, locked_index: str, variant: str) -> Any:
     return sources_for(args, os.environ, project=None, variant=variant, fallback=locked_index)
 
 
-def _summary(result: Any) -> None:
+def _summary(result: AddResult) -> None:
     from torchfit.redact import redact
 
     added = ", ".join(f"{d.name} {d.version}" for d in result.added) or "nothing new"

@@ -11,12 +11,11 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
 
 from torchfit.inputs import seconds
 
 
-def add_parser(subparsers: Any, epilog: str) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
     p = subparsers.add_parser(
         "adopt",
         help="take an env's own torch (a container's, a conda env's) as the base that `add` fits packages around",
@@ -39,8 +38,8 @@ def add_parser(subparsers: Any, epilog: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from torchfit.errors import BadInput
+    from torchfit.interrupts import interrupts_raise
     from torchfit.redact import redact
-    from torchfit.runner import interrupts_raise
     from torchfit.verify.adopt import adopt
 
     if not args.env or not args.env.strip():

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 SHELLS = ("bash", "zsh")
 # The options whose value is a directory or a file, by the option strings argparse holds.
@@ -17,7 +16,7 @@ _DIRS = frozenset(("--env", "--prefix", "--project", "--pack", "--root", "-o", "
 _FILES = frozenset(("--lock", "-r", "--requirement", "--facts", "--log", "--plan", "--matrix", "--python"))
 
 
-def add_parser(subparsers: Any, epilog: str) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
     p = subparsers.add_parser(
         "completion",
         help="print the shell completion script (bash or zsh)",
@@ -33,7 +32,7 @@ def add_parser(subparsers: Any, epilog: str) -> None:
 def run(args: argparse.Namespace) -> int:
     import shtab
 
-    from torchfit.cli import build_parser
+    from torchfit.cli.options import build_parser
 
     parser = build_parser()  # every command, not just this one
     _mark_paths(parser)

@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 
-def add_parser(subparsers: Any, epilog: str) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
     p = subparsers.add_parser(
         "config",
         help="show the effective site settings (torch mirror, indexes, installer...) and where each came from",

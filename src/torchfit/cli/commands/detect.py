@@ -5,13 +5,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
+from torchfit.cli.options import slurm_name
 from torchfit.errors import BadInput
 from torchfit.inputs import seconds
 
 
-def add_parser(subparsers: Any, epilog: str) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
     det = subparsers.add_parser("detect", help="read this host: driver, GPUs, links, glibc, OS, Pythons, pyenv",
                                 epilog=epilog)
     det.add_argument("--json", action="store_true", help="print one JSON object (the --facts format)")
@@ -21,7 +21,7 @@ def add_parser(subparsers: Any, epilog: str) -> None:
     fleet.add_argument("--slurm", action="store_true",
                        help="gather every node's facts through one srun into a fleet file (nodes grouped "
                             "by hardware)")
-    fleet.add_argument("--partition", metavar="NAME", help="with --slurm: the nodes of this partition")
+    fleet.add_argument("--partition", metavar="NAME", type=slurm_name, help="with --slurm: the nodes of this partition")
     fleet.add_argument("--nodelist", metavar="LIST",
                        help="with --slurm: only these nodes (Slurm notation, gpu[01-16])")
     fleet.add_argument("-o", "--output", metavar="FILE", help="with --slurm: also write the fleet file to FILE")

@@ -15,7 +15,7 @@ from typing import Any
 from torchfit.errors import BadInput
 
 
-def add_parser(subparsers: Any, epilog: str) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
     p = subparsers.add_parser(
         "docs",
         help="read torchfit's documentation (install, cluster, doctor, ...), shipped with it",

@@ -33,7 +33,7 @@ the repairs torchfit knows are safe, in an env torchfit built only (`--fix --dry
 shows them first). `torchfit docs doctor` explains every check."""
 
 
-def add_parser(subparsers: Any, epilog: str) -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "doctor",
         help="diagnose a broken GPU / PyTorch setup and say how to fix it",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from torchfit.errors import BadInput
 
@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from torchfit.index.sources import Sources
 
 
-def add_parser(subparsers: Any, epilog: str) -> None:
-    from torchfit.cli import add_resolve_options, add_source_options
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
+    from torchfit.cli.options import add_resolve_options, add_source_options
 
     p = subparsers.add_parser(
         "export", help="write the resolved stack as requirements.txt, uv project config, pylock.toml, an Lmod module "
@@ -164,8 +164,8 @@ def _containerfile(args: argparse.Namespace, stack: Stack, pypi_url: str) -> int
 def _resolve_stack(args: argparse.Namespace) -> tuple[Stack, Sources]:
     """The plan's stack, and the sources it was planned from (the plan's variant)."""
     from torchfit.cache import load_matrix
-    from torchfit.cli import check_source_options, load_hosts, make_request
-    from torchfit.cli.settings import plan_settings
+    from torchfit.cli.options import check_source_options
+    from torchfit.cli.settings import load_hosts, make_request, plan_settings
     from torchfit.export.stack import stack_from_plan
     from torchfit.planning import make_plan
     from torchfit.progress import StderrProgress

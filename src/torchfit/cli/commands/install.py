@@ -12,14 +12,23 @@ import argparse
 import contextlib
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchfit.compat.matrix import DEFAULT_INDEX as DEFAULT_TORCH_INDEX
 from torchfit.inputs import seconds
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
-def add_parser(subparsers: Any, epilog: str) -> None:
-    from torchfit.cli import add_resolve_options, add_source_options
+    from torchfit.background import Background
+    from torchfit.compat.facts import HostFacts
+    from torchfit.compat.matrix import Matrix
+    from torchfit.installer.flow import InstallResult
+    from torchfit.progress import Progress
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
+    from torchfit.cli.options import add_resolve_options, add_source_options
 
     p = subparsers.add_parser(
         "install",
@@ -118,7 +127,7 @@ def _validate(args: argparse.Namespace) -> None:
         args.nccl = parse_nccl_version(args.nccl)
     if args.nccl_lib:
         args.nccl_lib = check_nccl_lib(args.nccl_lib)
-    from torchfit.cli import check_source_options
+    from torchfit.cli.options import check_source_options
 
     check_source_options(args)
 
@@ -140,14 +149,14 @@ def run(args: argparse.Namespace) -> int:
                              "the old env was removed\n")
         else:
             sys.stderr.write(f"torchfit: {why}: the temporary env was removed; {shown(args.prefix)} was not changed\n")
-        from torchfit.runner import Interrupted
+        from torchfit.interrupts import Interrupted
 
         raise Interrupted(why, getattr(err, "signum", None), reported=True) from err
 
 
 def _run(args: argparse.Namespace) -> int:
     from torchfit.background import Background
-    from torchfit.cli import load_hosts
+    from torchfit.cli.settings import load_hosts
 
     _validate(args)
     prefix = os.path.abspath(os.path.expanduser(args.prefix))
@@ -166,9 +175,9 @@ def _run(args: argparse.Namespace) -> int:
         raise
 
 
-def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
+def _install(args: argparse.Namespace, prefix: str, probing: Background[list[HostFacts]]) -> int:
     from torchfit.cache import load_matrix
-    from torchfit.cli import make_request
+    from torchfit.cli.settings import make_request
     from torchfit.errors import BadInput
     from torchfit.installer.flow import (
         InstallJob,
@@ -179,10 +188,10 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
         nccl_pin_for,
     )
     from torchfit.installer.prefix import PrefixLock, scan_temps, wait_unused
+    from torchfit.interrupts import interrupts_raise
     from torchfit.lock.model import NcclPin, pin_from_json
     from torchfit.lock.pylock import load_lock
     from torchfit.owned import TreeNotRemoved, remove_marked
-    from torchfit.runner import interrupts_raise
 
     check_prefix(prefix, args.force)
     from torchfit.cli.ui.progress import install_progress
@@ -274,7 +283,8 @@ def _install(args: argparse.Namespace, prefix: str, probing: Any) -> int:
     return 0
 
 
-def _pick_group(pack: str, groups: dict[str, tuple[str, str]], hosts: Any, matrix: Any, observer: Any) -> str:
+def _pick_group(pack: str, groups: dict[str, tuple[str, str]], hosts: Sequence[HostFacts], matrix: Matrix,
+                observer: Progress) -> str:
     """The lock of the one group of a fleet's pack that fits this host (install's own rule,
     check_lock_host), said; BadInput listing the groups when none or several fit."""
     from torchfit.errors import BadInput, LockMismatch
@@ -302,7 +312,7 @@ def _pick_group(pack: str, groups: dict[str, tuple[str, str]], hosts: Any, matri
                    f"with --force to install one anyway (its groups: {format_groups(groups)})")
 
 
-def _warn_unshared(prefix: str, observer: Any) -> None:
+def _warn_unshared(prefix: str, observer: Progress) -> None:
     """A shared machine: the env is built with this process's umask; say so when the group
     that shares PREFIX's parent directory could then not use it (umask 077 in a team's directory)."""
     import stat
@@ -321,7 +331,7 @@ def _warn_unshared(prefix: str, observer: Any) -> None:
                   f"run `chmod -R g+rX {shown(prefix)}` afterwards")
 
 
-def _summary(result: Any) -> None:
+def _summary(result: InstallResult) -> None:
     from torchfit.inputs import shell_word, shown
     from torchfit.redact import redact
 

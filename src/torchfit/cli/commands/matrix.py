@@ -18,10 +18,11 @@ from torchfit.inputs import seconds
 from torchfit.progress import StderrProgress
 
 if TYPE_CHECKING:
-    from torchfit.index.client import IndexClient
+    from torchfit.compat.matrix import Build, Matrix
 
 
-def add_parser(subparsers: Any, epilog: str) -> None:
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
     p = subparsers.add_parser("matrix", help="check the compatibility matrix against the indexes, "
                               "propose updates, show it", epilog=epilog)
     sub = p.add_subparsers(dest="matrix_command", metavar="ACTION", parser_class=type(p))
@@ -81,7 +82,7 @@ def add_parser(subparsers: Any, epilog: str) -> None:
     show.add_argument("--unknown", action="store_true",
                       help="list every fact still unknown, why, and which builds it blocks")
     show.add_argument("--matrix", metavar="FILE", help=argparse.SUPPRESS)
-    from torchfit.cli import add_verbose
+    from torchfit.cli.options import add_verbose
 
     for q in (check, upd, show, probe):
         add_verbose(q, "show tracebacks and each page read")
@@ -115,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     if action == "probe":
         from torchfit.cli.commands._matrix_probe import run_probe
 
-        return run_probe(args, _client, StderrProgress().info)
+        return run_probe(args, StderrProgress().info)
     if action == "update" and args.from_probe:
         from torchfit.cli.commands._matrix_probe import run_update_from_probe
 
@@ -125,23 +126,9 @@ def run(args: argparse.Namespace) -> int:
     raise BadInput("torchfit matrix needs an action: check, update, show or probe (see torchfit matrix --help)")
 
 
-def _client(args: argparse.Namespace) -> IndexClient:
-    from torchfit.index.client import IndexClient
-
-    if not args.timeout > 0:
-        raise BadInput(f"--timeout {args.timeout:g}: must be a positive number of seconds")
-    verbose = getattr(args, "verbose", False)
-    return IndexClient(
-        timeout=args.timeout,
-        backoff=max(0.0, args.backoff),
-        use_cache=not args.no_cache,
-        progress=StderrProgress() if verbose or sys.stderr.isatty() else None,
-        allow_insecure=bool(getattr(args, "allow_insecure_index", False)),
-    )
-
-
 def _check(args: argparse.Namespace, *, update: bool) -> int:
     from torchfit.cache import load_matrix
+    from torchfit.cli.settings import index_client
     from torchfit.compat.matrix import PYPI_SIMPLE
     from torchfit.index.sources import refuse_insecure
     from torchfit.matrixcheck import check as mc
@@ -161,7 +148,7 @@ def _check(args: argparse.Namespace, *, update: bool) -> int:
     verbose = getattr(args, "verbose", False)
     progress = StderrProgress() if verbose else None
     report = mc.check_matrix(
-        matrix, _client(args), base=base, torch=args.torch, variant=args.variant,
+        matrix, index_client(args), base=base, torch=args.torch, variant=args.variant,
         pypi=args.pypi, pypi_url=pypi_url, progress=progress,
     )
     if update:
@@ -207,7 +194,7 @@ def _matrix_text(path: str | None) -> tuple[str, str]:
 # ---------------------------------------------------------------------------
 
 
-def build_row(b: Any) -> dict[str, Any]:
+def build_row(b: Build) -> dict[str, Any]:
     """One build as the JSON object `matrix show --json` prints."""
     return {
         "torch": str(b.torch),
@@ -255,7 +242,7 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show_unknown(matrix: Any, builds: list[Any], *, as_json: bool) -> int:
+def _show_unknown(matrix: Matrix, builds: list[Build], *, as_json: bool) -> int:
     """`matrix show --unknown`: one row per unknown fact of one matrix entry (compat.matrix.iter_unknowns)."""
     from torchfit.compat.matrix import iter_unknowns
 

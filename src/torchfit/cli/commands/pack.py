@@ -8,13 +8,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from torchfit.inputs import seconds
 
+if TYPE_CHECKING:
+    from torchfit.compat.facts import HostFacts
+    from torchfit.compat.plan import Plan
 
-def add_parser(subparsers: Any, epilog: str) -> None:
-    from torchfit.cli import add_resolve_options, add_source_options
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
+    from torchfit.cli.options import add_resolve_options, add_source_options
 
     p = subparsers.add_parser(
         "pack",
@@ -42,8 +46,8 @@ def _fleet_locks(args: argparse.Namespace, work: str) -> tuple[list[str], list[s
     """Each group's lock (uv, as `export --format pylock`), written under `work`: their paths, and
     each group's hostlist."""
     from torchfit.cache import load_matrix
-    from torchfit.cli import check_source_options, load_hosts, make_request
-    from torchfit.cli.settings import plan_settings
+    from torchfit.cli.options import check_source_options
+    from torchfit.cli.settings import load_hosts, make_request, plan_settings
     from torchfit.compat.matrix import PYPI_SIMPLE
     from torchfit.export import render
     from torchfit.export.stack import stack_from_plan
@@ -76,7 +80,7 @@ def _fleet_locks(args: argparse.Namespace, work: str) -> tuple[list[str], list[s
     return paths, [h.name for h in hosts]
 
 
-def _installable(path: str, plan: Any, host: Any) -> str:
+def _installable(path: str, plan: Plan, host: HostFacts) -> str:
     """The group's lock (uv's, as exported) with what `install --lock` rebuilds from and checks the
     host against ([tool.torchfit] schema, plan, NCCL pin, the group's facts): `install --pack`
     installs a group of the pack as it installs the pack of one env's lock."""

@@ -5,11 +5,10 @@ fleet file's groups), with every choice explained; `--json` is the plan contract
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 
-def add_parser(subparsers: Any, epilog: str) -> None:
-    from torchfit.cli import add_resolve_options, add_source_options
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
+    from torchfit.cli.options import add_resolve_options, add_source_options
 
     res = subparsers.add_parser("resolve", help="pick one consistent set of versions and explain every choice",
                                 epilog=epilog)
@@ -25,8 +24,8 @@ def add_parser(subparsers: Any, epilog: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from torchfit.cache import load_matrix
-    from torchfit.cli import check_source_options, load_hosts, make_request
-    from torchfit.cli.settings import plan_settings
+    from torchfit.cli.options import check_source_options
+    from torchfit.cli.settings import load_hosts, make_request, plan_settings
     from torchfit.compat.plan import plan_to_json
     from torchfit.planning import make_plan
     from torchfit.progress import StderrProgress

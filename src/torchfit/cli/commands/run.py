@@ -11,14 +11,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-from typing import Any
 
 # "$1" is the env script; after shift, "$@" is the command and its arguments
 # (passed as arguments, never spliced into the script text).
 _SCRIPT = '. "$1" || exit 126; shift; exec "$@"'
 
 
-def add_parser(subparsers: Any, epilog: str) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
     p = subparsers.add_parser(
         "run",
         help="run a command under an env's NCCL pin (PREFIX/bin/torchfit-env)",

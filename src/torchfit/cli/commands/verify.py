@@ -14,8 +14,9 @@ import argparse
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from torchfit.cli.options import slurm_name, slurm_time
 from torchfit.errors import BadInput
 from torchfit.inputs import check_port_text, count, port, seconds, terminal_text
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 HELP = "prove a torch environment on this host: runtime versions, DDP smoke test, bandwidth"
 
 
-def add_parser(subparsers: Any, epilog: str) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
     p = subparsers.add_parser(
         "verify",
         help=HELP,
@@ -135,25 +136,6 @@ def add_parser(subparsers: Any, epilog: str) -> None:
 
 # A host name, IPv4 or [IPv6] address: nothing a shell or torchrun would read differently.
 _HOST = re.compile(r"^(?:[A-Za-z0-9_.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])$")
-# Slurm partition and account names (slurm.conf PartitionName): letters, digits, _ . - + ,
-_SLURM_NAME = re.compile(r"^[A-Za-z0-9_.+,-]{1,128}$")
-# sbatch --time: "minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours",
-# "days-hours:minutes" and "days-hours:minutes:seconds" (sbatch(1)).
-_SLURM_TIME = re.compile(r"^(?:[0-9]{1,6}(?::[0-9]{1,2}){0,2}|[0-9]{1,4}-[0-9]{1,2}(?::[0-9]{1,2}){0,2})$")
-
-
-def slurm_name(text: str) -> str:
-    """argparse type: a Slurm partition/account name; never a newline into the script."""
-    if not _SLURM_NAME.match(text):
-        raise argparse.ArgumentTypeError(f"{text[:60]!r} is not a Slurm name (letters, digits, _ . - + ,)")
-    return text
-
-
-def slurm_time(text: str) -> str:
-    """argparse type: an sbatch --time value."""
-    if not _SLURM_TIME.match(text):
-        raise argparse.ArgumentTypeError(f"{text[:60]!r} is not a Slurm time like 00:15:00, 90 or 1-12:00:00")
-    return text
 
 
 def find_python(args: argparse.Namespace) -> tuple[str, str | None]:

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from torchfit.cli.ui.console import console, esc, esc_plain, terminal_width, wrap
 from torchfit.compat.plan import Plan
 from torchfit.inputs import terminal_text
 from torchfit.redact import redact
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
 
 
 def render_plan(plan: Plan, explain: bool = False) -> None:
@@ -84,7 +88,7 @@ def _n(count: int, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
-def _print_item(con: Any, markup: str, plain: str, text: str, width: int | None) -> None:
+def _print_item(con: Console, markup: str, plain: str, text: str, width: int | None) -> None:
     """One reason or warning: wrapped under its own start on a terminal."""
     text = terminal_text(redact(text))
     if width is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from torchfit.cli.ui.console import console, table
+from torchfit.text import format_bytes_iec
 
 if TYPE_CHECKING:
     from torchfit.verify.model import Report
@@ -76,7 +77,7 @@ def render_report(report: Report) -> None:
                 else "yellow"
             )
             bar = f"[{colour}]{'█' * filled}[/]{'·' * (width - filled)}"
-            cells = [_size(r["bytes"]), f"{r['busbw']:.1f}"]
+            cells = [format_bytes_iec(r["bytes"]), f"{r['busbw']:.1f}"]
             if promise:
                 cells.append(f"{r['busbw'] / promise:.0%}")
             grid.add_row(*cells, bar)
@@ -92,9 +93,3 @@ def render_report(report: Report) -> None:
         con.print(f"[dim]worker logs kept in {escape(report.work_dir)}[/]")
     colour = "green" if report.ok else "red"
     con.print(f"[bold {colour}]verify: {escape(report.verdict())}[/]", soft_wrap=True)
-
-
-def _size(n: int) -> str:
-    from torchfit.verify.sizes import format_bytes
-
-    return format_bytes(n)

@@ -9,13 +9,9 @@ Real processes throughout: `python -m torchfit` with a descriptor closed before 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import http.server
 import json
 import os
 import re
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +20,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import make_facts
 from tests.support.cli import run_cli, run_cli_pty
+from tests.support.servers import http_server, reply
 from torchfit.compat.facts import facts_to_json
 
 ESC = "\x1b["
@@ -149,7 +146,7 @@ def test_attack3_the_progress_ticker_sends_no_escapes_to_a_dumb_terminal(monkeyp
 
 def _json_commands() -> list[list[str]]:
     """Every command path whose parser takes --json, from the parser itself."""
-    from torchfit.cli import build_parser
+    from torchfit.cli.options import build_parser
 
     found: list[list[str]] = []
 
@@ -193,30 +190,10 @@ def test_attack3_a_bad_value_under_json_is_one_object(argv: list[str]) -> None:
     assert "Traceback" not in out.stderr
 
 
-@contextlib.contextmanager
-def _server(status: int) -> Iterator[str]:
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(status)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *a: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 @pytest.mark.parametrize("status", [404, 500])
 def test_attack3_a_probe_that_reads_nothing_is_one_error_object(status: int) -> None:
-    with _server(status) as url:
-        out = run_cli("matrix", "probe", "--torch", "2.13.0", "--variant", "cpu", "--index-url", url,
+    with http_server(lambda h: reply(h, status)) as srv:
+        out = run_cli("matrix", "probe", "--torch", "2.13.0", "--variant", "cpu", "--index-url", srv.url,
                       "--json", "--no-cache", "--backoff", "0", "--timeout", "5")
     assert out.returncode in (1, 2), (out.stdout, out.stderr)
     data = _one_error_object(out.stdout)

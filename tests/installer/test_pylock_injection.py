@@ -9,9 +9,7 @@ before any installer runs; a real HTTP server on 127.0.0.1 records whether it wa
 
 from __future__ import annotations
 
-import http.server
 import re
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,30 +17,14 @@ from typing import Any
 import pytest
 
 from tests.installer.conftest import one_line_error, run_tf
+from tests.support.servers import http_server, reply
 
 
 @pytest.fixture
 def recording_index() -> Iterator[dict[str, Any]]:
     """http://127.0.0.1:PORT/simple that answers 404 and records every request."""
-    seen: list[str] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            seen.append(self.path)
-            self.send_response(404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *_args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield {"url": f"http://127.0.0.1:{server.server_address[1]}/simple", "seen": seen}
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_server(lambda h: reply(h, 404)) as srv:
+        yield {"url": f"{srv.url}/simple", "seen": srv.seen}
 
 
 def _tamper(lock: Path, out: Path, package: str, injected: str) -> None:

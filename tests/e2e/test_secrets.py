@@ -9,7 +9,6 @@ package source at all. Progress lines, the install log and the lock hold no secr
 
 from __future__ import annotations
 
-import http.server
 import os
 import threading
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ import pytest
 
 from tests.e2e.conftest import CPU_ARGS, Run, Tf
 from tests.installer.conftest import make_simple_index, needs_uv
+from tests.support.servers import http_server, reply
 from tests.support.wheels import serve_dir
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -149,29 +149,13 @@ def test_attack3_env_python_inherits_no_index_settings(tf: Tf, cpu_torch_env: Pa
 
 
 def test_attack3_matrix_probe_sends_no_basic_credentials_over_plain_http(tf: Tf) -> None:
-    seen: list[str] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            seen.append(self.headers.get("Authorization") or "")
-            self.send_response(404)
-            self.end_headers()
-
-        def log_message(self, *_a: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    port = server.server_address[1]
     wheel = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
-    try:
+    with http_server(lambda h: reply(h, 404)) as srv:
+        port = srv.url.rsplit(":", 1)[1]
         for url in (f"http://u:SEKRET1@127.0.0.1:{port}/{wheel}", f"http://127.0.0.1:{port}/{wheel}?token=SEKRET2"):
             code, out, err = tf.run("matrix", "probe", url, "--no-cache", timeout=120)
             assert code == 2 and "--allow-insecure-index" in err and "SEKRET" not in out + err, err
-            assert seen == []
+            assert srv.seen == []
         code, out, err = tf.run("matrix", "probe", f"http://u:SEKRET1@127.0.0.1:{port}/{wheel}", "--no-cache",
                                 "--allow-insecure-index", timeout=120)
-        assert seen and "SEKRET" not in out + err, err  # asked for: sent, and still never printed
-    finally:
-        server.shutdown()
-        server.server_close()
+        assert srv.seen and "SEKRET" not in out + err, err  # asked for: sent, and still never printed

@@ -8,14 +8,13 @@ in the slow tier), so the rest of the test run does not blur it.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import http.server
 import json
 import os
-import ssl
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 import requests
 
+from tests.support.servers import Answer, HttpServer, http_server, reply
 from torchfit.errors import IndexMalformed, IndexUnavailable
 from torchfit.index.client import IndexClient
 
@@ -30,58 +30,13 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGE = b'<html><body><a href="torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl">t</a></body></html>'
 
 
-class _Server:
-    def __init__(self, handle: Callable[[http.server.BaseHTTPRequestHandler], None],
-                 tls: tuple[str, str] | None = None) -> None:
-        self.seen: list[str] = []
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self) -> None:
-                outer.seen.append(self.path)
-                handle(self)
-
-            def log_message(self, *_a: Any) -> None:
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        scheme = "http"
-        if tls:
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            ctx.load_cert_chain(*tls)
-            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
-            scheme = "https"
-        self.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
-def servers() -> Iterator[Callable[..., _Server]]:
-    made: list[_Server] = []
+def servers() -> Iterator[Callable[..., HttpServer]]:
+    with contextlib.ExitStack() as stack:
+        def make(handle: Answer, tls: tuple[str, str] | None = None) -> HttpServer:
+            return stack.enter_context(http_server(handle, tls=tls, http11=True))
 
-    def make(handle: Callable[[http.server.BaseHTTPRequestHandler], None], tls: Any = None) -> _Server:
-        made.append(_Server(handle, tls))
-        return made[-1]
-
-    yield make
-    for s in made:
-        s.close()
-
-
-def _send(h: http.server.BaseHTTPRequestHandler, status: int, body: bytes = b"", **headers: str) -> None:
-    h.send_response(status)
-    for k, v in headers.items():
-        h.send_header(k.replace("_", "-"), v)
-    h.send_header("Content-Length", str(len(body)))
-    h.end_headers()
-    h.wfile.write(body)
+        yield make
 
 
 def _in_child(code: str) -> dict[str, Any]:
@@ -102,12 +57,12 @@ def _in_child(code: str) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-def test_attack3_a_gzip_bombed_index_page_stops_at_the_body_limit(servers: Callable[..., _Server]) -> None:
+def test_attack3_a_gzip_bombed_index_page_stops_at_the_body_limit(servers: Callable[..., HttpServer]) -> None:
     """3 GiB of zeros as ~3 MB of concatenated gzip members (one stream to urllib3): the
     client stops at MAX_BODY_BYTES, with the URL and the reason, in bounded memory."""
     member = gzip.compress(b"\0" * (16 << 20), compresslevel=9)
     bomb = member * 192
-    srv = servers(lambda h: _send(h, 200, bomb, Content_Type="text/html", Content_Encoding="gzip"))
+    srv = servers(lambda h: reply(h, 200, bomb, Content_Type="text/html", Content_Encoding="gzip"))
     got = _in_child(
         "from torchfit.index.client import IndexClient\n"
         "from torchfit.errors import TorchfitError\n"
@@ -122,7 +77,7 @@ def test_attack3_a_gzip_bombed_index_page_stops_at_the_body_limit(servers: Calla
 
 @pytest.mark.slow
 def test_attack3_a_server_that_ignores_range_on_a_huge_body_costs_no_memory(
-        servers: Callable[..., _Server], tmp_path: Path) -> None:
+        servers: Callable[..., HttpServer], tmp_path: Path) -> None:
     """A 'wheel' URL answered 200 (not 206) with 512 MiB: spooled to disk a block at a time
     (it was kept in memory twice: MemoryError on a big wheel)."""
     size = 512 << 20
@@ -155,8 +110,8 @@ def test_attack3_a_server_that_ignores_range_on_a_huge_body_costs_no_memory(
     assert got["peak_mib"] < 300, got
 
 
-def test_attack3_a_body_over_the_limit_is_refused_by_its_content_length(servers: Callable[..., _Server]) -> None:
-    srv = servers(lambda h: _send(h, 200, b"x" * 1000, Content_Type="text/html"))
+def test_attack3_a_body_over_the_limit_is_refused_by_its_content_length(servers: Callable[..., HttpServer]) -> None:
+    srv = servers(lambda h: reply(h, 200, b"x" * 1000, Content_Type="text/html"))
     client = IndexClient(use_cache=False, retries=0)
     resp = client._send(srv.url + "/simple/torch/", {}, stream=True)
     with pytest.raises(IndexMalformed, match="1000 bytes"):
@@ -192,11 +147,11 @@ def _tls_client(cert: tuple[str, str], **kw: Any) -> IndexClient:
     return IndexClient(use_cache=False, retries=0, session=session, **kw)
 
 
-def test_attack3_https_redirected_to_plain_http_is_refused(servers: Callable[..., _Server],
+def test_attack3_https_redirected_to_plain_http_is_refused(servers: Callable[..., HttpServer],
                                                            trust: tuple[str, str]) -> None:
     cert = trust
-    plain = servers(lambda h: _send(h, 200, PAGE, Content_Type="text/html"))
-    secure = servers(lambda h: _send(h, 302, Location=plain.url + h.path), tls=cert)
+    plain = servers(lambda h: reply(h, 200, PAGE, Content_Type="text/html"))
+    secure = servers(lambda h: reply(h, 302, Location=plain.url + h.path), tls=cert)
     with pytest.raises(IndexUnavailable, match="redirected from https to plain http") as info:
         _tls_client(cert).project_page(secure.url + "/simple", "torch")
     assert secure.url in info.value.message and "--allow-insecure-index" in (info.value.hint or "")
@@ -206,12 +161,12 @@ def test_attack3_https_redirected_to_plain_http_is_refused(servers: Callable[...
     assert page is not None and page.files and plain.seen == ["/simple/torch/"]
 
 
-def test_redirect_credentials_stay_with_their_own_host(servers: Callable[..., _Server]) -> None:
+def test_redirect_credentials_stay_with_their_own_host(servers: Callable[..., HttpServer]) -> None:
     auths: list[str | None] = []
 
     def other(h: http.server.BaseHTTPRequestHandler) -> None:
         auths.append(h.headers.get("Authorization"))
-        _send(h, 200, PAGE, Content_Type="text/html")
+        reply(h, 200, PAGE, Content_Type="text/html")
 
     target = servers(other)
     target_url = target.url.replace("127.0.0.1", "localhost")  # another host name, same machine
@@ -219,7 +174,7 @@ def test_redirect_credentials_stay_with_their_own_host(servers: Callable[..., _S
 
     def redirect(h: http.server.BaseHTTPRequestHandler) -> None:
         first.append(h.headers.get("Authorization"))
-        _send(h, 301, Location=target_url + h.path)
+        reply(h, 301, Location=target_url + h.path)
 
     start = servers(redirect)
     page = IndexClient(use_cache=False, retries=0).project_page(
@@ -230,13 +185,13 @@ def test_redirect_credentials_stay_with_their_own_host(servers: Callable[..., _S
 
 
 @pytest.mark.parametrize("shape", ["self", "pair", "chain"])
-def test_attack3_redirect_loops_and_chains_fail_with_the_url(servers: Callable[..., _Server], shape: str) -> None:
+def test_attack3_redirect_loops_and_chains_fail_with_the_url(servers: Callable[..., HttpServer], shape: str) -> None:
     box: dict[str, str] = {}
 
     def loop(h: http.server.BaseHTTPRequestHandler) -> None:
         n = int(h.path.rsplit("/", 1)[-1] or 0) if h.path.rsplit("/", 1)[-1].isdigit() else 0
         nxt = {"self": h.path, "pair": "/a" if h.path != "/a" else "/b", "chain": f"/hop/{n + 1}"}[shape]
-        _send(h, 302, Location=box["url"] + nxt)
+        reply(h, 302, Location=box["url"] + nxt)
 
     srv = servers(loop)
     box["url"] = srv.url
@@ -248,7 +203,7 @@ def test_attack3_redirect_loops_and_chains_fail_with_the_url(servers: Callable[.
 
 
 @pytest.mark.parametrize("target", ["file:///etc/passwd", "ftp://127.0.0.1/x", "gopher://127.0.0.1:70/"])
-def test_attack3_a_redirect_to_another_scheme_is_refused(servers: Callable[..., _Server], target: str) -> None:
-    srv = servers(lambda h: _send(h, 302, Location=target))
+def test_attack3_a_redirect_to_another_scheme_is_refused(servers: Callable[..., HttpServer], target: str) -> None:
+    srv = servers(lambda h: reply(h, 302, Location=target))
     with pytest.raises(IndexUnavailable, match="not an http"):
         IndexClient(use_cache=False, retries=0).project_page(srv.url + "/simple", "torch")
