@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Box, Case
 from _plan_common import CPU, error_line, make_wheel, serve_dir, stand_in_torch
 
-from tests.support.tls import make_certs, redirecting_index, serve_tls
+from tests.support.tls import make_certs, redirecting_index, serve_tls, trust_bundle
 
 
 def redirect_http_download(box: Box) -> str | None:
@@ -27,11 +27,8 @@ def redirect_http_download(box: Box) -> str | None:
                                       directory=str(box.work / "secure")), certs)
     secure = tls.__enter__()
     box.on_exit(lambda: tls.__exit__(None, None, None))
-    # the test CA beside the system's (a real PyPI, or the proxy in front of it, stays trusted)
-    bundle = box.work / "tls" / "bundle.pem"
-    system = Path("/etc/ssl/certs/ca-certificates.crt")
-    bundle.write_bytes((system.read_bytes() if system.is_file() else b"") + Path(certs["ca"]).read_bytes())
-    trust = {"REQUESTS_CA_BUNDLE": str(bundle), "SSL_CERT_FILE": str(bundle), "PIP_CERT": str(bundle)}
+    bundle = trust_bundle(certs)
+    trust = {"REQUESTS_CA_BUNDLE": bundle, "SSL_CERT_FILE": bundle, "PIP_CERT": bundle}
     torch = stand_in_torch(box).as_uri()
     for installer in ("uv", "pip"):
         prefix = box.work / f"env-{installer}"

@@ -617,20 +617,18 @@ def test_a_new_file_that_redirects_from_https_to_plain_http_is_refused(add_env: 
     env and its lock stay as they were."""
     import functools
 
-    from tests.support.tls import make_certs, redirecting_index, serve_tls
+    from tests.support.tls import make_certs, redirecting_index, serve_tls, trust_bundle
 
     certs = make_certs(tmp_path / "tls")
     wheel = make_wheel(tmp_path / "files", "redirected-pkg", "1.0")
     lock_before = (add_env / "pylock.toml").read_bytes()
     dists_before = env_dists(add_env)
-    bundle = tmp_path / "bundle.pem"  # the test CA beside the system's
-    system = Path("/etc/ssl/certs/ca-certificates.crt")
-    bundle.write_bytes((system.read_bytes() if system.is_file() else b"") + Path(certs["ca"]).read_bytes())
+    bundle = trust_bundle(certs)
     with serve_dir(tmp_path) as plain, serve_tls(functools.partial(
             redirecting_index(tmp_path / "secure", wheel, plain), directory=str(tmp_path / "secure")), certs) as secure:
         proc = run_tf("add", "redirected-pkg", "--env", str(add_env), "--installer", "uv", "--find-links", str(links),
                       "--extra-index-url", f"{secure}/simple", "--json", state=state_home,
-                      env={"REQUESTS_CA_BUNDLE": str(bundle), "SSL_CERT_FILE": str(bundle)})
+                      env={"REQUESTS_CA_BUNDLE": bundle, "SSL_CERT_FILE": bundle})
     assert proc.returncode == 1, proc.stdout + proc.stderr
     err = json.loads(proc.stdout)
     assert err["reference"] == "index-unavailable", err

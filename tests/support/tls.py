@@ -37,6 +37,16 @@ def make_certs(d: Path) -> dict[str, str]:
     return {"ca": str(d / "ca.pem"), "cert": str(d / "leaf.pem"), "key": str(d / "leaf.key")}
 
 
+def trust_bundle(certs: dict[str, str]) -> str:
+    """A CA bundle of the system's CAs and the test CA of `certs` (beside it): for a command that
+    reaches a real index too (PyPI, or the proxy in front of it) as well as the test server."""
+    ca = Path(certs["ca"])
+    system = Path("/etc/ssl/certs/ca-certificates.crt")
+    bundle = ca.with_name("bundle.pem")
+    bundle.write_bytes((system.read_bytes() if system.is_file() else b"") + ca.read_bytes())
+    return str(bundle)
+
+
 @contextlib.contextmanager
 def serve_tls(handler: Callable[..., http.server.BaseHTTPRequestHandler], certs: dict[str, str]) -> Iterator[str]:
     """`https://127.0.0.1:PORT`, `handler` (a request handler class or partial) behind the
@@ -57,7 +67,7 @@ def serve_tls(handler: Callable[..., http.server.BaseHTTPRequestHandler], certs:
 class RedirectFiles(http.server.SimpleHTTPRequestHandler):
     """Serves its directory, except that GET/HEAD of /files/NAME.whl answers 302 to `target` + the
     same path (set `target` on a subclass): an https mirror whose wheels redirect elsewhere (the
-    rest, a PEP 658 FILE.metadata probe included, is answered here: 404)."""
+    rest, the wheels' PEP 658 `.metadata` included, is answered here)."""
 
     target = ""
 
@@ -77,13 +87,10 @@ class RedirectFiles(http.server.SimpleHTTPRequestHandler):
 
 
 def redirecting_index(root: Path, wheel: Path, target: str) -> type[RedirectFiles]:
-    """A PEP 503 page ROOT/simple/<name>/ linking `wheel` as https://<this server>/files/NAME
-    (a relative link), and the handler class that redirects those files to `target`."""
-    import hashlib
+    """A PEP 503 tree at ROOT (tests/support/wheels.write_index: ROOT/simple/<name>/ linking
+    ROOT/files/NAME.whl, its PEP 658 `.metadata` beside it, as a real mirror serves), and the
+    handler class that redirects the wheel itself to `target`; serve ROOT with it."""
+    from tests.support.wheels import write_index
 
-    name = wheel.name.split("-")[0].replace("_", "-").lower()
-    page = root / "simple" / name
-    page.mkdir(parents=True, exist_ok=True)
-    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    (page / "index.html").write_text(f'<a href="/files/{wheel.name}#sha256={digest}">{wheel.name}</a>\n')
+    write_index(root, [wheel])
     return type("Redirect", (RedirectFiles,), {"target": target})
