@@ -480,7 +480,8 @@ class IndexUnavailable(TorchfitError):
         self.why = redact(why)
         # "connect": the host could not be reached at all (DNS, refused, connect
         # timeout): later requests to it will fail the same way. "timeout": it was
-        # reached but answered too slowly. "http": it answered with an error.
+        # reached but answered too slowly. "http": it answered with an error. "redirect": a
+        # redirect torchfit refuses (https to plain http, not http(s), a loop, too many).
         self.kind = kind
         super().__init__(f"{self.url}: {self.why}", hint=hint)
 

@@ -94,6 +94,8 @@ class PlanSettings:
     timeout: float = 600.0
     explain: bool = False
     no_build: bool = False
+    # install: the plan's https files are about to be downloaded; check where they redirect first
+    check_downloads: bool = False
 
 
 def make_plan(hosts: Sequence[HostFacts], request: Request, matrix: Matrix, settings: PlanSettings, *,
@@ -551,7 +553,7 @@ class _Planner:
         companions = load_companions()
         compiled, notes, warnings, routed = self._refine(first, builds, compiled, Version(Version(torch).public),
                                                          companions, work)
-        self._refuse_plain_http(compiled)
+        self._refuse_plain_http(compiled, first.variant)
         resolved = {d.name: str(d.version) for d in compiled.locked}
         chosen = Version(Version(resolved["torch"]).public)  # the exact pass may have moved it (torchvision)
         # The matrix's row for what uv chose: the resolver again, among that release only.
@@ -578,11 +580,12 @@ class _Planner:
                               warnings + [_sdist_line(d.name, str(d.version), companions) for d in sdists],
                               compiled, work)
 
-    def _refuse_plain_http(self, compiled: Compiled) -> None:
+    def _refuse_plain_http(self, compiled: Compiled, variant: str) -> None:
         """IndexUnavailable (exit 1) when a file of the resolved set is fetched over plain http and
         --allow-insecure-index was not given: an https index that lists http:// links sends uv and
         pip there silently, and the file would travel in clear (what install, the lock and export
-        would then carry). The user's own http:// sources need the flag already."""
+        would then carry). The user's own http:// sources need the flag already. For install
+        (`check_downloads`), each https file's redirects too (index.client.check_file_redirects)."""
         from urllib.parse import urlsplit
 
         if self.settings.allow_insecure:
@@ -594,6 +597,14 @@ class _Planner:
                                              f"{'s' * (len(plain) != 1)} of the plan); refused: it would travel "
                                              "unencrypted", hint="fix the index, or pass --allow-insecure-index to "
                                                                  "accept it")
+        if self.settings.check_downloads and not self.settings.sources(variant).offline:
+            from torchfit.index.client import check_file_redirects
+
+            # uv and pip follow an https -> http redirect of a file silently (issue 25, measured)
+            urls = [a.url for d in compiled.locked for a in d.artifacts if a.url]
+            asked = check_file_redirects(self.client, urls)
+            if asked:
+                self.progress.info(f"checked the redirects of {asked} file URL{'s' * (asked != 1)}: none to plain http")
 
     def _refine(self, first: Plan, builds: Sequence[Build], compiled: Compiled, torch: Version,
                 companions: Companions, work: str) -> tuple[Compiled, list[str], list[str], list[str]]:

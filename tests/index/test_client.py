@@ -331,3 +331,31 @@ def test_attack3_a_fifo_in_the_http_cache_is_a_miss_never_a_hang(tmp_path) -> No
         fetch.join(timeout=30)
         assert result, "the fetch blocked on a FIFO in the HTTP cache"
         assert len(srv.seen) == 2 and result[0].files  # type: ignore[attr-defined]
+
+
+def test_file_redirects_checked_hop_by_hop_over_real_tls(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """check_file_redirects (issue 25): a wheel URL of an https mirror that answers 302 to plain
+    http is refused, naming the file and the hop; an https hop passes; --allow-insecure-index
+    asks nothing; a host that does not answer is left to the installer."""
+    import functools
+
+    from tests.support.tls import make_certs, redirecting_index, serve_tls
+    from tests.support.wheels import make_wheel, serve_dir
+    from torchfit.index.client import check_file_redirects
+
+    certs = make_certs(tmp_path / "tls")
+    wheel = make_wheel(tmp_path / "files", "purelib", "1.0")
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", certs["ca"])  # how torchfit is told to trust a mirror's CA
+    with serve_dir(tmp_path) as plain, serve_tls(functools.partial(
+            redirecting_index(tmp_path / "bad", wheel, plain), directory=str(tmp_path / "bad")), certs) as bad:
+        with serve_tls(functools.partial(redirecting_index(tmp_path / "good", wheel, bad + "/ok"),
+                                         directory=str(tmp_path)), certs) as good:
+            url = f"{bad}/files/{wheel.name}"
+            with pytest.raises(IndexUnavailable) as err:
+                check_file_redirects(client(use_cache=False), [url, f"{good}/files/{wheel.name}"])
+            assert err.value.kind == "redirect" and err.value.url == url
+            assert f"plain http ({plain}/files/{wheel.name})" in err.value.why
+            # https -> https (the good mirror sends /files/X to bad's /ok/files/X: a 404, not a refusal)
+            assert check_file_redirects(client(use_cache=False), [f"{good}/files/{wheel.name}"] * 2) == 1
+            assert check_file_redirects(client(allow_insecure=True), [url]) == 0
+            assert check_file_redirects(client(use_cache=False), ["https://127.0.0.1:9/x.whl", plain + "/f"]) == 1

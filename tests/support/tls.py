@@ -7,7 +7,12 @@ SSL_CERT_FILE (uv).
 
 from __future__ import annotations
 
+import contextlib
+import http.server
+import ssl
 import subprocess
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -30,3 +35,62 @@ def make_certs(d: Path) -> dict[str, str]:
     ssl_("x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
          "-extfile", "ext.cnf", "-out", "leaf.pem")
     return {"ca": str(d / "ca.pem"), "cert": str(d / "leaf.pem"), "key": str(d / "leaf.key")}
+
+
+def trust_bundle(certs: dict[str, str]) -> str:
+    """A CA bundle of the system's CAs and the test CA of `certs` (beside it): for a command that
+    reaches a real index too (PyPI, or the proxy in front of it) as well as the test server."""
+    ca = Path(certs["ca"])
+    system = Path("/etc/ssl/certs/ca-certificates.crt")
+    bundle = ca.with_name("bundle.pem")
+    bundle.write_bytes((system.read_bytes() if system.is_file() else b"") + ca.read_bytes())
+    return str(bundle)
+
+
+@contextlib.contextmanager
+def serve_tls(handler: Callable[..., http.server.BaseHTTPRequestHandler], certs: dict[str, str]) -> Iterator[str]:
+    """`https://127.0.0.1:PORT`, `handler` (a request handler class or partial) behind the
+    leaf certificate of `certs` (make_certs), until the block ends."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)  # type: ignore[arg-type]
+    server.daemon_threads = True
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(certs["cert"], certs["key"])
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"https://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class RedirectFiles(http.server.SimpleHTTPRequestHandler):
+    """Serves its directory, except that GET/HEAD of /files/NAME.whl answers 302 to `target` + the
+    same path (set `target` on a subclass): an https mirror whose wheels redirect elsewhere (the
+    rest, the wheels' PEP 658 `.metadata` included, is answered here)."""
+
+    target = ""
+
+    def log_message(self, *_a: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        if self.path.startswith("/files/") and self.path.endswith(".whl"):
+            self.send_response(302)
+            self.send_header("Location", self.target + self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        super().do_GET()
+
+    do_HEAD = do_GET
+
+
+def redirecting_index(root: Path, wheel: Path, target: str) -> type[RedirectFiles]:
+    """A PEP 503 tree at ROOT (tests/support/wheels.write_index: ROOT/simple/<name>/ linking
+    ROOT/files/NAME.whl, its PEP 658 `.metadata` beside it, as a real mirror serves), and the
+    handler class that redirects the wheel itself to `target`; serve ROOT with it."""
+    from tests.support.wheels import write_index
+
+    write_index(root, [wheel])
+    return type("Redirect", (RedirectFiles,), {"target": target})

@@ -27,7 +27,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import urlsplit, urlunsplit
@@ -330,18 +330,19 @@ class IndexClient:
             parts = urlsplit(nxt)
             scheme = parts.scheme.lower()
             if scheme not in ("http", "https") or not parts.hostname:
-                raise IndexUnavailable(url, f"redirected to {redact(nxt)}, which is not an http(s) URL; refused")
+                raise IndexUnavailable(url, f"redirected to {redact(nxt)}, which is not an http(s) URL; refused",
+                                       kind="redirect")
             if here.scheme.lower() == "https" and scheme == "http" and not self.allow_insecure:
                 raise IndexUnavailable(
                     url, f"redirected from https to plain http ({redact(nxt)}); refused: packages and "
                          "credentials would travel unencrypted",
-                    hint="fix the mirror's redirect, or pass --allow-insecure-index to follow it")
+                    hint="fix the mirror's redirect, or pass --allow-insecure-index to follow it", kind="redirect")
             key = strip_credentials(nxt)
             if key in seen:
-                raise IndexUnavailable(url, f"redirect loop: {redact(nxt)} was already visited")
+                raise IndexUnavailable(url, f"redirect loop: {redact(nxt)} was already visited", kind="redirect")
             seen.add(key)
             current = nxt
-        raise IndexUnavailable(url, f"more than {MAX_REDIRECTS} redirects; refused")
+        raise IndexUnavailable(url, f"more than {MAX_REDIRECTS} redirects; refused", kind="redirect")
 
     def _attempts(self, url: str, headers: Mapping[str, str], end: float) -> requests.Response:
         import requests
@@ -505,6 +506,46 @@ def check_no_downgrade(client: IndexClient, index_url: str, project: str = "torc
             hint="fix the mirror, or pass --allow-insecure-index to install from it anyway")
 
 
+# Files whose redirects are checked at once (check_file_redirects): each check is one small
+# request per hop, so a CUDA plan's few hundred wheel URLs take a second or two, not minutes.
+REDIRECT_CHECK_WORKERS = 8
+
+
+def check_file_redirects(client: IndexClient, urls: Iterable[str]) -> int:
+    """IndexUnavailable (kind "redirect") naming the first https file of `urls` whose redirects
+    lead to plain http (or elsewhere than http(s), or loop): uv 0.13.9 and pip 23 follow such a
+    hop silently when they download it (measured, issue 25), so the file would travel in clear.
+
+    Each https URL is asked for its first byte (`Range: bytes=0-0`, no body read: HEAD is refused
+    by some signed-URL stores) and its redirects followed hop by hop by the client's own rule
+    (`IndexClient._follow`); at most REDIRECT_CHECK_WORKERS at once. Any other failure (the host
+    down, an HTTP error) is left to the installer to report: uv's cache may hold the file. Nothing
+    is asked with --allow-insecure-index (`client.allow_insecure`), nor for http://, file:// or
+    path URLs (refused or allowed where the sources are judged). Returns how many were asked."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if client.allow_insecure:
+        return 0
+    todo = list(dict.fromkeys(u for u in urls if urlsplit(u).scheme.lower() == "https"))
+
+    def probe(url: str) -> IndexUnavailable | None:
+        try:
+            client._send(url, {"Accept": "*/*", "Range": "bytes=0-0"}, stream=True).close()
+        except IndexUnavailable as exc:
+            return exc if exc.kind == "redirect" else None
+        except IndexMalformed:
+            return None
+        return None
+
+    if not todo:
+        return 0
+    with ThreadPoolExecutor(min(REDIRECT_CHECK_WORKERS, len(todo)), thread_name_prefix="torchfit-redirects") as pool:
+        refused = [exc for exc in pool.map(probe, todo) if exc is not None]
+    if refused:
+        raise refused[0]
+    return len(todo)
+
+
 def _too_big(url: str, limit: int, declared: int | None = None) -> IndexMalformed:
     size = f"{declared} bytes" if declared is not None else f"more than {limit} bytes"
     return IndexMalformed(url, f"the answer is {size} (decompressed); torchfit reads at most {limit} "
@@ -534,4 +575,4 @@ def _user_agent() -> str:
     return f"torchfit/{__version__} (+matrix check)"
 
 
-__all__ = ["ACCEPT_SIMPLE", "IndexClient", "check_no_downgrade"]
+__all__ = ["ACCEPT_SIMPLE", "IndexClient", "check_file_redirects", "check_no_downgrade"]

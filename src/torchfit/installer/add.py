@@ -157,6 +157,7 @@ class AddJob:
     timeout: float
     source_args: Sequence[str] = ()  # the source options given, for the rebuild command
     no_build: bool = False  # wheels only: no package's build runs (uv's --no-build), to resolve or install
+    allow_insecure: bool = False  # --allow-insecure-index: a new file's https -> http redirect is followed
     routed: list[str] = field(default_factory=list)  # project packages whose binary is the torch index's
     timings: dict[str, float] = field(default_factory=dict)
     # torchvision/torchaudio asked for where the env has none: the build the matrix pairs with
@@ -238,6 +239,8 @@ class AddJob:
                                  log_path=log.path, timings=self.timings)
             if not todo:
                 self.observer.info("nothing to install: every package asked for is in the env already")
+            elif not self.sources.offline:
+                self._check_redirects(todo)
             self._check_users(changed)
             committed = False
             try:
@@ -393,6 +396,15 @@ class AddJob:
                 continue
             self._refuse([(name, "", str(req))], family, asked=True)
         return out
+
+    def _check_redirects(self, todo: Sequence[LockedDist]) -> None:
+        """IndexUnavailable before anything changes when an https file of `todo` redirects to plain
+        http: uv and pip would follow it silently (index.client.check_file_redirects, as install)."""
+        from torchfit.index.client import IndexClient, check_file_redirects
+
+        client = IndexClient(retries=1, timeout=min(30.0, self.timeout), allow_insecure=self.allow_insecure,
+                             progress=self.observer)
+        check_file_redirects(client, [a.url for d in todo for a in d.artifacts if a.url])
 
     def _uv_for_resolving(self, ctx: StepContext) -> UvBackend:
         """uv resolves even when pip installs (--installer pip): the family pin needs its routing."""

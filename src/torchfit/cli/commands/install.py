@@ -222,7 +222,9 @@ def _install(args: argparse.Namespace, prefix: str, probing: Background[list[Hos
         from torchfit.planning import make_plan
 
         # The one planning step: uv's whole set is the plan, installed exactly (NoCompatibleSet: exit 1)
-        plan = make_plan(hosts, request, matrix, plan_settings(args, request.project), progress=observer)
+        # check_downloads: the plan's files are fetched next; where they redirect is checked first
+        plan = make_plan(hosts, request, matrix, plan_settings(args, request.project, check_downloads=True),
+                         progress=observer)
         pin, nccl_override = nccl_pin_for(plan, args.nccl, args.nccl_lib)
         fallback = plan.index_url or DEFAULT_TORCH_INDEX
     from torchfit.cli.settings import installer_choice, sources_for
