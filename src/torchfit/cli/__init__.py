@@ -94,13 +94,7 @@ def add_resolve_options(p: argparse.ArgumentParser) -> None:
                    help="PEP 508 requirements: the torch family ('torch>=2.4,<2.7', torchvision), whose build "
                         "torchfit picks for the host, and any other package of your project ('vllm==0.10.2'), "
                         "resolved with it")
-    p.add_argument("-r", "--requirement", action="append", default=[], metavar="FILE",
-                   help="a pip requirements file (requirements, -c constraints, -r, --extra-index-url, -f, "
-                        "markers); repeatable")
-    p.add_argument("--project", metavar="DIR",
-                   help="a project directory: its pyproject.toml's [project].dependencies")
-    p.add_argument("--extra", action="append", default=[], metavar="NAME",
-                   help="with --project: also this [project.optional-dependencies] group; repeatable")
+    add_project_options(p)
     p.add_argument("--python", metavar="SPEC", help="Python version or specifier (3.12, '>=3.10,<3.13'); 3.13t: free-threaded")
     p.add_argument("--cuda", metavar="SPEC", help="CUDA version or specifier (12.8, '>=12.6')")
     p.add_argument("--variant", metavar="NAME", help="one variant: cu128, rocm6.4, cpu")
@@ -114,6 +108,18 @@ def add_resolve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--matrix", metavar="FILE", help=argparse.SUPPRESS)
     p.add_argument("--exclude", action="append", default=[], metavar="LIST",
                    help="with a fleet file: leave these nodes out (Slurm notation, gpu[07-09]); repeatable")
+
+
+def add_project_options(p: argparse.ArgumentParser) -> None:
+    """A project's files, -r FILE and --project DIR [--extra NAME]: shared by `resolve`, `install`
+    and `add` (read by `load_project_files`)."""
+    p.add_argument("-r", "--requirement", action="append", default=[], metavar="FILE",
+                   help="a pip requirements file (requirements, -c constraints, -r, --extra-index-url, -f, "
+                        "markers); repeatable")
+    p.add_argument("--project", metavar="DIR",
+                   help="a project directory: its pyproject.toml's [project].dependencies")
+    p.add_argument("--extra", action="append", default=[], metavar="NAME",
+                   help="with --project: also this [project.optional-dependencies] group; repeatable")
 
 
 def add_source_options(p: argparse.ArgumentParser) -> None:
@@ -253,6 +259,16 @@ def load_hosts(args: argparse.Namespace) -> list[HostFacts]:
 
 def load_project(args: argparse.Namespace) -> tuple[tuple[AnyRequirement, ...], ProjectSpec]:
     """The project of REQ, -r FILE and --project DIR [--extra NAME] (`compat.project.ProjectSpec`)."""
+    from torchfit.compat.project import ProjectSpec
+    from torchfit.compat.request import split_requirements
+
+    family, others = split_requirements(args.requirements)
+    return family, load_project_files(args, ProjectSpec(others))
+
+
+def load_project_files(args: argparse.Namespace, spec: ProjectSpec | None = None) -> ProjectSpec:
+    """`spec` (default: empty) with the requirements, constraints and index lines of -r FILE and
+    --project DIR [--extra NAME] added, each kept once; BadInput (one line) for a bad file."""
     from dataclasses import replace
 
     from torchfit.compat.project import (
@@ -262,11 +278,9 @@ def load_project(args: argparse.Namespace) -> tuple[tuple[AnyRequirement, ...], 
         parse_pyproject,
         parse_requirements_file,
     )
-    from torchfit.compat.request import split_requirements
     from torchfit.inputs import MAX_REQUIREMENTS_BYTES, loads_toml, read_text_file, shown
 
-    family, others = split_requirements(args.requirements)
-    spec = ProjectSpec(others)
+    spec = ProjectSpec() if spec is None else spec
 
     def read(path: str) -> SourceFile:
         # A file reached through a link may be any file (a checkout's requirements.txt -> ~/.netrc):
@@ -292,7 +306,7 @@ def load_project(args: argparse.Namespace) -> tuple[tuple[AnyRequirement, ...], 
         if r.requirement.marker is not None:
             raise BadInput(f"{r.origin}: {r.text!r}: environment markers on the torch family are not evaluated; "
                            "give the requirement without one, and --python/--assume for the target")
-    return family, spec
+    return spec
 
 
 def make_request(args: argparse.Namespace, matrix: Matrix) -> Request:

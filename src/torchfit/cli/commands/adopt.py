@@ -26,7 +26,7 @@ def add_parser(subparsers: Any, epilog: str) -> None:
             "else /etc/pip/constraint.txt), and write PREFIX/pylock.toml recording that torch as the base: "
             "`torchfit add` then holds the torch family to it and never replaces it."
         ),
-        epilog=epilog + " See docs/adopt.md.",
+        epilog=epilog + " See `torchfit docs adopt`.",
     )
     p.add_argument("--env", required=True, metavar="PREFIX",
                    help="the env (a venv, one made with --system-site-packages over a container's Python, a "
