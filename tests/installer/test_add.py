@@ -568,6 +568,44 @@ def test_a_python_running_from_the_env_is_named_before_a_package_is_replaced(
 
 @needs_uv
 @pytest.mark.slow
+def test_add_a_requirements_file_and_a_pyproject(add_env: Path, links: Path, state_home: Path, tmp_path: Path) -> None:
+    """Issue 27, item 2: `add -r FILE --project DIR` fits a whole project around the env's locked
+    torch, read as resolve/install read it: the file's requirements and `-c` constraints, the
+    pyproject's dependencies and --extra group; a line two levels above another torch's pin is
+    refused as a PKG is, nothing changed; the project's `torch` line is the locked build."""
+    make_wheel(links, "proj-a", "1.0", ["proj-b"])
+    make_wheel(links, "proj-b", "1.0")
+    make_wheel(links, "proj-b", "2.0")
+    make_wheel(links, "proj-c", "1.0", ["torch>=2.13"])
+    make_wheel(links, "proj-opt", "1.0")
+    (tmp_path / "c.txt").write_text("proj-b<2\n")
+    (tmp_path / "requirements.txt").write_text("-c c.txt\ntorch>=2.13\nproj-a\n")
+    (tmp_path / "bad.txt").write_text("proj-a\ndeep-pin  # pins-old-torch -> torch==2.12.0\n")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "mine"\nversion = "0"\ndependencies = ["proj-c"]\n'
+                                             '[project.optional-dependencies]\nopt = ["proj-opt"]\n')
+    lock_before = (add_env / "pylock.toml").read_bytes()
+    torch_before = _tree_digest(_site(add_env) / "torch")
+    proc = run_tf("add", "-r", str(tmp_path / "bad.txt"), "--env", str(add_env), "--find-links", str(links),
+                  "--json", state=state_home)
+    assert proc.returncode == 1, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["culprits"] == [{"package": "pins-old-torch", "version": "1.0", "requires": "torch==2.12.0"}], out
+    assert (add_env / "pylock.toml").read_bytes() == lock_before and "proj-a" not in env_dists(add_env)
+
+    proc = run_tf("add", "-r", str(tmp_path / "requirements.txt"), "--project", str(tmp_path), "--extra", "opt",
+                  "--env", str(add_env), "--find-links", str(links), "--json", state=state_home)
+    assert proc.returncode == 0, proc.stderr
+    assert "torch>=2.13: the env has torch 2.13.0+cpu already" in proc.stderr, proc.stderr
+    added = {d["name"]: d["version"] for d in json.loads(proc.stdout)["added"]}
+    assert added == {"proj-a": "1.0", "proj-b": "1.0", "proj-c": "1.0", "proj-opt": "1.0"}, added  # proj-b<2 held
+    assert env_dists(add_env)["torch"] == "2.13.0+cpu" and _tree_digest(_site(add_env) / "torch") == torch_before
+    tool = tomllib.loads((add_env / "pylock.toml").read_text())["tool"]["torchfit"]
+    assert tool["plan"]["project"][-3:] == ["proj-a", "proj-c", "proj-opt"]
+    assert tool["added"][-1]["requirements"] == ["proj-a", "proj-c", "proj-opt"]
+
+
+@needs_uv
+@pytest.mark.slow
 def test_add_torchvision_takes_the_build_that_matches_the_locked_torch(
         add_env: Path, links: Path, cpu_wheel: Path, state_home: Path, tmp_path: Path) -> None:
     """(Last in this module: the shared env keeps the torchvision it adds.) Issue 28, item 3: the env has no torchvision; the matrix pairs torch 2.13.0 cpu with
@@ -635,3 +673,22 @@ def test_a_new_file_that_redirects_from_https_to_plain_http_is_refused(add_env: 
     assert err["error"].startswith(f"{secure}/files/{wheel.name}: redirected from https to plain http "
                                    f"({plain}/files/{wheel.name})"), err
     assert (add_env / "pylock.toml").read_bytes() == lock_before and env_dists(add_env) == dists_before
+
+
+def test_add_project_bad_input_is_one_line(tmp_path: Path, state_home: Path) -> None:
+    """-r/--project are read before the env is looked at, as resolve reads them: one line, exit 2."""
+    env = _foreign_env(tmp_path / "plain", None)
+    (tmp_path / "editable.txt").write_text("proj-a\n-e ./src\n")
+    (tmp_path / "empty.txt").write_text("# nothing yet\n")
+    line = one_line_error(run_tf("add", "-r", str(tmp_path / "editable.txt"), "--env", str(env), state=state_home))
+    assert "editable.txt:2" in line, line
+    line = one_line_error(run_tf("add", "-r", str(tmp_path / "nope.txt"), "--env", str(env), state=state_home))
+    assert "nope.txt" in line and "unrecognized" not in line, line
+    line = one_line_error(run_tf("add", "--project", str(tmp_path), "--env", str(env), state=state_home))
+    assert "no pyproject.toml" in line, line
+    line = one_line_error(run_tf("add", "-r", str(tmp_path / "empty.txt"), "--env", str(env), state=state_home))
+    assert "-r FILE or --project DIR" in line, line
+    # a good file, a plain venv: the env's check, after the file was read
+    (tmp_path / "ok.txt").write_text("proj-a\n")
+    line = one_line_error(run_tf("add", "-r", str(tmp_path / "ok.txt"), "--env", str(env), state=state_home))
+    assert "not an env torchfit built" in line, line

@@ -165,3 +165,50 @@ def test_adopt_bad_input_is_one_line(tmp_path: Path) -> None:
     line = one_line_error(run_tf("adopt", "--env", str(tmp_path / "e"), state=tmp_path, timeout=60,
                                  env={"PIP_CONSTRAINT": str(tmp_path / "c.txt")}))
     assert "c.txt:1: not a requirement" in line
+
+
+@needs_uv
+@pytest.mark.slow
+def test_add_a_requirements_file_around_an_adopted_base(base_env: Path, links: Path, tmp_path: Path) -> None:
+    """Issue 27, item 2: `add -r FILE` fits a whole project around the adopted torch. The file
+    names pkg-a, which needs pkg-b, which pins the release (torch==2.8.0) two levels down: the
+    label-only difference is named and refused, then accepted with --accept-base-label; the
+    project's own `torch==2.8.0` line follows the same rule; the base's torch never moves."""
+    make_wheel(links, "pkg-a", "1.0", ["pkg-b>=1"])
+    make_wheel(links, "pkg-b", "1.0", ["torch==2.8.0"])
+    make_wheel(links, "pkg-b", "2.0", ["torch==2.8.0"])
+    state = tmp_path / "state"
+    torch_before = tree_digest(_site(base_env) / "torch")
+    proc = run_tf("adopt", "--env", str(base_env), state=state, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "constraints.txt").write_text("pkg-b<2\n")
+    (project / "requirements.txt").write_text("-c constraints.txt\npkg-a  # needs pkg-b, which pins torch==2.8.0\n")
+    req = str(project / "requirements.txt")
+    lock_before = (base_env / "pylock.toml").read_bytes()
+
+    proc = run_tf("add", "-r", req, "--env", str(base_env), "--find-links", str(links), state=state, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert "pkg-b 1.0 requires torch==2.8.0" in proc.stderr, proc.stderr
+    assert "prerelease/local label" in proc.stderr and "--accept-base-label" in proc.stderr
+    assert (base_env / "pylock.toml").read_bytes() == lock_before and "pkg-a" not in env_dists(base_env)
+
+    # the project's own torch line, the release of the labelled base: the same rule, named as asked for
+    (project / "more.txt").write_text("-r requirements.txt\ntorch==2.8.0\n")
+    more = str(project / "more.txt")
+    proc = run_tf("add", "-r", more, "--env", str(base_env), "--find-links", str(links), state=state, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert "torch==2.8.0 is asked for" in proc.stderr and "prerelease/local label" in proc.stderr, proc.stderr
+    assert (base_env / "pylock.toml").read_bytes() == lock_before
+
+    proc = run_tf("add", "-r", more, "--env", str(base_env), "--find-links", str(links), "--accept-base-label",
+                  "--json", state=state, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    added = {d["name"]: d["version"] for d in json.loads(proc.stdout)["added"]}
+    assert added == {"pkg-a": "1.0", "pkg-b": "1.0"}, added  # pkg-b<2: the file's -c constraint held
+    assert proc.stderr.count("may not match its ABI") == 1, proc.stderr
+    assert env_dists(base_env)["torch"] == BASE and tree_digest(_site(base_env) / "torch") == torch_before
+    tool = tomllib.loads((base_env / "pylock.toml").read_text())["tool"]["torchfit"]
+    assert tool["plan"]["project"] == ["pkg-a"] and tool["base"]["family"] == {"torch": BASE}
+    assert "pkg-b 1.0: torch==2.8.0" in tool["added"][-1]["accepted-base-label"]

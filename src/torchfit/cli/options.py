@@ -90,13 +90,7 @@ def add_resolve_options(p: argparse.ArgumentParser) -> None:
                    help="PEP 508 requirements: the torch family ('torch>=2.4,<2.7', torchvision), whose build "
                         "torchfit picks for the host, and any other package of your project ('vllm==0.10.2'), "
                         "resolved with it")
-    p.add_argument("-r", "--requirement", action="append", default=[], metavar="FILE",
-                   help="a pip requirements file (requirements, -c constraints, -r, --extra-index-url, -f, "
-                        "markers); repeatable")
-    p.add_argument("--project", metavar="DIR",
-                   help="a project directory: its pyproject.toml's [project].dependencies")
-    p.add_argument("--extra", action="append", default=[], metavar="NAME",
-                   help="with --project: also this [project.optional-dependencies] group; repeatable")
+    add_project_options(p)
     p.add_argument("--python", metavar="SPEC", help="Python version or specifier (3.12, '>=3.10,<3.13'); 3.13t: free-threaded")
     p.add_argument("--cuda", metavar="SPEC", help="CUDA version or specifier (12.8, '>=12.6')")
     p.add_argument("--variant", metavar="NAME", help="one variant: cu128, rocm6.4, cpu")
@@ -110,6 +104,18 @@ def add_resolve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--matrix", metavar="FILE", help=argparse.SUPPRESS)
     p.add_argument("--exclude", action="append", default=[], metavar="LIST",
                    help="with a fleet file: leave these nodes out (Slurm notation, gpu[07-09]); repeatable")
+
+
+def add_project_options(p: argparse.ArgumentParser) -> None:
+    """A project's files, -r FILE and --project DIR [--extra NAME]: shared by `resolve`, `install`
+    and `add` (read by settings.load_project_files)."""
+    p.add_argument("-r", "--requirement", action="append", default=[], metavar="FILE",
+                   help="a pip requirements file (requirements, -c constraints, -r, --extra-index-url, -f, "
+                        "markers); repeatable")
+    p.add_argument("--project", metavar="DIR",
+                   help="a project directory: its pyproject.toml's [project].dependencies")
+    p.add_argument("--extra", action="append", default=[], metavar="NAME",
+                   help="with --project: also this [project.optional-dependencies] group; repeatable")
 
 
 def add_source_options(p: argparse.ArgumentParser) -> None:

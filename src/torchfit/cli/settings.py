@@ -314,6 +314,16 @@ def load_hosts(args: argparse.Namespace) -> list[HostFacts]:
 
 def load_project(args: argparse.Namespace) -> tuple[tuple[AnyRequirement, ...], ProjectSpec]:
     """The project of REQ, -r FILE and --project DIR [--extra NAME] (`compat.project.ProjectSpec`)."""
+    from torchfit.compat.project import ProjectSpec
+    from torchfit.compat.request import split_requirements
+
+    family, others = split_requirements(args.requirements)
+    return family, load_project_files(args, ProjectSpec(others))
+
+
+def load_project_files(args: argparse.Namespace, spec: ProjectSpec | None = None) -> ProjectSpec:
+    """`spec` (default: empty) with the requirements, constraints and index lines of -r FILE and
+    --project DIR [--extra NAME] added, each kept once; BadInput (one line) for a bad file."""
     from dataclasses import replace
 
     from torchfit.compat.project import (
@@ -323,11 +333,9 @@ def load_project(args: argparse.Namespace) -> tuple[tuple[AnyRequirement, ...], 
         parse_pyproject,
         parse_requirements_file,
     )
-    from torchfit.compat.request import split_requirements
     from torchfit.inputs import MAX_REQUIREMENTS_BYTES, loads_toml, read_text_file, shown
 
-    family, others = split_requirements(args.requirements)
-    spec = ProjectSpec(others)
+    spec = ProjectSpec() if spec is None else spec
 
     def read(path: str) -> SourceFile:
         # A file reached through a link may be any file (a checkout's requirements.txt -> ~/.netrc):
@@ -353,7 +361,7 @@ def load_project(args: argparse.Namespace) -> tuple[tuple[AnyRequirement, ...], 
         if r.requirement.marker is not None:
             raise BadInput(f"{r.origin}: {r.text!r}: environment markers on the torch family are not evaluated; "
                            "give the requirement without one, and --python/--assume for the target")
-    return family, spec
+    return spec
 
 
 def make_request(args: argparse.Namespace, matrix: Matrix) -> Request:

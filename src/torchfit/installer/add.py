@@ -112,18 +112,22 @@ class AddResult:
 # --- input ---------------------------------------------------------------------------------
 
 
-def parse_new_requirements(texts: Sequence[str]) -> list[Requirement]:
-    """The PKG arguments as PEP 508 requirements; BadInput (one line) for one that does not parse."""
-    if not texts:
-        raise BadInput("give at least one package to add (a PEP 508 requirement: name, name>=1.2, name[extra])")
-    out = []
+def parse_new_requirements(texts: Sequence[str], project: Sequence[Requirement] = ()) -> list[Requirement]:
+    """The PKG arguments as PEP 508 requirements, then the project's (-r FILE, --project DIR,
+    parsed already), each once: the one list add resolves. BadInput (one line) for a PKG that
+    does not parse, or for nothing to add at all."""
+    if not texts and not project:
+        raise BadInput("give at least one package to add (a PEP 508 requirement: name, name>=1.2, name[extra]), "
+                       "-r FILE or --project DIR with requirements in it")
+    out: list[Requirement] = []
     for text in texts:
         try:
             out.append(Requirement(text))
         except InvalidRequirement as exc:
             why = str(exc).splitlines()[0] if str(exc) else "not a PEP 508 requirement"
             raise BadInput(f"requirement {text!r}: does not parse as a PEP 508 requirement ({why})") from None
-    return out
+    seen = {str(r) for r in out}
+    return out + [r for r in project if str(r) not in seen]
 
 
 def load_env_lock(prefix: str) -> Lock:
@@ -167,6 +171,7 @@ class AddJob:
     accept_base_label: bool = False  # an adopted base: a pin differing only by its label is accepted
     label_accepted: list[str] = field(default_factory=list)  # the pins so accepted, for the lock
     allow_in_use: bool = False  # replace packages under running processes anyway
+    constraints: Sequence[str] = ()  # the project files' `-c` constraints: they hold like the env's
 
     def run(self) -> AddResult:
         label = (os.path.basename(self.prefix.rstrip(os.sep)) or "env") + "-add"
@@ -386,6 +391,13 @@ class AddJob:
             if have is not None and _contains(req, have.version):
                 self.observer.info(f"{req}: the env has {name} {have.version} already")
                 continue
+            if have is not None and self._base_installed() and self._label_only(str(req)):
+                # a project's `torch==2.8.0` on a base of 2.8.0a0+...nv25.08: the same rule as a package's pin
+                if not self.accept_base_label:
+                    self._refuse_label([(name, "", str(req))], family, asked=True)
+                self.observer.warn(f"--accept-base-label: {req} is met by the base's {name} {have.version}")
+                self.label_accepted.append(f"{req} (asked): {name} {have.version}")
+                continue
             pair = self._matching_companion(name, family) if have is None else None
             if pair is not None and req.specifier.contains(pair, prereleases=True):
                 # The build that matches the locked torch (data/matrix.toml), from the torch index.
@@ -432,6 +444,7 @@ class AddJob:
         base = self._base_installed()
         keep += [f"{n}=={v}" for n, v in base.items() if n not in family]
         keep += [str(c) for c in self.lock.base().get("constraints") or []]  # the image's pip constraints
+        keep += list(self.constraints)  # the project's own (-c in a requirements file)
         res, out = self._compile(ctx, uv, specs, work, "keep", constraints=keep,
                                  detail="the locked set plus the new packages, every locked version kept")
         if res.returncode == 0:
@@ -449,7 +462,7 @@ class AddJob:
         if not _is_family_conflict(message):
             # Outside the family (a locked dependency too old for a new package): let them move.
             self.observer.info("the locked versions cannot all be kept; resolving with the torch family pinned alone")
-            res, out = self._compile(ctx, uv, specs, work, "free", prefer=True,
+            res, out = self._compile(ctx, uv, specs, work, "free", prefer=True, constraints=self.constraints,
                                      detail="the locked set plus the new packages, the torch family pinned")
             if res.returncode == 0:
                 return read_resolution(out, log_path=ctx.log.path), False
@@ -471,7 +484,7 @@ class AddJob:
             res, out = self._compile(ctx, uv, specs, work, "label", constraints=keep, overrides=pins,
                                      detail="the new packages around the base, its label accepted (--accept-base-label)")
             if res.returncode == 0:
-                self.label_accepted = [f"{n} {v}: {r}" for n, v, r in culprits]
+                self.label_accepted += [f"{n} {v}: {r}" for n, v, r in culprits]
                 return read_resolution(out, log_path=ctx.log.path), True
         self._refuse(culprits, family, uv_message=message)
         raise AssertionError("unreachable")
@@ -529,7 +542,7 @@ class AddJob:
                        work: str, message: str) -> list[tuple[str, str, str]]:
         """Which new packages require another torch family, from their METADATA (uv's message as fallback)."""
         pins = [f"{d.name}=={d.version}" for d in family.values()]
-        res, out = self._compile(ctx, uv, specs, work, "why", overrides=pins, prefer=True,
+        res, out = self._compile(ctx, uv, specs, work, "why", overrides=pins, prefer=True, constraints=self.constraints,
                                  detail="which package needs another torch (the family pin as an override)")
         culprits: list[tuple[str, str, str]] = []
         if res.returncode == 0:
@@ -585,9 +598,11 @@ class AddJob:
         have = next((d.version for d in self.lock.family() if d.name == canonicalize_name(r.name)), None)
         return have is not None and differs_only_by_label(r, have)
 
-    def _refuse_label(self, culprits: Sequence[tuple[str, str, str]], family: dict[str, LockedDist]) -> None:
+    def _refuse_label(self, culprits: Sequence[tuple[str, str, str]], family: dict[str, LockedDist], *,
+                      asked: bool = False) -> None:
         torch = family["torch"]
-        what = "; ".join(f"{n}{' ' + v if v else ''} requires {r}" for n, v, r in culprits)
+        what = "; ".join(f"{r} is asked for" if asked else f"{n}{' ' + v if v else ''} requires {r}"
+                         for n, v, r in culprits)
         raise AddRefused(
             f"{what}: the base's torch {torch.version} is that release with a prerelease/local label "
             f"({torch.version} is not =={'.'.join(str(x) for x in Version(torch.version or '0').release)} to pip or uv), the "

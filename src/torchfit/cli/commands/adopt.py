@@ -25,7 +25,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
             "else /etc/pip/constraint.txt), and write PREFIX/pylock.toml recording that torch as the base: "
             "`torchfit add` then holds the torch family to it and never replaces it."
         ),
-        epilog=epilog + " See `torchfit docs containers` (Adopting a base image's torch).",
+        epilog=epilog + " See `torchfit docs adopt`.",
     )
     p.add_argument("--env", required=True, metavar="PREFIX",
                    help="the env (a venv, one made with --system-site-packages over a container's Python, a "
