@@ -331,3 +331,42 @@ def test_a_fleet_file_with_two_groups_packs_both_groups_files(tmp_path: Path, st
     line = one_line_error(install(tmp_path / "site" / "env3", "--group", "gpu07"))
     assert "not a group of the pack (its groups: group-1 (x[8601-8602]), group-2 (aar[01-02]))" in line
     assert not (tmp_path / "site" / "env3").exists()
+
+
+def test_the_progress_total_counts_a_local_wheel_the_lock_gives_no_size(tmp_path: Path) -> None:
+    """uv writes no `size` for a file:// wheel (the local torch of a site's wheel directory): the
+    pack's total is that file's own size, so the last line never reads "202.2 MB of 10.5 MB"."""
+    import hashlib
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    big, small = b"t" * 3_000_000, b"a" * 1_000_000
+    (wheels / TORCH_WHL).write_bytes(big)
+    (wheels / SMALL).write_bytes(small)
+    lock = tmp_path / "pylock.toml"
+    lock.write_text(f"""\
+lock-version = "1.0"
+created-by = "torchfit"
+
+[[packages]]
+name = "alpha"
+version = "1.0"
+wheels = [{{ name = "{SMALL}", url = "{(wheels / SMALL).as_uri()}", size = {len(small)}, hashes = {{ sha256 = "{hashlib.sha256(small).hexdigest()}" }} }}]
+
+[[packages]]
+name = "torch"
+version = "2.13.0+cpu"
+wheels = [{{ name = "{TORCH_WHL}", url = "{(wheels / TORCH_WHL).as_uri()}", hashes = {{ sha256 = "{hashlib.sha256(big).hexdigest()}" }} }}]
+
+[tool.torchfit]
+schema = 1
+
+[tool.torchfit.plan]
+ok = true
+python = "3.11"
+torch = "2.13.0"
+variant = "cpu"
+""")
+    proc = run_tf("pack", "--lock", str(lock), "-o", str(tmp_path / "pack"), state=tmp_path / "state")
+    assert proc.returncode == 0, proc.stderr
+    assert "pack: 2/2" in proc.stderr and "(4.0 MB of 4.0 MB)" in proc.stderr, proc.stderr

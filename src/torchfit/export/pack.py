@@ -34,7 +34,7 @@ from torchfit.errors import BadInput
 from torchfit.index.pages import format_off_site, off_site_hosts
 from torchfit.inputs import decode_json
 from torchfit.lock.model import Artifact, Lock, LockedDist
-from torchfit.lock.pylock import file_name, sha256_file
+from torchfit.lock.pylock import artifact_size, file_name, sha256_file
 from torchfit.redact import redact
 
 MARKER = ".torchfit-pack.json"
@@ -136,7 +136,7 @@ def make_pack(lock: Lock, lock_path: str | Sequence[str], out: str, *, fetch: Fe
                                "a pack carries checked files only")
             sub = "files" if d.name in FAMILY_PACKAGES else "wheels"
             plan.append((d, a, sub, _name(a)))
-    total = sum(a.size or 0 for _, a, _, _ in plan)
+    total = sum(artifact_size(a) for _, a, _, _ in plan)  # a file:// wheel: its own size
     index = lock.torch_index_url()
     off = off_site_hosts([a.url or "" for d, a, _, _ in plan if d.name in FAMILY_PACKAGES], index) if index else []
     if off:

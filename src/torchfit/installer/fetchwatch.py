@@ -25,16 +25,9 @@ _RECORDS = (".rev", ".http", ".msgpack")
 def dist_size(d: LockedDist) -> int:
     """The bytes of the dist's file(s): the lock's `size`, else a local file's own (uv writes no
     size for a file:// wheel), else 0 (unknown)."""
-    from torchfit.lock.pylock import local_file
+    from torchfit.lock.pylock import artifact_size
 
-    total = 0
-    for a in d.artifacts:
-        if a.size is None:
-            found = local_file(a.url, a.path, "")
-            total += os.path.getsize(found) if found else 0
-        else:
-            total += a.size
-    return total
+    return sum(artifact_size(a) for a in d.artifacts)
 
 
 def format_dist(d: LockedDist) -> str:

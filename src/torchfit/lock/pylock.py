@@ -268,6 +268,15 @@ def local_file(url: str | None, path: str | None, root: str) -> str | None:
     return found if found and os.path.isfile(found) else None
 
 
+def artifact_size(a: Artifact, root: str = "") -> int:
+    """The bytes of an artifact: the lock's `size`, else a local file's own (uv writes no size for
+    a file:// wheel), else 0 (unknown)."""
+    if a.size is not None:
+        return a.size
+    found = local_file(a.url, a.path, root)
+    return os.path.getsize(found) if found else 0
+
+
 def file_name(location: str) -> str:
     """The file name a URL or a path ends in, %-escapes decoded (`torch-2.13.0+cpu-...whl`)."""
     return unquote(os.path.basename(urlsplit(location).path)) if "://" in location else os.path.basename(location)
