@@ -210,9 +210,11 @@ def test_d04_relative_env_is_inspected(host: Host, tmp_path: Path, how: list[str
 
 
 @pytest.mark.slow
-def test_ux_doctor_report_reads_at_80_columns(host: Host, cpu_torch_env: Path) -> None:
+def test_ux_doctor_report_reads_at_80_columns(host: Host, cpu_torch_env: Path, tmp_path: Path) -> None:
     env = dict(host.env, COLUMNS="80")
-    proc = run_cli("doctor", "--root", str(host.root), "--python", str(cpu_torch_env / "bin" / "python"), "--log", os.devnull,
+    empty_log = tmp_path / "empty.log"  # a regular file: --log refuses a device, /dev/null included
+    empty_log.write_text("")
+    proc = run_cli("doctor", "--root", str(host.root), "--python", str(cpu_torch_env / "bin" / "python"), "--log", str(empty_log),
                    base_env=env, timeout=300)
     lines = proc.stdout.splitlines()
     # Wrapped to COLUMNS even through a pipe; a path longer than the width is never broken
@@ -222,7 +224,7 @@ def test_ux_doctor_report_reads_at_80_columns(host: Host, cpu_torch_env: Path) -
     ok = [ln for ln in lines if ln.startswith("  ok ")]
     assert ok and all("fix:" not in ln for ln in ok)
     data = json.loads(run_cli("doctor", "--json", "--root", str(host.root), "--python", str(cpu_torch_env / "bin" / "python"),
-                              "--log", os.devnull, base_env=env, timeout=300).stdout)
+                              "--log", str(empty_log), base_env=env, timeout=300).stdout)
     assert len(ok) == sum(1 for c in data["checks"] if c["status"] == "ok")
     bad = [c["id"] for c in data["checks"] if c["status"] in ("warn", "fail") and c["fix"]]
     fixes = [ln for ln in lines if ln.strip().startswith("fix:")]
