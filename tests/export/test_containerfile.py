@@ -214,6 +214,13 @@ def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
     # Every image of this private store, then the store itself (`system reset` would also touch the
     # host's network configuration).
     subprocess.run(["podman", "rmi", "--all", "--force"], env=env, capture_output=True, timeout=300)
+    # The overlay driver bind-mounts its own directory (root/overlay) and keeps it mounted after the
+    # last image is gone: unmount what is still mounted under the store, deepest first, so nothing
+    # is left behind (a mount under pytest's tmp also makes its cleanup fail with EBUSY).
+    with open("/proc/self/mounts", encoding="utf-8") as fh:
+        points = [line.split()[1].replace("\\040", " ") for line in fh]
+    for point in sorted((m for m in points if m.startswith(str(home) + "/")), key=len, reverse=True):
+        subprocess.run(["umount", point], capture_output=True, timeout=60)
     shutil.rmtree(home, ignore_errors=True)
 
 
