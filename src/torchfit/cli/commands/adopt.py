@@ -8,7 +8,6 @@ refused (exit 1); nothing is written then.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -48,7 +47,9 @@ def run(args: argparse.Namespace) -> int:
     with interrupts_raise():
         result = adopt(prefix, force=args.force, timeout=args.timeout, environ=os.environ)
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        from torchfit.cli.ui.jsonout import json_text
+
+        print(json_text("adopt", result.to_json()))
         return 0
     family = ", ".join(f"{n} {v}" for n, v in result.family.items())
     torch = result.torch
