@@ -11,6 +11,7 @@ private, cold uv cache.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,7 @@ def test_attack3_a_damaged_file_in_uvs_cache_fails_the_install_and_is_named(
 
     verify = run_tf("verify", "--env", str(first), state=state, timeout=600)
     assert verify.returncode == 1, verify.stderr[-3000:]
-    assert "differ from its wheel's RECORD" in verify.stdout + verify.stderr
+    assert re.search(r"differs? from its wheel's RECORD", verify.stdout + verify.stderr)  # "1 ... differs", "2 ... differ"
     assert "torch/__init__.py" in verify.stdout + verify.stderr
 
     doctor = run_tf("doctor", "--env", str(first), "--json", state=state, timeout=600)
