@@ -606,6 +606,35 @@ def test_add_a_requirements_file_and_a_pyproject(add_env: Path, links: Path, sta
 
 @needs_uv
 @pytest.mark.slow
+def test_a_new_file_that_redirects_from_https_to_plain_http_is_refused(add_env: Path, links: Path, tmp_path: Path,
+                                                                       state_home: Path) -> None:
+    """Issue 25: uv follows an https -> http redirect of a wheel silently; add checks the new
+    files' redirects before it installs anything (exit 1, the file and the hop named), and the
+    env and its lock stay as they were."""
+    import functools
+
+    from tests.support.tls import make_certs, redirecting_index, serve_tls, trust_bundle
+
+    certs = make_certs(tmp_path / "tls")
+    wheel = make_wheel(tmp_path / "files", "redirected-pkg", "1.0")
+    lock_before = (add_env / "pylock.toml").read_bytes()
+    dists_before = env_dists(add_env)
+    bundle = trust_bundle(certs)
+    with serve_dir(tmp_path) as plain, serve_tls(functools.partial(
+            redirecting_index(tmp_path / "secure", wheel, plain), directory=str(tmp_path / "secure")), certs) as secure:
+        proc = run_tf("add", "redirected-pkg", "--env", str(add_env), "--installer", "uv", "--find-links", str(links),
+                      "--extra-index-url", f"{secure}/simple", "--json", state=state_home,
+                      env={"REQUESTS_CA_BUNDLE": bundle, "SSL_CERT_FILE": bundle})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    err = json.loads(proc.stdout)
+    assert err["reference"] == "index-unavailable", err
+    assert err["error"].startswith(f"{secure}/files/{wheel.name}: redirected from https to plain http "
+                                   f"({plain}/files/{wheel.name})"), err
+    assert (add_env / "pylock.toml").read_bytes() == lock_before and env_dists(add_env) == dists_before
+
+
+@needs_uv
+@pytest.mark.slow
 def test_add_torchvision_takes_the_build_that_matches_the_locked_torch(
         add_env: Path, links: Path, cpu_wheel: Path, state_home: Path, tmp_path: Path) -> None:
     """(Last in this module: the shared env keeps the torchvision it adds.) Issue 28, item 3: the env has no torchvision; the matrix pairs torch 2.13.0 cpu with
@@ -644,35 +673,6 @@ def test_add_of_a_url_over_plain_http_is_refused_without_its_credentials(tmp_pat
 
     line = bad_input(run_clean("add", "--env", str(tmp_path), "urlpkg @ http://u:S3CRET@127.0.0.1:9/urlpkg-1.0-py3-none-any.whl"))
     assert "plain http://" in line and "--allow-insecure-index" in line and "S3CRET" not in line, line
-
-
-@needs_uv
-@pytest.mark.slow
-def test_a_new_file_that_redirects_from_https_to_plain_http_is_refused(add_env: Path, links: Path, tmp_path: Path,
-                                                                       state_home: Path) -> None:
-    """Issue 25: uv follows an https -> http redirect of a wheel silently; add checks the new
-    files' redirects before it installs anything (exit 1, the file and the hop named), and the
-    env and its lock stay as they were."""
-    import functools
-
-    from tests.support.tls import make_certs, redirecting_index, serve_tls, trust_bundle
-
-    certs = make_certs(tmp_path / "tls")
-    wheel = make_wheel(tmp_path / "files", "redirected-pkg", "1.0")
-    lock_before = (add_env / "pylock.toml").read_bytes()
-    dists_before = env_dists(add_env)
-    bundle = trust_bundle(certs)
-    with serve_dir(tmp_path) as plain, serve_tls(functools.partial(
-            redirecting_index(tmp_path / "secure", wheel, plain), directory=str(tmp_path / "secure")), certs) as secure:
-        proc = run_tf("add", "redirected-pkg", "--env", str(add_env), "--installer", "uv", "--find-links", str(links),
-                      "--extra-index-url", f"{secure}/simple", "--json", state=state_home,
-                      env={"REQUESTS_CA_BUNDLE": bundle, "SSL_CERT_FILE": bundle})
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    err = json.loads(proc.stdout)
-    assert err["reference"] == "index-unavailable", err
-    assert err["error"].startswith(f"{secure}/files/{wheel.name}: redirected from https to plain http "
-                                   f"({plain}/files/{wheel.name})"), err
-    assert (add_env / "pylock.toml").read_bytes() == lock_before and env_dists(add_env) == dists_before
 
 
 def test_add_project_bad_input_is_one_line(tmp_path: Path, state_home: Path) -> None:
