@@ -88,6 +88,14 @@ def _use_of(pid: str, root: str) -> str | None:
         target = target.removesuffix(" (deleted)")
         if _inside(target, root):
             return how.format(os.path.relpath(target, root) if target != root[:-1] else ".")
+    try:
+        with open(f"{base}/maps", encoding="utf-8", errors="surrogateescape") as fh:
+            maps = fh.read()
+    except FileNotFoundError:
+        return None
+    for path in parse_maps(maps):
+        if _inside(path, root):
+            return f"has {os.path.relpath(path, root)} mapped"
     # A venv's bin/python is a symlink: /proc/PID/exe names the interpreter it points to, and a
     # python that imported nothing with a library maps nothing of the env. Its argv[0] names it.
     argv0 = _argv0(pid)
@@ -98,14 +106,6 @@ def _use_of(pid: str, root: str) -> str | None:
             path = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
             if _inside(path, root):
                 return f"runs {os.path.relpath(path, root)}"
-    try:
-        with open(f"{base}/maps", encoding="utf-8", errors="surrogateescape") as fh:
-            maps = fh.read()
-    except FileNotFoundError:
-        return None
-    for path in parse_maps(maps):
-        if _inside(path, root):
-            return f"has {os.path.relpath(path, root)} mapped"
     with contextlib.suppress(OSError):
         for fd in os.listdir(f"{base}/fd"):
             with contextlib.suppress(OSError):
