@@ -635,6 +635,32 @@ def test_a_new_file_that_redirects_from_https_to_plain_http_is_refused(add_env: 
 
 @needs_uv
 @pytest.mark.slow
+def test_a_pep658_metadata_that_disagrees_with_its_wheel_is_rolled_back_naming_the_file(
+        add_env: Path, links: Path, tmp_path: Path, state_home: Path) -> None:
+    """Issue 25's closure check, in add too: the index's `.metadata` for liar-add 1.0 says
+    torch==2.13.0 (uv resolves by it), the wheel's own METADATA says torch==2.12.0. The wheel is
+    what is installed and hashed into the lock, so it is the truth: add names the file, exit 1,
+    and the env and its lock are as they were (the installed wheel is rolled back)."""
+    from tests.support.wheels import write_index_with_metadata
+
+    wheel = make_wheel(tmp_path / "w", "liar-add", "1.0", ["torch==2.12.0"])
+    write_index_with_metadata(tmp_path / "idx", wheel,
+                              b"Metadata-Version: 2.1\nName: liar-add\nVersion: 1.0\nRequires-Dist: torch==2.13.0\n\n")
+    lock_before = (add_env / "pylock.toml").read_bytes()
+    dists_before = env_dists(add_env)
+    with serve_dir(tmp_path / "idx") as url:
+        proc = run_tf("add", "liar-add", "--env", str(add_env), "--installer", "uv", "--find-links", str(links),
+                      "--extra-index-url", f"{url}/simple", "--allow-insecure-index", "--json", state=state_home)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    err = json.loads(proc.stdout)
+    assert err["error"].startswith(f"{wheel.name}: its own METADATA disagrees with the metadata the index"), err
+    assert "liar-add 1.0 requires torch==2.12.0, but torch 2.13.0+cpu is installed" in err["error"], err
+    assert "rolled back: removed liar-add" in proc.stderr, proc.stderr
+    assert (add_env / "pylock.toml").read_bytes() == lock_before and env_dists(add_env) == dists_before
+
+
+@needs_uv
+@pytest.mark.slow
 def test_add_torchvision_takes_the_build_that_matches_the_locked_torch(
         add_env: Path, links: Path, cpu_wheel: Path, state_home: Path, tmp_path: Path) -> None:
     """(Last in this module: the shared env keeps the torchvision it adds.) Issue 28, item 3: the env has no torchvision; the matrix pairs torch 2.13.0 cpu with

@@ -53,6 +53,7 @@ from torchfit.installer.backends import (
     pick_backend,
     read_resolution,
 )
+from torchfit.installer.buildcheck import check_closure
 from torchfit.installer.prefix import InstallLog, state_dir
 from torchfit.interrupts import signals_deferred
 from torchfit.lock.model import Lock, LockedDist, sorted_dists
@@ -261,6 +262,12 @@ class AddJob:
                 elif todo:
                     assert isinstance(backend, PipBackend)
                     backend.install_locked(self.prefix, todo, work)
+                if todo:
+                    # uv resolved from the index's metadata (PEP 658 .metadata where served); the
+                    # wheels just installed carry their own, the truth: a new package whose wheel
+                    # needs what the env lacks is named and rolled back, as install refuses it.
+                    check_closure(ctx, self.prefix, planned=todo, lock_name=lock_path,
+                                  nccl_override=self.lock.pin().get("mechanism") == "wheel-override")
                 start = time.monotonic()
                 self.observer.step("lock", f"{LOCK_NAME}: {len(added)} added, {len(changed)} changed "
                                            "(atomic rewrite)")

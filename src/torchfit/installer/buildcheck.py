@@ -11,6 +11,9 @@ the pin applied: an NCCL older than the one torch was built with can lack symbol
 libtorch_cuda.so needs (torch 2.14.1 with NCCL 2.28.9: "undefined symbol:
 ncclCommResume", measured), and the library actually mapped is the one to report.
 
+`check_closure` runs first, in `install` and in `add`: every dependency of what was installed
+is there, by the installed wheels' own METADATA (lock.closure, the check `verify --lock` makes).
+
 `compare_build` (pure) then says what fails the install (a CPU build where the plan
 has CUDA, another torch version, another CUDA, an NCCL pin that does not load) and
 what only deserves a warning.
@@ -19,7 +22,7 @@ what only deserves a warning.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +32,10 @@ from packaging.version import InvalidVersion, Version
 from torchfit._backports import FROZEN
 from torchfit.compat.plan import Plan
 from torchfit.compat.versions import decode_nccl_code, same_release, version_text
-from torchfit.lock.model import NcclPin
+from torchfit.installer.backends import StepContext, StepRunner, env_python
+from torchfit.lock.model import LockedDist, NcclPin
+from torchfit.redact import redact
+from torchfit.runner import without_index_variables
 from torchfit.workers import last_record, read_records, worker_argv
 
 
@@ -156,3 +162,41 @@ def _check_nccl(plan: Plan, probe: Mapping[str, Any], pin: NcclPin, dists: Mappi
                 warns.append(msg + " (the matrix and torch's own pin disagree)")
         if loaded and not same_release(loaded, have, 3):
             warns.append(f"the env's libnccl reports {loaded}, its wheel says {have}")
+
+
+def check_closure(ctx: StepContext, env_dir: str, *, nccl_override: bool, planned: Sequence[LockedDist] | None,
+                  lock_name: str) -> None:
+    """Every dependency of what the env holds is there, or the step fails (`check-deps`).
+
+    `planned`: the files a resolution just installed (install from a plan, add). The resolver
+    read each release's metadata from the index (its PEP 658 file where served) and the set was
+    whole by it; a problem of one of them now is a wheel whose own METADATA says otherwise:
+    named, and refused (the wheel is the truth: it is what is installed and hashed into the
+    lock). Any other problem: `lock_name` (the lock installed from) is not whole."""
+    from torchfit.lock.closure import probe_closure
+
+    step = StepRunner(ctx, "check-deps", "every dependency of the locked packages is installed (like pip check)")
+    closure = probe_closure(env_python(env_dir), step, nccl_override=nccl_override, env=without_index_variables())
+    argv = [env_python(env_dir), "<closure worker>"]
+    res = closure.result
+    if closure.problems is None:
+        raise ctx.failed("check-deps", argv, res.returncode, redact(closure.failure))
+    problems = closure.problems
+    if not problems:
+        return
+    name = canonicalize_name(problems[0].split(" ", 1)[0])
+    dist = next((d for d in planned or () if d.name == name), None)
+    if dist is not None:
+        files = [a.filename for a in dist.artifacts if a.filename]
+        raise ctx.failed(
+            "check-deps", argv, 1, "\n".join(problems),
+            what=(f"{files[0] if files else name}: its own METADATA disagrees with the metadata the index "
+                  f"served for it, which the plan was resolved from: {problems[0]}"),
+            hint=("the index's metadata file (PEP 658 .metadata) is not the wheel's; torchfit believes the "
+                  "wheel: ask the index's owner to fix it, or use a source that serves the wheel's own"))
+    raise ctx.failed(
+        "check-deps", argv, 1, "\n".join(problems),
+        what=(f"{lock_name} is not whole: {problems[0]}"
+              + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")),
+        hint=("the lock lost an entry (edited by hand?): re-create it with `torchfit install` "
+              "from a plan, or restore the original file"))

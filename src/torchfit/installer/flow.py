@@ -39,12 +39,17 @@ from torchfit.inputs import shown
 from torchfit.installer.backends import (
     Backend,
     StepContext,
-    StepRunner,
     env_python,
     install_specs,
     pick_backend,
 )
-from torchfit.installer.buildcheck import BuildReport, compare_build, parse_probe, probe_argv
+from torchfit.installer.buildcheck import (
+    BuildReport,
+    check_closure,
+    compare_build,
+    parse_probe,
+    probe_argv,
+)
 from torchfit.installer.nccl import (
     check_nccl_lib,
     hook_activate,
@@ -345,40 +350,10 @@ class InstallJob:
         self.observer.done(name, seconds)
 
     def _check_closure(self, ctx: StepContext, env_dir: str, planned: Sequence[LockedDist] | None = None) -> None:
-        """A lock is whole or refused: every dependency of what it installed must be
-        there (lock.closure.probe_closure: the check `verify --lock` makes too).
-
-        `planned`: the files a plan's resolution installed. The resolver read each release's
-        metadata from the index (its PEP 658 file where served) and the set was whole by it;
-        a problem now is a wheel whose own METADATA says otherwise: named, and refused."""
-        from torchfit.lock.closure import probe_closure
-
-        step = StepRunner(ctx, "check-deps", "every dependency of the locked packages is installed (like pip check)")
-        closure = probe_closure(env_python(env_dir), step, nccl_override=self.pin.mechanism == "wheel-override",
-                                env=without_index_variables())
-        argv = [env_python(env_dir), "<closure worker>"]
-        res = closure.result
-        if closure.problems is None:
-            raise ctx.failed("check-deps", argv, res.returncode, redact(closure.failure))
-        problems = closure.problems
-        if problems and planned is not None:
-            name = canonicalize_name(problems[0].split(" ", 1)[0])
-            dist = next((d for d in planned if d.name == name), None)
-            files = [a.filename for a in dist.artifacts if a.filename] if dist is not None else []
-            raise ctx.failed(
-                "check-deps", argv, 1, "\n".join(problems),
-                what=(f"{files[0] if files else name}: its own METADATA disagrees with the metadata the index "
-                      f"served for it, which the plan was resolved from: {problems[0]}"),
-                hint=("the index's metadata file (PEP 658 .metadata) is not the wheel's; torchfit believes the "
-                      "wheel: ask the index's owner to fix it, or use a source that serves the wheel's own"))
-        if problems:
-            where = self.lock.path if self.lock is not None and self.lock.path else "the lock"
-            raise ctx.failed(
-                "check-deps", argv, 1, "\n".join(problems),
-                what=(f"{where} is not whole: {problems[0]}"
-                      + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")),
-                hint=("the lock lost an entry (edited by hand?): re-create it with `torchfit install` "
-                      "from a plan, or restore the original file"))
+        """A lock is whole or refused (buildcheck.check_closure, which `add` runs too)."""
+        where = self.lock.path if self.lock is not None and self.lock.path else "the lock"
+        check_closure(ctx, env_dir, nccl_override=self.pin.mechanism == "wheel-override", planned=planned,
+                      lock_name=where)
 
     def _check_detail(self) -> str:
         detail = "the installed build against the plan, and import torch"
@@ -555,7 +530,6 @@ def _measured_on_full_disk(root: str, places: Sequence[Place]) -> Iterator[None]
 def resolved_pins(plan: Plan, nccl_override: str | None) -> list[str]:
     """`name==version` of every package of the plan's resolved set outside the torch family
     (the family is pinned by `install_specs`); an `--nccl` override's package is left to it."""
-    from packaging.utils import canonicalize_name
 
     from torchfit.compat.matrix import FAMILY_PACKAGES
 
