@@ -99,3 +99,13 @@ def test_error_lines_no_check_knows_are_counted_and_shown(h200: Host) -> None:
     assert c["evidence"].startswith("2 error lines not recognised"), c  # the repeated line counted once
     assert f"{log}:2: gpu07:1234:1290 [0] include/alloc.h:48 NCCL WARN Cuda failure" in c["evidence"], c
     assert "NCCL communicator was aborted" in c["evidence"] and "troubleshooting" in c["fix"], c
+
+
+def test_a_log_line_is_shown_as_written_not_as_emoji(h200: Host) -> None:
+    """Tried as a user: rich drew `node1:1234:1290` of an NCCL line as `node1🔢1290` (its emoji
+    code `:1234:`) in the text report; every renderer shows the text as it is."""
+    log = h200.tmp / "nccl.log"
+    log.write_text("node1:1234:1290 [0] NCCL WARN something entirely new :smile: happened\n")
+    r = h200.doctor("--log", str(log), json_out=False)
+    assert "node1:1234:1290 [0] NCCL WARN something entirely new :smile: happened" in r.stdout, r.stdout
+    assert "\U0001f522" not in r.stdout and "\U0001f604" not in r.stdout

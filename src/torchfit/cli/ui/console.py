@@ -25,6 +25,7 @@ def console(stderr: bool = False, *, piped_width: int | None = None, soft_wrap: 
     """The one rich Console: on stdout (or stderr); `piped_width` is its width when the
     stream is not a terminal (a table through a pipe is not cut to 80 columns).
 
+    No emoji codes are replaced (`:1234:` stays as written).
     Styles (colour, bold, italic, dim) only on a terminal that takes them: none with
     NO_COLOR set (no-color.org) or TERM=dumb, none through a pipe (rich's own rule).
     """
@@ -36,7 +37,9 @@ def console(stderr: bool = False, *, piped_width: int | None = None, soft_wrap: 
             # one boundary (cli.main) treats it as every other write to a closed pipe.
             raise BrokenPipeError
 
-    kw: dict[str, Any] = {"stderr": stderr, "highlight": False, "soft_wrap": soft_wrap,
+    # emoji=False: rich would draw `:1234:` of a log line (`node1:1234:1290 [0] NCCL WARN`) as an
+    # emoji; the text torchfit shows is the user's and the tools', shown as it is.
+    kw: dict[str, Any] = {"stderr": stderr, "highlight": False, "soft_wrap": soft_wrap, "emoji": False,
                           "color_system": None if plain_text(os.environ) else "auto"}
     con = _Console(**kw)
     if piped_width is not None and not con.is_terminal:
