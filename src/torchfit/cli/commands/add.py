@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import TYPE_CHECKING
 
 from torchfit.errors import BadInput
@@ -24,7 +23,6 @@ from torchfit.inputs import seconds
 if TYPE_CHECKING:
     from torchfit.compat.project import ProjectSpec
     from torchfit.index.sources import Sources
-    from torchfit.installer.add import AddResult
 
 
 
@@ -112,7 +110,9 @@ def run(args: argparse.Namespace) -> int:
 
         print(json_text("add", result.to_json()))
     else:
-        _summary(result)
+        from torchfit.cli.ui.install import render_add_summary
+
+        render_add_summary(result)
     return 0
 
 
@@ -124,16 +124,3 @@ def _sources(args: argparse.Namespace, locked_index: str, variant: str, project:
 
     return sources_for(args, os.environ, project=project, variant=variant, fallback=locked_index)
 
-
-def _summary(result: AddResult) -> None:
-    from torchfit.redact import redact
-
-    added = ", ".join(f"{d.name} {d.version}" for d in result.added) or "nothing new"
-    lines = [f"torchfit: added to {result.prefix} with {result.installer}: {added}"]
-    if result.changed:
-        lines.append("  changed: " + ", ".join(f"{new.name} {old.version} -> {new.version}"
-                                              for old, new in result.changed))
-    lines.append(f"  lock:  {result.lock_path} (rewritten; the torch family as it was, checked before)")
-    if result.log_path:
-        lines.append(f"  log:   {result.log_path}")
-    sys.stderr.write(redact("\n".join(lines)) + "\n")

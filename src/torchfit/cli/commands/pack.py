@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import TYPE_CHECKING
 
 from torchfit.inputs import seconds
@@ -129,8 +128,7 @@ def run(args: argparse.Namespace) -> int:
             lock = merged([load_pylock(p) for p in paths])
             result = make_pack(lock, paths, out, fetch=client.download, say=progress.info, warn=progress.warn,
                                version=__version__, hostlists=hostlists)
-    from torchfit.inputs import shown
+    from torchfit.cli.ui.output import render_pack_written
 
-    sys.stderr.write(f"torchfit: wrote the pack {shown(args.output)}: {result.files} files ({result.fetched} fetched, "
-                     f"{result.kept} already there), each checked against the lock's sha256\n")
+    render_pack_written(args.output, result)
     return 0
