@@ -85,16 +85,12 @@ def _installable(path: str, plan: Plan, host: HostFacts) -> str:
     installs a group of the pack as it installs the pack of one env's lock."""
     from dataclasses import replace
 
-    from torchfit.compat.facts import facts_to_json
-    from torchfit.compat.plan import plan_to_json
-    from torchfit.installer.flow import nccl_pin_for
-    from torchfit.lock.pylock import TOOL_SCHEMA, load_pylock, render_lock
+    from torchfit.installer.flow import nccl_pin_for, torchfit_table
+    from torchfit.lock.pylock import load_pylock, render_lock
 
     lock = load_pylock(path)
     pin, _ = nccl_pin_for(plan, None, None)
-    tool = {**lock.tool, "schema": TOOL_SCHEMA, "plan": plan_to_json(plan), "nccl": pin.to_json(),
-            "torch-index-url": lock.tool.get("index-url"), "hosts": [facts_to_json(host)]}
-    return render_lock(replace(lock, tool=tool))
+    return render_lock(replace(lock, tool=torchfit_table(plan, pin, lock.tool.get("index-url"), [host], lock.tool)))
 
 
 def run(args: argparse.Namespace) -> int:
