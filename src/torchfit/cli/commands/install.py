@@ -14,7 +14,6 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from torchfit.compat.matrix import DEFAULT_INDEX as DEFAULT_TORCH_INDEX
-from torchfit.inputs import seconds
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -26,7 +25,13 @@ if TYPE_CHECKING:
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
-    from torchfit.cli.options import add_resolve_options, add_source_options
+    from torchfit.cli.options import (
+        add_installer_option,
+        add_resolve_options,
+        add_source_options,
+        add_step_options,
+        add_wait_option,
+    )
 
     p = subparsers.add_parser(
         "install",
@@ -63,19 +68,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
     nccl.add_argument("--nccl-lib", metavar="PATH",
                       help="pin a system or custom libnccl.so.2 with LD_PRELOAD (in PREFIX/bin/torchfit-env)")
     add_source_options(p)
-    p.add_argument("--installer", "--backend", dest="installer", choices=("auto", "uv", "pip"), default=None,
-                   help="auto (default): uv (installed with torchfit; else the one on PATH) when it runs here, "
-                        "else pip")
+    add_installer_option(p, "auto (default): uv (installed with torchfit; else the one on PATH) when it runs here, "
+                            "else pip")
     p.add_argument("--seed", action="store_true",
                    help="put pip in the env, so that `pip install` after activating it lands there "
                         "(envs built with --installer pip always have it); to add packages with the torch "
                         "build kept and the lock grown, use `torchfit add PKG --env PREFIX`")
-    p.add_argument("--wait", type=seconds(allow_zero=True), default=0.0, metavar="SECONDS",
-                   help="wait this long for another install into PREFIX to finish, and with --force for "
-                        "the processes using the old env to end (default: fail at once)")
-    p.add_argument("--timeout", type=seconds(), default=3600.0, metavar="SECONDS",
-                   help="the longest one step (a pyenv build, a CUDA download) may take (default 3600)")
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout (progress stays on stderr)")
+    add_wait_option(p, "with --force for the processes using the old env to end")
+    add_step_options(p, " (a pyenv build, a CUDA download)")
 
 
 def _validate(args: argparse.Namespace) -> None:
