@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from torchfit.compat.matrix import DEFAULT_INDEX as DEFAULT_TORCH_INDEX
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from torchfit.background import Background
     from torchfit.compat.facts import HostFacts
     from torchfit.compat.matrix import Matrix
+    from torchfit.installer.flow import InstallJob
     from torchfit.progress import Progress
 
 
@@ -130,7 +131,7 @@ def _validate(args: argparse.Namespace) -> None:
     check_source_options(args)
 
 
-_JOB: list[Any] = []  # the running InstallJob, so an interruption can say what happened
+_JOB: list[InstallJob] = []  # the running InstallJob, so an interruption can say what happened
 
 
 def run(args: argparse.Namespace) -> int:
