@@ -351,3 +351,70 @@ def test_no_command_imports_another() -> None:
     # and the check bites: verify's Slurm types imported from verify, as _fleet did before cli/options.py
     assert verb_imports({"torchfit.cli.commands._fleet": {"torchfit.cli.commands.verify"}}, COMMAND_MODULES) == \
         ["torchfit.cli.commands._fleet -> torchfit.cli.commands.verify"]
+
+
+# --- commands print JSON only; every human word goes through cli/ui/ ----------------------------
+
+_STREAMS = {"stdout", "stderr", "__stdout__", "__stderr__"}
+
+
+def _is_json_dump(node: ast.expr) -> bool:
+    """`json_text(...)` or `json.dumps(...)`: the whole argument, nothing added to it."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    return (isinstance(func, ast.Name) and func.id == "json_text") or (
+        isinstance(func, ast.Attribute) and func.attr == "dumps"
+        and isinstance(func.value, ast.Name) and func.value.id == "json")
+
+
+def command_writes(commands: Path) -> list[str]:
+    """`file:line` of each write to a standard stream in `commands` (src/torchfit/cli/commands)
+    that is not a JSON dump (architecture-review-3 change 6: the text of commands lives in cli/ui/).
+
+    The rule: a call of `print`, or of `.write`/`.writelines` on `sys.stdout`/`sys.stderr`, passes
+    only when its one argument, with no keyword, is `json_text(...)` or `json.dumps(...)`; a
+    stream imported by name (`from sys import stderr`) is a write waiting to happen and never passes.
+    Machine text that is not JSON (a diff, a script, a page) goes through cli.ui.output.write_data."""
+    found: list[tuple[str, int]] = []
+    for path in sorted(commands.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "sys" and \
+                    any(a.name in _STREAMS for a in node.names):
+                found.append((path.name, node.lineno))
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            writes = (isinstance(func, ast.Name) and func.id == "print") or (
+                isinstance(func, ast.Attribute) and func.attr in ("write", "writelines")
+                and isinstance(func.value, ast.Attribute) and func.value.attr in _STREAMS
+                and isinstance(func.value.value, ast.Name) and func.value.value.id == "sys")
+            if writes and not (len(node.args) == 1 and not node.keywords and _is_json_dump(node.args[0])):
+                found.append((path.name, node.lineno))
+    return [f"{name}:{line}" for name, line in sorted(found)]
+
+
+def test_commands_write_json_only() -> None:
+    assert command_writes(ROOT / "src" / "torchfit" / "cli" / "commands") == []
+
+
+def test_a_planted_human_line_in_a_command_is_found(tree: Path) -> None:
+    _plant(tree, "torchfit.cli.commands.planted", "\n".join((
+        "import json",
+        "import sys",
+        "from sys import stderr",
+        "",
+        "from torchfit.cli.ui.jsonout import json_text",
+        "",
+        "",
+        "def f(path: str) -> None:",
+        '    print(json_text("planted", {}))',  # line 11 (after _plant's docstring): a JSON dump passes
+        '    print(json.dumps([1], indent=2))',
+        '    sys.stderr.write(f"torchfit: wrote {path}\\n")',  # 13
+        '    print(f"== {path}")',
+        '    print(json_text("planted", {}), file=sys.stderr)',  # 15: not the dump alone
+        '    sys.stdout.write(json.dumps([1]) + "\\n")',
+        '    stderr.write("x")',  # found at its import, line 5
+    )))
+    found = command_writes(tree / "src" / "torchfit" / "cli" / "commands")
+    assert found == ["planted.py:5", "planted.py:13", "planted.py:14", "planted.py:15", "planted.py:16"]

@@ -136,6 +136,33 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
                    help="accept plain http:// indexes (packages and credentials travel unencrypted)")
 
 
+def add_installer_option(p: argparse.ArgumentParser, help: str) -> None:
+    """`--installer` (alias `--backend`) auto|uv|pip: who installs the files, shared by `install`
+    and `add` (settings.installer_choice reads it); `help` says what it means for the command."""
+    p.add_argument("--installer", "--backend", dest="installer", choices=("auto", "uv", "pip"), default=None,
+                   help=help)
+
+
+def add_wait_option(p: argparse.ArgumentParser, also: str) -> None:
+    """`--wait SECONDS` of `install` and `add`: how long to wait for PREFIX's lock (another
+    install into it), and for what `also` names (the env's users), before failing."""
+    from torchfit.inputs import seconds
+
+    p.add_argument("--wait", type=seconds(allow_zero=True), default=0.0, metavar="SECONDS",
+                   help=f"wait this long for another install into PREFIX to finish, and {also} "
+                        "(default: fail at once)")
+
+
+def add_step_options(p: argparse.ArgumentParser, steps: str = "") -> None:
+    """`--timeout SECONDS` (one step's bound; `steps` names the long ones) and `--json` of the
+    commands that build an env, `install` and `add`: progress on stderr, the answer on stdout."""
+    from torchfit.inputs import seconds
+
+    p.add_argument("--timeout", type=seconds(), default=3600.0, metavar="SECONDS",
+                   help=f"the longest one step{steps} may take (default 3600)")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout (progress stays on stderr)")
+
+
 def check_source_options(args: argparse.Namespace) -> None:
     """The source options' URLs, before anything runs: exit 2, one line."""
     from torchfit.compat.matrix import TORCH_INDEX_ENV

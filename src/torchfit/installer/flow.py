@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -393,13 +393,11 @@ class InstallJob:
     def _make_lock(self, dists: Sequence[LockedDist], pin: NcclPin, report: BuildReport, backend: Backend) -> Lock:
         plan = self.plan
         family = [d.name for d in dists if d.is_family]
-        tool: dict[str, Any] = {
-            "schema": TOOL_SCHEMA,
+        tool = torchfit_table(plan, pin, self.sources.torch_index, self.hosts, {
             "torchfit-version": __version__,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "installer": backend.label,
             "python-version": report.runtime.get("python"),
-            "torch-index-url": redact(self.sources.torch_index),
             "family": family,
             "request": {
                 "args": self.request.describe() if self.request else [],
@@ -407,12 +405,9 @@ class InstallJob:
             },
             "rebuilt-from": self.lock.path if self.lock else None,
             "sources": self.sources.describe(),
-            "nccl": pin.to_json(),
             # `torchfit verify` compares torch, cuda, cudnn, nccl of this table with what runs.
             "expected": {k: v for k, v in report.runtime.items() if v is not None},
-            "plan": plan_to_json(plan),
-            "hosts": [facts_to_json(h) for h in self.hosts],
-        }
+        })
         arch = (self.hosts[0].arch if self.hosts else None) or os.uname().machine
         dists = [replace(d, index=self.sources.torch_index) if d.is_family else d for d in dists]
         return Lock(
@@ -421,6 +416,24 @@ class InstallJob:
             requires_python=f"=={plan.python}.*",
             environments=(f"sys_platform == 'linux' and platform_machine == '{arch}'",),
         )
+
+
+# The keys of [tool.torchfit] in the order a lock writes them (TOML puts a table's own keys
+# before its sub-tables either way); a key not named here (an exported lock's own) goes first.
+_TABLE_ORDER = ("schema", "torchfit-version", "created", "installer", "python-version", "torch-index-url",
+                "family", "request", "rebuilt-from", "sources", "nccl", "expected", "plan", "hosts")
+
+
+def torchfit_table(plan: Plan, pin: NcclPin, torch_index: str | None, hosts: Sequence[HostFacts],
+                   recorded: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The one builder of a lock's [tool.torchfit]: what `install --lock` (and `install --pack`)
+    rebuilds an env from and checks a host against (the schema, the torch index with its
+    credentials redacted, the NCCL pin, the plan, the hosts' facts), plus `recorded`: what an
+    install adds (torchfit's version, when, the installer, the versions verify expects) or the
+    table an exported lock has already."""
+    table = {**(recorded or {}), "schema": TOOL_SCHEMA, "torch-index-url": redact(torch_index) if torch_index else None,
+             "nccl": pin.to_json(), "plan": plan_to_json(plan), "hosts": [facts_to_json(h) for h in hosts]}
+    return {k: table[k] for k in sorted(table, key=lambda k: _TABLE_ORDER.index(k) if k in _TABLE_ORDER else -1)}
 
 
 def _environment_conflicts(lock: Lock, host: HostFacts) -> list[str]:

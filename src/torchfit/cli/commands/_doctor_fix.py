@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
 
 def list_checks(as_json: bool) -> int:
     """`doctor --list`: every check, in the order doctor runs them, with the repair --fix has."""
-    from torchfit.cli.ui.doctor import format_check_list
+    from torchfit.cli.ui.doctor import render_check_list
     from torchfit.doctor.model import load_all
     from torchfit.installer.repair import FIXES, KIND_TEXT
 
@@ -38,7 +37,7 @@ def list_checks(as_json: bool) -> int:
 
         print(json_text("doctor-list", {"ok": True, "checks": rows}))
     else:
-        sys.stdout.write("\n".join(format_check_list(rows)) + "\n")
+        render_check_list(rows)
     return 0
 
 
@@ -101,7 +100,7 @@ def run_fix(args: argparse.Namespace, prefix: str, lock: Lock, checks: list[Chec
             diagnose_again: Callable[[], tuple[list[Check], Context]],
             report_json: Callable[[Sequence[Check], Context], dict[str, Any]]) -> int:
     """`--fix [--dry-run]` after the checks ran: plan, show or apply, run the checks again."""
-    from torchfit.cli.ui.doctor import format_repairs, render_report
+    from torchfit.cli.ui.doctor import render_repairs, render_report
 
     plan = plan_for(prefix, lock, checks, ctx.environ)
     done: list[str] = []
@@ -119,6 +118,6 @@ def run_fix(args: argparse.Namespace, prefix: str, lock: Lock, checks: list[Chec
         print(json_text("doctor", data))
     else:
         render_report(checks, ctx)
-        sys.stdout.write("\n".join(format_repairs(plan, done, args.dry_run)) + "\n")
+        render_repairs(plan, done, args.dry_run)
     return 1 if failed else 0
 

@@ -5,28 +5,27 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import TYPE_CHECKING, Any
 
 from torchfit.cli.ui.jsonout import json_text
-from torchfit.errors import BadInput
-from torchfit.inputs import terminal_text
+from torchfit.errors import BadInput, TorchfitError
 
 if TYPE_CHECKING:
     from torchfit.compat.facts import HostFacts
     from torchfit.compat.matrix import Matrix
+    from torchfit.compat.plan import Plan
     from torchfit.compat.request import Request
-    from torchfit.fleet.model import Fleet
 
 
 def fleet_task(data: dict[str, Any]) -> int:
     import socket
 
+    from torchfit.cli.ui.output import write_data
     from torchfit.fleet.gather import task_record
 
     # Slurm's name of the node (slurmd sets it for every task) and the host's own hostname,
     # which cloned images share: the login node attributes the answer by srun's placement.
-    sys.stdout.write(task_record(data, os.environ.get("SLURMD_NODENAME") or None, socket.gethostname()))
+    write_data(task_record(data, os.environ.get("SLURMD_NODENAME") or None, socket.gethostname()))
     return 0
 
 
@@ -46,22 +45,10 @@ def run_detect_slurm(args: argparse.Namespace) -> int:
     if args.json:
         print(json_text("fleet", data))
     else:
-        for line in format_fleet(fleet):
-            print(line)
+        from torchfit.cli.ui.fleet import render_fleet
+
+        render_fleet(fleet)
     return 0 if fleet.groups else 1
-
-
-def format_fleet(fleet: Fleet) -> list[str]:
-    """One line per group (and per reason nodes were not gathered)."""
-    gathered = sum(len(g.nodes) for g in fleet.groups)
-    lost = sum(len(m.nodes) for m in fleet.missing)
-    lines = [f"fleet: {gathered} node(s) in {len(fleet.groups)} group(s)"
-             + (f", {lost} without facts" if lost else "") + (f"; {fleet.source}" if fleet.source else "")]
-    rows = [(g.hostlist, g.signature) for g in fleet.groups]
-    rows += [(m.hostlist, f"NO FACTS: {m.why}") for m in fleet.missing]
-    width = min(max((len(r[0]) for r in rows), default=0), 32)
-    lines += [f"  {name:<{width}}  {text}" for name, text in rows]
-    return [terminal_text(line) for line in lines]  # nodes' facts and sinfo's reasons are their text
 
 
 def resolve_each_group(args: argparse.Namespace, hosts: list[HostFacts], request: Request, matrix: Matrix) -> int:
@@ -71,29 +58,20 @@ def resolve_each_group(args: argparse.Namespace, hosts: list[HostFacts], request
 
     if not args.facts or (len(hosts) < 2 and not any(h.source.startswith("fleet: ") for h in hosts)):
         raise BadInput("--each-group needs a fleet file (--facts FLEET.json from `torchfit detect --slurm`)")
-    results: list[tuple[Any, Any, Any]] = []
+    results: list[tuple[HostFacts, Plan | None, TorchfitError | None]] = []
     for host in hosts:
         try:
             results.append((host, resolve([host], request, matrix), None))
         except BadInput:
             raise
-        except Exception as exc:  # NoCompatibleSet, GpuFactsUnknown: that group's answer
-            from torchfit.errors import TorchfitError
-
-            if not isinstance(exc, TorchfitError):
-                raise
+        except TorchfitError as exc:  # NoCompatibleSet, GpuFactsUnknown: that group's answer
             results.append((host, None, exc))
     if args.json:
         print(json_text("resolve-groups", {"ok": all(p is not None for _, p, _ in results), "groups": [
-            {"nodes": h.name, **(plan_to_json(p) if p is not None else err.to_json())} for h, p, err in results
+            {"nodes": h.name, **(plan_to_json(p) if p is not None else err.to_json() if err is not None else {})} for h, p, err in results
         ]}))
     else:
-        from torchfit.cli.ui.plan import render_plan
+        from torchfit.cli.ui.fleet import render_group_plans
 
-        for host, plan, err in results:
-            print(f"== {host.name}")
-            if plan is not None:
-                render_plan(plan, explain=args.explain)
-            else:
-                print(f"no stack: {err.message}")
+        render_group_plans(results, args.explain)
     return 0 if all(p is not None for _, p, _ in results) else 1

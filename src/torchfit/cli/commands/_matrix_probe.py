@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from torchfit.errors import BadInput
-from torchfit.inputs import decode_json, terminal_text
+from torchfit.inputs import decode_json
 
 if TYPE_CHECKING:
     from torchfit.index.pages import IndexFile
@@ -189,7 +189,9 @@ def _index_targets(args: argparse.Namespace, failures: list[tuple[str, str]]) ->
             try:
                 pages[idx] = client.project_page(idx, "torch")
             except (IndexUnavailable, IndexMalformed) as exc:
-                sys.stderr.write(f"torchfit: {terminal_text(str(exc))}\n")
+                from torchfit.cli.ui.matrix import render_note
+
+                render_note(str(exc))
                 failures.append(("torch's index page", exc.message))
                 failed_pages.add(idx)
                 pages[idx] = None
@@ -231,17 +233,9 @@ def run_update_from_probe(args: argparse.Namespace, matrix_text: Callable[[str |
     matrix = load_matrix(args.matrix)
     text, path = matrix_text(args.matrix)
     diff, summary = propose_from_probe(text, matrix, facts, path=path)
+    from torchfit.cli.ui.matrix import render_note, write_proposed_changes
+
     for line in summary:
-        sys.stderr.write(f"torchfit: {terminal_text(line)}\n")
-    if args.output:
-        from torchfit.cli.ui.output import write_output
-
-        write_output(args.output, diff, "--output")
-        from torchfit.inputs import shown
-
-        sys.stderr.write(f"proposed changes written to {shown(args.output)} ({len(diff.splitlines())} lines); "
-                         "review, then apply with `git apply`\n" if diff else
-                         f"no changes proposed; {shown(args.output)} is empty\n")
-    else:
-        sys.stdout.write(diff)
+        render_note(line)
+    write_proposed_changes(diff, args.output)
     return 1 if diff else 0

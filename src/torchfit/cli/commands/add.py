@@ -15,21 +15,25 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import TYPE_CHECKING
 
 from torchfit.errors import BadInput
-from torchfit.inputs import seconds
 
 if TYPE_CHECKING:
     from torchfit.compat.project import ProjectSpec
     from torchfit.index.sources import Sources
-    from torchfit.installer.add import AddResult
 
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
-    from torchfit.cli.options import add_project_options, add_source_options, intermixed_positionals
+    from torchfit.cli.options import (
+        add_installer_option,
+        add_project_options,
+        add_source_options,
+        add_step_options,
+        add_wait_option,
+        intermixed_positionals,
+    )
 
     p = subparsers.add_parser(
         "add",
@@ -50,12 +54,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
     add_project_options(p)  # a whole project fitted around the env's torch, as resolve/install read it
     p.add_argument("--env", required=True, metavar="PREFIX", help="the env `torchfit install` built")
     add_source_options(p)  # --torch-index-url: default here, the torch index the env's lock records
-    p.add_argument("--installer", "--backend", dest="installer", choices=("auto", "uv", "pip"), default=None,
-                   help="who installs the new files: auto (default) uv, else pip (which needs pip in the "
-                        "env: install --seed); uv always resolves")
-    p.add_argument("--wait", type=seconds(allow_zero=True), default=0.0, metavar="SECONDS",
-                   help="wait this long for another install into PREFIX to finish, and for processes using "
-                        "the env to end when an installed package would be replaced (default: fail at once)")
+    add_installer_option(p, "who installs the new files: auto (default) uv, else pip (which needs pip in the "
+                            "env: install --seed); uv always resolves")
+    add_wait_option(p, "for processes using the env to end when an installed package would be replaced")
     p.add_argument("--accept-base-label", action="store_true",
                    help="an env taken by `torchfit adopt`: accept a package whose torch pin differs from the "
                         "base's torch only by its prerelease/local label (torch==2.8.0 and the base's "
@@ -65,9 +66,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
                         "it); without it that is refused (exit 1). Adding new packages only warns")
     p.add_argument("--no-build", action="store_true",
                    help="never build a package from source, to resolve or to install (wheels only; uv's --no-build)")
-    p.add_argument("--timeout", type=seconds(), default=3600.0, metavar="SECONDS",
-                   help="the longest one step may take (default 3600)")
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout (progress stays on stderr)")
+    add_step_options(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -112,7 +111,9 @@ def run(args: argparse.Namespace) -> int:
 
         print(json_text("add", result.to_json()))
     else:
-        _summary(result)
+        from torchfit.cli.ui.install import render_add_summary
+
+        render_add_summary(result)
     return 0
 
 
@@ -124,16 +125,3 @@ def _sources(args: argparse.Namespace, locked_index: str, variant: str, project:
 
     return sources_for(args, os.environ, project=project, variant=variant, fallback=locked_index)
 
-
-def _summary(result: AddResult) -> None:
-    from torchfit.redact import redact
-
-    added = ", ".join(f"{d.name} {d.version}" for d in result.added) or "nothing new"
-    lines = [f"torchfit: added to {result.prefix} with {result.installer}: {added}"]
-    if result.changed:
-        lines.append("  changed: " + ", ".join(f"{new.name} {old.version} -> {new.version}"
-                                              for old, new in result.changed))
-    lines.append(f"  lock:  {result.lock_path} (rewritten; the torch family as it was, checked before)")
-    if result.log_path:
-        lines.append(f"  log:   {result.log_path}")
-    sys.stderr.write(redact("\n".join(lines)) + "\n")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from torchfit.inputs import seconds
 
@@ -38,7 +37,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
 def run(args: argparse.Namespace) -> int:
     from torchfit.errors import BadInput
     from torchfit.interrupts import interrupts_raise
-    from torchfit.redact import redact
     from torchfit.verify.adopt import adopt
 
     if not args.env or not args.env.strip():
@@ -51,17 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
         print(json_text("adopt", result.to_json()))
         return 0
-    family = ", ".join(f"{n} {v}" for n, v in result.family.items())
-    torch = result.torch
-    build = f"CUDA {torch['cuda']}" if torch.get("cuda") else f"ROCm {torch['hip']}" if torch.get("hip") else "CPU"
-    lines = [f"torchfit: adopted {result.prefix}: {family} ({build} build), the base `torchfit add` fits around",
-             f"  lock:        {result.lock_path} ([tool.torchfit.base]: never replaced)",
-             f"  installed:   {result.installed} distributions kept as they are"]
-    if result.label:
-        lines.append(f"  label:       {result.label} (a package pinning the release alone is refused unless "
-                     "`torchfit add --accept-base-label`)")
-    lines.append("  constraints: " + (", ".join(result.constraint_files) + f" ({len(result.constraints)} lines)"
-                                     if result.constraint_files else "none found"))
-    lines += [f"  {c.status.value:5} {c.name}: {c.summary}" for c in result.checks]
-    sys.stderr.write(redact("\n".join(lines)) + "\n")
+    from torchfit.cli.ui.install import render_adopt_summary
+
+    render_adopt_summary(result)
     return 0

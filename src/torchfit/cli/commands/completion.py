@@ -8,7 +8,6 @@ a file (`--lock`, `-r`, ...) complete paths; the rest complete their choices or 
 from __future__ import annotations
 
 import argparse
-import sys
 
 SHELLS = ("bash", "zsh")
 # The options whose value is a directory or a file, by the option strings argparse holds.
@@ -36,7 +35,9 @@ def run(args: argparse.Namespace) -> int:
 
     parser = build_parser()  # every command, not just this one
     _mark_paths(parser)
-    sys.stdout.write(shtab.complete(parser, shell=args.shell))
+    from torchfit.cli.ui.output import write_data
+
+    write_data(shtab.complete(parser, shell=args.shell))
     return 0
 
 

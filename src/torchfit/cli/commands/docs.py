@@ -9,7 +9,6 @@ holds copies), so the text read here is the text of that release.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from torchfit.errors import BadInput
@@ -41,15 +40,17 @@ def run(args: argparse.Namespace) -> int:
     if not found:
         raise BadInput("this copy of torchfit ships no documentation (a build without its docs/)")
     if not args.name:
-        for name, page in found.items():
-            title = next((line.lstrip("# ").strip() for line in page.read_text(encoding="utf-8").splitlines()
-                          if line.startswith("# ")), "")
-            sys.stdout.write(f"{name:<20} {title}\n")
+        from torchfit.cli.ui.docs import render_page_list
+
+        render_page_list({name: next((line.lstrip("# ").strip() for line in page.read_text(encoding="utf-8")
+                                      .splitlines() if line.startswith("# ")), "") for name, page in found.items()})
         return 0
     name = args.name[:-3] if args.name.endswith(".md") else args.name
     name = name.rsplit("/", 1)[-1]  # docs/install.md as --help once wrote it
     page = found.get(name)
     if page is None:
         raise BadInput(f"no page {args.name!r}; the pages are: {', '.join(found)}")
-    sys.stdout.write(f"{page}\n" if args.path else page.read_text(encoding="utf-8"))
+    from torchfit.cli.ui.output import write_data
+
+    write_data(f"{page}\n" if args.path else page.read_text(encoding="utf-8"))
     return 0

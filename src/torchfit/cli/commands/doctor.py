@@ -133,10 +133,8 @@ def _traces(args: argparse.Namespace) -> Progress | None:
 
 
 def _node_check(args: argparse.Namespace, root: str, environ: dict[str, str]) -> int:
-    import sys
-
     from torchfit.doctor.context import Context
-    from torchfit.doctor.nodecheck import format_node_line, node_check
+    from torchfit.doctor.nodecheck import node_check
 
     if args.env or args.python or args.log:
         raise BadInput("--node-check looks at the node, not an environment: drop --env/--python/--log")
@@ -150,9 +148,9 @@ def _node_check(args: argparse.Namespace, root: str, environ: dict[str, str]) ->
         data["seconds"] = round(seconds, 3)
         print(json_text("doctor", data))
     else:
-        # One line on stdout whatever the verdict: a Prolog or health-check wrapper
-        # passes it to `scontrol update ... reason=`.
-        sys.stdout.write(f"torchfit node-check: {format_node_line(checks, seconds)}\n")
+        from torchfit.cli.ui.doctor import render_node_line
+
+        render_node_line(checks, seconds)
     return 1 if failed else 0
 
 

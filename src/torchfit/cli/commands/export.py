@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import TYPE_CHECKING
 
 from torchfit.errors import BadInput
@@ -129,15 +128,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         text = render(args.format, stack, pypi_url=pypi_url)
     if args.output:
-        from torchfit.cli.ui.output import write_output
+        from torchfit.cli.ui.output import render_export_written, write_output
 
         write_output(args.output, text, "-o")
-        from torchfit.inputs import shown
-
-        sys.stderr.write(f"torchfit: wrote {shown(args.output)} ({args.format}: "
-                         f"{', '.join(f'{n} {v}' for n, v in stack.family)}, {stack.variant})\n")
+        render_export_written(args.output, args.format, stack)
     else:
-        sys.stdout.write(text)
+        from torchfit.cli.ui.output import write_data
+
+        write_data(text)
     return 0
 
 
@@ -145,7 +143,6 @@ def _containerfile(args: argparse.Namespace, stack: Stack, pypi_url: str) -> int
     from torchfit import __version__
     from torchfit.export.container_context import write_context
     from torchfit.index.client import IndexClient
-    from torchfit.inputs import shown
     from torchfit.progress import StderrProgress
     from torchfit.runner import Runner
 
@@ -154,10 +151,9 @@ def _containerfile(args: argparse.Namespace, stack: Stack, pypi_url: str) -> int
                          allow_insecure=args.allow_insecure_index, use_cache=False)
     made = write_context(stack, args.lock, args.output, pack=args.pack, base=args.base, pypi_url=pypi_url,
                          runner=Runner(), fetch=client.download, say=progress.info, version=__version__)
-    sys.stderr.write(f"torchfit: wrote {shown(made.containerfile)} (base {made.base}; "
-                     f"{', '.join(f'{n} {v}' for n, v in stack.family)}, {stack.variant}); build it: "
-                     f"cd {shown(made.context)} && podman build {'--network none ' if args.pack else ''}"
-                     "-f Containerfile .\n")
+    from torchfit.cli.ui.output import render_context_written
+
+    render_context_written(made, stack, offline=bool(args.pack))
     return 0
 
 

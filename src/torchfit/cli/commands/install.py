@@ -11,11 +11,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from torchfit.compat.matrix import DEFAULT_INDEX as DEFAULT_TORCH_INDEX
-from torchfit.inputs import seconds
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -23,12 +21,18 @@ if TYPE_CHECKING:
     from torchfit.background import Background
     from torchfit.compat.facts import HostFacts
     from torchfit.compat.matrix import Matrix
-    from torchfit.installer.flow import InstallResult
+    from torchfit.installer.flow import InstallJob
     from torchfit.progress import Progress
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
-    from torchfit.cli.options import add_resolve_options, add_source_options
+    from torchfit.cli.options import (
+        add_installer_option,
+        add_resolve_options,
+        add_source_options,
+        add_step_options,
+        add_wait_option,
+    )
 
     p = subparsers.add_parser(
         "install",
@@ -65,19 +69,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
     nccl.add_argument("--nccl-lib", metavar="PATH",
                       help="pin a system or custom libnccl.so.2 with LD_PRELOAD (in PREFIX/bin/torchfit-env)")
     add_source_options(p)
-    p.add_argument("--installer", "--backend", dest="installer", choices=("auto", "uv", "pip"), default=None,
-                   help="auto (default): uv (installed with torchfit; else the one on PATH) when it runs here, "
-                        "else pip")
+    add_installer_option(p, "auto (default): uv (installed with torchfit; else the one on PATH) when it runs here, "
+                            "else pip")
     p.add_argument("--seed", action="store_true",
                    help="put pip in the env, so that `pip install` after activating it lands there "
                         "(envs built with --installer pip always have it); to add packages with the torch "
                         "build kept and the lock grown, use `torchfit add PKG --env PREFIX`")
-    p.add_argument("--wait", type=seconds(allow_zero=True), default=0.0, metavar="SECONDS",
-                   help="wait this long for another install into PREFIX to finish, and with --force for "
-                        "the processes using the old env to end (default: fail at once)")
-    p.add_argument("--timeout", type=seconds(), default=3600.0, metavar="SECONDS",
-                   help="the longest one step (a pyenv build, a CUDA download) may take (default 3600)")
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout (progress stays on stderr)")
+    add_wait_option(p, "with --force for the processes using the old env to end")
+    add_step_options(p, " (a pyenv build, a CUDA download)")
 
 
 def _validate(args: argparse.Namespace) -> None:
@@ -132,7 +131,7 @@ def _validate(args: argparse.Namespace) -> None:
     check_source_options(args)
 
 
-_JOB: list[Any] = []  # the running InstallJob, so an interruption can say what happened
+_JOB: list[InstallJob] = []  # the running InstallJob, so an interruption can say what happened
 
 
 def run(args: argparse.Namespace) -> int:
@@ -141,14 +140,10 @@ def run(args: argparse.Namespace) -> int:
         return _run(args)
     except KeyboardInterrupt as err:
         why = str(err) or "interrupted"
-        from torchfit.inputs import shown
+        from torchfit.cli.ui.install import render_install_interrupted
+
         job = _JOB[0] if _JOB else None
-        if job is not None and job.swapped:
-            # Reported as it happened: the exchange was done before the signal was seen.
-            sys.stderr.write(f"torchfit: {why} after the swap: {shown(args.prefix)} holds the new env (complete); "
-                             "the old env was removed\n")
-        else:
-            sys.stderr.write(f"torchfit: {why}: the temporary env was removed; {shown(args.prefix)} was not changed\n")
+        render_install_interrupted(why, args.prefix, job is not None and job.swapped)
         from torchfit.interrupts import Interrupted
 
         raise Interrupted(why, getattr(err, "signum", None), reported=True) from err
@@ -276,12 +271,13 @@ def _install(args: argparse.Namespace, prefix: str, probing: Background[list[Hos
 
         print(json_text("install", out))
     else:
-        _summary(result)
-    if job.late_signals:
-        from torchfit.inputs import shown
+        from torchfit.cli.ui.install import render_install_summary
 
-        sys.stderr.write(f"torchfit: {', '.join(job.late_signals)} arrived after {shown(prefix)} had been replaced: "
-                         "the install was already complete and is kept\n")
+        render_install_summary(result)
+    if job.late_signals:
+        from torchfit.cli.ui.install import render_late_signals
+
+        render_late_signals(job.late_signals, prefix)
     return 0
 
 
@@ -332,22 +328,3 @@ def _warn_unshared(prefix: str, observer: Progress) -> None:
                   f"with group {group}: its members could not run it; install under `umask 002` (or 022), or "
                   f"run `chmod -R g+rX {shown(prefix)}` afterwards")
 
-
-def _summary(result: InstallResult) -> None:
-    from torchfit.inputs import shell_word, shown
-    from torchfit.redact import redact
-
-    rt = result.report.runtime
-    accel = f"CUDA {rt.get('cuda')}" if rt.get("cuda") else (f"HIP {rt.get('hip')}" if rt.get("hip") else "CPU")
-    lines = [
-        f"torchfit: {'replaced' if result.replaced else 'created'} {shown(result.prefix)} with {result.installer}: "
-        f"torch {rt.get('torch')} ({accel}), Python {rt.get('python')}, {len(result.packages)} package{'s' * (len(result.packages) != 1)}",
-        f"  lock:  {shown(result.lock_path)}",
-        f"  NCCL:  {result.pin.describe()}" + (f", runtime {rt['nccl']}" if rt.get("nccl") else ""),
-        # copied into a shell: a path with a character a terminal acts on is written $'...' (bash)
-        f"  use:   source {shell_word(result.prefix + '/bin/activate')}   or   "
-        f"torchfit run --env {shell_word(result.prefix)} -- python ...",
-    ]
-    if result.log_path:
-        lines.append(f"  log:   {shown(result.log_path)}")
-    sys.stderr.write(redact("\n".join(lines)) + "\n")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import TYPE_CHECKING, Any
 
 from torchfit.errors import BadInput
@@ -132,7 +131,6 @@ def _check(args: argparse.Namespace, *, update: bool) -> int:
     from torchfit.compat.matrix import PYPI_SIMPLE
     from torchfit.index.sources import refuse_insecure
     from torchfit.matrixcheck import check as mc
-    from torchfit.matrixcheck.report import format_report
     from torchfit.matrixcheck.update import propose_update
 
     base = mc.check_base_url(args.index_url, "--index-url") if args.index_url else None
@@ -154,25 +152,19 @@ def _check(args: argparse.Namespace, *, update: bool) -> int:
     if update:
         text, path = _matrix_text(args.matrix)
         diff = propose_update(text, matrix, report, path=path)
-        sys.stderr.write(format_report(report, notes=False))
-        if args.output:
-            from torchfit.cli.ui.output import write_output
+        from torchfit.cli.ui.matrix import render_check_report, write_proposed_changes
 
-            write_output(args.output, diff, "--output")
-            from torchfit.inputs import shown
-
-            sys.stderr.write(f"proposed changes written to {shown(args.output)} ({len(diff.splitlines())} lines); "
-                             "review, then apply with `git apply`\n" if diff else
-                             f"no changes proposed; {shown(args.output)} is empty\n")
-        else:
-            sys.stdout.write(diff)
+        render_check_report(report, notes=False, stderr=True)
+        write_proposed_changes(diff, args.output)
         return 0 if report.ok else 1
     if args.json:
         from torchfit.cli.ui.jsonout import json_text
 
         print(json_text("matrix-check", report.to_json()))
     else:
-        sys.stdout.write(format_report(report, notes=not args.quiet))
+        from torchfit.cli.ui.matrix import render_check_report
+
+        render_check_report(report, notes=not args.quiet)
     return 0 if report.ok else 1
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import TYPE_CHECKING
 
 from torchfit.inputs import seconds
@@ -86,16 +85,12 @@ def _installable(path: str, plan: Plan, host: HostFacts) -> str:
     installs a group of the pack as it installs the pack of one env's lock."""
     from dataclasses import replace
 
-    from torchfit.compat.facts import facts_to_json
-    from torchfit.compat.plan import plan_to_json
-    from torchfit.installer.flow import nccl_pin_for
-    from torchfit.lock.pylock import TOOL_SCHEMA, load_pylock, render_lock
+    from torchfit.installer.flow import nccl_pin_for, torchfit_table
+    from torchfit.lock.pylock import load_pylock, render_lock
 
     lock = load_pylock(path)
     pin, _ = nccl_pin_for(plan, None, None)
-    tool = {**lock.tool, "schema": TOOL_SCHEMA, "plan": plan_to_json(plan), "nccl": pin.to_json(),
-            "torch-index-url": lock.tool.get("index-url"), "hosts": [facts_to_json(host)]}
-    return render_lock(replace(lock, tool=tool))
+    return render_lock(replace(lock, tool=torchfit_table(plan, pin, lock.tool.get("index-url"), [host], lock.tool)))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -129,8 +124,7 @@ def run(args: argparse.Namespace) -> int:
             lock = merged([load_pylock(p) for p in paths])
             result = make_pack(lock, paths, out, fetch=client.download, say=progress.info, warn=progress.warn,
                                version=__version__, hostlists=hostlists)
-    from torchfit.inputs import shown
+    from torchfit.cli.ui.output import render_pack_written
 
-    sys.stderr.write(f"torchfit: wrote the pack {shown(args.output)}: {result.files} files ({result.fetched} fetched, "
-                     f"{result.kept} already there), each checked against the lock's sha256\n")
+    render_pack_written(args.output, result)
     return 0

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from torchfit.cli.options import slurm_name, slurm_time
 from torchfit.errors import BadInput
-from torchfit.inputs import check_port_text, count, port, seconds, terminal_text
+from torchfit.inputs import check_port_text, count, port, seconds
 
 if TYPE_CHECKING:
     from torchfit.verify.model import Options
@@ -235,7 +235,9 @@ def _slurm_task(args: argparse.Namespace) -> int:
         setattr(args, key, value)
     python, prefix = find_python(args)
     report = verify(_options(args, python, prefix), None)
-    sys.stdout.write(framed(report.to_json(), os.environ.get("SLURMD_NODENAME") or None, os.uname().nodename))
+    from torchfit.cli.ui.output import write_data
+
+    write_data(framed(report.to_json(), os.environ.get("SLURMD_NODENAME") or None, os.uname().nodename))
     return 0 if report.ok else 1
 
 
@@ -243,7 +245,7 @@ def _slurm_run(args: argparse.Namespace) -> int:
     """`verify --slurm`: one srun, a task per node, one report (verify.slurm)."""
     from torchfit.fleet.hostlist import expand_hostlist
     from torchfit.runner import Runner
-    from torchfit.verify.slurm import format_slurm_run, run_slurm_verify
+    from torchfit.verify.slurm import run_slurm_verify
 
     python, prefix = find_python(args)
     if args.nodelist:
@@ -300,8 +302,9 @@ def _slurm_run(args: argparse.Namespace) -> int:
 
         print(json_text("verify-slurm", run.to_json(), default=str))
     else:
-        for line in format_slurm_run(run):
-            print(terminal_text(line))  # the nodes' reports are their text
+        from torchfit.cli.ui.slurm import render_slurm_run
+
+        render_slurm_run(run)
     return 0 if run.ok else 1
 
 
@@ -318,7 +321,9 @@ def _slurm(args: argparse.Namespace) -> int:
         extra.append("--no-bandwidth")
     if args.json:
         extra.append("--json")
-    print(
+    from torchfit.cli.ui.output import write_data
+
+    write_data(
         format_slurm_script(
             args.nodes,
             args.gpus_per_node,
@@ -329,5 +334,6 @@ def _slurm(args: argparse.Namespace) -> int:
             time_limit=args.time,
             extra=extra,
         )
+        + "\n"
     )
     return 0

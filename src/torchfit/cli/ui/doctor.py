@@ -88,6 +88,13 @@ def format_report(checks: Sequence[Check], ctx: Context, width: int | None = 80)
     return lines
 
 
+def render_check_list(rows: Sequence[Mapping[str, object]]) -> None:
+    """`doctor --list` on stdout (format_check_list's lines)."""
+    import sys
+
+    sys.stdout.write("\n".join(format_check_list(rows)) + "\n")
+
+
 def format_check_list(rows: Sequence[Mapping[str, object]]) -> list[str]:
     """`doctor --list`: one line per check (id, area, title), the repair --fix has below it."""
     width = max((len(str(r["id"])) for r in rows), default=0)
@@ -98,6 +105,13 @@ def format_check_list(rows: Sequence[Mapping[str, object]]) -> list[str]:
         if r.get("fix"):
             lines.append(f"{'':<{width}}  {'':<11}  --fix: {r['fix_does']}")
     return lines
+
+
+def render_repairs(plan: RepairPlan, done: Sequence[str], dry_run: bool) -> None:
+    """`doctor --fix` under the report, on stdout (format_repairs's lines)."""
+    import sys
+
+    sys.stdout.write("\n".join(format_repairs(plan, done, dry_run)) + "\n")
 
 
 def format_repairs(plan: RepairPlan, done: Sequence[str], dry_run: bool) -> list[str]:
@@ -116,3 +130,13 @@ def format_repairs(plan: RepairPlan, done: Sequence[str], dry_run: bool) -> list
         lines += [f"  fixed {terminal_text(line)}" for line in done]
     lines += [f"  not fixed: {terminal_text(why)}" for why in plan.refused]
     return lines
+
+
+def render_node_line(checks: list[Check], seconds: float) -> None:
+    """`doctor --node-check`: one line on stdout whatever the verdict; a Prolog or health-check
+    wrapper passes it to `scontrol update ... reason=`, so it is written as it is (no rich)."""
+    import sys
+
+    from torchfit.doctor.nodecheck import format_node_line
+
+    sys.stdout.write(f"torchfit node-check: {format_node_line(checks, seconds)}\n")

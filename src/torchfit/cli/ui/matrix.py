@@ -1,14 +1,49 @@
-"""`torchfit matrix show` (the builds, the unknown facts) and `matrix probe`'s tables."""
+"""`torchfit matrix`'s text: `show` (the builds, the unknown facts), `check`'s report, the
+proposed changes of `update` (a diff on stdout, or the line naming the file it went to),
+and `probe`'s tables and lines."""
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torchfit.matrixcheck.report import CheckReport
+
+
+def render_check_report(report: CheckReport, *, notes: bool, stderr: bool = False) -> None:
+    """`matrix check`'s report on stdout; `matrix update`'s on stderr (stdout is the diff)."""
+    from torchfit.matrixcheck.report import format_report
+
+    (sys.stderr if stderr else sys.stdout).write(format_report(report, notes=notes))
+
+
+def write_proposed_changes(diff: str, output: str | None) -> None:
+    """`matrix update`'s unified diff: into `output` (--output) and a line on stderr saying
+    so, or on stdout as it is (for `git apply`, so never through rich)."""
+    if not output:
+        sys.stdout.write(diff)
+        return
+    from torchfit.cli.ui.output import write_output
+    from torchfit.inputs import shown
+
+    write_output(output, diff, "--output")
+    sys.stderr.write(f"proposed changes written to {shown(output)} ({len(diff.splitlines())} lines); "
+                     "review, then apply with `git apply`\n" if diff else
+                     f"no changes proposed; {shown(output)} is empty\n")
+
+
+def render_note(text: str) -> None:
+    """One `torchfit: ...` line on stderr while matrix probes or proposes (a page that failed,
+    what the proposal changes); stdout stays the table, the JSON or the diff."""
+    from torchfit.inputs import terminal_text
+
+    sys.stderr.write(f"torchfit: {terminal_text(text)}\n")
 
 
 def render_matrix(builds: list[Any], path: str) -> None:
     """`matrix show`: format_matrix at the terminal's width."""
     import shutil
-    import sys
 
     width = shutil.get_terminal_size((80, 24)).columns
     sys.stdout.write(format_matrix(builds, path, width))

@@ -1,11 +1,19 @@
-"""Files an option names (`-o FILE`, `--output FILE`): a command's output written there."""
+"""Where a command's output goes: the file an option names (`-o FILE`, `--output FILE`), or
+stdout as it is (`write_data`), and the line on stderr saying what was written where."""
 
 from __future__ import annotations
 
 import errno
 import os
+import sys
+from typing import TYPE_CHECKING
 
 from torchfit.errors import BadInput, OutputFailed
+
+if TYPE_CHECKING:
+    from torchfit.export.container_context import Context
+    from torchfit.export.pack import PackResult
+    from torchfit.export.stack import Stack
 
 
 def write_output(path: str, text: str, option: str = "-o") -> None:
@@ -33,3 +41,45 @@ def write_output(path: str, text: str, option: str = "-o") -> None:
             raise OutputFailed(f"{option} {path}: cannot write ({exc.strerror}); the file is {kept}",
                                hint=f"check the device behind {folder}, or write elsewhere") from None
         raise BadInput(f"{option} {path}: cannot write ({exc.strerror}); the file is {kept}") from None
+
+
+def write_data(text: str) -> None:
+    """A command's machine output that is not JSON, on stdout exactly as given: a diff, a
+    completion script, a doc page, an export, a Slurm script, an srun task's framed record.
+
+    Why a function for one write: cli/commands/ writes nothing itself (every word and every
+    byte it shows goes through cli/ui/; tests/test_architecture.py checks that only JSON dumps
+    are printed there), and this is the one place such text meets stdout. It bypasses rich on
+    purpose: another program (patch, a shell, srun's reader) reads it, so no wrapping, markup
+    or colour may touch it.
+    """
+    sys.stdout.write(text)
+
+
+def render_export_written(path: str, fmt: str, stack: Stack) -> None:
+    """`export -o FILE`: the line saying what went into FILE (on stderr; stdout stays empty)."""
+    from torchfit.inputs import shown
+
+    sys.stderr.write(f"torchfit: wrote {shown(path)} ({fmt}: {_family(stack)}, {stack.variant})\n")
+
+
+def render_context_written(made: Context, stack: Stack, offline: bool) -> None:
+    """`export --format containerfile`: the Containerfile written, and the command that builds it."""
+    from torchfit.inputs import shown
+
+    sys.stderr.write(f"torchfit: wrote {shown(made.containerfile)} (base {made.base}; "
+                     f"{_family(stack)}, {stack.variant}); build it: "
+                     f"cd {shown(made.context)} && podman build {'--network none ' if offline else ''}"
+                     "-f Containerfile .\n")
+
+
+def render_pack_written(path: str, result: PackResult) -> None:
+    """`torchfit pack`: the pack written, how many files, and that each was checked."""
+    from torchfit.inputs import shown
+
+    sys.stderr.write(f"torchfit: wrote the pack {shown(path)}: {result.files} files ({result.fetched} fetched, "
+                     f"{result.kept} already there), each checked against the lock's sha256\n")
+
+
+def _family(stack: Stack) -> str:
+    return ", ".join(f"{n} {v}" for n, v in stack.family)

@@ -1,12 +1,17 @@
 """What `verify --slurm` and `detect --slurm` say while srun waits (issue 26, item 5): a line
 when the job is queued, when it is allocated (its nodes), and per node as its answer arrives,
-on stderr (stdout stays the report, or --json). The events come from fleet.srun.StepEvents."""
+on stderr (stdout stays the report, or --json). The events come from fleet.srun.StepEvents.
+Then `verify --slurm`'s one report of the run (render_slurm_run)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from torchfit.progress import StderrProgress
+
+if TYPE_CHECKING:
+    from torchfit.verify.slurm import SlurmRun
 
 
 def step_lines(command: str, total: int | None = None,
@@ -32,3 +37,12 @@ def step_lines(command: str, total: int | None = None,
             out.info(f"{command}: {text} answered ({state['answered']}{of})")
 
     return on_event
+
+
+def render_slurm_run(run: SlurmRun) -> None:
+    """`verify --slurm`'s report on stdout: verify.slurm.format_slurm_run's lines."""
+    from torchfit.inputs import terminal_text
+    from torchfit.verify.slurm import format_slurm_run
+
+    for line in format_slurm_run(run):
+        print(terminal_text(line))  # the nodes' reports are their text
