@@ -391,9 +391,7 @@ class _Planner:
 
         runner, uv = self._uv()
         sources = self.settings.sources(plan.variant)
-        options, env = sources.uv_compile(os.environ, work)
-        if no_build:
-            options = [*options, "--no-build"]
+        options, env = sources.uv_compile(os.environ, work, no_build=no_build)
         glibcs = [g.major_minor() for g in (h.glibc_v for h in self.hosts) if g is not None]
         target = (plan.python_version, uv_platform(self.arch, min(glibcs) if glibcs else None))
         served = self.served.get(plan.variant)

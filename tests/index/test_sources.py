@@ -79,6 +79,21 @@ def test_family_step_sees_only_the_torch_index() -> None:
     assert "UV_FIND_LINKS" not in s.uv_env({"UV_FIND_LINKS": "/w"}, family=False)
 
 
+def test_no_build_replaces_the_configured_binary_choices_in_every_step(tmp_path: object) -> None:
+    """uv refuses `--no-build` beside `--only-binary` ("cannot be used with", uv 0.13.9): with a
+    pip.conf's only-binary, the planning's wheels-only pass failed and fell back to builds.
+    `no_build` (install/add/resolve --no-build, the planning's first pass) is the one choice."""
+    pip = PipConfig({"only-binary": "numpy", "no-binary": "foo", "timeout": "60"})
+    s = _sources(pip=pip)
+    assert s.uv_args(family=False)[1:5] == ["--only-binary", "numpy", "--no-binary", "foo"]
+    for args in (s.uv_args(family=False, no_build=True), s.uv_compile({}, str(tmp_path), no_build=True)[0],
+                 _sources(pip=pip, no_build=True).uv_args(family=True, no_build=True)):
+        assert args.count("--no-build") == 1 and "--only-binary" not in args and "--no-binary" not in args, args
+    env = _sources(pip=pip, no_build=True).pip_env({}, family=False)
+    assert env["PIP_ONLY_BINARY"] == ":all:" and "PIP_NO_BINARY" not in env and env["PIP_TIMEOUT"] == "60"
+    assert _sources(pip=pip).pip_env({}, family=False)["PIP_ONLY_BINARY"] == "numpy"
+
+
 def test_http_and_offline_rules() -> None:
     with pytest.raises(BadInput, match="allow-insecure-index"):
         _sources(torch_index="http://u:pw@mirror.example/simple")

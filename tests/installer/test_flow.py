@@ -84,3 +84,31 @@ def test_ux_use_hint_works_when_pasted(torch_index: str, tmp_path: Path, state_h
                          cwd=tmp_path, timeout=60)
     assert out.returncode == 0, out.stderr
     assert not (tmp_path / "pwned").exists()
+
+
+@needs_uv
+def test_no_build_refuses_a_lock_with_a_source_distribution_and_a_plan_that_needs_one(
+        cpu_env: dict[str, Any], torch_index: str, tmp_path: Path, state_home: Path) -> None:
+    """install --no-build (as resolve and add have it): a lock that installs a package from an
+    sdist is refused up front (one line, exit 2, the file named); a plan that needs a build is
+    refused by the planning step. Neither runs the package's build backend or creates PREFIX."""
+    from tests.support.wheels import hostile_sdist, sha256_file
+
+    links = tmp_path / "links"
+    marker = tmp_path / "pids"
+    sdist = hostile_sdist(links, marker, daemon=False)
+    text = (cpu_env["prefix"] / "pylock.toml").read_text()
+    entry = (f'[[packages]]\nname = "hangpkg"\nversion = "1.0"\n'
+             f'sdist = {{ name = "{sdist.name}", path = "{sdist}", hashes = {{ sha256 = "{sha256_file(sdist)}" }} }}\n\n')
+    lock = tmp_path / "with-sdist.toml"
+    lock.write_text(text.replace("[[packages]]", entry + "[[packages]]", 1))
+    prefix = tmp_path / "env"
+    line = one_line_error(run_tf("install", "--lock", str(lock), "--no-build", "--prefix", str(prefix),
+                                 state=state_home))
+    assert f"--no-build: {lock} installs hangpkg 1.0 from a source distribution ({sdist.name})" in line, line
+    proc = run_tf("install", *CPU_ARGS, "hangpkg", "--no-build", "--offline", "--find-links", str(links),
+                  "--torch-index-url", torch_index, "--prefix", str(prefix), "--json", state=state_home)
+    assert proc.returncode == 1, proc.stderr
+    assert "hangpkg" in proc.stdout and "no usable wheels" in proc.stdout, proc.stdout
+    assert not marker.exists(), "--no-build ran the package's build backend"
+    assert not prefix.exists()

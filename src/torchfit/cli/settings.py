@@ -212,7 +212,7 @@ def sources_for(args: argparse.Namespace, environ: Mapping[str, str], *, project
         find_links=[*args.find_links, *(project.find_links if project is not None else ()),
                     *(config.get("find-links") or ())],
         offline=args.offline, allow_insecure=args.allow_insecure_index, pip=load_pip_config(dict(environ)),
-        torch_index_flag=flag,
+        torch_index_flag=flag, no_build=bool(getattr(args, "no_build", False)),  # every step: wheels only
     )
 
 

@@ -45,6 +45,8 @@ LIST_KEYS = ("extra-index-url", "find-links", "trusted-host", "constraint", "req
 # Keys torchfit decides itself for every step; everything else in the user's pip
 # configuration is passed through to pip unchanged.
 INDEX_KEYS = ("index-url", "extra-index-url", "find-links", "no-index", "trusted-host", "config-file")
+# pip's keys that choose between wheels and builds (replaced by --no-build)
+BUILD_KEYS = ("only-binary", "no-binary")
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 
 
@@ -195,6 +197,9 @@ class Sources:
     offline: bool
     pip: PipConfig
     notes: tuple[str, ...] = ()
+    # `--no-build`: wheels only in every step (uv's --no-build, pip's --only-binary :all:),
+    # in place of the configured only-binary/no-binary (uv refuses --no-build beside them)
+    no_build: bool = False
 
     def describe(self) -> list[str]:
         """Lines for the log and --json: every source, redacted."""
@@ -223,9 +228,11 @@ class Sources:
         env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
         env["PIP_NO_INPUT"] = "1"
         for key, val in self.pip.values.items():
-            if key in INDEX_KEYS:
+            if key in INDEX_KEYS or (self.no_build and key in BUILD_KEYS):
                 continue
             env["PIP_" + key.upper().replace("-", "_")] = val
+        if self.no_build:
+            env["PIP_ONLY_BINARY"] = ":all:"
         trusted = list(self.trusted_hosts)
         if family:
             env["PIP_INDEX_URL"] = self.torch_index
@@ -246,11 +253,12 @@ class Sources:
         return env
 
     # -- uv ----------------------------------------------------------------------------
-    def uv_args(self, family: bool, *, resolving: bool = True) -> list[str]:
+    def uv_args(self, family: bool, *, resolving: bool = True, no_build: bool = False) -> list[str]:
         """Options of a `uv pip` family or dependency step: no URL here (argv is public, in
         `ps`); the indexes and the find-links locations travel in `uv_env`.
 
         `resolving`: the step chooses versions, so the user's constraint files apply.
+        `no_build` (or the sources' own): `--no-build`, instead of pip's only-binary/no-binary.
         """
         args = ["--no-config"]
         if self.offline:
@@ -259,10 +267,13 @@ class Sources:
             args += ["--allow-insecure-host", host]
         only_binary = self.pip.get("only-binary")
         no_binary = self.pip.get("no-binary")
-        if only_binary:
-            args += ["--only-binary", only_binary]
-        if no_binary:
-            args += ["--no-binary", no_binary]
+        if no_build or self.no_build:
+            args.append("--no-build")
+        else:
+            if only_binary:
+                args += ["--only-binary", only_binary]
+            if no_binary:
+                args += ["--no-binary", no_binary]
         if self.pip.get_bool("pre"):
             args += ["--prerelease", "allow"]
         if resolving:
@@ -313,8 +324,8 @@ class Sources:
             env["UV_HTTP_TIMEOUT"] = timeout.split(".")[0] or "30"
         return env
 
-    def uv_compile(self, base: Mapping[str, str], work: str) -> tuple[list[str], dict[str, str]]:
-        """(options, environment) of a `uv pip compile` over these sources.
+    def uv_compile(self, base: Mapping[str, str], work: str, *, no_build: bool = False) -> tuple[list[str], dict[str, str]]:
+        """(options, environment) of a `uv pip compile` over these sources (`no_build`: wheels only).
 
         No `--no-index` here: uv's `--no-index` drops every index, the explicit torch
         index too (uv 0.13.9, measured), so an offline or find-links-only resolution
@@ -322,7 +333,7 @@ class Sources:
         local directory (`work/no-index`), which has no page for any package: only the
         torch index and the find-links locations answer.
         """
-        args = [a for a in self.uv_args(family=False) if a != "--no-index"]
+        args = [a for a in self.uv_args(family=False, no_build=no_build) if a != "--no-index"]
         env = self.uv_env(base, family=False, find_links=True)
         if self.no_index:
             empty = os.path.join(work, "no-index")
@@ -363,6 +374,7 @@ def make_sources(
     allow_insecure: bool,
     pip: PipConfig,
     torch_index_flag: str = "--torch-index-url",
+    no_build: bool = False,
 ) -> Sources:
     """Merge torchfit's flags with the user's pip configuration; BadInput for unsafe input.
 
@@ -418,6 +430,7 @@ def make_sources(
         offline=offline,
         pip=pip,
         notes=tuple(notes),
+        no_build=no_build,
     )
 
 

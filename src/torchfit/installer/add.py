@@ -536,9 +536,7 @@ class AddJob:
                                       routed=self.routed, flat=is_flat(s.torch_index), constraints=constraints,
                                       overrides=overrides, python=env_python(self.prefix))
         # no --no-index (it would drop the explicit torch index too): an empty default index instead
-        options, env = s.uv_compile(os.environ, work)
-        if self.no_build:
-            options = [*options, "--no-build"]
+        options, env = s.uv_compile(os.environ, work, no_build=self.no_build)
         argv = inputs.argv(options, out, quiet=True)
         res = ctx.run("resolve", argv, env, detail, check=False)
         if res.returncode < 0:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from torchfit.compat.facts import HostFacts
     from torchfit.compat.matrix import Matrix
     from torchfit.installer.flow import InstallJob
+    from torchfit.lock.model import Lock
     from torchfit.progress import Progress
 
 
@@ -75,6 +76,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
                    help="put pip in the env, so that `pip install` after activating it lands there "
                         "(envs built with --installer pip always have it); to add packages with the torch "
                         "build kept and the lock grown, use `torchfit add PKG --env PREFIX`")
+    p.add_argument("--no-build", action="store_true",
+                   help="never build a package from source, to plan or to install (wheels only; uv's --no-build, "
+                        "pip's --only-binary :all:); a --lock that holds a source distribution is refused")
     add_wait_option(p, "with --force for the processes using the old env to end")
     add_step_options(p, " (a pyenv build, a CUDA download)")
 
@@ -204,6 +208,8 @@ def _install(args: argparse.Namespace, prefix: str, probing: Background[list[Hos
             from torchfit.export.pack import lock_in_pack
 
             lock = lock_in_pack(lock, args.pack)
+        if args.no_build:
+            _refuse_builds(lock, args.lock)
         plan = check_lock_host(lock, hosts, matrix, args.force, observer)
         pin = pin_from_json(lock.pin())
         if args.nccl_lib:
@@ -279,6 +285,18 @@ def _install(args: argparse.Namespace, prefix: str, probing: Background[list[Hos
 
         render_late_signals(job.late_signals, prefix)
     return 0
+
+
+def _refuse_builds(lock: Lock, path: str) -> None:
+    """--no-build with a lock: BadInput naming the first package the lock installs from a
+    source distribution only (installing it runs its build)."""
+    from torchfit.errors import BadInput
+
+    for d in lock.packages:
+        if d.artifacts and all(a.kind == "sdist" for a in d.artifacts):
+            name = next((a.filename for a in d.artifacts if a.filename), d.name)
+            raise BadInput(f"--no-build: {path} installs {d.name} {d.version} from a source distribution "
+                           f"({name}), which would be built; lock a wheel of it, or drop --no-build")
 
 
 def _pick_group(pack: str, groups: dict[str, tuple[str, str]], hosts: Sequence[HostFacts], matrix: Matrix,
