@@ -1,6 +1,6 @@
-"""Fixtures of the export tests: recorded index pages (tests/support/indexes.py), and a local
+"""Fixtures of the export tests: recorded index pages (tests/support/indexes.py), a local
 variant index and "PyPI" served on 127.0.0.1 with the helpers that export to them and hand the
-result to real pip or uv.
+result to real pip or uv, and the abridged lock of `torchfit install` the containerfile tests read.
 
 The indexes are local: an HTTP server on 127.0.0.1 serves a PEP 503 "variant index"
 (whl/cpu/: torch 2.13.0+cpu, plus torch's dependencies, as download.pytorch.org
@@ -166,3 +166,48 @@ def uv_env(venv: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("UV_", "PIP_"))}
     env.update({"VIRTUAL_ENV": str(venv), "UV_PREVIEW_FEATURES": "pylock", "UV_NO_CONFIG": "1"})
     return env
+
+
+# A lock as `torchfit install` writes it (abridged): the CPU torch 2.13.0 wheel for Python 3.11 on
+# manylinux_2_28, a dependency, the NCCL pin, the host it was made for (Ubuntu 24.04).
+CONTAINER_LOCK = """\
+lock-version = "1.0"
+created-by = "torchfit"
+requires-python = "==3.11.*"
+
+[[packages]]
+name = "filelock"
+version = "4.3.1"
+wheels = [{{ name = "filelock-4.3.1-py3-none-any.whl", url = "https://files.pythonhosted.org/f/filelock-4.3.1-py3-none-any.whl", hashes = {{ sha256 = "{a}" }} }}]
+
+[[packages]]
+name = "torch"
+version = "2.13.0+cpu"
+wheels = [{{ name = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", url = "https://download.pytorch.org/whl/cpu/torch-2.13.0%2Bcpu-cp311-cp311-manylinux_2_28_x86_64.whl", hashes = {{ sha256 = "{b}" }} }}]
+
+[tool.torchfit]
+schema = 1
+torch-index-url = "https://download.pytorch.org/whl/cpu"
+
+[tool.torchfit.nccl]
+mechanism = "{mechanism}"
+{library}
+[tool.torchfit.plan]
+ok = true
+python = "3.11"
+torch = "2.13.0"
+variant = "cpu"
+index_url = "https://download.pytorch.org/whl/cpu"
+
+[[tool.torchfit.hosts]]
+glibc = "2.39"
+os = "{os}"
+arch = "x86_64"
+"""
+
+
+def container_lock(tmp_path: Path, *, os_fact: str = "ubuntu:24.04", mechanism: str = "none", library: str = "") -> Path:
+    path = tmp_path / "pylock.toml"
+    path.write_text(CONTAINER_LOCK.format(a="a" * 64, b="b" * 64, os=os_fact, mechanism=mechanism,
+                                library=f'library = "{library}"\n' if library else ""))
+    return path

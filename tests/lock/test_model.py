@@ -1,4 +1,5 @@
-"""lock/model.py: the PEP 751 model's accessors read [tool.torchfit] (plan, NCCL pin, request, torch index, the\nexpected versions, kept as text)."""
+"""lock/model.py: the PEP 751 model's accessors read [tool.torchfit] (plan, NCCL pin, request, torch
+index, the expected versions, kept as text)."""
 
 from __future__ import annotations
 
