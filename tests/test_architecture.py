@@ -357,7 +357,7 @@ def test_no_command_imports_another() -> None:
 
 # Modules with tests/<pkg>/test_<module>.py: 81 of 151 before the test tree was renamed and split
 # after the source; raise it as modules gain their file, never lower it.
-COVERED_MODULES = 115
+COVERED_MODULES = 117
 
 
 def uncovered_modules(src: Path, tests: Path) -> list[str]:
