@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -135,7 +136,9 @@ def test_d05_signal_pending_before_the_exchange_cancels_it(tmp_path: Path) -> No
         with interrupts_raise():
             old = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
             try:
-                os.kill(os.getpid(), signal.SIGTERM)  # arrives (held) before the swap starts
+                # arrives (held) before the swap starts: sent to this thread, which blocks it; a signal to
+                # the process could go to another thread (a session's server) and run the handler at once
+                signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
                 with pytest.raises(KeyboardInterrupt, match="before the swap"):
                     swap_into_place(tmp.path, str(prefix))
             finally:
