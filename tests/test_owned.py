@@ -1,9 +1,12 @@
 """torchfit.owned.remove_tree, the one rm -rf: it never leaves the tree torchfit made, neither
-through a symlink nor across a mount point (a real bind mount and a real tmpfs, as root)."""
+through a symlink nor across a mount point (a real bind mount and a real tmpfs, as root); and
+only a marked directory of a dead run is stale (#12 of issue 13)."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -81,3 +84,22 @@ def test_attack3_mountinfo_escapes_round_trip(names: list[str]) -> None:
     points = ["/x/" + n for n in names]
     text = "".join(f"{i + 20} 1 0:{i} / {esc(p)} rw,relatime shared:1 - tmpfs tmpfs rw\n" for i, p in enumerate(points))
     assert parse_mount_points(text) == points
+
+
+def test_d12_only_a_marked_directory_of_a_dead_run_is_stale(tmp_path: Path) -> None:
+    from torchfit.installer.prefix import scan_temps
+    from torchfit.owned import make_marked_dir
+
+    prefix = str(tmp_path / "env")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    mine = tmp_path / ".env.torchfit-1-aaaaaa"
+    make_marked_dir(str(mine), prefix)  # this (live) process
+    gone = tmp_path / ".env.torchfit-2-bbbbbb"
+    record = make_marked_dir(str(gone), prefix)
+    record["pid"] = dead.pid
+    (gone / ".torchfit-owner").write_text(json.dumps(record))
+    link = tmp_path / ".env.torchfit-3-cccccc"
+    link.symlink_to(gone)
+    scan = scan_temps(prefix)
+    assert scan.stale == [str(gone)] and scan.running == [str(mine)] and scan.unproven == [str(link)]

@@ -14,8 +14,8 @@ from torchfit.compat.matrix import parse_matrix
 from torchfit.compat.provider import Context
 from torchfit.compat.request import Request, parse_requirements
 from torchfit.compat.resolver import resolve
-from torchfit.compat.rules import check_cudnn, format_arch_span
-from torchfit.compat.versions import BuildArch
+from torchfit.compat.rules import check_cudnn, cuda_driver_fit, format_arch_span, host_checks
+from torchfit.compat.versions import BuildArch, Dotted
 from torchfit.errors import NoCompatibleSet
 
 
@@ -200,3 +200,22 @@ def test_host_warnings_say_minor_version_compatibility_and_ptx(matrix: Any) -> N
     assert len(old_driver) == 1 and "only through CUDA minor-version compatibility" in old_driver[0]
     ptx = host_warnings(_build(matrix, "2.10.0", "cu130"), make_facts(gpus=["sm_130"]), matrix)
     assert any("through PTX JIT" in w for w in ptx), ptx
+
+
+def test_cuda_driver_fit_on_a_cuda_version(matrix) -> None:  # type: ignore[no-untyped-def]
+    info = matrix.cuda_info("12.8")
+    assert info is not None and info.mvc_driver is not None and info.toolkit_driver is not None
+    assert cuda_driver_fit(info, info.toolkit_driver) == "full"
+    assert cuda_driver_fit(info, info.mvc_driver) == "mvc"
+    assert cuda_driver_fit(info, Dotted.parse("400.1")) == "too-old"
+    assert cuda_driver_fit(info, None) == "unknown"
+    # A minor the matrix lacks falls back to its family's row.
+    assert matrix.cuda_info("12.99") is not None and matrix.cuda_info("99.0") is None
+
+
+def test_host_checks_is_the_resolvers_list(matrix) -> None:  # type: ignore[no-untyped-def]
+    host = make_facts(driver="450.80.02", gpus=["NVIDIA H200=sm_90"])
+    cuda = next(b for b in matrix.builds if b.kind == "cuda" and b.cuda and b.cuda.startswith("13"))
+    checks = dict(host_checks(cuda, host, matrix, strict_driver=False, want_cpu=False))
+    assert list(checks) == ["platform", "glibc", "driver", "gpu-arch", "cudnn"]
+    assert not checks["driver"].ok and "needs driver" in checks["driver"].text

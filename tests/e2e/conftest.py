@@ -1,4 +1,4 @@
-"""Fixtures for the attack tests: real torchfit processes, tagged so that every process they
+"""Fixtures for the end-to-end tests: real torchfit processes, tagged so that every process they
 start (through any number of re-parentings) can be found afterwards in /proc, each with its
 own TMPDIR so that the temporary directories it leaves can be counted."""
 
@@ -184,3 +184,20 @@ def hanging_torch_env(root: Path) -> Path:
 
 
 SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGHUP": signal.SIGHUP, "SIGINT": signal.SIGINT, "SIGKILL": signal.SIGKILL}
+
+
+def install_args(index: str, prefix: Path, *extra: str) -> list[str]:
+    """`torchfit install` of the CPU torch from `index` into `prefix`."""
+    return ["install", *CPU_ARGS, "--torch-index-url", index, "--prefix", str(prefix), *extra]
+
+
+def mount_tmpfs(where: Path, size: str) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                         capture_output=True, text=True, timeout=30)
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()}")
+
+
+def umount(where: Path) -> None:
+    subprocess.run(["umount", "-l", str(where)], capture_output=True, timeout=30)

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from tests.export.conftest import container_lock
 from tests.installer.conftest import (
     cpu_env,
     cpu_wheel,
@@ -48,50 +49,6 @@ __all__ = ["cpu_env", "cpu_wheel", "state_home", "torch_index"]  # the installer
 BASE_NAME = "localhost/torchfit-test-base:bookworm"
 IMAGE = "localhost/torchfit-test-torch:cpu"
 
-# A lock as `torchfit install` writes it (abridged): the CPU torch 2.13.0 wheel for Python 3.11 on
-# manylinux_2_28, a dependency, the NCCL pin, the host it was made for (Ubuntu 24.04).
-LOCK = """\
-lock-version = "1.0"
-created-by = "torchfit"
-requires-python = "==3.11.*"
-
-[[packages]]
-name = "filelock"
-version = "4.3.1"
-wheels = [{{ name = "filelock-4.3.1-py3-none-any.whl", url = "https://files.pythonhosted.org/f/filelock-4.3.1-py3-none-any.whl", hashes = {{ sha256 = "{a}" }} }}]
-
-[[packages]]
-name = "torch"
-version = "2.13.0+cpu"
-wheels = [{{ name = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", url = "https://download.pytorch.org/whl/cpu/torch-2.13.0%2Bcpu-cp311-cp311-manylinux_2_28_x86_64.whl", hashes = {{ sha256 = "{b}" }} }}]
-
-[tool.torchfit]
-schema = 1
-torch-index-url = "https://download.pytorch.org/whl/cpu"
-
-[tool.torchfit.nccl]
-mechanism = "{mechanism}"
-{library}
-[tool.torchfit.plan]
-ok = true
-python = "3.11"
-torch = "2.13.0"
-variant = "cpu"
-index_url = "https://download.pytorch.org/whl/cpu"
-
-[[tool.torchfit.hosts]]
-glibc = "2.39"
-os = "{os}"
-arch = "x86_64"
-"""
-
-
-def _lock(tmp_path: Path, *, os_fact: str = "ubuntu:24.04", mechanism: str = "none", library: str = "") -> Path:
-    path = tmp_path / "pylock.toml"
-    path.write_text(LOCK.format(a="a" * 64, b="b" * 64, os=os_fact, mechanism=mechanism,
-                                library=f'library = "{library}"\n' if library else ""))
-    return path
-
 
 def _render(lock: Path, *, pack: str | None = "pack") -> str:
     from torchfit.lock.pylock import load_lock as load_pylock
@@ -104,7 +61,7 @@ def _render(lock: Path, *, pack: str | None = "pack") -> str:
 
 
 def test_the_text_pins_the_lock_labels_the_stack_and_installs_with_the_build_check(tmp_path: Path) -> None:
-    text = _render(_lock(tmp_path))
+    text = _render(container_lock(tmp_path))
     lines = text.splitlines()
     assert "FROM docker.io/library/python:3.11-slim-bookworm" in lines
     assert 'io.torchfit.torch="2.13.0" \\' in text and 'io.torchfit.variant="cpu" \\' in text
@@ -121,13 +78,13 @@ def test_the_text_pins_the_lock_labels_the_stack_and_installs_with_the_build_che
     assert '    TORCHFIT_NCCL="none (no NCCL in this build)"' in lines
     assert lines[-1] == 'CMD ["torchfit", "verify"]'
     # without a pack: the lock in the context, its files from its indexes
-    online = _render(_lock(tmp_path), pack=None)
+    online = _render(container_lock(tmp_path), pack=None)
     assert "RUN --mount=type=bind,source=pylock.toml,target=/mnt/pylock.toml \\" in online
     assert "torchfit install --lock /mnt/pylock.toml --prefix /opt/torch --force" in online
 
 
 def test_the_base_follows_python_glibc_and_the_os_family(tmp_path: Path) -> None:
-    stack = load_lock(str(_lock(tmp_path)))
+    stack = load_lock(str(container_lock(tmp_path)))
     assert glibc_floor(stack) == (2, 28)  # the torch wheel's manylinux_2_28; filelock is pure
     assert choose_base("3.11", (2, 28), ["debian"])[0].image == "docker.io/library/python:3.11-slim-bookworm"
     rhel, why = choose_base("3.11", (2, 28), ["rhel"])
@@ -149,9 +106,9 @@ def test_the_base_follows_python_glibc_and_the_os_family(tmp_path: Path) -> None
     (("--lock", "PY38LOCK", "-o", "OUT"), "no base image torchfit knows has Python 3.8"),
 ])
 def test_bad_input(tmp_path: Path, args: tuple[str, ...], needle: str) -> None:
-    lock = _lock(tmp_path)
+    lock = container_lock(tmp_path)
     (tmp_path / "ld").mkdir()
-    ld = _lock(tmp_path / "ld", mechanism="ld-preload", library="/usr/lib/x86_64-linux-gnu/libnccl.so.2")
+    ld = container_lock(tmp_path / "ld", mechanism="ld-preload", library="/usr/lib/x86_64-linux-gnu/libnccl.so.2")
     (tmp_path / "py38").mkdir()
     py38 = tmp_path / "py38" / "pylock.toml"
     py38.write_text(lock.read_text().replace("==3.11.*", "==3.8.*").replace('python = "3.11"', 'python = "3.8"'))
@@ -163,23 +120,8 @@ def test_bad_input(tmp_path: Path, args: tuple[str, ...], needle: str) -> None:
     assert not (tmp_path / "ctx" / "Containerfile").exists()
 
 
-def test_a_pack_outside_the_context_or_named_with_a_space_is_refused(tmp_path: Path) -> None:
-    lock = _lock(tmp_path)
-    for pack in (tmp_path / "ctx" / "my pack", tmp_path / "elsewhere"):
-        pack.mkdir(parents=True)
-        (pack / ".torchfit-pack.json").write_text("{}")
-        shutil.copyfile(lock, pack / "pylock.toml")
-    inside = run_tf("export", "--format", "containerfile", "--pack", str(tmp_path / "ctx" / "my pack"), "-o",
-                    str(tmp_path / "ctx" / "Containerfile"), state=tmp_path)
-    assert "'my pack': a path a build's --mount option cannot name" in one_line_error(inside)
-    outside = run_tf("export", "--format", "containerfile", "--pack", str(tmp_path / "elsewhere"), "-o",
-                     str(tmp_path / "ctx" / "Containerfile"), state=tmp_path)
-    assert "must be inside the build context" in one_line_error(outside)
-    assert sorted(p.name for p in (tmp_path / "ctx").iterdir()) == ["my pack"]  # nothing written
-
-
 def test_pack_and_base_belong_to_the_containerfile(tmp_path: Path) -> None:
-    proc = run_tf("export", "--format", "requirements", "--lock", str(_lock(tmp_path)), "--base", "x", state=tmp_path)
+    proc = run_tf("export", "--format", "requirements", "--lock", str(container_lock(tmp_path)), "--base", "x", state=tmp_path)
     assert "--base: only for --format containerfile" in one_line_error(proc)
 
 
@@ -295,35 +237,3 @@ def test_an_image_of_the_cpu_lock_builds_offline_and_verifies(
     finally:
         for name in (IMAGE, IMAGE + "-broken"):
             _podman(podman, "rmi", "--force", name)
-
-
-def test_torchfit_s_own_wheel_is_one_pip_installs(tmp_path: Path) -> None:
-    """The wheel of the running torchfit, as the CLI runs it (PYTHONPATH=src, where `pip install -e`
-    left an egg-info): its RECORD matches its files and pip reads its name and version."""
-    import base64
-    import hashlib
-    import sys
-    import zipfile
-
-    from tests.installer.conftest import tf_env
-
-    code = f"from torchfit.export.ownwheels import write_own_wheel; print(write_own_wheel({str(tmp_path)!r}))"
-    made = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env=tf_env(tmp_path))
-    assert made.returncode == 0, made.stderr
-    wheel = Path(made.stdout.strip())
-    with zipfile.ZipFile(wheel) as zf:
-        names = zf.namelist()
-        record = zf.read(next(n for n in names if n.endswith(".dist-info/RECORD"))).decode()
-        for line in record.splitlines():
-            arc, digest, _ = line.rsplit(",", 2)
-            if digest:
-                got = base64.urlsafe_b64encode(hashlib.sha256(zf.read(arc)).digest()).rstrip(b"=").decode()
-                assert digest == f"sha256={got}", arc
-    assert "torchfit/workers/build_worker.py" in names and "torchfit/data/matrix.toml" in names
-    assert not any("__pycache__" in n for n in names)
-    report = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--no-index",
-                             "--quiet", "--report", "-", str(wheel)], capture_output=True, text=True, timeout=120)
-    assert report.returncode == 0, report.stderr
-    meta = json.loads(report.stdout)["install"][0]["metadata"]
-    assert meta["name"] == "torchfit" and wheel.name == f"torchfit-{meta['version']}-py3-none-any.whl"

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import make_facts
+from tests.export.conftest import need_uv
 from tests.support.cli import run_cli
 from tests.support.wheels import make_wheel, serve_dir, write_index
 from torchfit._backports import tomllib
@@ -26,7 +27,6 @@ from torchfit.export import render
 from torchfit.export.stack import stack_from_lock, stack_from_plan
 from torchfit.lock.model import Artifact, Lock, LockedDist
 from torchfit.lock.pylock import file_name, parse_lock, render_lock
-from torchfit.lock.uv import find_uv
 from torchfit.runner import Runner
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,14 +115,6 @@ def test_a_lock_with_project_packages_in_each_format() -> None:
 # --- the real uv, two indexes on 127.0.0.1 ---------------------------------------------------
 
 
-def _uv() -> str:
-    """uv where torchfit finds it (lock.uv.find_uv), as tests/export/test_export.py does."""
-    uv = find_uv(Runner())
-    if uv is None:
-        pytest.skip("uv is not installed (pip install uv)")
-    return uv
-
-
 @pytest.fixture(scope="module")
 def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """http://127.0.0.1:PORT/{torch,pypi}/simple: the CPU torch on one, a decoy torch and the project on the other."""
@@ -154,7 +146,7 @@ def _compiled(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def test_the_uv_export_of_a_project_takes_torch_from_its_index(tmp_path: Path, indexes: dict[str, str]) -> None:
-    uv = _uv()
+    uv = need_uv()
     plan = _plan(index_url=indexes["torch"], project=list(PROJECT), constraints=["helper-dep<2"])
     project = tmp_path / "proj"
     project.mkdir()
@@ -184,7 +176,7 @@ def test_the_uv_export_of_a_project_takes_torch_from_its_index(tmp_path: Path, i
 
 def test_export_resolves_a_project_end_to_end(tmp_path: Path, indexes: dict[str, str]) -> None:
     """`torchfit export` with project requirements: the joint resolution, uv's whole set, each format."""
-    _uv()
+    need_uv()
     facts = tmp_path / "cpu-box.json"
     facts.write_text(json.dumps(facts_to_json(make_facts(driver=None, gpus=[], glibc="2.35", pythons=["3.11.7"]))))
     env = {"PYTHONPATH": str(ROOT / "src"), "PIP_CONFIG_FILE": os.devnull, "XDG_CACHE_HOME": str(tmp_path / "cache"),
@@ -217,7 +209,7 @@ def test_the_pylock_export_of_a_project_keeps_its_constraints(indexes: dict[str,
     """`--format pylock` from a plan locks with `uv pip compile`, which ignores [tool.uv]
     constraint-dependencies: the project's constraints reach it with -c. A routed package
     (a companion whose binary is the torch index's) comes from the torch index."""
-    _uv()
+    need_uv()
     from torchfit.export.uvlock import lock_with_uv
 
     plan = _plan(index_url=indexes["torch"], project=[*PROJECT, "accel-pkg"], constraints=["helper-dep<2"],
@@ -249,7 +241,7 @@ def test_a_routed_companion_is_sourced_from_the_torch_index() -> None:
 def test_the_pylock_export_of_a_project_reads_the_sources_resolve_reads(tmp_path: Path, indexes: dict[str, str]) -> None:
     """Issue 25: a package found only in a --find-links directory was found by resolve and every
     other format, and "not found" by `--format pylock`, whose uv step took the default index alone."""
-    _uv()
+    need_uv()
     links = tmp_path / "links"
     make_wheel(links, "only-here", "1.0", ["pure-pkg"])
     facts = tmp_path / "cpu-box.json"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.conftest import Tf, install_args, mount_tmpfs, tf, umount  # noqa: F401  (tf: a fixture)
 from tests.installer.conftest import CPU_ARGS, needs_uv, run_tf
 from tests.support.mounts import tmpfs
 from tests.support.wheels import record_digest
@@ -117,3 +118,32 @@ def test_attack3_add_onto_a_full_env_filesystem(tmp_path: Path, torch_index: str
         assert (env / "pylock.toml").read_bytes() == lock  # the lock as it was
         assert not list((env / "lib").glob("python3*/site-packages/bigpkg*"))  # nothing of it left
         assert data["step"] == "install step 'install'", data
+
+
+@pytest.mark.slow
+@needs_uv
+# --- #24 of issue 13: the install log is never silently empty ----------------------------------
+
+
+def test_d24_install_log_on_a_full_filesystem_is_reported(tf: Tf, tmp_path: Path, torch_index: str) -> None:  # noqa: F811
+    state = tmp_path / "fullstate"
+    mount_tmpfs(state, "64k")
+    try:
+        (state / "torchfit" / "logs").mkdir(parents=True)
+        fd = os.open(state / "filler", os.O_WRONLY | os.O_CREAT, 0o600)  # fill it up
+        try:
+            while os.write(fd, b"x" * 4096):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        prefix = tmp_path / "env"
+        code, _, err = tf.run(*install_args(torch_index, prefix), env={"XDG_STATE_HOME": str(state)})
+        assert code == 0, err
+        assert "cannot write the install log" in err
+        log = prefix / "torchfit-install.log"
+        assert not log.exists() or log.stat().st_size > 0
+        assert f"log:   {log}" not in err or log.stat().st_size > 0
+    finally:
+        umount(state)

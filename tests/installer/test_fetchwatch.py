@@ -14,25 +14,9 @@ from tests.installer.conftest import CPU_ARGS, CPU_WHEEL, needs_uv, run_tf, tf_e
 from tests.support.cli import run_cli_pty
 from torchfit.installer.fetchwatch import dist_size
 from torchfit.lock.model import Artifact, LockedDist
-from torchfit.progress import FileItem, StderrProgress
 
 pytestmark = needs_uv
 STEPS = ["venv", "resolve", "install", "pin", "check", "lock", "swap"]
-
-
-def test_plain_lines_say_the_total_the_percent_and_the_package_awaited() -> None:
-    import io
-
-    out = io.StringIO()
-    p = StderrProgress(out)
-    p.files("install", [FileItem("torch 2.13.0+cpu", 191_794_682), FileItem("sympy 1.14.0", 6_300_000),
-                        FileItem("mpmath 1.3.0", 536_000), FileItem("six 1.0", 11_000)])
-    p.advance("install", ["sympy 1.14.0", "mpmath 1.3.0"], 6_836_000, 198_641_682, "torch 2.13.0+cpu")
-    lines = out.getvalue().splitlines()
-    assert lines[0] == ("torchfit: [install] 4 packages, 198.6 MB in all: torch 2.13.0+cpu (191.8 MB), "
-                        "sympy 1.14.0 (6.3 MB), mpmath 1.3.0 (536.0 KB) and 1 more")
-    assert lines[1] == ("torchfit: [install] 3% (6.8 MB of 198.6 MB): sympy 1.14.0, mpmath 1.3.0 ready; "
-                        "now torch 2.13.0+cpu")
 
 
 def test_a_local_wheel_without_a_size_in_the_lock_counts_its_file(tmp_path: Path) -> None:

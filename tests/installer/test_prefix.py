@@ -1,8 +1,13 @@
-"""installer/prefix.py: the PREFIX lock, relocation of a built env and the atomic swap into place."""
+"""installer/prefix.py: the PREFIX lock, relocation of a built env (shell-quoted forms, never out of
+the temporary path: #3 of issue 13) and the atomic swap into place (a signal pending before the
+exchange cancels it: #5)."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -79,3 +84,63 @@ def test_attack3_install_log_never_writes_through_a_planted_symlink(tmp_path: Pa
     log.write("secret-free text")
     assert victim.read_text() == "precious\n"
     assert log.path is None and len(said) == 1 and "exists already" in said[0] and "continuing without it" in said[0]
+
+
+def test_d03_relocate_rewrites_shell_quoted_forms(tmp_path: Path) -> None:
+    from torchfit.installer.prefix import relocate
+
+    parent = tmp_path / "o'brien"
+    built = parent / ".it's env.torchfit-1-abc" / "env"
+    (built / "bin").mkdir(parents=True)
+    final = str(parent / "it's env")
+
+    def uvq(path: object) -> str:  # how uv quotes a path inside single quotes
+        return str(path).replace("'", "'\"'\"'")
+
+    (built / "bin" / "activate").write_text(f"VIRTUAL_ENV='{uvq(built)}'\nexport VIRTUAL_ENV\n")
+    launcher = "#!/bin/sh\n'''exec' '" + uvq(built) + "/bin/python' \"$0\" \"$@\"\n' '''\n"
+    (built / "bin" / "pip").write_text(launcher)
+    (built / "bin" / "raw").write_text(f"#!{built}/bin/python\n")
+    relocate(str(built), final)
+    assert (built / "bin" / "activate").read_text().startswith(f"VIRTUAL_ENV='{uvq(final)}'\n")
+    assert f"'{uvq(final)}/bin/python'" in (built / "bin" / "pip").read_text()
+    assert (built / "bin" / "raw").read_text() == f"#!{final}/bin/python\n"
+    # and the shell agrees: the quoted value is the final path
+    out = subprocess.run(["sh", "-c", '. "$1"; printf %s "$VIRTUAL_ENV"', "_", str(built / "bin" / "activate")],
+                         capture_output=True, text=True, timeout=30)
+    assert out.stdout == final, out
+
+
+def test_d03_relocate_refuses_to_leave_the_temporary_path(tmp_path: Path) -> None:
+    from torchfit.errors import RelocationFailed
+    from torchfit.installer.prefix import relocate
+
+    built = tmp_path / ".env.torchfit-1-abc" / "env"
+    (built / "bin").mkdir(parents=True)
+    # a form relocate does not know: the directory's name in another spelling of the path
+    (built / "bin" / "odd").write_text("cd ../.env.torchfit-1-abc/env\n")
+    with pytest.raises(RelocationFailed, match="odd"):
+        relocate(str(built), str(tmp_path / "env"))
+
+
+def test_d05_signal_pending_before_the_exchange_cancels_it(tmp_path: Path) -> None:
+    from torchfit.installer.prefix import TempEnv, swap_into_place
+    from torchfit.interrupts import interrupts_raise
+
+    prefix = tmp_path / "env"
+    prefix.mkdir()
+    (prefix / "OLD").write_text("old\n")
+    with TempEnv(str(prefix)) as tmp:
+        os.mkdir(tmp.path)
+        Path(tmp.path, "NEW").write_text("new\n")
+        with interrupts_raise():
+            old = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
+            try:
+                # arrives (held) before the swap starts: sent to this thread, which blocks it; a signal to
+                # the process could go to another thread (a session's server) and run the handler at once
+                signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+                with pytest.raises(KeyboardInterrupt, match="before the swap"):
+                    swap_into_place(tmp.path, str(prefix))
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        assert (prefix / "OLD").read_text() == "old\n" and not (prefix / "NEW").exists()

@@ -78,15 +78,6 @@ def test_the_lenient_reader_takes_any_pep751_lock_and_keeps_every_hash() -> None
         parse_lock(UV_STYLE, "uv output")
 
 
-def test_accessors_read_tool_torchfit() -> None:
-    lock = Lock(packages=(), tool={"plan": {"torch": "2.13.0"}, "nccl": {"mechanism": "none"},
-                                   "request": {"strict-driver": True}, "torch-index-url": "https://x/cpu",
-                                   "expected": {"torch": "2.13.0", "cuda": None, "nccl": 22809, "junk": 1}})
-    assert lock.plan() == {"torch": "2.13.0"} and lock.pin() == {"mechanism": "none"}
-    assert lock.request() == {"strict-driver": True} and lock.torch_index_url() == "https://x/cpu"
-    assert lock.expected() == {"torch": "2.13.0", "nccl": "22809"}
-
-
 def test_load_expected_is_tolerant(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert load_expected(str(tmp_path / "none.toml")) == (None, None)
     bad = tmp_path / "bad.toml"
@@ -220,7 +211,6 @@ def test_lock_is_read_tolerantly(tmp_path: Path, text: str) -> None:
     expected, err = load_expected(str(lock))
     assert (expected is None) == (err is not None) or expected == {}
     assert load_expected(str(tmp_path / "none.toml")) == (None, None)
-
 
 
 GOOD_LOCK = ('lock-version = "{version}"\n[[packages]]\nname = "x"\nversion = "1"\n[[packages.wheels]]\n'

@@ -94,7 +94,7 @@ def test_adopt_a_labelled_base_then_add_around_it(base_env: Path, links: Path, t
     proc = run_tf("adopt", "--env", str(base_env), "--json", state=state, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    from tests.cli.test_jsonout import validate
+    from tests.cli.ui.test_jsonout import validate
 
     assert validate(out) == "adopt"  # its published schema, docs/schemas/adopt.schema.json
     assert out["family"] == {"torch": BASE} and out["label"] == "a0+5228986.nv25.08", out

@@ -1,4 +1,4 @@
-"""Bad input to `torchfit install` and `torchfit run`: exit 2, one line, no traceback,
+"""Bad input to `torchfit install` (cli/commands/install.py): exit 2, one line, no traceback,
 nothing created."""
 
 from __future__ import annotations
@@ -102,11 +102,3 @@ def test_bad_lock_files(tmp_path: Path) -> None:
     assert "[tool.torchfit]" in one_line_error(_install(tmp_path, "--lock", str(foreign), "--prefix", env))
     line = one_line_error(_install(tmp_path, "--lock", str(foreign), "torch==2.13.0", "--prefix", env))
     assert "REQ" in line
-
-
-def test_run_bad_input(tmp_path: Path) -> None:
-    assert "give a command" in one_line_error(run_tf("run", "--env", str(tmp_path), state=tmp_path))
-    assert "not an env made by torchfit" in one_line_error(
-        run_tf("run", "--env", str(tmp_path), "--", "true", state=tmp_path))
-    assert "no such directory" in one_line_error(
-        run_tf("run", "--env", str(tmp_path / "nope"), "--", "true", state=tmp_path))

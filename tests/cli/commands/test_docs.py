@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.support.cli import bad_input, run_cli
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_docs_lists_and_prints_the_pages() -> None:

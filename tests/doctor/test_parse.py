@@ -97,15 +97,6 @@ def test_versions_and_tags() -> None:
     assert flags[1].arch == Arch(9, 0, "a")
 
 
-def test_cuda_visible_devices_rules() -> None:
-    v = envjudge.parse_cuda_visible_devices("0,GPU-8be0f050")
-    assert v.indices == (0,) and v.uuids == ("GPU-8be0f050",) and "mixes" in v.problems[-1]
-    v = envjudge.parse_cuda_visible_devices("1,x,0")
-    assert v.entries == ("1",) and "every entry after it" in v.problems[0]
-    assert envjudge.parse_cuda_visible_devices("-1").hides_all
-    assert envjudge.parse_cuda_visible_devices("0,0").problems == ("index 0 is listed twice",)
-
-
 def test_nccl_ifname_rules() -> None:
     ifaces = ("docker0", "eth0", "ib0", "lo")
     assert ncclenv.match_interfaces(ncclenv.parse_nccl_ifname("^docker,lo"), ifaces) == ("eth0", "ib0")

@@ -11,10 +11,10 @@ from typing import Any
 import jsonschema
 import pytest
 
+from tests.conftest import ROOT
 from tests.support.cli import run_cli
 from tests.support.fleets import fleet_file
 
-ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "docs" / "schemas"
 
 

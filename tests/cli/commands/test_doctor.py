@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.doctor.conftest import Host, h200_env, raising_torch_env
 from tests.support.cli import run_cli, start_cli
 
-ROOT = Path(__file__).resolve().parents[2]
 STATUSES = {"ok", "warn", "fail", "unknown"}
 
 

@@ -1,0 +1,70 @@
+"""Mirrors through the real CLI: a hung one bounds install and export and says what they wait
+for (#7 of issue 13); plain http:// is refused unless allowed, and no token is sent over it (#13)."""
+
+from __future__ import annotations
+
+import base64
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import (
+    CPU_ARGS,
+    UV_ON_PATH,
+    Tf,
+    install_args,
+)
+from tests.installer.conftest import leftovers, needs_uv
+from tests.support.servers import http_server, reply
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+@pytest.mark.slow
+@needs_uv
+def test_d07_install_against_a_hung_mirror_says_what_it_waits_for_and_ends(
+        tf: Tf, tmp_path: Path, hung_server: str) -> None:
+    start = time.monotonic()
+    run = tf.start(*install_args(hung_server + "/simple", tmp_path / "env", "--allow-insecure-index"),
+                   env={"PIP_DEFAULT_TIMEOUT": "180", "TORCHFIT_STALL_TIMEOUT": "14"})
+    seen = run.read_until("still waiting for", timeout=40)
+    assert hung_server in seen.splitlines()[-1] and " since " in seen.splitlines()[-1]
+    code, _, err = run.wait(90)
+    assert code == 1, err
+    assert "no progress for 14 s" in err
+    assert time.monotonic() - start < 90
+    assert run.left() == [] and leftovers(tmp_path) == []
+
+
+@pytest.mark.slow
+@needs_uv
+def test_d07_export_against_a_hung_mirror_says_what_it_waits_for(tf: Tf, hung_server: str) -> None:
+    run = tf.start("export", "--format", "pylock", *CPU_ARGS, "--assume", "gpu=none",
+                   "--torch-index-url", hung_server + "/whl/{variant}", "--allow-insecure-index", env=UV_ON_PATH)
+    seen = run.read_until("still waiting for uv pip compile", timeout=40)
+    assert hung_server in seen
+    run.signal(signal.SIGTERM)  # #11 and #25 as well: 130, no uv left, no temp dir
+    code, _, err = run.wait(30)
+    assert code == 130, err
+    assert run.left() == [] and run.temp_dirs() == []
+
+
+def test_d13_export_refuses_plain_http_unless_allowed(tf: Tf) -> None:
+    args = ["export", "--format", "requirements", *CPU_ARGS, "--assume", "gpu=none",
+            "--torch-index-url", "http://mirror.example/whl/{variant}"]
+    code, out, err = tf.run(*args)
+    assert code == 2 and "--allow-insecure-index" in err and out == "", err
+    code, out, err = tf.run(*args, "--allow-insecure-index")
+    assert code == 0 and "--index-url http://mirror.example/whl/cpu" in out, err
+
+
+def test_d13_matrix_check_sends_no_token_over_plain_http(tf: Tf) -> None:
+    with http_server(lambda h: reply(h, 404)) as srv:
+        code, _, err = tf.run("matrix", "check", "--variant", "cpu", "--torch", "2.13.0", "--no-cache",
+                              "--index-url", srv.url.replace("http://", "http://u:TOKEN@") + "/whl")
+    assert code == 2 and "--allow-insecure-index" in err, err
+    assert "TOKEN" not in err and srv.seen == []
+    sent = "".join(h.get("Authorization") or "" for h in srv.headers)
+    assert base64.b64encode(b"u:TOKEN").decode() not in sent
