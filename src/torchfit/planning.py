@@ -600,9 +600,7 @@ class _Planner:
 
             # uv and pip follow an https -> http redirect of a file silently (issue 25, measured)
             urls = [a.url for d in compiled.locked for a in d.artifacts if a.url]
-            asked = check_file_redirects(self.client, urls)
-            if asked:
-                self.progress.info(f"checked the redirects of {asked} file URL{'s' * (asked != 1)}: none to plain http")
+            check_file_redirects(self.client, urls)
 
     def _refine(self, first: Plan, builds: Sequence[Build], compiled: Compiled, torch: Version,
                 companions: Companions, work: str) -> tuple[Compiled, list[str], list[str], list[str]]:

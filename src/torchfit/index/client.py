@@ -521,7 +521,8 @@ def check_file_redirects(client: IndexClient, urls: Iterable[str]) -> int:
     (`IndexClient._follow`); at most REDIRECT_CHECK_WORKERS at once. Any other failure (the host
     down, an HTTP error) is left to the installer to report: uv's cache may hold the file. Nothing
     is asked with --allow-insecure-index (`client.allow_insecure`), nor for http://, file:// or
-    path URLs (refused or allowed where the sources are judged). Returns how many were asked."""
+    path URLs (refused or allowed where the sources are judged). Returns how many were asked, and
+    says it (`client.progress`)."""
     from concurrent.futures import ThreadPoolExecutor
 
     if client.allow_insecure:
@@ -543,6 +544,7 @@ def check_file_redirects(client: IndexClient, urls: Iterable[str]) -> int:
         refused = [exc for exc in pool.map(probe, todo) if exc is not None]
     if refused:
         raise refused[0]
+    client.progress.info(f"checked the redirects of {len(todo)} file URL{'s' * (len(todo) != 1)}: none to plain http")
     return len(todo)
 
 

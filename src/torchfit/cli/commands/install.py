@@ -239,6 +239,14 @@ def _install(args: argparse.Namespace, prefix: str, probing: Background[list[Hos
         from torchfit.index.client import IndexClient, check_no_downgrade
 
         check_no_downgrade(IndexClient(retries=1, honor_max_age=True), sources.torch_index)
+    if lock is not None and not args.offline:
+        # the lock's files are fetched by URL next: an https one that redirects to plain http is
+        # refused first, as a plan's are (planning) and add's (uv and pip follow it silently)
+        from torchfit.index.client import IndexClient, check_file_redirects
+
+        check_file_redirects(IndexClient(retries=1, timeout=min(30.0, args.timeout), progress=observer,
+                                         allow_insecure=args.allow_insecure_index),
+                             [a.url for d in lock.packages for a in d.artifacts if a.url])
     for w in plan.warnings:
         observer.warn(w)
     observer.info(f"plan: torch {plan.torch} {plan.variant}, Python {plan.python_version}"
