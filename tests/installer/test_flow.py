@@ -5,6 +5,7 @@ CPU torch wheel."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -111,4 +112,34 @@ def test_no_build_refuses_a_lock_with_a_source_distribution_and_a_plan_that_need
     assert proc.returncode == 1, proc.stderr
     assert "hangpkg" in proc.stdout and "no usable wheels" in proc.stdout, proc.stdout
     assert not marker.exists(), "--no-build ran the package's build backend"
+    assert not prefix.exists()
+
+
+@needs_uv
+def test_a_locked_file_that_redirects_from_https_to_plain_http_is_refused(
+        cpu_env: dict[str, Any], tmp_path: Path, state_home: Path) -> None:
+    """Issue 25's redirect check, for `install --lock` too: uv follows an https -> http redirect
+    of a file silently; the lock's https files are asked first (exit 1, the file and the hop
+    named) and PREFIX is not created."""
+    from tests.support.tls import make_certs, redirecting_index, trust_bundle
+    from tests.support.wheels import make_wheel, serve_dir, sha256_file
+
+    certs = make_certs(tmp_path / "tls")
+    bundle = trust_bundle(certs)
+    wheel = make_wheel(tmp_path / "files", "redirected-pkg", "1.0")
+    text = (cpu_env["prefix"] / "pylock.toml").read_text()
+    lock = tmp_path / "redirected.toml"
+    prefix = tmp_path / "env"
+    with serve_dir(tmp_path) as plain, serve_dir(tmp_path / "secure", redirecting_index(
+            tmp_path / "secure", wheel, plain), tls=(certs["cert"], certs["key"])) as secure:
+        url = f"{secure}/files/{wheel.name}"
+        entry = (f'[[packages]]\nname = "redirected-pkg"\nversion = "1.0"\n'
+                 f'wheels = [{{ name = "{wheel.name}", url = "{url}", hashes = {{ sha256 = "{sha256_file(wheel)}" }} }}]\n\n')
+        lock.write_text(text.replace("[[packages]]", entry + "[[packages]]", 1))
+        proc = run_tf("install", "--lock", str(lock), "--prefix", str(prefix), "--json", state=state_home,
+                      env={"REQUESTS_CA_BUNDLE": bundle, "SSL_CERT_FILE": bundle})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    err = json.loads(proc.stdout)
+    assert err["reference"] == "index-unavailable", err
+    assert err["error"].startswith(f"{url}: redirected from https to plain http ({plain}/files/{wheel.name})"), err
     assert not prefix.exists()
