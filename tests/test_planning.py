@@ -429,9 +429,7 @@ def test_install_refuses_a_wheel_of_an_https_index_that_redirects_to_plain_http(
     redirect before either is asked to install them: one line naming the file and the hop, exit 1,
     no env, and the plain server never asked for the wheel (the mirror serves PEP 658 metadata,
     so uv's resolution reads no wheel; docs/mirrors.md says what happens without it)."""
-    import functools
-
-    from tests.support.tls import make_certs, redirecting_index, serve_tls
+    from tests.support.tls import make_certs, redirecting_index
     from tests.support.wheels import serve_dir
 
     certs = make_certs(tmp_path / "tls")
@@ -446,8 +444,8 @@ def test_install_refuses_a_wheel_of_an_https_index_that_redirects_to_plain_http(
     prefix = tmp_path / "env"
     trust = {"REQUESTS_CA_BUNDLE": certs["ca"], "SSL_CERT_FILE": certs["ca"], "XDG_CACHE_HOME": str(tmp_path / "c"),
              "UV_CACHE_DIR": str(tmp_path / "uv")}
-    with serve_dir(tmp_path, Seen) as plain, serve_tls(functools.partial(
-            redirecting_index(tmp_path / "secure", wheel, plain), directory=str(tmp_path / "secure")), certs) as secure:
+    with serve_dir(tmp_path, Seen) as plain, serve_dir(tmp_path / "secure", redirecting_index(
+            tmp_path / "secure", wheel, plain), tls=(certs["cert"], certs["key"])) as secure:
         proc = run_cli("install", "--json", *CPU_HOST, "torch==2.13.0", "purelib", "--variant", "cpu", "--python",
                        "3.11", "--prefix", str(prefix), "--installer", "uv", "--torch-index-url", index.as_uri(),
                        "--index-url", f"{secure}/simple", env=trust, timeout=300)
