@@ -15,6 +15,7 @@ import pytest
 
 from tests.installer.conftest import cpu_env, cpu_wheel, run_tf, state_home, tf_env, torch_index
 from tests.support.cli import torchfit_argv
+from tests.support.servers import RangeFiles, http_server
 
 __all__ = ["cpu_env", "cpu_wheel", "state_home", "torch_index"]  # the installer's fixtures, used here
 pytestmark = pytest.mark.slow
@@ -102,63 +103,6 @@ variant = "cpu"
 """
 
 
-class _Files:
-    """A real HTTP server on 127.0.0.1 serving `files` (with Range), slowly (64 KiB each 5 ms):
-    every request it got (path, Range header) and the bytes it sent of each file."""
-
-    def __init__(self, files: dict[str, bytes]) -> None:
-        import http.server
-        import threading
-
-        self.requests: list[tuple[str, str]] = []
-        self.sent: dict[str, int] = dict.fromkeys(files, 0)
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *a: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                import re
-                import time
-
-                name = self.path.lstrip("/")
-                outer.requests.append((name, self.headers.get("Range", "")))
-                data = files.get(name)
-                if data is None:
-                    self.send_response(404)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                start = 0
-                m = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range", ""))
-                if m and int(m.group(1)) < len(data):
-                    start = int(m.group(1))
-                    self.send_response(206)
-                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
-                else:
-                    self.send_response(200)
-                self.send_header("Content-Length", str(len(data) - start))
-                self.end_headers()
-                try:
-                    for at in range(start, len(data), 1 << 16):
-                        block = data[at:at + (1 << 16)]
-                        self.wfile.write(block)
-                        outer.sent[name] += len(block)
-                        time.sleep(0.005)
-                except OSError:
-                    pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
 def test_an_interrupted_pack_run_again_fetches_only_what_it_lacked(tmp_path: Path, sig: str) -> None:
     """Interrupted while the second file comes (the first is whole): run again, the first is not
@@ -171,8 +115,8 @@ def test_an_interrupted_pack_run_again_fetches_only_what_it_lacked(tmp_path: Pat
     from tests.support.cli import run_clean, start_cli
 
     small, big = os.urandom(50_000), os.urandom(8 << 20)
-    server = _Files({SMALL: small, BIG: big})
-    try:
+    files = RangeFiles({SMALL: small, BIG: big}, block=1 << 16, pause=0.005)  # slowly: 64 KiB each 5 ms
+    with http_server(files) as server:
         lock = tmp_path / "pylock.toml"
         lock.write_text(PACK_LOCK.format(base=server.url, small=SMALL, big=BIG, small_size=len(small),
                                          big_size=len(big), small_sha=hashlib.sha256(small).hexdigest(),
@@ -183,7 +127,7 @@ def test_an_interrupted_pack_run_again_fetches_only_what_it_lacked(tmp_path: Pat
             Path(__file__).resolve().parents[2], "src"))
         first = start_cli(*args, base_env=env)
         deadline = time.monotonic() + 60
-        while server.sent[BIG] < (2 << 20) and time.monotonic() < deadline and first.poll() is None:
+        while files.sent[BIG] < (2 << 20) and time.monotonic() < deadline and first.poll() is None:
             time.sleep(0.01)
         first.send_signal(getattr(signal, sig))
         first.communicate(timeout=60)
@@ -191,17 +135,15 @@ def test_an_interrupted_pack_run_again_fetches_only_what_it_lacked(tmp_path: Pat
         assert (out / "wheels" / SMALL).is_file() and part.is_file(), sorted(p.name for p in out.rglob("*"))
         kept = part.stat().st_size
         assert 0 < kept < len(big)
-        before, sent_before = len(server.requests), dict(server.sent)
+        before, sent_before = len(server.seen), dict(files.sent)
         again = run_clean(*args, env=env, timeout=120)
         assert again.returncode == 0, again.stderr
-        second = server.requests[before:]
-        assert second == [(BIG, f"bytes={kept}-")], second
-        assert server.sent[BIG] - sent_before[BIG] == len(big) - kept
-        assert server.sent[SMALL] == len(small)
+        second = [(path, h.get("Range", "")) for path, h in zip(server.seen[before:], server.headers[before:])]
+        assert second == [(f"/{BIG}", f"bytes={kept}-")], second
+        assert files.sent[BIG] - sent_before[BIG] == len(big) - kept
+        assert files.sent[SMALL] == len(small)
         assert (out / "wheels" / BIG).read_bytes() == big and not part.exists()
         assert "1 fetched, 1 already there" in again.stderr and "resuming" in again.stderr
-    finally:
-        server.close()
 
 
 TORCH_WHL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
@@ -237,11 +179,10 @@ def test_a_lock_whose_torch_files_are_off_its_mirror_is_said(tmp_path: Path) -> 
     from tests.support.cli import run_clean
 
     data = os.urandom(20_000)
-    server = _Files({TORCH_WHL: data})
-    port = server.url.rsplit(":", 1)[1]
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"),
                PYTHONPATH=os.path.join(Path(__file__).resolve().parents[2], "src"))
-    try:
+    with http_server(RangeFiles({TORCH_WHL: data})) as server:
+        port = server.url.rsplit(":", 1)[1]
         for name, index, warned in (("off", f"http://localhost:{port}", True), ("own", server.url, False)):
             lock = tmp_path / f"{name}.toml"
             lock.write_text(MIRROR_LOCK.format(whl=TORCH_WHL, files=server.url, index=index, size=len(data),
@@ -255,8 +196,6 @@ def test_a_lock_whose_torch_files_are_off_its_mirror_is_said(tmp_path: Path) -> 
                 assert f"localhost:{port}/simple" in lines[0]
             else:
                 assert lines == [], res.stderr
-    finally:
-        server.close()
 
 
 def test_a_fleet_file_with_two_groups_packs_both_groups_files(tmp_path: Path, state_home: Path) -> None:
