@@ -77,24 +77,13 @@ def test_a_file_that_differs_from_the_lock_is_refused(cpu_env: dict[str, Any], t
 # --- an interrupted pack, run again, over real HTTP -------------------------------------------
 
 SMALL, BIG = "alpha-1.0-py3-none-any.whl", "bigpkg-1.0-py3-none-any.whl"
-PACK_LOCK = """\
+LOCK = """\
 lock-version = "1.0"
 created-by = "torchfit"
-requires-python = "==3.11.*"
-
-[[packages]]
-name = "alpha"
-version = "1.0"
-wheels = [{{ name = "{small}", url = "{base}/{small}", size = {small_size}, hashes = {{ sha256 = "{small_sha}" }} }}]
-
-[[packages]]
-name = "bigpkg"
-version = "1.0"
-wheels = [{{ name = "{big}", url = "{base}/{big}", size = {big_size}, hashes = {{ sha256 = "{big_sha}" }} }}]
-
-[tool.torchfit]
+{requires_python}
+{packages}[tool.torchfit]
 schema = 1
-
+{torch_index}
 [tool.torchfit.plan]
 ok = true
 python = "3.11"
@@ -103,11 +92,29 @@ variant = "cpu"
 """
 
 
+def _package(whl: str, url: str, data: bytes, *, sized: bool = True) -> str:
+    """A lock's [[packages]] entry: the wheel `whl` (its name and version from its file name) at
+    `url`, with the sha256 of its bytes `data`, and their size unless not `sized` (uv writes none
+    for a file:// wheel)."""
+    import hashlib
+
+    name, version = whl.split("-")[:2]
+    size = f"size = {len(data)}, " if sized else ""
+    return (f'[[packages]]\nname = "{name}"\nversion = "{version}"\nwheels = [{{ name = "{whl}", url = "{url}", '
+            f'{size}hashes = {{ sha256 = "{hashlib.sha256(data).hexdigest()}" }} }}]\n\n')
+
+
+def _lock(*packages: str, torch_index: str = "", requires_python: str | None = "==3.11.*") -> str:
+    """A CPU plan's pylock.toml of `packages` (_package), built from the torch index `torch_index`."""
+    return LOCK.format(packages="".join(packages),
+                       requires_python=f'requires-python = "{requires_python}"\n' if requires_python else "",
+                       torch_index=f'torch-index-url = "{torch_index}/simple"\n' if torch_index else "")
+
+
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
 def test_an_interrupted_pack_run_again_fetches_only_what_it_lacked(tmp_path: Path, sig: str) -> None:
     """Interrupted while the second file comes (the first is whole): run again, the first is not
     asked for and the second continues from where it stopped (Range), each byte sent once."""
-    import hashlib
     import os
     import signal
     import time
@@ -118,9 +125,8 @@ def test_an_interrupted_pack_run_again_fetches_only_what_it_lacked(tmp_path: Pat
     files = RangeFiles({SMALL: small, BIG: big}, block=1 << 16, pause=0.005)  # slowly: 64 KiB each 5 ms
     with http_server(files) as server:
         lock = tmp_path / "pylock.toml"
-        lock.write_text(PACK_LOCK.format(base=server.url, small=SMALL, big=BIG, small_size=len(small),
-                                         big_size=len(big), small_sha=hashlib.sha256(small).hexdigest(),
-                                         big_sha=hashlib.sha256(big).hexdigest()))
+        lock.write_text(_lock(_package(SMALL, f"{server.url}/{SMALL}", small),
+                              _package(BIG, f"{server.url}/{BIG}", big)))
         out = tmp_path / "pack"
         args = ("pack", "--lock", str(lock), "-o", str(out), "--allow-insecure-index")
         env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), PYTHONPATH=os.path.join(
@@ -147,33 +153,10 @@ def test_an_interrupted_pack_run_again_fetches_only_what_it_lacked(tmp_path: Pat
 
 
 TORCH_WHL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
-MIRROR_LOCK = """\
-lock-version = "1.0"
-created-by = "torchfit"
-requires-python = "==3.11.*"
-
-[[packages]]
-name = "torch"
-version = "2.13.0+cpu"
-wheels = [{{ name = "{whl}", url = "{files}/{whl}", size = {size}, hashes = {{ sha256 = "{sha}" }} }}]
-
-[tool.torchfit]
-schema = 1
-torch-index-url = "{index}/simple"
-
-[tool.torchfit.plan]
-ok = true
-python = "3.11"
-torch = "2.13.0"
-variant = "cpu"
-"""
-
-
 def test_a_lock_whose_torch_files_are_off_its_mirror_is_said(tmp_path: Path) -> None:
     """The env was built from a mirror whose torch page kept upstream's absolute URLs: the
     lock's torch files are on another host than its torch index. One warning line naming it
     (the mirror is `localhost`, the files `127.0.0.1`: one real server, two host names)."""
-    import hashlib
     import os
 
     from tests.support.cli import run_clean
@@ -185,8 +168,7 @@ def test_a_lock_whose_torch_files_are_off_its_mirror_is_said(tmp_path: Path) -> 
         port = server.url.rsplit(":", 1)[1]
         for name, index, warned in (("off", f"http://localhost:{port}", True), ("own", server.url, False)):
             lock = tmp_path / f"{name}.toml"
-            lock.write_text(MIRROR_LOCK.format(whl=TORCH_WHL, files=server.url, index=index, size=len(data),
-                                               sha=hashlib.sha256(data).hexdigest()))
+            lock.write_text(_lock(_package(TORCH_WHL, f"{server.url}/{TORCH_WHL}", data), torch_index=index))
             res = run_clean("pack", "--lock", str(lock), "-o", str(tmp_path / name), "--allow-insecure-index",
                             env=env, timeout=120)
             assert res.returncode == 0, res.stderr
@@ -275,7 +257,6 @@ def test_a_fleet_file_with_two_groups_packs_both_groups_files(tmp_path: Path, st
 def test_the_progress_total_counts_a_local_wheel_the_lock_gives_no_size(tmp_path: Path) -> None:
     """uv writes no `size` for a file:// wheel (the local torch of a site's wheel directory): the
     pack's total is that file's own size, so the last line never reads "202.2 MB of 10.5 MB"."""
-    import hashlib
 
     wheels = tmp_path / "wheels"
     wheels.mkdir()
@@ -283,29 +264,8 @@ def test_the_progress_total_counts_a_local_wheel_the_lock_gives_no_size(tmp_path
     (wheels / TORCH_WHL).write_bytes(big)
     (wheels / SMALL).write_bytes(small)
     lock = tmp_path / "pylock.toml"
-    lock.write_text(f"""\
-lock-version = "1.0"
-created-by = "torchfit"
-
-[[packages]]
-name = "alpha"
-version = "1.0"
-wheels = [{{ name = "{SMALL}", url = "{(wheels / SMALL).as_uri()}", size = {len(small)}, hashes = {{ sha256 = "{hashlib.sha256(small).hexdigest()}" }} }}]
-
-[[packages]]
-name = "torch"
-version = "2.13.0+cpu"
-wheels = [{{ name = "{TORCH_WHL}", url = "{(wheels / TORCH_WHL).as_uri()}", hashes = {{ sha256 = "{hashlib.sha256(big).hexdigest()}" }} }}]
-
-[tool.torchfit]
-schema = 1
-
-[tool.torchfit.plan]
-ok = true
-python = "3.11"
-torch = "2.13.0"
-variant = "cpu"
-""")
+    lock.write_text(_lock(_package(SMALL, (wheels / SMALL).as_uri(), small),
+                          _package(TORCH_WHL, (wheels / TORCH_WHL).as_uri(), big, sized=False), requires_python=None))
     proc = run_tf("pack", "--lock", str(lock), "-o", str(tmp_path / "pack"), state=tmp_path / "state")
     assert proc.returncode == 0, proc.stderr
     assert "pack: 2/2" in proc.stderr and "(4.0 MB of 4.0 MB)" in proc.stderr, proc.stderr
