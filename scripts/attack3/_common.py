@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: tests/support's one server
-from tests.support.servers import http_server
+from tests.support.servers import Answer, http_server
 
 TAG_VAR = "TORCHFIT_RERUN_TAG"
 
@@ -165,14 +165,25 @@ class Box:
         shutil.copytree(self.cpu_env(), dest, symlinks=True)
         return dest
 
-    def serve(self, handler: Callable[..., http.server.BaseHTTPRequestHandler], *,
-              tls: tuple[str, str] | None = None) -> str:
+    def serve(self, handler: Callable[..., http.server.BaseHTTPRequestHandler] | None = None, *,
+              answer: Answer | None = None, tls: tuple[str, str] | None = None) -> str:
         """A real HTTP server on 127.0.0.1 (https with `tls`, a (certificate, key) pair), the tests'
-        (tests/support/servers.py), stopped when the case ends; its URL."""
-        server = http_server(handler=handler, tls=tls)
+        (tests/support/servers.http_server: `handler`, or each GET answered by `answer`), stopped
+        when the case ends; its URL."""
+        server = http_server(answer, handler=handler, tls=tls)
         url = server.__enter__().url
         self._stops.append(lambda: server.__exit__(None, None, None))
         return url
+
+    def tmpfs(self, name: str, opts: str) -> Path:
+        """A tmpfs mounted (`mount -o opts`: size=, nr_inodes=) at a new directory NAME of the case's,
+        unmounted when the case ends (needs root)."""
+        where = self.work / name
+        where.mkdir(exist_ok=True)
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)]).returncode != 0:
+            raise RuntimeError(f"cannot mount a tmpfs at {where} (needs root)")
+        self.on_exit(lambda: subprocess.run(["umount", "-l", str(where)], check=False))
+        return where
 
     def on_exit(self, fn: Callable[[], None]) -> None:
         """Run `fn` when the case ends (unmount, userdel, ...), whatever happened."""
@@ -183,3 +194,15 @@ class Box:
             with contextlib.suppress(Exception):
                 stop()
         self._stops.clear()
+
+
+def fill_up(directory: Path) -> None:
+    """Fill the filesystem of `directory` to the last byte: files `fill` (4 KiB writes until one
+    fails) and `fill2` (the bytes left, one at a time)."""
+    for name, chunk in (("fill", 4096), ("fill2", 1)):
+        try:
+            with open(directory / name, "wb", buffering=0) as fh:
+                while True:
+                    fh.write(b"\0" * chunk)
+        except OSError:
+            pass
