@@ -194,15 +194,3 @@ class Box:
             with contextlib.suppress(Exception):
                 stop()
         self._stops.clear()
-
-
-def fill_up(directory: Path) -> None:
-    """Fill the filesystem of `directory` to the last byte: files `fill` (4 KiB writes until one
-    fails) and `fill2` (the bytes left, one at a time)."""
-    for name, chunk in (("fill", 4096), ("fill2", 1)):
-        try:
-            with open(directory / name, "wb", buffering=0) as fh:
-                while True:
-                    fh.write(b"\0" * chunk)
-        except OSError:
-            pass

@@ -16,7 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-from _common import Box, Case, fill_up
+from _common import Box, Case
+
+from tests.support.mounts import fill
 
 CPU = ("torch==2.13.0", "--variant", "cpu", "--python", "3.11")
 WHEEL_GLOB = "torch-2.13.0+cpu-*.whl"
@@ -159,7 +161,7 @@ def _full_disk_output(box: Box, argv: list[str], what: str) -> str | None:
     fs = _tmpfs(box, box.work / "fs")
     target = fs / "out.txt"
     target.write_text("the previous output, still needed\n")
-    fill_up(fs)
+    fill(fs)
     res = box.tf(*argv, "-o", str(target), timeout=120)
     now = target.read_text() if target.exists() else None
     if now != "the previous output, still needed\n":

@@ -13,11 +13,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import Box, Case, fill_up
+from _common import Box, Case
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from tests.support.mounts import readable_torchfit
+from tests.support.mounts import fill, readable_torchfit
 from tests.support.servers import RangeFiles
 from tests.support.wheels import metadata_bomb as bombed_wheel
 
@@ -163,7 +163,7 @@ def verify_torchelastic(box: Box) -> str | None:
 
 def tmpdir_full(box: Box) -> str | None:
     where = box.tmpfs("full", "size=256k")
-    fill_up(where)
+    fill(where)
     seen = []
     runs = {
         "verify": ("verify", "--python", sys.executable, "--no-bandwidth", "--nproc", "1"),
