@@ -170,9 +170,9 @@ class Box:
         """A real HTTP server on 127.0.0.1 (https with `tls`, a (certificate, key) pair), the tests'
         (tests/support/servers.http_server: `handler`, or each GET answered by `answer`), stopped
         when the case ends; its URL."""
-        server = http_server(answer, handler=handler, tls=tls)
-        url = server.__enter__().url
-        self._stops.append(lambda: server.__exit__(None, None, None))
+        stack = contextlib.ExitStack()
+        url: str = stack.enter_context(http_server(answer, handler=handler, tls=tls)).url
+        self._stops.append(stack.close)
         return url
 
     def tmpfs(self, name: str, opts: str) -> Path:
@@ -182,7 +182,11 @@ class Box:
         where.mkdir(exist_ok=True)
         if subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)]).returncode != 0:
             raise RuntimeError(f"cannot mount a tmpfs at {where} (needs root)")
-        self.on_exit(lambda: subprocess.run(["umount", "-l", str(where)], check=False))
+
+        def unmount() -> None:
+            subprocess.run(["umount", "-l", str(where)], check=False)
+
+        self.on_exit(unmount)
         return where
 
     def on_exit(self, fn: Callable[[], None]) -> None:
