@@ -21,7 +21,6 @@ import pytest
 
 from tests.e2e.conftest import CPU_ARGS, UV_ON_PATH, Tf, hanging_torch_env, wait_for_tagged
 from tests.installer.conftest import is_pip_install, leftovers, needs_uv, wait_for_child
-from tests.support.mounts import fill, tmpfs
 from tests.support.servers import http_server, reply
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -29,6 +28,18 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 
 def _install(index: str, prefix: Path, *extra: str) -> list[str]:
     return ["install", *CPU_ARGS, "--torch-index-url", index, "--prefix", str(prefix), *extra]
+
+
+def _mount_tmpfs(where: Path, size: str) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                         capture_output=True, text=True, timeout=30)
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()}")
+
+
+def _umount(where: Path) -> None:
+    subprocess.run(["umount", "-l", str(where)], capture_output=True, timeout=30)
 
 
 # --- #1: PREFIX.lock is never written through ---------------------------------------------
@@ -316,12 +327,15 @@ def test_d13_matrix_check_sends_no_token_over_plain_http(tf: Tf) -> None:
 def test_d18_prefix_that_is_a_mount_point_is_refused_before_installing(
         tf: Tf, tmp_path: Path, torch_index: str) -> None:
     prefix = tmp_path / "env"
-    with tmpfs(prefix, "16m"):
+    _mount_tmpfs(prefix, "16m")
+    try:
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True, timeout=120)
         start = time.monotonic()
         code, _, err = tf.run(*_install(torch_index, prefix, "--force"))
         assert code == 2 and "mount point" in err, err
         assert "[venv]" not in err and time.monotonic() - start < 30
+    finally:
+        _umount(prefix)
 
 
 # --- #24: the install log is never silently empty ----------------------------------------------
@@ -331,9 +345,17 @@ def test_d18_prefix_that_is_a_mount_point_is_refused_before_installing(
 @needs_uv
 def test_d24_install_log_on_a_full_filesystem_is_reported(tf: Tf, tmp_path: Path, torch_index: str) -> None:
     state = tmp_path / "fullstate"
-    with tmpfs(state, "64k"):
+    _mount_tmpfs(state, "64k")
+    try:
         (state / "torchfit" / "logs").mkdir(parents=True)
-        fill(state)
+        fd = os.open(state / "filler", os.O_WRONLY | os.O_CREAT, 0o600)  # fill it up
+        try:
+            while os.write(fd, b"x" * 4096):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
         prefix = tmp_path / "env"
         code, _, err = tf.run(*_install(torch_index, prefix), env={"XDG_STATE_HOME": str(state)})
         assert code == 0, err
@@ -341,6 +363,8 @@ def test_d24_install_log_on_a_full_filesystem_is_reported(tf: Tf, tmp_path: Path
         log = prefix / "torchfit-install.log"
         assert not log.exists() or log.stat().st_size > 0
         assert f"log:   {log}" not in err or log.stat().st_size > 0
+    finally:
+        _umount(state)
 
 
 # --- #25: interrupted verify/export leave no temporary directory ----------------------------------

@@ -197,21 +197,15 @@ def test_unadvertised_metadata_is_probed_once(rsps) -> None:
     assert len(rsps.calls) == 1
 
 
-def _parse_page(text: str) -> None:
-    """A project page and each file it lists parsed: IndexMalformed is the only error allowed."""
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=300))
+def test_html_parser_garbage_raises_only_malformed(text: str) -> None:
     try:
         files = parse_project_html(text, "https://h/simple/x/")
     except IndexMalformed:
         return
     for f in files:
         parse_wheel(f)
-        f.metadata_url  # noqa: B018
-
-
-@settings(max_examples=150, deadline=None)
-@given(st.text(max_size=300))
-def test_html_parser_garbage_raises_only_malformed(text: str) -> None:
-    _parse_page(text)
 
 
 html_bits = st.lists(st.sampled_from([
@@ -224,7 +218,13 @@ html_bits = st.lists(st.sampled_from([
 @settings(max_examples=200, deadline=None)
 @given(html_bits)
 def test_html_parser_anchor_soup_raises_only_malformed(text: str) -> None:
-    _parse_page(text)
+    try:
+        files = parse_project_html(text, "https://h/simple/x/")
+    except IndexMalformed:
+        return
+    for f in files:
+        parse_wheel(f)
+        f.metadata_url  # noqa: B018
 
 
 json_values = st.recursive(
