@@ -390,32 +390,24 @@ def test_a_uv_failure_outside_torch_says_uvs_cause_with_no_torch_hint(tmp_path: 
 def test_an_https_index_listing_a_dependency_over_plain_http_is_refused(tmp_path: Path) -> None:
     """Listed as partial after round 3 (issue 25): the torch index was checked for http:// links,
     a dependency index was not; uv and pip follow its links silently. The plan's files are."""
-    import functools
     import hashlib
-    import http.server
 
-    from tests.support.servers import http_server
     from tests.support.tls import make_certs
+    from tests.support.wheels import serve_dir
 
     certs = make_certs(tmp_path / "tls")
     (tmp_path / "files").mkdir(exist_ok=True)
     wheel = make_wheel(tmp_path / "files", "purelib", "1.0")
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *_a: object) -> None:
-            pass
-
     index = torch_tree(tmp_path / "torch", "cpu", ["2.13.0"])
     trust = {"REQUESTS_CA_BUNDLE": certs["ca"], "SSL_CERT_FILE": certs["ca"], "XDG_CACHE_HOME": str(tmp_path / "c")}
-    with http_server(handler=functools.partial(Quiet, directory=str(tmp_path))) as plain:
+    with serve_dir(tmp_path) as plain:
         page = tmp_path / "secure" / "simple" / "purelib"
         page.mkdir(parents=True)
-        (page / "index.html").write_text(f'<a href="{plain.url}/files/{wheel.name}#sha256={digest}">{wheel.name}</a>\n')
-        with http_server(handler=functools.partial(Quiet, directory=str(tmp_path / "secure")),
-                         tls=(certs["cert"], certs["key"])) as secure:
+        (page / "index.html").write_text(f'<a href="{plain}/files/{wheel.name}#sha256={digest}">{wheel.name}</a>\n')
+        with serve_dir(tmp_path / "secure", tls=(certs["cert"], certs["key"])) as secure:
             proc = run_cli("resolve", "--json", *CPU_HOST, "--torch-index-url", index.as_uri(), "--index-url",
-                           f"{secure.url}/simple", "purelib", env=trust, timeout=180)
+                           f"{secure}/simple", "purelib", env=trust, timeout=180)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     err = json.loads(proc.stdout)
     assert err["reference"] == "index-unavailable" and "over plain http" in err["error"], err
@@ -429,9 +421,7 @@ def test_install_refuses_a_wheel_of_an_https_index_that_redirects_to_plain_http(
     redirect before either is asked to install them: one line naming the file and the hop, exit 1,
     no env, and the plain server never asked for the wheel (the mirror serves PEP 658 metadata,
     so uv's resolution reads no wheel; docs/mirrors.md says what happens without it)."""
-    import functools
-
-    from tests.support.tls import make_certs, redirecting_index, serve_tls
+    from tests.support.tls import make_certs, redirecting_index
     from tests.support.wheels import serve_dir
 
     certs = make_certs(tmp_path / "tls")
@@ -446,8 +436,8 @@ def test_install_refuses_a_wheel_of_an_https_index_that_redirects_to_plain_http(
     prefix = tmp_path / "env"
     trust = {"REQUESTS_CA_BUNDLE": certs["ca"], "SSL_CERT_FILE": certs["ca"], "XDG_CACHE_HOME": str(tmp_path / "c"),
              "UV_CACHE_DIR": str(tmp_path / "uv")}
-    with serve_dir(tmp_path, Seen) as plain, serve_tls(functools.partial(
-            redirecting_index(tmp_path / "secure", wheel, plain), directory=str(tmp_path / "secure")), certs) as secure:
+    with serve_dir(tmp_path, Seen) as plain, serve_dir(tmp_path / "secure", redirecting_index(
+            tmp_path / "secure", wheel, plain), tls=(certs["cert"], certs["key"])) as secure:
         proc = run_cli("install", "--json", *CPU_HOST, "torch==2.13.0", "purelib", "--variant", "cpu", "--python",
                        "3.11", "--prefix", str(prefix), "--installer", "uv", "--torch-index-url", index.as_uri(),
                        "--index-url", f"{secure}/simple", env=trust, timeout=300)

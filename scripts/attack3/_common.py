@@ -23,6 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: tests/support's one server
+from tests.support.servers import Answer, http_server
+
 TAG_VAR = "TORCHFIT_RERUN_TAG"
 
 
@@ -162,13 +165,29 @@ class Box:
         shutil.copytree(self.cpu_env(), dest, symlinks=True)
         return dest
 
-    def serve(self, handler: type[http.server.BaseHTTPRequestHandler]) -> str:
-        """A real HTTP server on 127.0.0.1 in a thread, stopped when the case ends; its URL."""
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        self._stops.append(lambda: (server.shutdown(), server.server_close()))
-        return f"http://127.0.0.1:{server.server_address[1]}"
+    def serve(self, handler: Callable[..., http.server.BaseHTTPRequestHandler] | None = None, *,
+              answer: Answer | None = None, tls: tuple[str, str] | None = None) -> str:
+        """A real HTTP server on 127.0.0.1 (https with `tls`, a (certificate, key) pair), the tests'
+        (tests/support/servers.http_server: `handler`, or each GET answered by `answer`), stopped
+        when the case ends; its URL."""
+        stack = contextlib.ExitStack()
+        url: str = stack.enter_context(http_server(answer, handler=handler, tls=tls)).url
+        self._stops.append(stack.close)
+        return url
+
+    def tmpfs(self, name: str, opts: str) -> Path:
+        """A tmpfs mounted (`mount -o opts`: size=, nr_inodes=) at a new directory NAME of the case's,
+        unmounted when the case ends (needs root)."""
+        where = self.work / name
+        where.mkdir(exist_ok=True)
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)]).returncode != 0:
+            raise RuntimeError(f"cannot mount a tmpfs at {where} (needs root)")
+
+        def unmount() -> None:
+            subprocess.run(["umount", "-l", str(where)], check=False)
+
+        self.on_exit(unmount)
+        return where
 
     def on_exit(self, fn: Callable[[], None]) -> None:
         """Run `fn` when the case ends (unmount, userdel, ...), whatever happened."""

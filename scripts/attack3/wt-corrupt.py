@@ -8,16 +8,15 @@ import http.server
 import os
 import re
 import resource
-import ssl
 import struct
-import subprocess
-import threading
 import time
 import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
 from _common import Box, Case
+
+from tests.support.tls import make_certs
 
 # --- class 2: corrupt state ---------------------------------------------------------------
 
@@ -258,14 +257,6 @@ def arch_string_backtrack(box: Box) -> str | None:
     return None
 
 
-def _tls(box: Box) -> tuple[str, str]:
-    crt, key = str(box.work / "c.pem"), str(box.work / "k.pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
-                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", crt],
-                   capture_output=True, check=True, timeout=60)
-    return crt, key
-
-
 def https_to_http(box: Box) -> str | None:
     seen: list[str] = []
 
@@ -274,16 +265,11 @@ def https_to_http(box: Box) -> str | None:
         _answer(h, 200, b"<html></html>", Content_Type="text/html")
 
     http_base = box.serve(_handler(plain))
-    crt, key = _tls(box)
-    httpd = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), _handler(lambda h: _answer(h, 302, Location=http_base + h.path)))
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(crt, key)
-    httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    box.on_exit(lambda: (httpd.shutdown(), httpd.server_close()))
-    secure = f"https://127.0.0.1:{httpd.server_address[1]}"
-    trust = {"REQUESTS_CA_BUNDLE": crt, "CURL_CA_BUNDLE": crt, "SSL_CERT_FILE": crt}
+    certs = make_certs(box.work / "tls")
+    secure = box.serve(_handler(lambda h: _answer(h, 302, Location=http_base + h.path)),
+                       tls=(certs["cert"], certs["key"]))
+    ca = certs["ca"]
+    trust = {"REQUESTS_CA_BUNDLE": ca, "CURL_CA_BUNDLE": ca, "SSL_CERT_FILE": ca}
     res = box.tf("matrix", "probe", "--torch", "2.13.0", "--variant", "cpu", "--index-url", secure,
                  timeout=60, env=trust)
     if seen:
@@ -389,15 +375,7 @@ def uv_cache_damaged(box: Box) -> str | None:
 
 def install_https_to_http(box: Box) -> str | None:
     """install --torch-index-url https://...: the index redirects to plain http (uv follows it)."""
-    d = box.work
-    def ssl_(*argv: str) -> None:
-        subprocess.run(["openssl", *argv], capture_output=True, check=True, timeout=60, cwd=d)
-    ssl_("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=ca", "-keyout", "ca.key",
-         "-out", "ca.pem", "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign")
-    ssl_("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", "leaf.key", "-out", "leaf.csr")
-    (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
-    ssl_("x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
-         "-extfile", "ext.cnf", "-out", "leaf.pem")
+    certs = make_certs(box.work / "tls")
     seen: list[str] = []
 
     def plain(h: http.server.BaseHTTPRequestHandler) -> None:
@@ -405,16 +383,11 @@ def install_https_to_http(box: Box) -> str | None:
         _answer(h, 404)
 
     http_base = box.serve(_handler(plain))
-    httpd = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), _handler(lambda h: _answer(h, 302, Location=http_base + h.path)))
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(str(d / "leaf.pem"), str(d / "leaf.key"))
-    httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    box.on_exit(lambda: (httpd.shutdown(), httpd.server_close()))
-    ca = str(d / "ca.pem")
+    secure = box.serve(_handler(lambda h: _answer(h, 302, Location=http_base + h.path)),
+                       tls=(certs["cert"], certs["key"]))
+    ca = certs["ca"]
     res = box.tf("install", "torch==2.13.0", "--variant", "cpu", "--python", "3.11", "--torch-index-url",
-                 f"https://127.0.0.1:{httpd.server_address[1]}/whl/cpu", "--prefix", str(d / "env"),
+                 f"{secure}/whl/cpu", "--prefix", str(box.work / "env"),
                  env={"REQUESTS_CA_BUNDLE": ca, "CURL_CA_BUNDLE": ca, "SSL_CERT_FILE": ca}, timeout=300)
     if seen:
         return f"install followed https -> http ({len(seen)} plain requests, {seen[0]}), exit {res.code}"

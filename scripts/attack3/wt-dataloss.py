@@ -18,6 +18,8 @@ from pathlib import Path
 
 from _common import Box, Case
 
+from tests.support.mounts import fill
+
 CPU = ("torch==2.13.0", "--variant", "cpu", "--python", "3.11")
 WHEEL_GLOB = "torch-2.13.0+cpu-*.whl"
 ATTACKER = "tfattacker"
@@ -43,16 +45,6 @@ def _tmpfs(box: Box, where: Path, size: str = "64k") -> Path:
     where.mkdir(parents=True, exist_ok=True)
     _mount(box, "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where))
     return where
-
-
-def _fill(directory: Path) -> None:
-    for name, chunk in (("fill", 4096), ("fill2", 1)):
-        try:
-            with open(directory / name, "wb", buffering=0) as fh:
-                while True:
-                    fh.write(b"\0" * chunk)
-        except OSError:
-            pass
 
 
 def _attacker() -> pwd.struct_passwd:
@@ -169,7 +161,7 @@ def _full_disk_output(box: Box, argv: list[str], what: str) -> str | None:
     fs = _tmpfs(box, box.work / "fs")
     target = fs / "out.txt"
     target.write_text("the previous output, still needed\n")
-    _fill(fs)
+    fill(fs)
     res = box.tf(*argv, "-o", str(target), timeout=120)
     now = target.read_text() if target.exists() else None
     if now != "the previous output, still needed\n":

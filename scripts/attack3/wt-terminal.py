@@ -156,14 +156,6 @@ def _narrow(*args: str) -> object:
 # --- class 1: full disks and exhausted inodes -------------------------------------------------
 
 
-def _mount_tmpfs(box: Box, name: str, opts: str) -> str:
-    where = box.work / name
-    where.mkdir(exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)], check=True)
-    box.on_exit(lambda: subprocess.run(["umount", "-l", str(where)], check=False))
-    return str(where)
-
-
 def _used(where: str) -> tuple[int, int]:
     st = os.statvfs(where)
     return (st.f_blocks - st.f_bfree) * st.f_frsize, st.f_files - st.f_ffree
@@ -175,7 +167,7 @@ _NEEDS: dict[str, tuple[int, int]] = {}
 def _install_needs(box: Box) -> tuple[int, int]:
     """(bytes, inodes) an install of the CPU env takes on a tmpfs, measured once per run."""
     if "env" not in _NEEDS:
-        where = _mount_tmpfs(box, "measure", "size=2g")
+        where = str(box.tmpfs("measure", "size=2g"))
         res = box.tf(*_INSTALL, "--torch-index-url", box.torch_index, "--prefix", f"{where}/env", timeout=600)
         if res.code != 0:
             raise RuntimeError(f"the measuring install failed: {res.err[-300:]}")
@@ -204,14 +196,14 @@ def _install_short(kind: str) -> object:
     def fn(box: Box) -> str | None:
         need, inodes = _install_needs(box)
         opts = f"size={need - 24 * 1024}" if kind == "bytes" else f"size=2g,nr_inodes={inodes - 3}"
-        where = _mount_tmpfs(box, "fs", opts)
+        where = str(box.tmpfs("fs", opts))
         res = box.tf(*_INSTALL, "--torch-index-url", box.torch_index, "--prefix", f"{where}/env", timeout=600)
         return _judge_full(res, where)
     return fn
 
 
 def install_full_uv_cache(box: Box) -> str | None:
-    cache = _mount_tmpfs(box, "uv-cache", "size=40m")
+    cache = str(box.tmpfs("uv-cache", "size=40m"))
     res = box.tf(*_INSTALL, "--torch-index-url", box.torch_index, "--prefix", str(box.work / "env"),
                  env={"UV_CACHE_DIR": cache}, timeout=600)
     if (box.work / "env").exists() or [p for p in os.listdir(box.work) if ".torchfit-" in p]:
@@ -241,7 +233,7 @@ def add_full_env_fs(box: Box) -> str | None:
         for p, d in files.items():
             zf.writestr(p, d)
         zf.writestr(f"{info}/RECORD", rec)
-    where = _mount_tmpfs(box, "fs", "size=2g")
+    where = str(box.tmpfs("fs", "size=2g"))
     env = f"{where}/env"
     res = box.tf(*_INSTALL, "--torch-index-url", box.torch_index, "--prefix", env, timeout=600)
     if res.code != 0:
@@ -257,7 +249,7 @@ def add_full_env_fs(box: Box) -> str | None:
 
 
 def verify_full_tmpdir(box: Box) -> str | None:
-    where = _mount_tmpfs(box, "fulltmp", "size=256k")
+    where = str(box.tmpfs("fulltmp", "size=256k"))
     with open(os.path.join(where, "fill"), "wb") as fh:
         fh.write(b"\0" * (240 << 10))
     res = box.tf("verify", "--env", str(box.cpu_env()), "--no-bandwidth", env={"TMPDIR": where}, timeout=300)
@@ -281,7 +273,7 @@ def probe_full_tmpdir(box: Box) -> str | None:
             pass
 
     url = box.serve(NoRange)
-    where = _mount_tmpfs(box, "fulltmp", "size=256k")
+    where = str(box.tmpfs("fulltmp", "size=256k"))
     with open(os.path.join(where, "fill"), "wb") as fh:
         fh.write(b"\0" * (128 << 10))
     res = box.tf("matrix", "probe", f"{url}/torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", "--no-cache",

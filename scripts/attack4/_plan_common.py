@@ -27,8 +27,10 @@ class Quiet(http.server.SimpleHTTPRequestHandler):
             super().handle()
 
 
-def serve_dir(box: Box, directory: Path) -> str:
-    return box.serve(functools.partial(Quiet, directory=str(directory)))  # type: ignore[arg-type]
+def serve_dir(box: Box, directory: Path, handler: type[http.server.SimpleHTTPRequestHandler] = Quiet, *,
+              tls: tuple[str, str] | None = None) -> str:
+    """The URL of `directory` served by `handler` (https with `tls`) until the case ends."""
+    return box.serve(functools.partial(handler, directory=str(directory)), tls=tls)
 
 
 def stand_in_torch(box: Box) -> Path:

@@ -80,13 +80,7 @@ def unknown_package(box: Box) -> str | None:
 
 def https_index_lists_plain_http(box: Box) -> str | None:
     """An https dependency index whose page links purelib's wheel over plain http."""
-    import functools
     import hashlib
-    import http.server
-    import ssl
-    import threading
-
-    from _plan_common import Quiet
 
     from tests.support.tls import make_certs
 
@@ -97,15 +91,10 @@ def https_index_lists_plain_http(box: Box) -> str | None:
     page.mkdir(parents=True)
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
     (page / "index.html").write_text(f'<a href="{plain}/files/{wheel.name}#sha256={digest}">{wheel.name}</a>\n')
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(box.work / "secure")))
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(certs["cert"], certs["key"])
-    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    box.on_exit(lambda: (srv.shutdown(), srv.server_close()))
+    secure = serve_dir(box, box.work / "secure", tls=(certs["cert"], certs["key"]))
     torch = stand_in_torch(box)
     res = box.tf("resolve", *CPU, "--torch-index-url", torch.as_uri(), "--index-url",
-                 f"https://127.0.0.1:{srv.server_address[1]}/simple", "purelib", timeout=120,
+                 f"{secure}/simple", "purelib", timeout=120,
                  env={"REQUESTS_CA_BUNDLE": certs["ca"], "SSL_CERT_FILE": certs["ca"]})
     if res.code == 0:
         return "planned purelib from a plain-http link of an https index, without --allow-insecure-index"

@@ -17,7 +17,8 @@ from _common import Box, Case
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from tests.support.mounts import readable_torchfit
+from tests.support.mounts import fill, readable_torchfit
+from tests.support.servers import RangeFiles
 from tests.support.wheels import metadata_bomb as bombed_wheel
 
 WHEEL_GLOB = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
@@ -103,31 +104,7 @@ def _bomb(box: Box) -> Path:
 
 def _ranges(box: Box, path: Path) -> str:
     """`path` over HTTP with Range (a mirror), its URL."""
-    import http.server
-
-    data = path.read_bytes()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            if self.path.split("?")[0] != f"/{path.name}":
-                self.send_response(404)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            spec = (self.headers.get("Range") or "").removeprefix("bytes=")
-            a, _, b = spec.partition("-")
-            start, end = (0, len(data) - 1) if not spec else \
-                (max(0, len(data) - int(b)), len(data) - 1) if not a else (int(a), min(len(data) - 1, int(b or 1 << 62)))
-            self.send_response(206 if spec else 200)
-            self.send_header("Content-Length", str(end - start + 1))
-            self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
-            self.end_headers()
-            self.wfile.write(data[start:end + 1])
-
-    return f"{box.serve(Handler)}/{path.name}"
+    return f"{box.serve(answer=RangeFiles({path.name: path}))}/{path.name}"
 
 
 def metadata_bomb(box: Box) -> str | None:
@@ -185,18 +162,8 @@ def verify_torchelastic(box: Box) -> str | None:
 
 
 def tmpdir_full(box: Box) -> str | None:
-    where = box.work / "full"
-    where.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(where)]).returncode != 0:
-        raise RuntimeError("cannot mount a tmpfs here (needs root)")
-    box.on_exit(lambda: subprocess.run(["umount", "-l", str(where)]))
-    for name, chunk in (("fill", 4096), ("fill2", 1)):
-        with open(where / name, "wb", buffering=0) as fh:
-            try:
-                while True:
-                    fh.write(b"\0" * chunk)
-            except OSError:
-                pass
+    where = box.tmpfs("full", "size=256k")
+    fill(where)
     seen = []
     runs = {
         "verify": ("verify", "--python", sys.executable, "--no-bandwidth", "--nproc", "1"),

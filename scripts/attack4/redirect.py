@@ -4,7 +4,6 @@ pip 23 follow that hop silently (measured); install must refuse before either do
 
 from __future__ import annotations
 
-import functools
 import sys
 from pathlib import Path
 
@@ -12,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Box, Case
 from _plan_common import CPU, error_line, make_wheel, serve_dir, stand_in_torch
 
-from tests.support.tls import make_certs, redirecting_index, serve_tls, trust_bundle
+from tests.support.tls import make_certs, redirecting_index, trust_bundle
 
 
 def redirect_http_download(box: Box) -> str | None:
@@ -23,10 +22,8 @@ def redirect_http_download(box: Box) -> str | None:
     certs = make_certs(box.work / "tls")
     wheel = make_wheel(box.work / "files", "purelib", "1.0")
     plain = serve_dir(box, box.work)
-    tls = serve_tls(functools.partial(redirecting_index(box.work / "secure", wheel, plain),
-                                      directory=str(box.work / "secure")), certs)
-    secure = tls.__enter__()
-    box.on_exit(lambda: tls.__exit__(None, None, None))
+    secure = serve_dir(box, box.work / "secure", redirecting_index(box.work / "secure", wheel, plain),
+                       tls=(certs["cert"], certs["key"]))
     bundle = trust_bundle(certs)
     trust = {"REQUESTS_CA_BUNDLE": bundle, "SSL_CERT_FILE": bundle, "PIP_CERT": bundle}
     torch = stand_in_torch(box).as_uri()

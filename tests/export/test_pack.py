@@ -15,6 +15,7 @@ import pytest
 
 from tests.installer.conftest import cpu_env, cpu_wheel, run_tf, state_home, tf_env, torch_index
 from tests.support.cli import torchfit_argv
+from tests.support.servers import RangeFiles, http_server
 
 __all__ = ["cpu_env", "cpu_wheel", "state_home", "torch_index"]  # the installer's fixtures, used here
 pytestmark = pytest.mark.slow
@@ -76,24 +77,13 @@ def test_a_file_that_differs_from_the_lock_is_refused(cpu_env: dict[str, Any], t
 # --- an interrupted pack, run again, over real HTTP -------------------------------------------
 
 SMALL, BIG = "alpha-1.0-py3-none-any.whl", "bigpkg-1.0-py3-none-any.whl"
-PACK_LOCK = """\
+LOCK = """\
 lock-version = "1.0"
 created-by = "torchfit"
-requires-python = "==3.11.*"
-
-[[packages]]
-name = "alpha"
-version = "1.0"
-wheels = [{{ name = "{small}", url = "{base}/{small}", size = {small_size}, hashes = {{ sha256 = "{small_sha}" }} }}]
-
-[[packages]]
-name = "bigpkg"
-version = "1.0"
-wheels = [{{ name = "{big}", url = "{base}/{big}", size = {big_size}, hashes = {{ sha256 = "{big_sha}" }} }}]
-
-[tool.torchfit]
+{requires_python}
+{packages}[tool.torchfit]
 schema = 1
-
+{torch_index}
 [tool.torchfit.plan]
 ok = true
 python = "3.11"
@@ -102,68 +92,29 @@ variant = "cpu"
 """
 
 
-class _Files:
-    """A real HTTP server on 127.0.0.1 serving `files` (with Range), slowly (64 KiB each 5 ms):
-    every request it got (path, Range header) and the bytes it sent of each file."""
+def _package(whl: str, url: str, data: bytes, *, sized: bool = True) -> str:
+    """A lock's [[packages]] entry: the wheel `whl` (its name and version from its file name) at
+    `url`, with the sha256 of its bytes `data`, and their size unless not `sized` (uv writes none
+    for a file:// wheel)."""
+    import hashlib
 
-    def __init__(self, files: dict[str, bytes]) -> None:
-        import http.server
-        import threading
+    name, version = whl.split("-")[:2]
+    size = f"size = {len(data)}, " if sized else ""
+    return (f'[[packages]]\nname = "{name}"\nversion = "{version}"\nwheels = [{{ name = "{whl}", url = "{url}", '
+            f'{size}hashes = {{ sha256 = "{hashlib.sha256(data).hexdigest()}" }} }}]\n\n')
 
-        self.requests: list[tuple[str, str]] = []
-        self.sent: dict[str, int] = dict.fromkeys(files, 0)
-        outer = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *a: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                import re
-                import time
-
-                name = self.path.lstrip("/")
-                outer.requests.append((name, self.headers.get("Range", "")))
-                data = files.get(name)
-                if data is None:
-                    self.send_response(404)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                start = 0
-                m = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range", ""))
-                if m and int(m.group(1)) < len(data):
-                    start = int(m.group(1))
-                    self.send_response(206)
-                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
-                else:
-                    self.send_response(200)
-                self.send_header("Content-Length", str(len(data) - start))
-                self.end_headers()
-                try:
-                    for at in range(start, len(data), 1 << 16):
-                        block = data[at:at + (1 << 16)]
-                        self.wfile.write(block)
-                        outer.sent[name] += len(block)
-                        time.sleep(0.005)
-                except OSError:
-                    pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+def _lock(*packages: str, torch_index: str = "", requires_python: str | None = "==3.11.*") -> str:
+    """A CPU plan's pylock.toml of `packages` (_package), built from the torch index `torch_index`."""
+    return LOCK.format(packages="".join(packages),
+                       requires_python=f'requires-python = "{requires_python}"\n' if requires_python else "",
+                       torch_index=f'torch-index-url = "{torch_index}/simple"\n' if torch_index else "")
 
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
 def test_an_interrupted_pack_run_again_fetches_only_what_it_lacked(tmp_path: Path, sig: str) -> None:
     """Interrupted while the second file comes (the first is whole): run again, the first is not
     asked for and the second continues from where it stopped (Range), each byte sent once."""
-    import hashlib
     import os
     import signal
     import time
@@ -171,19 +122,18 @@ def test_an_interrupted_pack_run_again_fetches_only_what_it_lacked(tmp_path: Pat
     from tests.support.cli import run_clean, start_cli
 
     small, big = os.urandom(50_000), os.urandom(8 << 20)
-    server = _Files({SMALL: small, BIG: big})
-    try:
+    files = RangeFiles({SMALL: small, BIG: big}, block=1 << 16, pause=0.005)  # slowly: 64 KiB each 5 ms
+    with http_server(files) as server:
         lock = tmp_path / "pylock.toml"
-        lock.write_text(PACK_LOCK.format(base=server.url, small=SMALL, big=BIG, small_size=len(small),
-                                         big_size=len(big), small_sha=hashlib.sha256(small).hexdigest(),
-                                         big_sha=hashlib.sha256(big).hexdigest()))
+        lock.write_text(_lock(_package(SMALL, f"{server.url}/{SMALL}", small),
+                              _package(BIG, f"{server.url}/{BIG}", big)))
         out = tmp_path / "pack"
         args = ("pack", "--lock", str(lock), "-o", str(out), "--allow-insecure-index")
         env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), PYTHONPATH=os.path.join(
             Path(__file__).resolve().parents[2], "src"))
         first = start_cli(*args, base_env=env)
         deadline = time.monotonic() + 60
-        while server.sent[BIG] < (2 << 20) and time.monotonic() < deadline and first.poll() is None:
+        while files.sent[BIG] < (2 << 20) and time.monotonic() < deadline and first.poll() is None:
             time.sleep(0.01)
         first.send_signal(getattr(signal, sig))
         first.communicate(timeout=60)
@@ -191,61 +141,34 @@ def test_an_interrupted_pack_run_again_fetches_only_what_it_lacked(tmp_path: Pat
         assert (out / "wheels" / SMALL).is_file() and part.is_file(), sorted(p.name for p in out.rglob("*"))
         kept = part.stat().st_size
         assert 0 < kept < len(big)
-        before, sent_before = len(server.requests), dict(server.sent)
+        before, sent_before = len(server.seen), dict(files.sent)
         again = run_clean(*args, env=env, timeout=120)
         assert again.returncode == 0, again.stderr
-        second = server.requests[before:]
-        assert second == [(BIG, f"bytes={kept}-")], second
-        assert server.sent[BIG] - sent_before[BIG] == len(big) - kept
-        assert server.sent[SMALL] == len(small)
+        second = [(path, h.get("Range", "")) for path, h in zip(server.seen[before:], server.headers[before:])]
+        assert second == [(f"/{BIG}", f"bytes={kept}-")], second
+        assert files.sent[BIG] - sent_before[BIG] == len(big) - kept
+        assert files.sent[SMALL] == len(small)
         assert (out / "wheels" / BIG).read_bytes() == big and not part.exists()
         assert "1 fetched, 1 already there" in again.stderr and "resuming" in again.stderr
-    finally:
-        server.close()
 
 
 TORCH_WHL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
-MIRROR_LOCK = """\
-lock-version = "1.0"
-created-by = "torchfit"
-requires-python = "==3.11.*"
-
-[[packages]]
-name = "torch"
-version = "2.13.0+cpu"
-wheels = [{{ name = "{whl}", url = "{files}/{whl}", size = {size}, hashes = {{ sha256 = "{sha}" }} }}]
-
-[tool.torchfit]
-schema = 1
-torch-index-url = "{index}/simple"
-
-[tool.torchfit.plan]
-ok = true
-python = "3.11"
-torch = "2.13.0"
-variant = "cpu"
-"""
-
-
 def test_a_lock_whose_torch_files_are_off_its_mirror_is_said(tmp_path: Path) -> None:
     """The env was built from a mirror whose torch page kept upstream's absolute URLs: the
     lock's torch files are on another host than its torch index. One warning line naming it
     (the mirror is `localhost`, the files `127.0.0.1`: one real server, two host names)."""
-    import hashlib
     import os
 
     from tests.support.cli import run_clean
 
     data = os.urandom(20_000)
-    server = _Files({TORCH_WHL: data})
-    port = server.url.rsplit(":", 1)[1]
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"),
                PYTHONPATH=os.path.join(Path(__file__).resolve().parents[2], "src"))
-    try:
+    with http_server(RangeFiles({TORCH_WHL: data})) as server:
+        port = server.url.rsplit(":", 1)[1]
         for name, index, warned in (("off", f"http://localhost:{port}", True), ("own", server.url, False)):
             lock = tmp_path / f"{name}.toml"
-            lock.write_text(MIRROR_LOCK.format(whl=TORCH_WHL, files=server.url, index=index, size=len(data),
-                                               sha=hashlib.sha256(data).hexdigest()))
+            lock.write_text(_lock(_package(TORCH_WHL, f"{server.url}/{TORCH_WHL}", data), torch_index=index))
             res = run_clean("pack", "--lock", str(lock), "-o", str(tmp_path / name), "--allow-insecure-index",
                             env=env, timeout=120)
             assert res.returncode == 0, res.stderr
@@ -255,8 +178,6 @@ def test_a_lock_whose_torch_files_are_off_its_mirror_is_said(tmp_path: Path) -> 
                 assert f"localhost:{port}/simple" in lines[0]
             else:
                 assert lines == [], res.stderr
-    finally:
-        server.close()
 
 
 def test_a_fleet_file_with_two_groups_packs_both_groups_files(tmp_path: Path, state_home: Path) -> None:
@@ -336,7 +257,6 @@ def test_a_fleet_file_with_two_groups_packs_both_groups_files(tmp_path: Path, st
 def test_the_progress_total_counts_a_local_wheel_the_lock_gives_no_size(tmp_path: Path) -> None:
     """uv writes no `size` for a file:// wheel (the local torch of a site's wheel directory): the
     pack's total is that file's own size, so the last line never reads "202.2 MB of 10.5 MB"."""
-    import hashlib
 
     wheels = tmp_path / "wheels"
     wheels.mkdir()
@@ -344,29 +264,8 @@ def test_the_progress_total_counts_a_local_wheel_the_lock_gives_no_size(tmp_path
     (wheels / TORCH_WHL).write_bytes(big)
     (wheels / SMALL).write_bytes(small)
     lock = tmp_path / "pylock.toml"
-    lock.write_text(f"""\
-lock-version = "1.0"
-created-by = "torchfit"
-
-[[packages]]
-name = "alpha"
-version = "1.0"
-wheels = [{{ name = "{SMALL}", url = "{(wheels / SMALL).as_uri()}", size = {len(small)}, hashes = {{ sha256 = "{hashlib.sha256(small).hexdigest()}" }} }}]
-
-[[packages]]
-name = "torch"
-version = "2.13.0+cpu"
-wheels = [{{ name = "{TORCH_WHL}", url = "{(wheels / TORCH_WHL).as_uri()}", hashes = {{ sha256 = "{hashlib.sha256(big).hexdigest()}" }} }}]
-
-[tool.torchfit]
-schema = 1
-
-[tool.torchfit.plan]
-ok = true
-python = "3.11"
-torch = "2.13.0"
-variant = "cpu"
-""")
+    lock.write_text(_lock(_package(SMALL, (wheels / SMALL).as_uri(), small),
+                          _package(TORCH_WHL, (wheels / TORCH_WHL).as_uri(), big, sized=False), requires_python=None))
     proc = run_tf("pack", "--lock", str(lock), "-o", str(tmp_path / "pack"), state=tmp_path / "state")
     assert proc.returncode == 0, proc.stderr
     assert "pack: 2/2" in proc.stderr and "(4.0 MB of 4.0 MB)" in proc.stderr, proc.stderr

@@ -151,19 +151,17 @@ def test_file_redirects_checked_hop_by_hop_over_real_tls(tmp_path, monkeypatch) 
     """check_file_redirects (issue 25): a wheel URL of an https mirror that answers 302 to plain
     http is refused, naming the file and the hop; an https hop passes; --allow-insecure-index
     asks nothing; a host that does not answer is left to the installer."""
-    import functools
-
-    from tests.support.tls import make_certs, redirecting_index, serve_tls
+    from tests.support.tls import make_certs, redirecting_index
     from tests.support.wheels import make_wheel, serve_dir
     from torchfit.index.client import check_file_redirects
 
     certs = make_certs(tmp_path / "tls")
     wheel = make_wheel(tmp_path / "files", "purelib", "1.0")
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", certs["ca"])  # how torchfit is told to trust a mirror's CA
-    with serve_dir(tmp_path) as plain, serve_tls(functools.partial(
-            redirecting_index(tmp_path / "bad", wheel, plain), directory=str(tmp_path / "bad")), certs) as bad:
-        with serve_tls(functools.partial(redirecting_index(tmp_path / "good", wheel, bad + "/ok"),
-                                         directory=str(tmp_path)), certs) as good:
+    pair = (certs["cert"], certs["key"])
+    with serve_dir(tmp_path) as plain, serve_dir(tmp_path / "bad", redirecting_index(
+            tmp_path / "bad", wheel, plain), tls=pair) as bad:
+        with serve_dir(tmp_path, redirecting_index(tmp_path / "good", wheel, bad + "/ok"), tls=pair) as good:
             url = f"{bad}/files/{wheel.name}"
             with pytest.raises(IndexUnavailable) as err:
                 check_file_redirects(client(use_cache=False), [url, f"{good}/files/{wheel.name}"])

@@ -23,6 +23,7 @@ import pytest
 import requests
 
 from tests.support.servers import Answer, HttpServer, http_server, reply
+from tests.support.tls import make_certs
 from torchfit.errors import IndexMalformed, IndexUnavailable
 from torchfit.index.client import IndexClient
 
@@ -122,42 +123,35 @@ def test_attack3_a_body_over_the_limit_is_refused_by_its_content_length(servers:
 
 
 @pytest.fixture(scope="module")
-def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    d = tmp_path_factory.mktemp("tls")
-    crt, key = str(d / "c.pem"), str(d / "k.pem")
-    res = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                          "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                          "-keyout", key, "-out", crt], capture_output=True, text=True, timeout=60)
-    if res.returncode != 0:
-        pytest.skip(f"openssl cannot make a certificate here: {res.stderr[-200:]}")
-    return crt, key
+def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return make_certs(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture
-def trust(cert: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
-    """The test certificate as the CA bundle (requests reads these over a session's `verify`)."""
+def trust(certs: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The test CA as the CA bundle (requests reads these over a session's `verify`)."""
     for var in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
-        monkeypatch.setenv(var, cert[0])
-    return cert
+        monkeypatch.setenv(var, certs["ca"])
+    return certs
 
 
-def _tls_client(cert: tuple[str, str], **kw: Any) -> IndexClient:
+def _tls_client(certs: dict[str, str], **kw: Any) -> IndexClient:
     session = requests.Session()
-    session.verify = cert[0]
+    session.verify = certs["ca"]
     return IndexClient(use_cache=False, retries=0, session=session, **kw)
 
 
 def test_attack3_https_redirected_to_plain_http_is_refused(servers: Callable[..., HttpServer],
-                                                           trust: tuple[str, str]) -> None:
-    cert = trust
+                                                           trust: dict[str, str]) -> None:
+    certs = trust
     plain = servers(lambda h: reply(h, 200, PAGE, Content_Type="text/html"))
-    secure = servers(lambda h: reply(h, 302, Location=plain.url + h.path), tls=cert)
+    secure = servers(lambda h: reply(h, 302, Location=plain.url + h.path), tls=(certs["cert"], certs["key"]))
     with pytest.raises(IndexUnavailable, match="redirected from https to plain http") as info:
-        _tls_client(cert).project_page(secure.url + "/simple", "torch")
+        _tls_client(certs).project_page(secure.url + "/simple", "torch")
     assert secure.url in info.value.message and "--allow-insecure-index" in (info.value.hint or "")
     assert plain.seen == []  # never asked
     # With --allow-insecure-index the hop is followed.
-    page = _tls_client(cert, allow_insecure=True).project_page(secure.url + "/simple", "torch")
+    page = _tls_client(certs, allow_insecure=True).project_page(secure.url + "/simple", "torch")
     assert page is not None and page.files and plain.seen == ["/simple/torch/"]
 
 

@@ -5,16 +5,14 @@ file:// tree and over HTTP on 127.0.0.1."""
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.cli import run_clean
+from tests.support.wheels import serve_dir
 
 WHEEL = "torch-2.13.0%2Bcpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 RESOLVE = ("resolve", "torch==2.13.0", "--variant", "cpu", "--python", "3.11", "--assume", "gpu=none", "--json")
@@ -29,15 +27,8 @@ def _tree(root: Path, href: str) -> Path:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
-    handler.log_message = lambda *a: None  # type: ignore[attr-defined]
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", tmp_path
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_dir(tmp_path) as url:
+        yield url, tmp_path
 
 
 def _warnings(res: object) -> list[str]:

@@ -611,17 +611,15 @@ def test_a_new_file_that_redirects_from_https_to_plain_http_is_refused(add_env: 
     """Issue 25: uv follows an https -> http redirect of a wheel silently; add checks the new
     files' redirects before it installs anything (exit 1, the file and the hop named), and the
     env and its lock stay as they were."""
-    import functools
-
-    from tests.support.tls import make_certs, redirecting_index, serve_tls, trust_bundle
+    from tests.support.tls import make_certs, redirecting_index, trust_bundle
 
     certs = make_certs(tmp_path / "tls")
     wheel = make_wheel(tmp_path / "files", "redirected-pkg", "1.0")
     lock_before = (add_env / "pylock.toml").read_bytes()
     dists_before = env_dists(add_env)
     bundle = trust_bundle(certs)
-    with serve_dir(tmp_path) as plain, serve_tls(functools.partial(
-            redirecting_index(tmp_path / "secure", wheel, plain), directory=str(tmp_path / "secure")), certs) as secure:
+    with serve_dir(tmp_path) as plain, serve_dir(tmp_path / "secure", redirecting_index(
+            tmp_path / "secure", wheel, plain), tls=(certs["cert"], certs["key"])) as secure:
         proc = run_tf("add", "redirected-pkg", "--env", str(add_env), "--installer", "uv", "--find-links", str(links),
                       "--extra-index-url", f"{secure}/simple", "--json", state=state_home,
                       env={"REQUESTS_CA_BUNDLE": bundle, "SSL_CERT_FILE": bundle})

@@ -18,7 +18,7 @@ import pytest
 from tests.e2e.conftest import Tf, install_args, mount_tmpfs, tf, umount  # noqa: F401  (tf: a fixture)
 from tests.installer.conftest import CPU_ARGS, needs_uv, run_tf
 from tests.support.mounts import tmpfs
-from tests.support.wheels import record_digest
+from tests.support.wheels import make_wheel
 
 pytestmark = [pytest.mark.slow, needs_uv]
 
@@ -79,31 +79,9 @@ def test_attack3_install_with_a_full_uv_cache(tmp_path: Path, torch_index: str, 
     assert [p for p in os.listdir(tmp_path) if p not in ("uv-cache", "xdg-cache")] == []
 
 
-def _big_wheel(directory: Path, name: str, size: int) -> Path:
-    """A real pure-Python wheel whose module carries `size` incompressible bytes."""
-    import zipfile
-
-    directory.mkdir(parents=True, exist_ok=True)
-    info = f"{name}-1.0.dist-info"
-    files = {
-        f"{name}/__init__.py": b"",
-        f"{name}/blob.bin": os.urandom(size),
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode(),
-        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: torchfit-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-    }
-
-    record = "".join(f"{p},{record_digest(d)},{len(d)}\n" for p, d in files.items()) + f"{info}/RECORD,,\n"
-    path = directory / f"{name}-1.0-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
-        for p, d in files.items():
-            zf.writestr(p, d)
-        zf.writestr(f"{info}/RECORD", record)
-    return path
-
-
 def test_attack3_add_onto_a_full_env_filesystem(tmp_path: Path, torch_index: str, state_home: Path) -> None:
     links = tmp_path / "links"
-    _big_wheel(links, "bigpkg", 4 << 20)
+    make_wheel(links, "bigpkg", "1.0", files={"bigpkg/__init__.py": b"", "bigpkg/blob.bin": os.urandom(4 << 20)})
     where = tmp_path / "fs"
     with tmpfs(where, size="2g"):
         env = where / "env"

@@ -10,7 +10,6 @@ ignores) `Range` and counts every body byte it sends.
 from __future__ import annotations
 
 import email.parser
-import http.server
 import io
 import json
 import os
@@ -26,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.cli import run_cli
-from tests.support.servers import http_server
+from tests.support.servers import RangeFiles, http_server
 from tests.support.wheels import metadata_bomb, sha256_file
 from torchfit.errors import WheelFormatError
 from torchfit.index.wheelmeta import FileSource, WheelArchive, parse_central_directory, parse_eocd
@@ -116,92 +115,40 @@ def test_probe_glibc_floor_and_embedded_code() -> None:
 
 
 # ---------------------------------------------------------------------------
-# A real HTTP server that honours Range, counting bytes
+# A real HTTP server that honours Range, counting bytes (tests/support/servers.RangeFiles)
 # ---------------------------------------------------------------------------
-
-
-class _Server:
-    def __init__(self, root: Path, honour_ranges: bool = True) -> None:
-        self.root = root
-        self.sent = 0
-        self.requests: list[str] = []
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *a: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                path = outer.root / self.path.lstrip("/").split("?")[0]
-                outer.requests.append(self.headers.get("Range", "-"))
-                if not path.is_file():
-                    self.send_response(404)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                size = path.stat().st_size
-                m = re.fullmatch(r"bytes=(\d*)-(\d*)", self.headers.get("Range", ""))
-                if m and honour_ranges:
-                    a, b = m.groups()
-                    start, end = (size - int(b), size - 1) if not a else (int(a), int(b) if b else size - 1)
-                    start, end = max(0, start), min(end, size - 1)
-                    self.send_response(206)
-                    self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
-                else:
-                    start, end = 0, size - 1
-                    self.send_response(200)
-                self.send_header("Content-Length", str(end - start + 1))
-                self.end_headers()
-                with open(path, "rb") as fh:
-                    fh.seek(start)
-                    left = end - start + 1
-                    while left > 0:
-                        block = fh.read(min(left, 1 << 20))
-                        if not block:
-                            break
-                        self.wfile.write(block)
-                        outer.sent += len(block)
-                        left -= len(block)
-
-        self.serving = http_server(handler=Handler)
-        self.url = ""
-
-    def __enter__(self) -> _Server:
-        self.url = self.serving.__enter__().url
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.serving.__exit__(None, None, None)
 
 
 @needs_wheel
 def test_range_requests_read_under_5_percent(tmp_path: Path) -> None:
     assert LOCAL_WHEEL is not None
     (tmp_path / WHEEL_NAME).symlink_to(LOCAL_WHEEL)
-    with _Server(tmp_path) as srv:
+    files = RangeFiles(tmp_path)
+    with http_server(files) as srv:
         res = run_cli("matrix", "probe", f"{srv.url}/{WHEEL_NAME}", "--json", "--no-cache",
                       env={"XDG_CACHE_HOME": str(tmp_path / "c")})
     assert res.returncode == 0, res.stderr
     (rec,) = json.loads(res.stdout)
     size = LOCAL_WHEEL.stat().st_size
-    print(f"range test: server sent {srv.sent} of {size} bytes ({100 * srv.sent / size:.2f} %), "
-          f"{len(srv.requests)} requests")
-    assert srv.sent < 0.05 * size
-    assert all(r.startswith("bytes=") for r in srv.requests if r != "-")
+    print(f"range test: server sent {files.total} of {size} bytes ({100 * files.total / size:.2f} %), "
+          f"{len(srv.seen)} requests")
+    assert files.total < 0.05 * size
+    assert all(h["Range"].startswith("bytes=") for h in srv.headers if "Range" in h)
     assert rec["arch"] == ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
     assert rec["pins"]["cudnn"] == "9.24.0.43" and not rec["whole_file"]
     # The client's own count is the server's count.
-    assert rec["bytes_read"] == srv.sent
+    assert rec["bytes_read"] == files.total
     assert rec["size"] == size
 
 
 def test_server_without_ranges_falls_back_to_the_whole_file(tmp_path: Path, rocm_wheel: Path) -> None:
-    with _Server(rocm_wheel.parent, honour_ranges=False) as srv:
+    files = RangeFiles(rocm_wheel.parent, ranges=False)
+    with http_server(files) as srv:
         res = run_cli("matrix", "probe", f"{srv.url}/{rocm_wheel.name}", "--json", "--no-cache",
                       env={"XDG_CACHE_HOME": str(tmp_path / "c")})
     assert res.returncode == 0, res.stderr
     (rec,) = json.loads(res.stdout)
-    assert rec["whole_file"] is True and srv.sent == rocm_wheel.stat().st_size
+    assert rec["whole_file"] is True and files.total == rocm_wheel.stat().st_size
     assert "does not honour HTTP range requests" in " ".join(rec["notes"])
     assert rec["arch"] == ["gfx900", "gfx906", "gfx90a", "gfx942", "gfx1100"]
 
@@ -467,10 +414,11 @@ def test_a_bombed_metadata_of_a_file_is_one_line_exit_2(tmp_path: Path, json_fla
 def test_a_bombed_metadata_over_http_is_refused_from_its_directory_entry(tmp_path: Path) -> None:
     """Over range requests: the central directory says how big METADATA is; nothing of it is read."""
     metadata_bomb(tmp_path / BOMB_NAME, 64)
-    with _Server(tmp_path) as srv:
+    files = RangeFiles(tmp_path)
+    with http_server(files) as srv:
         res = run_cli("matrix", "probe", f"{srv.url}/{BOMB_NAME}", "--no-cache",
                       env={"XDG_CACHE_HOME": str(tmp_path / "c")})
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert res.returncode == 1, res.stderr  # a server's answer: a no, as for any unreadable wheel it serves
     assert len(lines) == 1 and "at most 4194304" in lines[0] and "Traceback" not in res.stderr, res.stderr
-    assert srv.sent < 200_000, srv.sent  # the tail of the file and the local header at most
+    assert files.total < 200_000, files.total  # the tail of the file and the local header at most

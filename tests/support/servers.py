@@ -1,6 +1,7 @@
 """Real servers on 127.0.0.1 for the tests and scripts/rerun-defects.py, one copy each.
 
-`http_server(answer)` is the tests' HTTP(S) server: each GET recorded, answered by a function.
+`http_server(answer)` is the tests' HTTP(S) server: each GET recorded, answered by a function;
+`RangeFiles` is such an answer that serves files with Range requests (206), counting the bytes sent.
 `serve(handler)` is a raw TCP server that hangs: it accepts every connection and hands each to `handler(conn, stop)` in its own
 thread; without a handler a connection is held open and never answered (a mirror that hangs).
 It yields `http://127.0.0.1:PORT` and closes everything on exit.
@@ -10,12 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import io
+import re
 import socket
 import ssl
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from email.message import Message
+from pathlib import Path
 
 Handler = Callable[[socket.socket, threading.Event], None]
 
@@ -115,3 +120,59 @@ def reply(request: http.server.BaseHTTPRequestHandler, status: int, body: bytes 
     request.send_header("Content-Length", str(len(body)))
     request.end_headers()
     request.wfile.write(body)
+
+
+class RangeFiles:
+    """An `answer` for `http_server`: GET /NAME serves `files[NAME]` (bytes, or a file's path; or,
+    with `files` a directory, the file NAME in it), honouring one `Range: bytes=A-B | A- | -N`
+    with 206 and Content-Range unless `ranges` is False (then, like a bad range, the whole file,
+    200); 404 for any other name. It writes `block` bytes at a time, `pause` s apart (a slow
+    mirror), and counts in `sent` the bytes written of each name (a client that hangs up ends it)."""
+
+    def __init__(self, files: Mapping[str, bytes | Path] | Path, *, ranges: bool = True, block: int = 1 << 20,
+                 pause: float = 0.0) -> None:
+        self.files, self.ranges, self.block, self.pause = files, ranges, block, pause
+        self.sent: dict[str, int] = dict.fromkeys(files, 0) if isinstance(files, Mapping) else {}
+
+    @property
+    def total(self) -> int:
+        """The bytes written of all files."""
+        return sum(self.sent.values())
+
+    def _body(self, name: str) -> bytes | Path | None:
+        if isinstance(self.files, Mapping):
+            return self.files.get(name)
+        path = self.files / name
+        return path if path.is_file() else None
+
+    def __call__(self, request: http.server.BaseHTTPRequestHandler) -> None:
+        name = request.path.lstrip("/").split("?")[0]
+        body = self._body(name)
+        if body is None:
+            return reply(request, 404)
+        size = len(body) if isinstance(body, bytes) else body.stat().st_size
+        status, start, end = 200, 0, size - 1
+        m = re.fullmatch(r"bytes=(\d*)-(\d*)", request.headers.get("Range", ""))
+        if self.ranges and m and any(m.groups()):
+            a, b = m.groups()
+            first, last = (size - int(b), size - 1) if not a else (int(a), int(b) if b else size - 1)
+            if max(0, first) <= min(last, size - 1):
+                status, start, end = 206, max(0, first), min(last, size - 1)
+        request.send_response(status)
+        if status == 206:
+            request.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+        request.send_header("Content-Length", str(end - start + 1))
+        request.end_headers()
+        self.sent.setdefault(name, 0)
+        with io.BytesIO(body) if isinstance(body, bytes) else body.open("rb") as fh:
+            fh.seek(start)
+            try:
+                for at in range(start, end + 1, self.block):
+                    chunk = fh.read(min(self.block, end + 1 - at))
+                    request.wfile.write(chunk)
+                    self.sent[name] += len(chunk)
+                    if self.pause:
+                        time.sleep(self.pause)
+            except OSError:  # the client hung up (it was stopped, or read what it wanted)
+                pass
+        return None

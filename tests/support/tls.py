@@ -1,18 +1,13 @@
 """A throwaway CA and a leaf certificate for 127.0.0.1 (openssl), for real https servers in tests.
 
-The attack-3 downgrade tests keep their own copy of this (that file is being renamed elsewhere);
-new tests take it from here. Clients trust it through REQUESTS_CA_BUNDLE (torchfit) and
-SSL_CERT_FILE (uv).
+Clients trust it through REQUESTS_CA_BUNDLE (torchfit) and SSL_CERT_FILE (uv). The server is
+tests/support/servers.http_server (or wheels.serve_dir) with `tls=(certs["cert"], certs["key"])`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import http.server
-import ssl
 import subprocess
-import threading
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -45,23 +40,6 @@ def trust_bundle(certs: dict[str, str]) -> str:
     bundle = ca.with_name("bundle.pem")
     bundle.write_bytes((system.read_bytes() if system.is_file() else b"") + ca.read_bytes())
     return str(bundle)
-
-
-@contextlib.contextmanager
-def serve_tls(handler: Callable[..., http.server.BaseHTTPRequestHandler], certs: dict[str, str]) -> Iterator[str]:
-    """`https://127.0.0.1:PORT`, `handler` (a request handler class or partial) behind the
-    leaf certificate of `certs` (make_certs), until the block ends."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)  # type: ignore[arg-type]
-    server.daemon_threads = True
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(certs["cert"], certs["key"])
-    server.socket = ctx.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"https://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 class RedirectFiles(http.server.SimpleHTTPRequestHandler):

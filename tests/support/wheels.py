@@ -184,7 +184,9 @@ class Trickle(_Quiet):
 
 
 @contextlib.contextmanager
-def serve_dir(directory: Path, handler_class: type[_Quiet] = _Quiet) -> Iterator[str]:
-    """`http://127.0.0.1:PORT` serving `directory` until the block ends."""
-    with http_server(handler=functools.partial(handler_class, directory=str(directory))) as server:
+def serve_dir(directory: Path, handler_class: type[http.server.SimpleHTTPRequestHandler] = _Quiet, *,
+              tls: tuple[str, str] | None = None) -> Iterator[str]:
+    """`http://127.0.0.1:PORT` serving `directory` until the block ends (`https://` with `tls`, a
+    (certificate, key) pair: tests/support/tls.make_certs makes one)."""
+    with http_server(handler=functools.partial(handler_class, directory=str(directory)), tls=tls) as server:
         yield server.url
