@@ -215,3 +215,23 @@ def test_add_a_requirements_file_around_an_adopted_base(base_env: Path, links: P
     tool = tomllib.loads((base_env / "pylock.toml").read_text())["tool"]["torchfit"]
     assert tool["plan"]["project"] == ["pkg-a"] and tool["base"]["family"] == {"torch": BASE}
     assert "pkg-b 1.0: torch==2.8.0" in tool["added"][-1]["accepted-base-label"]
+
+
+@needs_uv
+@pytest.mark.slow
+def test_a_base_whose_own_packages_are_not_whole_still_takes_an_add(base_env: Path, links: Path,
+                                                                     tmp_path: Path) -> None:
+    """Images ship with `pip check` failures of their own (a package whose requirement the image
+    left out). add's closure check answers for what add installed, not for the base: a pure
+    package is added (tests/installer/test_add.py: a new wheel that wants what the env lacks is
+    still refused)."""
+    state = tmp_path / "state"
+    broken = tmp_path / "broken"
+    make_wheel(broken, "image-extra", "1.0", ["left-out-dep>=1"])
+    subprocess.run([_uv(), "pip", "install", "--python", str(base_env / "bin" / "python"), "--no-index", "--no-deps",
+                    "--find-links", str(broken), "image-extra"], check=True, capture_output=True)
+    assert run_tf("adopt", "--env", str(base_env), state=state, timeout=300).returncode == 0
+    proc = run_tf("add", "pure-pkg==1.0", "--env", str(base_env), "--find-links", str(links), "--json", state=state,
+                  timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert [d["name"] for d in json.loads(proc.stdout)["added"]] == ["pure-pkg"]

@@ -31,7 +31,7 @@ import os
 import re
 import shlex
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -266,7 +266,7 @@ class AddJob:
                     # uv resolved from the index's metadata (PEP 658 .metadata where served); the
                     # wheels just installed carry their own, the truth: a new package whose wheel
                     # needs what the env lacks is named and rolled back, as install refuses it.
-                    check_closure(ctx, self.prefix, planned=todo, lock_name=lock_path,
+                    check_closure(ctx, self.prefix, planned=todo, lock_name=lock_path, judged=self._judged(todo),
                                   nccl_override=self.lock.pin().get("mechanism") == "wheel-override")
                 start = time.monotonic()
                 self.observer.step("lock", f"{LOCK_NAME}: {len(added)} added, {len(changed)} changed "
@@ -295,6 +295,29 @@ class AddJob:
         return AddResult(prefix=self.prefix, requested=tuple(str(r) for r in self.requirements),
                          added=sorted_dists(added), changed=tuple(changed), kept_locked=kept, lock_path=lock_path,
                          installer=backend.label, log_path=log.path, timings=self.timings)
+
+    def _judged(self, todo: Sequence[LockedDist]) -> Callable[[str], bool]:
+        """Which closure problems (lock.closure's "N V requires R, but ...") are this add's: those
+        of the packages it installed, less a pin on torch's release that --accept-base-label
+        accepted, now or in an earlier add (the lock's `accepted-base-label`). A base's own
+        problems (an adopted image's packages) are not add's to answer for."""
+        names = {d.name for d in todo}
+        accepted = [*self.label_accepted, *(str(x) for h in self.lock.tool.get("added") or [] if isinstance(h, dict)
+                                            for x in h.get("accepted-base-label") or [])]
+        pins = set()
+        for entry in accepted:  # "pkg-b 1.0: torch==2.8.0"
+            m = re.match(r"(\S+) (\S+): (.+)$", entry)
+            if m and _parses(m.group(3)):
+                pins.add((canonicalize_name(m.group(1)), m.group(2), str(Requirement(m.group(3)))))
+
+        def judged(problem: str) -> bool:
+            m = re.match(r"(\S+) (\S+) requires (.+?), but ", problem)
+            name = canonicalize_name(problem.split(" ", 1)[0])
+            if m and _parses(m.group(3)) and (name, m.group(2), str(Requirement(m.group(3)))) in pins:
+                return False
+            return name in names
+
+        return judged
 
     def _recover(self, ctx: StepContext) -> None:
         """Undo an add that was killed before its lock was rewritten (its journal is still there):

@@ -22,7 +22,7 @@ what only deserves a warning.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -165,14 +165,15 @@ def _check_nccl(plan: Plan, probe: Mapping[str, Any], pin: NcclPin, dists: Mappi
 
 
 def check_closure(ctx: StepContext, env_dir: str, *, nccl_override: bool, planned: Sequence[LockedDist] | None,
-                  lock_name: str) -> None:
+                  lock_name: str, judged: Callable[[str], bool] | None = None) -> None:
     """Every dependency of what the env holds is there, or the step fails (`check-deps`).
 
     `planned`: the files a resolution just installed (install from a plan, add). The resolver
     read each release's metadata from the index (its PEP 658 file where served) and the set was
     whole by it; a problem of one of them now is a wheel whose own METADATA says otherwise:
     named, and refused (the wheel is the truth: it is what is installed and hashed into the
-    lock). Any other problem: `lock_name` (the lock installed from) is not whole."""
+    lock). Any other problem: `lock_name` (the lock installed from) is not whole. `judged`: which
+    problems are this step's to answer for (add: those of what it installed, not the base's)."""
     from torchfit.lock.closure import probe_closure
 
     step = StepRunner(ctx, "check-deps", "every dependency of the locked packages is installed (like pip check)")
@@ -181,7 +182,7 @@ def check_closure(ctx: StepContext, env_dir: str, *, nccl_override: bool, planne
     res = closure.result
     if closure.problems is None:
         raise ctx.failed("check-deps", argv, res.returncode, redact(closure.failure))
-    problems = closure.problems
+    problems = [p for p in closure.problems if judged is None or judged(p)]
     if not problems:
         return
     name = canonicalize_name(problems[0].split(" ", 1)[0])
