@@ -340,7 +340,7 @@ class _Planner:
     @staticmethod
     def _built(compiled: Compiled) -> bool:
         """Does the answer hold a package built from source (an sdist, no wheel)?"""
-        return any(d.artifacts and all(a.kind == "sdist" for a in d.artifacts) for d in compiled.locked)
+        return any(d.needs_build for d in compiled.locked)
 
     def _fitting_builds(self, request: Request, cut: Matrix, first: Plan) -> list[Build]:
         """The builds of the plan's variant that fit every host with the plan's Python."""
@@ -573,7 +573,7 @@ class _Planner:
             [(d.name, Version(str(d.version))) for d in compiled.locked if d.name not in FAMILY_PACKAGES])
         notes = [*notes, *comp_reasons]
         warnings = [*warnings, *comp_warnings]
-        sdists = [d for d in compiled.locked if d.artifacts and all(a.kind == "sdist" for a in d.artifacts)]
+        sdists = [d for d in compiled.locked if d.needs_build]
         return self._assemble(plan, first, builds, held, resolved, routed, notes,
                               warnings + [_sdist_line(d.name, str(d.version), companions) for d in sdists],
                               compiled, work)

@@ -56,6 +56,11 @@ class LockedDist:
     def is_family(self) -> bool:
         return self.name in FAMILY_PACKAGES
 
+    @property
+    def needs_build(self) -> bool:
+        """Locked from a source distribution only: installing it runs its build backend."""
+        return bool(self.artifacts) and all(a.kind == "sdist" for a in self.artifacts)
+
 
 def _table(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}

@@ -301,7 +301,7 @@ def _refuse_builds(lock: Lock, path: str) -> None:
     from torchfit.errors import BadInput
 
     for d in lock.packages:
-        if d.artifacts and all(a.kind == "sdist" for a in d.artifacts):
+        if d.needs_build:
             name = next((a.filename for a in d.artifacts if a.filename), d.name)
             raise BadInput(f"--no-build: {path} installs {d.name} {d.version} from a source distribution "
                            f"({name}), which would be built; lock a wheel of it, or drop --no-build")
