@@ -449,3 +449,46 @@ def test_install_refuses_a_wheel_of_an_https_index_that_redirects_to_plain_http(
     assert "--allow-insecure-index" in err["hint"], err
     assert not any(wheel.name in line for line in asked), asked
     assert not prefix.exists() and "Traceback" not in proc.stderr
+
+
+# -- issue 33: torchfit narrows what the user gave, never overrides it ------------------------------
+
+
+def test_a_constraint_on_torchvision_two_levels_down_holds_torch_to_its_pair(tmp_path: Path) -> None:
+    # torchvision 0.21.0 pins torch==2.6.0 and 0.29.1 torch>=2.14.1 (their METADATA as PyPI serves it:
+    # data/matrix.toml's rows); the project reaches torchvision through openclipx -> timmx only.
+    family = [make_wheel(tmp_path / "family", "torchvision", "0.21.0+cpu", ["torch==2.6.0"], tag=CP311),
+              make_wheel(tmp_path / "family", "torchvision", "0.29.1+cpu", ["torch>=2.14.1"], tag=CP311)]
+    index = torch_tree(tmp_path, "cpu", ["2.6.0", "2.14.1"], extra=family)
+    links = tmp_path / "links"
+    make_wheel(links, "openclipx", "1.0", ["timmx"])
+    make_wheel(links, "timmx", "1.0", ["torchvision"])
+    cons = tmp_path / "constraints.txt"
+    cons.write_text("torchvision==0.21.0\n")
+    req = tmp_path / "requirements.txt"
+    req.write_text("-c constraints.txt\nopenclipx\n")
+    out = resolve(*CPU_HOST, "-r", str(req), "--find-links", str(links),
+                  "--torch-index-url", index.as_uri())
+    assert (out["torch"], out["torchvision"]) == ("2.6.0", "0.21.0"), out
+    assert out["resolved"]["torchvision"] == "0.21.0+cpu", out
+
+
+def test_pytorchs_own_spelling_of_a_pin_selects_the_variant(tmp_path: Path) -> None:
+    # `torch==2.7.1+cu126 torchaudio==2.7.1+cu126`, as PyTorch's install pages write it
+    out = resolve(*DRIVER_570, "torch==2.7.1+cu126", "torchaudio==2.7.1+cu126")
+    assert (out["torch"], out["variant"], out["torchaudio"]) == ("2.7.1", "cu126", "2.7.1"), out
+    # the same pin in a requirements file beside a project, against a source holding cu126 and cu128
+    for variant in ("cu126", "cu128"):
+        audio = make_wheel(tmp_path / "family" / variant, "torchaudio", f"2.7.1+{variant}", ["torch==2.7.1"], tag=CP311)
+        torch_tree(tmp_path / "src", variant, ["2.7.1"], extra=[audio])
+    template = (tmp_path / "src" / "{variant}" / "simple").as_uri().replace("%7B", "{").replace("%7D", "}")
+    links = tmp_path / "links"
+    make_wheel(links, "purelib", "1.0")
+    req = tmp_path / "requirements.txt"
+    req.write_text("torch==2.7.1+cu126\ntorchaudio==2.7.1+cu126\npurelib\n")
+    out = resolve(*DRIVER_570, "-r", str(req), "--find-links", str(links), "--torch-index-url", template)
+    assert out["variant"] == "cu126" and out["resolved"]["torch"] == "2.7.1+cu126", out
+    assert out["resolved"]["torchaudio"] == "2.7.1+cu126", out
+    # labels that disagree are the user's to settle: one line, exit 2
+    proc = run_cli("resolve", "--offline", *DRIVER_570, "torch==2.7.1+cu126", "torchaudio==2.7.1+cu128")
+    assert proc.returncode == 2 and "give one variant" in proc.stderr, proc.stderr

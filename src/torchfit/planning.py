@@ -397,7 +397,7 @@ class _Planner:
         served = self.served.get(plan.variant)
         flat = (served is not None and served.kind == "flat") or is_flat(sources.torch_index)
         env = {**env, "UV_PYTHON_DOWNLOADS": "never"}  # an sdist's build never fetches an interpreter
-        user = [r.text for r in self.request.project.constraints if not r.is_family]
+        user = [r.text for r in self.request.project.constraints]  # the family's too: the user's word (issue 33)
         how = "wheels only" if no_build else "source distributions allowed: uv may build one to read its metadata"
         self.progress.info(f"[resolve] uv: the whole project, torch from {self.where(plan.variant)} "
                            f"({plan.variant}, Python {plan.python_version}; {how})")

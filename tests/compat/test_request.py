@@ -81,3 +81,22 @@ def test_d20_requirement_parts_are_not_dropped(req: str) -> None:
     line = bad_input(run_clean("resolve", req, "--assume", "gpu=none"))
     assert "requirement" in line
 
+
+
+def test_a_local_label_on_a_family_pin_is_the_variant_and_the_pin_keeps_the_release() -> None:
+    from torchfit.compat.project import parse_requirement
+    from torchfit.compat.request import split_local_labels
+
+    variants = {"cu126", "cu128", "cpu", "rocm6.4"}
+    reqs, cons, variant = split_local_labels(
+        [parse_plain_requirement("torch==2.7.1+cu126"), parse_plain_requirement("torchaudio>=2.7,==2.7.1+cu126")],
+        [parse_requirement("torchvision==0.22.1+cu126", "c.txt:1"), parse_requirement("numpy==2.0+local", "c.txt:2")],
+        None, variants)
+    assert [str(r) for r in reqs] == ["torch==2.7.1", "torchaudio==2.7.1,>=2.7"] and variant == "cu126"
+    assert [c.text for c in cons] == ["torchvision==0.22.1", "numpy==2.0+local"]  # not the family's: as written
+    assert split_local_labels([parse_plain_requirement("torch==2.6.0+rocm6.4")], [], "rocm6.4", variants)[2] == "rocm6.4"
+    for bad in (["torch==2.7.1+cu126", "torchaudio==2.7.1+cpu"], ["torch==2.7.1+cu999"]):
+        with pytest.raises(BadInput):
+            split_local_labels([parse_plain_requirement(t) for t in bad], [], None, variants)
+    with pytest.raises(BadInput, match="--variant cpu"):
+        split_local_labels([parse_plain_requirement("torch==2.7.1+cu126")], [], "cpu", variants)

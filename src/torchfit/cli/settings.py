@@ -368,18 +368,22 @@ def make_request(args: argparse.Namespace, matrix: Matrix) -> Request:
     """The resolver's `Request` from the shared resolve options, checked against `matrix`."""
     from dataclasses import replace
 
-    from torchfit.compat.request import Request, parse_python_spec, parse_spec
+    from torchfit.compat.request import Request, parse_python_spec, parse_spec, split_local_labels
 
     if args.variant and args.variant not in {b.variant for b in matrix.builds}:
         raise BadInput(f"--variant {args.variant}: no such variant in the matrix (e.g. cu128, rocm6.4, cpu)")
     family, project = load_project(args)
     python, free_threaded = parse_python_spec(args.python) if args.python else (None, None)
+    # `torch==2.7.1+cu126`, as PyTorch's install pages write it: the label is the variant
+    requirements, constraints, variant = split_local_labels(
+        (*family, *(r.requirement for r in project.family)), project.constraints, args.variant,
+        {b.variant for b in matrix.builds})
     return Request(
-        requirements=(*family, *(r.requirement for r in project.family)),
-        project=replace(project, requirements=project.others),
+        requirements=requirements,
+        project=replace(project, requirements=project.others, constraints=constraints),
         python=python,
         cuda=parse_spec(args.cuda, "--cuda") if args.cuda else None,
-        variant=args.variant,
+        variant=variant,
         strict_driver=args.strict_driver,
         free_threaded=free_threaded,
     )

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Union
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
 
 from torchfit._backports import FROZEN
 from torchfit.compat.matrix import FAMILY_PACKAGES
@@ -137,6 +137,59 @@ def split_requirements(items: Iterable[str]) -> tuple[tuple[AnyRequirement, ...]
     return tuple(family), tuple(others)
 
 
+def split_local_labels(requirements: Iterable[AnyRequirement], constraints: Iterable[ProjectReq],
+                       variant: str | None, variants: Iterable[str]) -> tuple[
+                           tuple[AnyRequirement, ...], tuple[ProjectReq, ...], str | None]:
+    """PyTorch's own spelling of a family pin: `torch==2.7.1+cu126` (its install pages write
+    `torch==2.7.1+cu126 torchaudio==2.7.1+cu126`) is release 2.7.1 of the cu126 variant.
+
+    The local label selects the variant (as `--variant cu126` would) and the pin keeps the
+    release (`torch==2.7.1`), so the resolver matches the matrix's builds and uv the index's
+    files `2.7.1+cu126`. Labels that disagree with each other or with `--variant`, or name no
+    variant of the matrix, are BadInput naming both. Other packages' pins are left as written.
+    """
+    known = set(variants)
+    labels: dict[str, str] = {}  # label -> the requirement that carries it
+    if variant:
+        labels[variant] = f"--variant {variant}"
+
+    def strip(req: AnyRequirement, shown: str) -> AnyRequirement:
+        specs = list(req.specifier)
+        local = [s for s in specs if s.operator in ("==", "===") and "+" in s.version]
+        if not local:
+            return req
+        for s in local:
+            label = s.version.split("+", 1)[1].lower()
+            if label not in known:
+                raise BadInput(f"{shown}: local label +{label} names no variant torchfit knows "
+                               "(e.g. +cu126, +cpu, +rocm6.4)")
+            other = next((w for lb, w in labels.items() if lb != label), None)
+            if other is not None:
+                raise BadInput(f"{shown} asks for the {label} build and {other} for another: give one variant")
+            labels.setdefault(label, shown)
+        kept = [s for s in specs if s not in local] + [
+            Specifier(f"{s.operator}{s.version.split('+', 1)[0]}") for s in local]
+        spec = SpecifierSet(",".join(str(s) for s in kept))
+        if isinstance(req, PlainRequirement):
+            return PlainRequirement(req.name, spec)
+        from packaging.requirements import Requirement
+
+        out = Requirement(str(req))
+        out.specifier = spec
+        return out
+
+    reqs = tuple(strip(r, str(r)) for r in requirements)
+    cons = []
+    for c in constraints:
+        if not c.is_family:
+            cons.append(c)
+            continue
+        new = strip(c.requirement, f"{c.origin}: {c.text}")
+        cons.append(c if new is c.requirement else ProjectReq(new, c.origin))  # type: ignore[arg-type]
+    chosen = next((lb for lb in labels if labels[lb] != f"--variant {variant}"), None) or variant
+    return reqs, tuple(cons), chosen
+
+
 @dataclass(**FROZEN)
 class Request:
     """The user's constraints: package requirements, Python, CUDA, variant, strictness."""
@@ -190,5 +243,6 @@ __all__ = [
     "parse_python_spec",
     "parse_requirements",
     "parse_spec",
+    "split_local_labels",
     "split_requirements",
 ]
