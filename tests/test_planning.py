@@ -134,7 +134,9 @@ def test_a_companion_without_a_torch_pin_gets_the_release_built_for_the_chosen_t
     out = resolve(*CPU_HOST, "torchao", "--find-links", str(links), "--torch-index-url", index.as_uri())
     assert out["torch"] == "2.9.1", out
     assert out["resolved"]["torchao"] == "0.15.0", out  # not 0.18.0, which uv alone would take
-    assert any("torchao 0.18.0 has no binary for torch 2.9.1" in r for r in out["reasons"]), out["reasons"]
+    # held before uv solves (issue 33), and said
+    assert any("torchao 0.15.0: the newest release with a binary for torch 2.9.1" in r and "0.18.0 needs torch>=2.11"
+               in r for r in out["reasons"]), out["reasons"]
 
 
 def test_a_companion_release_built_for_an_older_torch_moves_torch_to_it(tmp_path: Path) -> None:
@@ -492,3 +494,27 @@ def test_pytorchs_own_spelling_of_a_pin_selects_the_variant(tmp_path: Path) -> N
     # labels that disagree are the user's to settle: one line, exit 2
     proc = run_cli("resolve", "--offline", *DRIVER_570, "torch==2.7.1+cu126", "torchaudio==2.7.1+cu128")
     assert proc.returncode == 2 and "give one variant" in proc.stderr, proc.stderr
+
+
+def test_a_companion_table_holds_both_ways_before_uv_solves(tmp_path: Path) -> None:
+    # torchcodec's METADATA names no torch (companions.toml's META lines, read from PyPI's wheels);
+    # its table: 0.9 -> 2.9, 0.10 -> 2.10, 0.12 -> >=2.11; 0.17.0 is newer than 0.12.0, so it needs
+    # torch >= 2.11 at least (a later release never goes back to an older torch).
+    index = torch_tree(tmp_path, "cpu", ["2.9.1", "2.10.0", "2.11.0"])
+    links = tmp_path / "links"
+    for version in ("0.9.1", "0.10.0", "0.17.0"):
+        make_wheel(links, "torchcodec", version, requires_python=">=3.10", tag=CP311)
+    common = ("--find-links", str(links), "--torch-index-url", index.as_uri())
+    # a pinned torch holds the companion
+    out = resolve(*CPU_HOST, "torch==2.9.1", "torchcodec", *common)
+    assert (out["torch"], out["resolved"]["torchcodec"]) == ("2.9.1", "0.9.1"), out
+    # a pinned companion holds torch, and says why
+    out = resolve(*CPU_HOST, "torchcodec==0.10.0", *common)
+    assert (out["torch"], out["resolved"]["torchcodec"]) == ("2.10.0", "0.10.0"), out
+    assert any("by your torchcodec==0.10.0" in r for r in out["reasons"]), out["reasons"]
+    # both pinned and apart: a refusal naming both, never a plan that cannot load
+    proc = run_cli("resolve", "--offline", "--json", *CPU_HOST, "torch==2.9.1", "torchcodec==0.10.0", *common,
+                   timeout=180)
+    assert proc.returncode == 1, proc.stdout
+    text = " ".join(json.loads(proc.stdout)["conflicts"])
+    assert "torchcodec==0.10.0: its binary needs torch==2.10.*" in text and "2.9.1" in text, text

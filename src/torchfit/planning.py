@@ -133,6 +133,8 @@ class _Planner:
         self.routed: list[str] = []  # project packages sent to the torch index (companions.toml)
         self.notes: list[str] = []  # warnings of the planning itself (a source that could not be read)
         self.force_read: set[str] = set()  # variants whose remote source uv's answer asks to read
+        self.held: list[str] = []  # torch narrowed by the user's companion pins (companions.toml), said
+        self.companion_refused = False  # a companion pin left no torch build: said in `self.tried`
 
     # -- the torch source ---------------------------------------------------------------
     @property
@@ -225,7 +227,7 @@ class _Planner:
             where = {s.where for s in measured.values() if s.variant in empty}
             lines.append(f"no {'/'.join(empty)} torch wheel for {self.arch} on "
                          f"{', '.join(sorted(where)) if len(where) < 3 else 'the torch source'}")
-        return NoCompatibleSet([*exc.conflicts, *lines, *self.tried],
+        return NoCompatibleSet(list(dict.fromkeys([*exc.conflicts, *lines, *self.tried])),
                                exc.hints or ["give a torch source that holds a build for this host "
                                              "(--torch-index-url; `torchfit docs mirrors`)"])
 
@@ -443,12 +445,44 @@ class _Planner:
         return None
 
     def _base_constraints(self, plan: Plan, builds: Sequence[Build]) -> list[str]:
+        from torchfit.cache import load_companions
         from torchfit.compat.served import allowed_versions, torch_constraint
 
         allowed = allowed_versions(builds, self.served.get(plan.variant), self.arch)
         if not allowed:
             return []
-        return [f"torch{torch_constraint(allowed, self.present(plan.variant))}", *self._cuda_exclusions()]
+        companions = load_companions()
+        allowed = self._held_by_companion_pins(companions, allowed, plan.variant)
+        if not allowed:
+            return []
+        # torchfit's facts enter uv before it solves (issue 33): the companions' binary tables too
+        return [f"torch{torch_constraint(allowed, self.present(plan.variant))}", *self._cuda_exclusions(),
+                *companions.torch_exclusions(allowed)]
+
+    def _held_by_companion_pins(self, companions: Companions, allowed: list[Version], variant: str) -> list[Version]:
+        """A companion the user pins whose METADATA names no torch (torchcodec==0.10.0) holds
+        torch to what its binary needs (companions.toml), before uv solves; none left: why, in
+        `self.tried` (a refusal names both the pin and the builds)."""
+        for r in self.request.project.others:
+            rels = companions.torch_needed(r.name, r.requirement.specifier)
+            if rels is None:
+                continue
+            needs = [companions.torch_of(rel) for rel in rels]
+            kept = [v for v in allowed if any(n is not None and n.contains(Version(v.public), prereleases=True)
+                                              for n in needs)]
+            srcs = ", ".join(dict.fromkeys(rel.source.get("torch", "inferred") for rel in rels))
+            what = "; ".join(dict.fromkeys(f"torch{n}" for n in needs if n is not None))
+            if not kept:
+                self.tried.append(f"{r.text}: its binary needs {what} (companions.toml: {srcs}); the {variant} "
+                                  f"torch builds that fit this host and your pins: "
+                                  f"{', '.join(str(v) for v in allowed[:6])}")
+                self.companion_refused = True
+                return []
+            if kept != allowed:
+                self.held.append(f"torch held to {what} by your {r.text}: its binary needs it and its METADATA "
+                                 f"does not say so (companions.toml: {srcs})")
+            allowed = kept
+        return allowed
 
     def _routed_first(self, plan: Plan, builds: Sequence[Build]) -> list[str]:
         """Direct requirements whose binary for these builds is the torch index's (companions.toml:
@@ -477,7 +511,10 @@ class _Planner:
         `self.tried`) when there is none. Wheels only first; then with builds from source."""
         from torchfit.lock.uv import explanation
 
+        self.companion_refused = False
         constraints = self._base_constraints(plan, builds)
+        if not constraints and self.companion_refused:
+            return None
         if not constraints:
             self.tried.append(f"{plan.variant}: no build of it that fits this host is served by "
                               f"{self.where(plan.variant)}")
@@ -571,7 +608,8 @@ class _Planner:
         comp_reasons, comp_warnings, routed = companion_notes(
             companions, build, first.python,
             [(d.name, Version(str(d.version))) for d in compiled.locked if d.name not in FAMILY_PACKAGES])
-        notes = [*notes, *comp_reasons]
+        notes = [*dict.fromkeys(self.held), *notes, *comp_reasons,
+                 *_held_companions(companions, compiled, Version(build.torch.public))]
         warnings = [*warnings, *comp_warnings]
         sdists = [d for d in compiled.locked if d.needs_build]
         return self._assemble(plan, first, builds, held, resolved, routed, notes,
@@ -822,6 +860,10 @@ class _Planner:
         from torchfit.compat.resolver import resolve
         from torchfit.compat.served import restrict_matrix
 
+        pins = [t for t in self.tried if "its binary needs" in t and "(companions.toml" in t]
+        if pins and len(pins) == len(self.tried):  # the user's companion pin and the torch builds disagree
+            return self._with_sources(NoCompatibleSet(
+                [pins[0]], ["pin a release of it built for one of those torch builds, or pin torch to what it needs"]))
         cuda = self._cuda_line()
         if cuda is not None:  # a host fact uv's refusal rests on: it leads, uv's words follow
             return self._with_sources(NoCompatibleSet(
@@ -875,6 +917,18 @@ class _Planner:
 # directory (a project it builds).
 ARCHIVE_SUFFIXES = (".whl", ".tar.gz", ".zip", ".tar.bz2", ".tar.lz", ".tar.lzma", ".tar.xz", ".tar.zst", ".tar",
                     ".tbz", ".tgz", ".tlz", ".txz")
+
+
+def _held_companions(companions: Companions, compiled: Compiled, torch: Version) -> list[str]:
+    """Why a METADATA-silent companion is not its newest release: the newer ones need another torch."""
+    out = []
+    for d in compiled.locked:
+        newer = companions.newer_for_other_torch(d.name, Version(str(d.version)), torch)
+        if newer:
+            shown = ", ".join(f"{r.version} needs torch{companions.torch_of(r)}" for r in newer[:3])
+            out.append(f"{d.name} {d.version}: the newest release with a binary for torch {torch} "
+                       f"(companions.toml; {shown}{', ...' if len(newer) > 3 else ''})")
+    return out
 
 
 def check_local_reference(text: str, url: str | None) -> None:

@@ -177,6 +177,68 @@ class Companions:
             return None
         return Version(torch.public) >= self.cxx11abi_since
 
+    def torch_of(self, rel: CompanionRelease) -> SpecifierSet | None:
+        """The torch `rel`'s binary needs: its stated fact, else (binding ``none`` only: the
+        METADATA is silent) the floor of the newest older release whose torch is known.
+
+        A companion built against one torch per release never goes back to an older torch in a
+        later release (torchcodec's and torchao's tables: each row's torch at or above the row
+        below it), so torchcodec 0.17.0, unread, still needs torch >= 2.11 as 0.12.0 does.
+        Only a floor is inferred, never a pairing: this only narrows (issue 33).
+        """
+        if rel.torch is not None:
+            return rel.torch
+        comp = self.get(rel.name)
+        if comp is None or comp.binding != "none":
+            return None
+        older = next((r for r in comp.releases if r.version < rel.version and r.torch is not None), None)
+        floor = _floor(older.torch) if older is not None and older.torch is not None else None
+        return SpecifierSet(f">={floor}") if floor is not None else None
+
+    def torch_exclusions(self, torch: Sequence[Version]) -> list[str]:
+        """uv constraints keeping out the releases of METADATA-silent companions (binding ``none``:
+        torchao, torchcodec, ...) whose binary needs a torch none of `torch` is: entered before
+        uv solves, so a pinned torch holds the companion (torch==2.9.1 keeps torchcodec at 0.9.x)."""
+        publics = [Version(v.public) for v in torch]
+        out = []
+        for comp in self.packages.values():
+            if comp.binding != "none":
+                continue
+            fits: dict[Version, bool] = {}
+            for rel in comp.releases:
+                spec = self.torch_of(rel)
+                ok = spec is None or any(spec.contains(v, prereleases=True) for v in publics)
+                fits[rel.version] = fits.get(rel.version, False) or ok
+            bad = [v for v, ok in fits.items() if not ok]
+            if bad:
+                out.append(comp.name + ",".join(f"!={v}" for v in bad))
+        return out
+
+    def newer_for_other_torch(self, name: str, version: Version, torch: Version) -> list[CompanionRelease]:
+        """Releases of a METADATA-silent companion newer than `version` whose binary needs
+        another torch than `torch`: why the plan's release is not the newest (said in the plan)."""
+        comp = self.get(name)
+        if comp is None or comp.binding != "none":
+            return []
+        public = Version(torch.public)
+        out = []
+        for rel in comp.releases:
+            spec = self.torch_of(rel)
+            if rel.version > version and spec is not None and not spec.contains(public, prereleases=True):
+                out.append(rel)
+        return out
+
+    def torch_needed(self, name: str, spec: SpecifierSet) -> list[CompanionRelease] | None:
+        """The releases of a METADATA-silent companion that the user's `spec` admits, when each
+        names the torch its binary needs (so the pin holds torch); None when any is unknown."""
+        comp = self.get(name)
+        if comp is None or comp.binding != "none" or not spec:
+            return None
+        rels = [r for r in comp.releases if spec.contains(r.version, prereleases=True)]
+        if not rels or any(self.torch_of(r) is None for r in rels):
+            return None
+        return rels
+
     def releases_for(self, name: str, *, torch: Version, variant: str, python: str,
                      cxx11abi: bool | None = None) -> tuple[CompanionRelease, ...]:
         """Releases of `name` with a binary for torch `torch` in `variant`, on CPython `python`.
@@ -196,7 +258,8 @@ class Companions:
         for rel in comp.releases:
             if not rel.supports_python(python):
                 continue
-            if rel.torch is not None and not rel.torch.contains(public, prereleases=True):
+            needs = self.torch_of(rel)
+            if needs is not None and not needs.contains(public, prereleases=True):
                 continue
             wheels = tuple(p for p in rel.prebuilt if _prebuilt_fits(p, public, variant, python, abi))
             if rel.prebuilt and rel.torch is None and not wheels:
@@ -227,6 +290,13 @@ class Companions:
             if rel.variants is not None and variant in rel.variants:
                 return comp.route.format(torch=public, variant=variant)
         return None
+
+
+def _floor(spec: SpecifierSet) -> Version | None:
+    """The lowest torch `spec` admits, where a specifier states it (>=, ==, ~=, ==X.*)."""
+    lows = [Version(s.version.removesuffix(".*")) for s in spec if s.operator in (">=", "==", "~=", "===")]
+    lows += [Version(s.version) for s in spec if s.operator == ">"]
+    return max(lows) if lows else None
 
 
 def _tag_fits(tag: str, minor: int) -> bool:
