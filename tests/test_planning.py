@@ -518,3 +518,56 @@ def test_a_companion_table_holds_both_ways_before_uv_solves(tmp_path: Path) -> N
     assert proc.returncode == 1, proc.stdout
     text = " ".join(json.loads(proc.stdout)["conflicts"])
     assert "torchcodec==0.10.0: its binary needs torch==2.10.*" in text and "2.9.1" in text, text
+
+
+def _facts(tmp_path: Path, pythons: list[dict[str, object]], pyenv: object = None) -> Path:
+    facts = json.loads(run_cli("detect", "--json").stdout)
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps({**facts, "pythons": pythons, "pyenv": pyenv, "glibc": "2.36", "arch": "x86_64"}))
+    return path
+
+
+def test_the_plan_is_for_the_exact_interpreter_its_version_and_its_abi(tmp_path: Path) -> None:
+    cp314 = "cp314-cp314-manylinux_2_28_x86_64"
+    # torchvision 0.29.2 declares Requires-Python >=3.10,!=3.14.1 (PyPI's JSON, releases[0.29.2]; the
+    # python3141 story); uv's --python-version 3.14.1 is a minimum and takes it (measured, uv 0.13.10)
+    vision = [make_wheel(tmp_path / "fam", "torchvision", "0.29.2+cpu", ["torch>=2.14.1"], ">=3.10,!=3.14.1", tag=cp314),
+              make_wheel(tmp_path / "fam", "torchvision", "0.29.0+cpu", ["torch==2.14.0"], ">=3.10", tag=cp314)]
+    index = torch_tree(tmp_path, "cpu", ["2.14.0", "2.14.1"], tag=cp314, extra=vision)
+    links = tmp_path / "links"
+    make_wheel(links, "visionlib", "1.0", ["torchvision"])
+    host = ("--assume", "gpu=none", "--assume", "python=3.14.1", "--assume", "glibc=2.36", "--assume", "arch=x86_64")
+    out = resolve(*host, "visionlib", "--find-links", str(links), "--torch-index-url", index.as_uri())
+    assert (out["torch"], out["torchvision"], out["python_version"]) == ("2.14.0", "0.29.0", "3.14.1"), out
+    assert any("torchvision 0.29.2+cpu declares Requires-Python >=3.10,!=3.14.1: not CPython 3.14.1" in r
+               for r in out["reasons"]), out["reasons"]
+    # vllm 0.10.1.1 (its recorded METADATA): Requires-Python <3.13,>=3.9; a host whose only Python is 3.13.1
+    cp313 = "cp313-cp313-manylinux_2_28_x86_64"
+    index13 = torch_tree(tmp_path / "t13", "cpu", ["2.7.1"], tag=cp313,
+                         extra=[make_wheel(tmp_path / "f13", "torchaudio", "2.7.1+cpu", ["torch==2.7.1"], tag=cp313),
+                                make_wheel(tmp_path / "f13", "torchvision", "0.22.1+cpu", ["torch==2.7.1"], tag=cp313)])
+    links13 = tmp_path / "links13"
+    wheel_from_record(links13, next((PROJECTS / "vllm").glob("vllm-0.10.1.1*.metadata")),
+                      re.compile(r"^torch(vision|audio)?\b"))
+    facts = _facts(tmp_path, [{"version": "3.13.1", "path": "/usr/bin/python3.13"}])
+    proc = run_cli("resolve", "--json", "--offline", "--facts", str(facts), "--assume", "gpu=none", "vllm==0.10.1.1",
+                   "--find-links", str(links13), "--torch-index-url", index13.as_uri(), timeout=180)
+    assert proc.returncode == 1, proc.stdout
+    text = " ".join(json.loads(proc.stdout)["conflicts"])
+    assert text.startswith("vllm 0.10.1.1 declares Requires-Python <3.13,>=3.9: not CPython 3.13.1"), text
+
+
+def test_a_free_threaded_interpreter_takes_no_abi3_wheel(tmp_path: Path) -> None:
+    # xformers 0.0.32.post2 ships cp39-abi3 wheels only (tests/data/projects/pypi/xformers); the stable
+    # ABI does not exist on a free-threaded CPython (PEP 703), so 3.13t cannot install it
+    cp313t = "cp313-cp313t-manylinux_2_28_x86_64"
+    gil = make_wheel(tmp_path / "gil", "torch", "2.8.0+cpu", tag="cp313-cp313-manylinux_2_28_x86_64")
+    index = torch_tree(tmp_path, "cpu", ["2.8.0"], tag=cp313t, extra=[gil])  # both builds, as PyTorch's index
+    links = tmp_path / "links"
+    make_wheel(links, "xformers", "0.0.32.post2", ["torch==2.8.0"], ">=3.9", tag="cp39-abi3-manylinux_2_28_x86_64")
+    facts = _facts(tmp_path, [{"version": "3.13.1", "path": "/usr/bin/python3.13t", "free_threaded": True}])
+    proc = run_cli("resolve", "--json", "--offline", "--facts", str(facts), "--assume", "gpu=none", "xformers",
+                   "--find-links", str(links), "--torch-index-url", index.as_uri(), timeout=180)
+    assert proc.returncode == 1, proc.stdout
+    text = " ".join(json.loads(proc.stdout)["conflicts"])
+    assert "xformers 0.0.32.post2: its wheels are for cp39-abi3 only; a free-threaded CPython 3.13" in text, text

@@ -42,6 +42,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -133,6 +134,9 @@ class _Planner:
         self.routed: list[str] = []  # project packages sent to the torch index (companions.toml)
         self.notes: list[str] = []  # warnings of the planning itself (a source that could not be read)
         self.force_read: set[str] = set()  # variants whose remote source uv's answer asks to read
+        # (Python version, free-threaded) -> releases kept out: no file for that exact interpreter
+        self._pyfit: dict[tuple[str, bool], list[tuple[str, str, str]]] = {}
+        self._rp: dict[tuple[str, str], str | None] = {}  # (name, version) -> Requires-Python read
         self.held: list[str] = []  # torch narrowed by the user's companion pins (companions.toml), said
         self.companion_refused = False  # a companion pin left no torch build: said in `self.tried`
 
@@ -386,6 +390,64 @@ class _Planner:
 
     def _compile(self, plan: Plan, work: str, name: str, constraints: Sequence[str], *,
                  direct: Sequence[str] = (), routed: Sequence[str] = (), no_build: bool = True) -> Compiled:
+        """uv's answer, every file of it judged against the exact interpreter (compat.pyfit): a
+        release that does not install there is kept out and uv asked again (said in the plan)."""
+        key = (plan.python_version, plan.free_threaded)
+        for n in range(4):
+            out = self._pyfit.setdefault(key, [])
+            compiled = self._compile_once(plan, work, f"{name}-py{n}" if n else name,
+                                          [*constraints, *(f"{d}!={v}" for d, v, _ in out)],
+                                          direct=direct, routed=routed, no_build=no_build)
+            if not compiled.ok:
+                return compiled
+            misfits = self._misfits(compiled, plan)
+            if not misfits:
+                return compiled
+            out += misfits
+        return compiled
+
+    def _misfits(self, compiled: Compiled, plan: Plan) -> list[tuple[str, str, str]]:
+        """(name, version, why) of each resolved release with no file for the exact interpreter."""
+        from torchfit.compat.pyfit import judge_file_set
+        from torchfit.index.project import read_requires_pythons
+
+        files = {(d.name, str(d.version)): [(a.filename or _basename(a.url or a.path or ""),
+                                             a.url or "file://" + (a.path or "")) for a in d.artifacts]
+                 for d in compiled.locked}
+        unread = [(key, f) for key, f in files.items() if key not in self._rp]
+        got = read_requires_pythons(self.client, [(f"{n}=={v}", f) for (n, v), f in unread])
+        for (n, v), _ in unread:
+            self._rp[(n, v)] = got.get(f"{n}=={v}")
+        listed = self._listed_files(plan, list(files)) if plan.free_threaded else {}
+        out = []
+        for (n, v), f in files.items():
+            why = judge_file_set(n, v, listed.get((n, v)) or [unquote(name) for name, _ in f], self._rp.get((n, v)),
+                                 plan.python_version, plan.free_threaded)
+            if why is not None:
+                out.append((n, v, why))
+        return out
+
+    def _listed_files(self, plan: Plan, releases: Sequence[tuple[str, str]]) -> dict[tuple[str, str], list[str]]:
+        """Every file the sources list for each release. uv cannot target a free-threaded CPython by
+        version (uv 0.13.10: `--python-version 3.13t` "could not be parsed"), so it locks the GIL
+        build's wheel; whether the release has one for `cp313t` is read from the sources' lists."""
+        from torchfit.index.project import SourcePackages
+
+        sources = self.settings.sources(plan.variant)
+        indexes = [] if sources.no_index else [sources.index_url or "https://pypi.org/simple",
+                                               *sources.extra_index_urls]
+        reader = SourcePackages(self.client, [_as_url(sources.torch_index), *indexes], list(sources.find_links),
+                                self.arch)
+        out: dict[tuple[str, str], list[str]] = {}
+        for n, v in releases:
+            try:
+                out[(n, v)] = [f.filename for ver, f in reader.files(n) if str(ver) == v]
+            except (IndexUnavailable, BadInput):
+                continue
+        return out
+
+    def _compile_once(self, plan: Plan, work: str, name: str, constraints: Sequence[str], *,
+                      direct: Sequence[str] = (), routed: Sequence[str] = (), no_build: bool = True) -> Compiled:
         from torchfit.compat.tags import uv_platform
         from torchfit.index.torchsource import is_flat
         from torchfit.lock.uv import classify_failure, compile_project
@@ -546,6 +608,12 @@ class _Planner:
 
             said = explanation(compiled.stderr)
             kind, _ = classify_failure(compiled.stderr)
+            misfit = self._pyfit.get((plan.python_version, plan.free_threaded), [])
+            if misfit and kind == "no-solution":  # no release of it installs on this interpreter: the next Python
+                self.python_failed = True
+                self.tried += [m[2] for m in misfit if m[2] not in self.tried]
+                self.uv_said.append(said)
+                return None
             if kind == "build":  # a build that failed: no other variant would help
                 raise ResolveFailed(
                     f"uv could not build a package to read its metadata ({plan.variant}, Python "
@@ -608,7 +676,9 @@ class _Planner:
         comp_reasons, comp_warnings, routed = companion_notes(
             companions, build, first.python,
             [(d.name, Version(str(d.version))) for d in compiled.locked if d.name not in FAMILY_PACKAGES])
-        notes = [*dict.fromkeys(self.held), *notes, *comp_reasons,
+        kept_out = [f"{why}; kept out, uv chose again" for _, _, why in
+                    self._pyfit.get((first.python_version, first.free_threaded), [])]
+        notes = [*dict.fromkeys(self.held), *kept_out, *notes, *comp_reasons,
                  *_held_companions(companions, compiled, Version(build.torch.public))]
         warnings = [*warnings, *comp_warnings]
         sdists = [d for d in compiled.locked if d.needs_build]
@@ -860,6 +930,11 @@ class _Planner:
         from torchfit.compat.resolver import resolve
         from torchfit.compat.served import restrict_matrix
 
+        interp = [t for t in self.tried if "declares Requires-Python" in t or "takes none of them" in t]
+        if interp:  # the exact interpreter rules the files out: the host fact leads, uv's words follow
+            return self._with_sources(NoCompatibleSet(
+                interp, ["use a Python those files accept (--python, or pyenv for another), or pin a release that "
+                         "has a file for this one"]))
         pins = [t for t in self.tried if "its binary needs" in t and "(companions.toml" in t]
         if pins and len(pins) == len(self.tried):  # the user's companion pin and the torch builds disagree
             return self._with_sources(NoCompatibleSet(
@@ -917,6 +992,10 @@ class _Planner:
 # directory (a project it builds).
 ARCHIVE_SUFFIXES = (".whl", ".tar.gz", ".zip", ".tar.bz2", ".tar.lz", ".tar.lzma", ".tar.xz", ".tar.zst", ".tar",
                     ".tbz", ".tgz", ".tlz", ".txz")
+
+
+def _basename(location: str) -> str:
+    return location.rstrip("/").rsplit("/", 1)[-1]
 
 
 def _held_companions(companions: Companions, compiled: Compiled, torch: Version) -> list[str]:

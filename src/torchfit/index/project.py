@@ -241,3 +241,35 @@ def _local_path(url: str) -> str:
     if url.startswith("file://"):
         return unquote(urlsplit(url).path)
     return os.path.abspath(url)
+
+
+def read_requires_python(client: IndexClient, files: Sequence[tuple[str, str]]) -> str | None:
+    """The Requires-Python of a release, from the METADATA of one of its chosen wheels
+    (`files`: (filename, url) pairs as a lock has them): a local wheel's own `*.dist-info/METADATA`,
+    a remote one's PEP 658 file. None when no wheel's METADATA could be read (nothing judged)."""
+    reader = SourcePackages(client, [], [])
+    for filename, url in files:
+        if not filename.endswith(".whl"):
+            continue
+        text = reader._wheel_metadata(IndexFile(filename, url)) if url.startswith("file://") else None
+        if text is None and not url.startswith("file://"):
+            try:
+                text = client.core_metadata(IndexFile(filename, url), probe=True, limit=MAX_METADATA_BYTES)
+            except (IndexUnavailable, IndexMalformed):
+                text = None
+        if text is not None:
+            return email.parser.Parser().parsestr(text, headersonly=True).get("Requires-Python")
+    return None
+
+
+def read_requires_pythons(client: IndexClient, releases: Sequence[tuple[str, Sequence[tuple[str, str]]]]
+                          ) -> dict[str, str | None]:
+    """`read_requires_python` for each (name, files), all at once (one thread per release)."""
+    out: dict[str, str | None] = {}
+
+    def one(name: str, files: Sequence[tuple[str, str]]) -> None:
+        out[name] = read_requires_python(client, files)
+
+    for started in [Background(_quietly, one, name, files) for name, files in releases]:
+        started.wait()
+    return out
