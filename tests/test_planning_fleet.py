@@ -90,3 +90,19 @@ def test_a_fleet_refusal_names_the_group_whose_driver_rules_out_every_build(tmp_
         head = conflicts[0]
         assert head.startswith("t4-[01-02]:") and "470.256.02" in head, conflicts[:3]
         assert "rules out every build" in head, head
+
+
+def test_a_fleet_needs_torch_served_for_every_groups_architecture(tmp_path: Path) -> None:
+    # The torch source has torch 2.10.0 cu130 for x86_64 only: the GH200 group could install no
+    # torch from it, so the fleet (either order; the family alone or with a project) is refused, naming it.
+    wheel = make_wheel(tmp_path / "wheels", "torch", "2.10.0+cu130", tag="cp312-cp312-manylinux_2_28_x86_64")
+    index = write_index(tmp_path / "cu130", [wheel])
+    links = tmp_path / "links"
+    make_wheel(links, "six", "1.16.0")
+    for groups, project in (((H100, GH200), ()), ((GH200, H100), ("six", "--find-links", str(links)))):
+        proc = run_cli("resolve", "--json", "--offline", "--facts", str(fleet(tmp_path, *groups)), "torch", *project,
+                       "--torch-index-url", index.as_uri(), timeout=240)
+        assert proc.returncode == 1, proc.stdout
+        err = json.loads(proc.stdout)
+        assert err["conflicts"][0].startswith("gh200-[01-02] (aarch64"), err["conflicts"][:2]
+        assert "no torch wheel for aarch64" in err["conflicts"][0], err["conflicts"][0]

@@ -233,9 +233,25 @@ class _Planner:
                 where = {s.where for s in measured.values() if s.variant in empty}
                 lines.append(f"no {'/'.join(empty)} torch wheel for {arch} on "
                              f"{', '.join(sorted(where)) if len(where) < 3 else 'the torch source'}")
-        return NoCompatibleSet([*exc.conflicts, *lines, *self.tried],
-                               exc.hints or ["give a torch source that holds a build for this host "
-                                             "(--torch-index-url; `torchfit docs mirrors`)"])
+        lead, fix = self._bare_groups(measured)
+        return NoCompatibleSet([*lead, *exc.conflicts, *lines, *self.tried],
+                               [*fix, *exc.hints] or ["give a torch source that holds a build for this host "
+                                                      "(--torch-index-url; `torchfit docs mirrors`)"])
+
+    def _bare_groups(self, measured: dict[str, Served]) -> tuple[list[str], list[str]]:
+        """A fleet's groups of an architecture the torch source serves nothing for, while it
+        serves another group's: named first (the fact that binds), with the way out."""
+        from torchfit.lock.platforms import fleet_targets
+
+        served = [a for a in self.archs if any(s.for_any(a) for s in measured.values())]
+        if not served:
+            return [], []
+        bare = [t for t in fleet_targets(self.hosts, self.arch) if t.arch not in served]
+        where = ", ".join(sorted({s.where for s in measured.values()}))
+        return ([f"{t.label}: {where} serves no torch wheel for {t.arch} (read: "
+                 f"{'/'.join(measured)}), and one plan must install on every group" for t in bare],
+                [f"give a torch source with {t.arch} builds (--torch-index-url), or plan {', '.join(t.groups)} "
+                 f"apart (--exclude {t.groups[0]})" for t in bare])
 
     def _served_hints(self, hints: Sequence[str]) -> list[str]:
         """The resolver checked its hints against the matrix; with a torch source of the user's,

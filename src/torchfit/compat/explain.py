@@ -166,7 +166,8 @@ def _binding_hosts(ctx: Context) -> dict[int, str]:
         fact = max(by_fact, key=lambda cat: len({b for b, _ in by_fact[cat]}))
         items = by_fact[fact]
         more = len({b for b, _ in items}) - 1
-        within = f" within {' '.join(ctx.request.describe())}" if ctx.request.describe() else ""
+        asked = [d for d in ctx.request.describe() if d.lower() not in ("torch", "torchvision", "torchaudio")]
+        within = f" within {' '.join(asked)}" if asked else ""
         # the oldest build it refuses says the least it would take (torch 2.8.0 cu126: driver >= 525.60.13)
         out[k] = (f"{host.name}: {describe_host(host)}: this group alone rules out every build{within}: "
                   f"{_label_first(items[-1][1].text, items[-1][0])}"
