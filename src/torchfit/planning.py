@@ -233,25 +233,12 @@ class _Planner:
                 where = {s.where for s in measured.values() if s.variant in empty}
                 lines.append(f"no {'/'.join(empty)} torch wheel for {arch} on "
                              f"{', '.join(sorted(where)) if len(where) < 3 else 'the torch source'}")
-        lead, fix = self._bare_groups(measured)
+        from torchfit.lock.platforms import bare_groups
+
+        lead, fix = bare_groups(self.hosts, self.arch, measured)
         return NoCompatibleSet([*lead, *exc.conflicts, *lines, *self.tried],
                                [*fix, *exc.hints] or ["give a torch source that holds a build for this host "
                                                       "(--torch-index-url; `torchfit docs mirrors`)"])
-
-    def _bare_groups(self, measured: dict[str, Served]) -> tuple[list[str], list[str]]:
-        """A fleet's groups of an architecture the torch source serves nothing for, while it
-        serves another group's: named first (the fact that binds), with the way out."""
-        from torchfit.lock.platforms import fleet_targets
-
-        served = [a for a in self.archs if any(s.for_any(a) for s in measured.values())]
-        if not served:
-            return [], []
-        bare = [t for t in fleet_targets(self.hosts, self.arch) if t.arch not in served]
-        where = ", ".join(sorted({s.where for s in measured.values()}))
-        return ([f"{t.label}: {where} serves no torch wheel for {t.arch} (read: "
-                 f"{'/'.join(measured)}), and one plan must install on every group" for t in bare],
-                [f"give a torch source with {t.arch} builds (--torch-index-url), or plan {', '.join(t.groups)} "
-                 f"apart (--exclude {t.groups[0]})" for t in bare])
 
     def _served_hints(self, hints: Sequence[str]) -> list[str]:
         """The resolver checked its hints against the matrix; with a torch source of the user's,
@@ -890,16 +877,9 @@ class _Planner:
              "has one (--torch-index-url, --find-links)"]))
 
     def _group_refusal(self, target: Target, said: str) -> NoCompatibleSet:
-        """A fleet group whose platform (its architecture, its glibc) installs no answer the other
-        groups share: that group first, then uv's words for its platform."""
-        from torchfit.lock.platforms import fleet_targets
+        from torchfit.lock.platforms import group_refusal
 
-        others = [t.label for t in fleet_targets(self.hosts, self.arch) if t != target]
-        return self._with_sources(NoCompatibleSet(
-            [f"{target.label}: uv finds no answer for this group's platform that the fleet's other groups "
-             f"share: {said}", *(f"{o}: uv finds an answer there" for o in others)],
-            [f"give a source with a wheel for {target.arch} of the package uv names (--find-links), pin a release "
-             f"that has one, or plan {', '.join(target.groups)} apart (--exclude {target.groups[0]})"]))
+        return self._with_sources(NoCompatibleSet(*group_refusal(self.hosts, self.arch, target, said)))
 
     def _cuda_line(self) -> tuple[str, str] | None:
         """When uv's refusal names a CUDA package this host's driver cannot run: the host fact and the fix."""

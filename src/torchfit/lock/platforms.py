@@ -23,12 +23,16 @@ only wheels every group of that architecture can install.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from torchfit.compat.facts import HostFacts
 from torchfit.compat.tags import uv_platform
 from torchfit.lock.uv import Compiled
+
+if TYPE_CHECKING:
+    from torchfit.compat.served import Served
 
 
 @dataclass(frozen=True)
@@ -138,3 +142,30 @@ def solve_for_all(targets: Sequence[Target], compile_for: CompileFor, first: Com
                      for n in differ[:6])
     return FleetAnswer(Compiled(False, (), said, own.argv, own.seconds), t,
                        f"uv's answers differ and no one set installs on both: {said}")
+
+
+def group_refusal(hosts: Sequence[HostFacts], default_arch: str, target: Target,
+                  said: str) -> tuple[list[str], list[str]]:
+    """(conflicts, hints) of a refusal for the group whose platform (its architecture, its
+    glibc) installs no answer the other groups share: that group first, then uv's words."""
+    others = [t.label for t in fleet_targets(hosts, default_arch) if t != target]
+    return ([f"{target.label}: uv finds no answer for this group's platform that the fleet's other groups "
+             f"share: {said}", *(f"{o}: uv finds an answer there" for o in others)],
+            [f"give a source with a wheel for {target.arch} of the package uv names (--find-links), pin a "
+             f"release that has one, or plan {', '.join(target.groups)} apart (--exclude {target.groups[0]})"])
+
+
+def bare_groups(hosts: Sequence[HostFacts], default_arch: str,
+                measured: Mapping[str, Served]) -> tuple[list[str], list[str]]:
+    """(lines, hints) for a fleet's groups of an architecture the torch source serves nothing
+    for while it serves another group's: named first (the fact that binds), with the way out."""
+    targets = fleet_targets(hosts, default_arch)
+    served = [t.arch for t in targets if any(s.for_any(t.arch) for s in measured.values())]
+    if not served:
+        return [], []
+    bare = [t for t in targets if t.arch not in served]
+    where = ", ".join(sorted({s.where for s in measured.values()}))
+    return ([f"{t.label}: {where} serves no torch wheel for {t.arch} (read: {'/'.join(measured)}), "
+             "and one plan must install on every group" for t in bare],
+            [f"give a torch source with {t.arch} builds (--torch-index-url), or plan {', '.join(t.groups)} "
+             f"apart (--exclude {t.groups[0]})" for t in bare])
