@@ -86,10 +86,12 @@ def test_a_fleet_refusal_names_the_group_whose_driver_rules_out_every_build(tmp_
         proc = run_cli("resolve", "--json", "--offline", "--facts", str(fleet(tmp_path, *groups)), "torch>=2.8",
                        timeout=120)
         assert proc.returncode == 1, proc.stdout
-        conflicts = json.loads(proc.stdout)["conflicts"]
+        err = json.loads(proc.stdout)
+        conflicts = err["conflicts"]
         head = conflicts[0]
         assert head.startswith("t4-[01-02]:") and "470.256.02" in head, conflicts[:3]
-        assert "rules out every build" in head, head
+        assert "rules out every build" in head and "needs driver >= 525.60.13" in head, head
+        assert err["hints"][0].startswith("upgrade the NVIDIA driver on t4-[01-02] to >= "), err["hints"][:1]
 
 
 def test_a_fleet_needs_torch_served_for_every_groups_architecture(tmp_path: Path) -> None:

@@ -246,7 +246,11 @@ def _remedy(ctx: Context, cat: str, b: Build) -> Remedy:
     """The one change in `cat` that would admit build `b`, with the change itself."""
     if cat == "driver":
         floor, what = driver_floor(b, ctx.matrix, ctx.request.strict_driver)
-        return Remedy(f"upgrade the NVIDIA driver to >= {floor} ({what}) to get {b.label}",
+        # of several hosts (a fleet's groups), the ones whose driver is below: the hint says where
+        low = [h.name for k, h in enumerate(ctx.hosts)
+               if any(not c.ok and c.category == "driver" for _, c in ctx.host_checks(b, k))]
+        on = f" on {', '.join(low)}" if len(ctx.hosts) > 1 and low else ""
+        return Remedy(f"upgrade the NVIDIA driver{on} to >= {floor} ({what}) to get {b.label}",
                       assume=(f"driver={floor}",) if floor else ())
     if cat == "glibc":
         floor = b.glibc_for(ctx.primary_platform) or CONSERVATIVE_GLIBC
