@@ -424,7 +424,9 @@ class _Planner:
 
         try:
             fleet = solve_for_all(targets, compile_for, compile_for(targets[0], [], ""))
-            compiled, self.platforms = fleet.compiled, fleet.checked
+            compiled = fleet.compiled
+            if compiled.ok:  # an answer's platforms (a failed --explain probe leaves the plan's)
+                self.platforms = fleet.checked
             if fleet.refused is not None:
                 self.fleet_refused.append((fleet.refused, fleet.said, compiled))
         except ToolStalled as exc:  # the runner killed uv and every process it started (a build's too)
