@@ -15,6 +15,8 @@ METADATA, not that a wheel exists for each platform. `--universal` cannot be giv
 and `uv pip compile` has no `--environments`. Per platform (`--python-platform
 aarch64-manylinux_2_28`) uv takes the wheels that install there, and says so when none does
 ("decord==0.6.0 has no wheels with a matching platform tag"): that is the check a fleet needs.
+Its cost on that case: 0.45 s (x86_64) and 0.47 s (aarch64) against 0.47 s for the one
+universal run (offline, file:// sources): one more uv run per further architecture.
 
 One platform per architecture, at the lowest glibc among that architecture's groups: a
 manylinux wheel for an older glibc installs on a newer one, so the lowest floor admits
