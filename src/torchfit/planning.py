@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from torchfit.index.project import SourcePackages
     from torchfit.index.sources import Sources
     from torchfit.lock.model import LockedDist
+    from torchfit.lock.platforms import Target
     from torchfit.lock.uv import Compiled
     from torchfit.runner import Runner
 
@@ -123,6 +124,10 @@ class _Planner:
         self.settings = settings
         self.progress = progress
         self.arch = hosts[0].arch or os.uname().machine
+        # every group's architecture (a fleet of x86_64 and aarch64): builds must be served for each
+        self.archs = list(dict.fromkeys(h.arch or self.arch for h in hosts))
+        self.fleet_refused: list[tuple[Target, str, Compiled]] = []  # a group whose platform has no answer, uv's words
+        self.platforms: tuple[Target, ...] = ()  # the platforms the last answer was checked on
         # variant -> what its torch source serves; None: not read (the public index, which
         # the matrix tracks: a request of the default source keeps the matrix's word)
         self.served: dict[str, Served | None] = {}
@@ -194,17 +199,17 @@ class _Planner:
         """What the source lists for `variant`, or (not read) the matrix's releases of it."""
         served = self.served.get(variant)
         if served is not None:
-            return served.versions(self.arch)
+            return sorted({v for a in self.archs for v in served.versions(a)}, reverse=True)
         return sorted({b.torch for b in self.matrix.builds if b.variant == variant}, reverse=True)
 
     def fitting(self, excluded: set[str], request: Request) -> tuple[Plan, Matrix]:
         """The resolver's plan for the family among builds that fit and that the sources
         serve (each variant's source read when the resolver first prefers it)."""
         from torchfit.compat.resolver import resolve
-        from torchfit.compat.served import restrict_matrix
+        from torchfit.compat.served import restrict_for_all
 
         while True:
-            cut = restrict_matrix(self.matrix, self.measured(), self.arch)
+            cut = restrict_for_all(self.matrix, self.measured(), self.archs)
             cut = replace(cut, builds=tuple(b for b in cut.builds if b.variant not in excluded))
             try:
                 plan = resolve(self.hosts, request, cut)  # hints checked against the builds that exist
@@ -224,16 +229,22 @@ class _Planner:
             return exc
         exc = NoCompatibleSet(exc.conflicts, self._served_hints(exc.hints), exc.remedies)
         measured = self.measured()
-        lines = [f"{s.where} ({s.variant}) serves torch {describe_served(s, self.arch)}"
-                 for s in measured.values() if s.for_any(self.arch)]
-        empty = [s.variant for s in measured.values() if not s.for_any(self.arch)]
-        if empty:
-            where = {s.where for s in measured.values() if s.variant in empty}
-            lines.append(f"no {'/'.join(empty)} torch wheel for {self.arch} on "
-                         f"{', '.join(sorted(where)) if len(where) < 3 else 'the torch source'}")
-        return NoCompatibleSet(list(dict.fromkeys([*exc.conflicts, *lines, *self.tried])),
-                               exc.hints or ["give a torch source that holds a build for this host "
-                                             "(--torch-index-url; `torchfit docs mirrors`)"])
+        lines = []
+        for arch in self.archs:  # a fleet's every architecture: each must be served
+            on = f" for {arch}" if len(self.archs) > 1 else ""
+            lines += [f"{s.where} ({s.variant}) serves torch{on} {describe_served(s, arch)}"
+                      for s in measured.values() if s.for_any(arch)]
+            empty = [s.variant for s in measured.values() if not s.for_any(arch)]
+            if empty:
+                where = {s.where for s in measured.values() if s.variant in empty}
+                lines.append(f"no {'/'.join(empty)} torch wheel for {arch} on "
+                             f"{', '.join(sorted(where)) if len(where) < 3 else 'the torch source'}")
+        from torchfit.lock.platforms import bare_groups
+
+        lead, fix = bare_groups(self.hosts, self.arch, measured)
+        return NoCompatibleSet(list(dict.fromkeys([*lead, *exc.conflicts, *lines, *self.tried])),
+                               [*fix, *exc.hints] or ["give a torch source that holds a build for this host "
+                                                      "(--torch-index-url; `torchfit docs mirrors`)"])
 
     def _served_hints(self, hints: Sequence[str]) -> list[str]:
         """The resolver checked its hints against the matrix; with a torch source of the user's,
@@ -255,7 +266,7 @@ class _Planner:
                     served = self.read_source(m.group(2))
                 except IndexUnavailable:
                     served = None
-                if served is not None and not served.for_build(version, self.arch):
+                if served is not None and not all(served.for_build(version, a) for a in self.archs):
                     continue
             out.append(hint)
         return out
@@ -448,16 +459,15 @@ class _Planner:
 
     def _compile_once(self, plan: Plan, work: str, name: str, constraints: Sequence[str], *,
                       direct: Sequence[str] = (), routed: Sequence[str] = (), no_build: bool = True) -> Compiled:
-        from torchfit.compat.tags import uv_platform
         from torchfit.index.torchsource import is_flat
+        from torchfit.lock.platforms import fleet_targets, solve_for_all
         from torchfit.lock.uv import classify_failure, compile_project
         from torchfit.runner import STALL_ENV, stall_timeout
 
         runner, uv = self._uv()
         sources = self.settings.sources(plan.variant)
         options, env = sources.uv_compile(os.environ, work, no_build=no_build)
-        glibcs = [g.major_minor() for g in (h.glibc_v for h in self.hosts) if g is not None]
-        target = (plan.python_version, uv_platform(self.arch, min(glibcs) if glibcs else None))
+        targets = fleet_targets(self.hosts, self.arch)  # one per architecture of the fleet's groups
         served = self.served.get(plan.variant)
         flat = (served is not None and served.kind == "flat") or is_flat(sources.torch_index)
         env = {**env, "UV_PYTHON_DOWNLOADS": "never"}  # an sdist's build never fetches an interpreter
@@ -466,11 +476,23 @@ class _Planner:
         self.progress.info(f"[resolve] uv: the whole project, torch from {self.where(plan.variant)} "
                            f"({plan.variant}, Python {plan.python_version}; {how})")
         building = "" if no_build else " (building a package from source to read its metadata)"
-        try:
-            compiled = compile_project(
+
+        def compile_for(t: Target, extra: Sequence[str], suffix: str) -> Compiled:
+            if suffix:
+                self.progress.info(f"[resolve] uv: the same project for {t.label}")
+            return compile_project(
                 runner, uv, specs=self._specs(direct), torch_index=_as_url(sources.torch_index), work=work,
-                env=env, options=options, routed=routed, flat=flat, target=target,
-                constraints=[*user, *constraints], timeout=self.settings.timeout, stall=stall_timeout(), name=name)
+                env=env, options=options, routed=routed, flat=flat, target=(plan.python_version, t.platform),
+                constraints=[*user, *constraints, *extra], timeout=self.settings.timeout, stall=stall_timeout(),
+                name=f"{name}-{suffix}" if suffix else name)
+
+        try:
+            fleet = solve_for_all(targets, compile_for, compile_for(targets[0], [], ""))
+            compiled = fleet.compiled
+            if compiled.ok:  # an answer's platforms (a failed --explain probe leaves the plan's)
+                self.platforms = fleet.checked
+            if fleet.refused is not None:
+                self.fleet_refused.append((fleet.refused, fleet.said, compiled))
         except ToolStalled as exc:  # the runner killed uv and every process it started (a build's too)
             raise ResolveFailed(
                 f"uv made no progress for {exc.stall:g} s while resolving the project{building}: stopped",
@@ -508,9 +530,9 @@ class _Planner:
 
     def _base_constraints(self, plan: Plan, builds: Sequence[Build]) -> list[str]:
         from torchfit.cache import load_companions
-        from torchfit.compat.served import allowed_versions, torch_constraint
+        from torchfit.compat.served import allowed_for_all, torch_constraint
 
-        allowed = allowed_versions(builds, self.served.get(plan.variant), self.arch)
+        allowed = allowed_for_all(builds, self.served.get(plan.variant), self.archs)
         if not allowed:
             return []
         companions = load_companions()
@@ -613,6 +635,12 @@ class _Planner:
                 self.python_failed = True
                 self.tried += [m[2] for m in misfit if m[2] not in self.tried]
                 self.uv_said.append(said)
+                return None
+            group = next(((t, why) for t, why, c in self.fleet_refused if c is compiled), None)
+            if group is not None:  # one group's platform has no answer the others share
+                if not names_family(group[1]):
+                    raise self._group_refusal(*group)
+                self.tried.append(f"{group[0].label}: {group[1]}")  # torch itself: another variant may serve it
                 return None
             if kind == "build":  # a build that failed: no other variant would help
                 raise ResolveFailed(
@@ -783,15 +811,15 @@ class _Planner:
 
     def _torch_spec(self, first: Plan, builds: Sequence[Build]) -> str:
         """The specifier admitting exactly `builds` on the plan's source (`torch_constraint`)."""
-        from torchfit.compat.served import allowed_versions, torch_constraint
+        from torchfit.compat.served import allowed_for_all, torch_constraint
 
-        allowed = allowed_versions(builds, self.served.get(first.variant), self.arch)
+        allowed = allowed_for_all(builds, self.served.get(first.variant), self.archs)
         return torch_constraint(allowed, self.present(first.variant)) if allowed else "<0"
 
     def _exact_torch(self, first: Plan, builds: Sequence[Build], torch: Version) -> str:
-        from torchfit.compat.served import allowed_versions
+        from torchfit.compat.served import allowed_for_all
 
-        exact = [v for v in allowed_versions(builds, self.served.get(first.variant), self.arch)
+        exact = [v for v in allowed_for_all(builds, self.served.get(first.variant), self.archs)
                  if Version(v.public) == torch]
         return f"torch=={exact[0]}" if exact else f"torch=={torch}"
 
@@ -858,6 +886,9 @@ class _Planner:
         reasons.insert(0, f"torch {torch}: {why}")
         reasons.append(f"the whole project ({len(resolved)} package{'s' * (len(resolved) != 1)}) resolved by uv in one pass; "
                        f"the torch family from {where} only")
+        if len(self.platforms) > 1:  # a fleet of several architectures: the one set installs on each
+            reasons.append("the same set for every group's platform (uv, once per platform): "
+                           + "; ".join(t.label for t in self.platforms))
         reasons += list(notes)
         family = [n for n in FAMILY_PACKAGES if n in resolved]
         ruled = [*plan.ruled_out[: plan.ruled_out_relevant],
@@ -928,8 +959,11 @@ class _Planner:
         where it can; uv's explanations (with what the sources serve) otherwise."""
         from torchfit.cache import load_companions
         from torchfit.compat.resolver import resolve
-        from torchfit.compat.served import restrict_matrix
+        from torchfit.compat.served import restrict_for_all
 
+        if self.fleet_refused:  # a group's platform: that group, named, before anything else
+            target, said, _ = self.fleet_refused[-1]
+            return self._group_refusal(target, said)
         interp = [t for t in self.tried if "declares Requires-Python" in t or "takes none of them" in t]
         if interp:  # the exact interpreter rules the files out: the host fact leads, uv's words follow
             return self._with_sources(NoCompatibleSet(
@@ -945,7 +979,7 @@ class _Planner:
                 [cuda[0]], [cuda[1], "or give a source with a release that does not need them (--find-links)"]))
         try:
             reader = self._reader()
-            resolve(self.hosts, self.request, restrict_matrix(self.matrix, self.measured(), self.arch), reader,
+            resolve(self.hosts, self.request, restrict_for_all(self.matrix, self.measured(), self.archs), reader,
                     load_companions())
         except NoCompatibleSet as exc:
             # Kept where it names what the first level shows for sure (a pin every host build refuses,
@@ -960,6 +994,11 @@ class _Planner:
              "and that the torch source serves"],
             ["pin the package uv names to a release whose torch fits this host, or give a source that "
              "has one (--torch-index-url, --find-links)"]))
+
+    def _group_refusal(self, target: Target, said: str) -> NoCompatibleSet:
+        from torchfit.lock.platforms import group_refusal
+
+        return self._with_sources(NoCompatibleSet(*group_refusal(self.hosts, self.arch, target, said)))
 
     def _cuda_line(self) -> tuple[str, str] | None:
         """When uv's refusal names a CUDA package this host's driver cannot run: the host fact and the fix."""

@@ -85,8 +85,11 @@ def explain_conflict(ctx: Context) -> tuple[list[str], list[Remedy]]:
     constraint) that would let it in. The resolver keeps those that work.
     """
     conflicts: list[str] = []
-    for host in ctx.hosts:
-        conflicts.append(f"{host.name}: {describe_host(host)}")
+    binding = _binding_hosts(ctx)
+    conflicts += binding.values()  # a group that alone rules out every build leads (issue 33)
+    for k, host in enumerate(ctx.hosts):
+        if k not in binding:
+            conflicts.append(f"{host.name}: {describe_host(host)}")
     grouped = _grouped_gpu_refusals(ctx) if ctx.request.describe() else []
     conflicts += grouped
     by_category: dict[str, list[tuple[Build, RuleResult]]] = {}
@@ -138,6 +141,38 @@ def explain_conflict(ctx: Context) -> tuple[list[str], list[Remedy]]:
     if "gpu" in singles or not remedies:
         remedies.append(_remedy(ctx, "gpu", singles.get("gpu") or ctx.ordered[0]))
     return conflicts, remedies
+
+
+def _binding_hosts(ctx: Context) -> dict[int, str]:
+    """Of several hosts (a fleet's groups), those whose own facts rule out every build the
+    request allows for their kind of GPU (T4s on driver 470 under torch>=2.8: every CUDA
+    build of 2.8 on needs driver >= 525.60.13), each as one line: the group, its facts, and
+    the fact that refuses the most of those builds, said for the oldest of them. The other groups could
+    share a build; this one could not, whatever they were."""
+    if len(ctx.hosts) < 2:
+        return {}
+    allowed = [b for b in ctx.ordered if all(c.ok for c in ctx.user_checks(b))]
+    out: dict[int, str] = {}
+    for k, host in enumerate(ctx.hosts):
+        kinds = {"cuda" for _ in host.nvidia_gpus[:1]} | {"rocm" for _ in host.amd_gpus[:1]} or {"cpu"}
+        mine = [b for b in allowed if b.kind in kinds]
+        refused = {b: [c for _, c in ctx.host_checks(b, k) if not c.ok] for b in mine}
+        if not mine or not all(refused.values()):
+            continue
+        by_fact: dict[str, list[tuple[Build, RuleResult]]] = {}
+        for b in mine:
+            for c in refused[b]:
+                by_fact.setdefault(c.category, []).append((b, c))
+        fact = max(by_fact, key=lambda cat: len({b for b, _ in by_fact[cat]}))
+        items = by_fact[fact]
+        more = len({b for b, _ in items}) - 1
+        asked = [d for d in ctx.request.describe() if d.lower() not in ("torch", "torchvision", "torchaudio")]
+        within = f" within {' '.join(asked)}" if asked else ""
+        # the oldest build it refuses says the least it would take (torch 2.8.0 cu126: driver >= 525.60.13)
+        out[k] = (f"{host.name}: {describe_host(host)}: this group alone rules out every build{within}: "
+                  f"{_label_first(items[-1][1].text, items[-1][0])}"
+                  + (f" (and {more} more builds for the same reason)" if more else ""))
+    return out
 
 
 def _split_remedy(ctx: Context) -> Remedy | None:
@@ -211,7 +246,11 @@ def _remedy(ctx: Context, cat: str, b: Build) -> Remedy:
     """The one change in `cat` that would admit build `b`, with the change itself."""
     if cat == "driver":
         floor, what = driver_floor(b, ctx.matrix, ctx.request.strict_driver)
-        return Remedy(f"upgrade the NVIDIA driver to >= {floor} ({what}) to get {b.label}",
+        # of several hosts (a fleet's groups), the ones whose driver is below: the hint says where
+        low = [h.name for k, h in enumerate(ctx.hosts)
+               if any(not c.ok and c.category == "driver" for _, c in ctx.host_checks(b, k))]
+        on = f" on {', '.join(low)}" if len(ctx.hosts) > 1 and low else ""
+        return Remedy(f"upgrade the NVIDIA driver{on} to >= {floor} ({what}) to get {b.label}",
                       assume=(f"driver={floor}",) if floor else ())
     if cat == "glibc":
         floor = b.glibc_for(ctx.primary_platform) or CONSERVATIVE_GLIBC

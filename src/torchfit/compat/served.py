@@ -180,3 +180,18 @@ def allowed_versions(builds: Sequence[Build], served: Served | None, platform: s
     for b in builds:
         out |= {f.version for f in served.for_build(b.torch, platform)}
     return sorted(out, reverse=True)
+
+
+def restrict_for_all(matrix: Matrix, served: Mapping[str, Served], platforms: Sequence[str]) -> Matrix:
+    """`restrict_matrix` for every platform of a fleet (x86_64 and aarch64 groups): a build
+    stays only where its source serves it for each (issue 33: one plan, every group installs it)."""
+    for platform in dict.fromkeys(platforms):
+        matrix = restrict_matrix(matrix, served, platform)
+    return matrix
+
+
+def allowed_for_all(builds: Sequence[Build], served: Served | None, platforms: Sequence[str]) -> list[Version]:
+    """`allowed_versions` that the source serves for every one of `platforms`."""
+    found = [set(allowed_versions(builds, served, p)) for p in dict.fromkeys(platforms)]
+    common = set.intersection(*found) if found else set()
+    return sorted(common, reverse=True)
