@@ -131,6 +131,7 @@ class _Planner:
         self.python_failed = False  # the last uv run failed on the interpreter (Requires-Python)
         self.uv_said: list[str] = []  # uv's own explanations, in order
         self.routed: list[str] = []  # project packages sent to the torch index (companions.toml)
+        self.unrouted: set[str] = set()  # ... that the torch source lacks: left to the user's other sources
         self.notes: list[str] = []  # warnings of the planning itself (a source that could not be read)
         self.force_read: set[str] = set()  # variants whose remote source uv's answer asks to read
 
@@ -475,7 +476,7 @@ class _Planner:
     def _solve(self, plan: Plan, builds: Sequence[Build], work: str, name: str) -> tuple[Compiled, str] | None:
         """uv's answer for the project with torch among `builds`; None (and why, in
         `self.tried`) when there is none. Wheels only first; then with builds from source."""
-        from torchfit.lock.uv import explanation
+        from torchfit.lock.uv import explanation, routed_missing
 
         constraints = self._base_constraints(plan, builds)
         if not constraints:
@@ -493,9 +494,14 @@ class _Planner:
                 # companion that came in further down and was not found elsewhere is made direct.
                 missing = [n for n in ("torchvision", "torchaudio")
                            if not compiled.ok and n not in direct and re.search(rf"\b{n}\b", compiled.stderr)]
-                if not missing:
+                # A companion routed to the torch index that this torch source lacks (a mirror of the
+                # family only): looked for in the user's other sources instead (issue 33, class 9).
+                lacking = routed_missing(compiled.stderr, routed) if not compiled.ok else []
+                if not missing and not lacking:
                     break
                 direct += missing
+                routed = [n for n in routed if n not in lacking]
+                self.unrouted |= set(lacking)
             # Builds from source only where wheels alone cannot answer, and never with --no-build.
             if compiled.ok or self.settings.no_build or not _wheels_missing(compiled.stderr):
                 break
@@ -570,7 +576,8 @@ class _Planner:
         assert build is not None
         comp_reasons, comp_warnings, routed = companion_notes(
             companions, build, first.python,
-            [(d.name, Version(str(d.version))) for d in compiled.locked if d.name not in FAMILY_PACKAGES])
+            [(d.name, Version(str(d.version))) for d in compiled.locked if d.name not in FAMILY_PACKAGES],
+            off_torch_index=self.unrouted, torch_index=self.where(first.variant))
         notes = [*notes, *comp_reasons]
         warnings = [*warnings, *comp_warnings]
         sdists = [d for d in compiled.locked if d.needs_build]
@@ -640,7 +647,8 @@ class _Planner:
         from torchfit.compat.companions import companion_notes
 
         _, _, routed = companion_notes(companions, self.matrix.find_build(str(torch), first.variant) or build,
-                                       python, [(n, Version(str(d.version))) for n, d in resolved.items()])
+                                       python, [(n, Version(str(d.version))) for n, d in resolved.items()],
+                                       off_torch_index=self.unrouted)
         routed = list(dict.fromkeys([*self.routed, *routed]))
         pins = self._vision_pairs(first, builds, torch, resolved)
         # The exact passes to try, in order, each with the notes it earns.

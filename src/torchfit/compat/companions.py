@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -258,14 +258,16 @@ def _prebuilt_fits(p: Prebuilt, torch: Version, variant: str, python: str, abi: 
 
 
 def companion_notes(companions: Companions, build: Build, python: str,
-                    packages: Sequence[tuple[str, Version]]) -> tuple[list[str], list[str], list[str]]:
+                    packages: Sequence[tuple[str, Version]], *, off_torch_index: Collection[str] = (),
+                    torch_index: str = "the torch index") -> tuple[list[str], list[str], list[str]]:
     """What companions.toml says of a plan's ABI-bound packages for its torch `build`.
 
     (reasons, warnings, routed): a binary the torch index serves for this variant (PyPI's
     is another CUDA: xformers 0.0.32.post2 on PyPI is cu128) is taken from the torch index,
-    the family's own source (`routed`); a binary on a third-party page (PyG) is named, not
-    added as a source without the user's word; a release with only an sdist gets the
-    warning of what its build needs; no binary for the build at all is said.
+    the family's own source (`routed`), unless that source lacks it (`off_torch_index`: a
+    mirror of the family only), when it comes from the user's other sources, said; a binary
+    on a third-party page (PyG) is named where it was not used; a release with only an sdist
+    gets the warning of what its build needs; no binary for the build at all is said.
     """
     from torchfit.compat.matrix import DEFAULT_INDEX
 
@@ -287,7 +289,12 @@ def companion_notes(companions: Companions, build: Build, python: str,
             warnings.append(f"{label}: companions.toml knows no binary of it for {build.label} on Python "
                             f"{python}; newest that has one: {fits[0].label if fits else 'none'}")
         route = companions.routing(name, torch=build.torch, variant=build.variant)
-        if route and comp.route == DEFAULT_INDEX:
+        if route and comp.route == DEFAULT_INDEX and comp.name in off_torch_index:
+            pypi = next((r.pypi_variant for r in comp.releases if r.version == version and r.pypi_variant), None)
+            warnings.append(f"{label}: not on the torch index ({torch_index}; download.pytorch.org has its "
+                            f"{build.variant} binary): taken from your other sources as uv found it"
+                            + (f" (PyPI's wheel of it is a {pypi} build)" if pypi else ""))
+        elif route and comp.route == DEFAULT_INDEX:
             routed.append(comp.name)
             reasons.append(f"{label}: its {build.variant} binary comes from the torch index, like torch "
                            f"(PyPI's wheel is another build; {comp.source.get('route', 'companions.toml')})")

@@ -329,6 +329,18 @@ def not_found(text: str) -> list[str]:
     return list(dict.fromkeys(m.group("name") for m in _NOT_FOUND.finditer(text)))
 
 
+def routed_missing(text: str, routed: Sequence[str]) -> list[str]:
+    """The `routed` packages (sent to the torch index alone) that uv's refusal says it could not
+    find there: "X was not found in ...", or "there is no version of X..." (uv 0.13.9's words)."""
+    out = []
+    for name in routed:
+        word = re.escape(name).replace("\\-", "[-_.]")
+        if re.search(rf"(?<![\w.-]){word} was not found in|there is no version of {word}(?![\w-])", text,
+                     re.IGNORECASE):
+            out.append(name)
+    return out
+
+
 def explanation(text: str, limit: int = 1200) -> str:
     """uv's explanation as one paragraph: its `cause:` text and hints, whitespace folded."""
     body = text.split("cause:", 1)[1] if "cause:" in text else text
