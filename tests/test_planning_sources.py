@@ -8,12 +8,14 @@ are all file://.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from tests.support.wheels import make_wheel, write_index
+from tests.support.cli import run_cli
+from tests.support.wheels import make_wheel, serve_dir, write_index
 from tests.test_planning import CP311, DRIVER_570, PROJECTS, resolve, torch_tree
 
 # An H100 host on driver 560: torch 2.8.0's cu126 build runs fully (the matrix), cu128 does not.
@@ -76,3 +78,57 @@ def test_an_unlabelled_torch_wheel_is_the_cuda_its_metadata_pins_not_any_variant
     # and on a host that runs cu128, the unlabelled wheel is the cu128 build of 2.8.0
     out = resolve(*DRIVER_570, "purelib", "--find-links", str(links), "--torch-index-url", str(flat))
     assert (out["torch"], out["variant"], out["resolved"]["torch"]) == ("2.8.0", "cu128", "2.8.0"), out
+
+
+# -- class 7: a project's own wheel pages (PyG's) are used before any build ---------------------------
+
+
+def failing_sdist(directory: Path, name: str, version: str, marker: Path) -> Path:
+    """NAME-VERSION.tar.gz as PyPI has torch-scatter's (an sdist only): its build backend records
+    that it ran in `marker`, then fails as torch-scatter's setup.py does where torch is not installed."""
+    import io
+    import tarfile
+
+    dist = name.replace("-", "_")
+    backend = (f"def _fail(*a, **k):\n    open({str(marker)!r}, 'a').write('built\\n')\n"
+               "    raise ModuleNotFoundError(\"No module named 'torch'\")\n"
+               "get_requires_for_build_wheel = prepare_metadata_for_build_wheel = build_wheel = _fail\n")
+    files = {"pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
+                               f'[project]\nname = "{name}"\ndynamic = ["version", "dependencies"]\n', "backend.py": backend}
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{dist}-{version}.tar.gz"
+    with tarfile.open(path, "w:gz") as tf:
+        for member, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{dist}-{version}/{member}")
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_torch_scatter_comes_from_pygs_page_for_the_chosen_torch_not_from_a_build(tmp_path: Path) -> None:
+    # PyPI has torch-scatter 2.1.2 as an sdist only; its wheels are on data.pyg.org, one page per torch
+    # build (companions.toml: torch-{torch}+{variant}.html). TORCHFIT_PYG_URL stands a 127.0.0.1 server
+    # in for https://data.pyg.org/whl; its pages link wheels built for that torch only (+pt28cu128).
+    index = torch_tree(tmp_path, "cu128", ["2.7.1", "2.8.0"])
+    (tmp_path / "empty").mkdir()
+    marker = tmp_path / "built"
+    links = tmp_path / "links"
+    failing_sdist(links, "torch-scatter", "2.1.2", marker)
+    pyg = tmp_path / "pyg" / "whl"
+    for torch, tag in (("2.8.0", "pt28cu128"), ("2.7.1", "pt27cu128")):
+        wheel = make_wheel(pyg / "files", "torch-scatter", f"2.1.2+{tag}", tag="cp311-cp311-linux_x86_64")
+        (pyg / f"torch-{torch}+cu128.html").write_text(
+            f'<html><body><a href="files/{wheel.name.replace("+", "%2B")}">{wheel.name}</a></body></html>\n')
+    with serve_dir(tmp_path / "pyg") as url:
+        proc = run_cli("resolve", "--json", *DRIVER_570, "torch-scatter", "--find-links", str(links),
+                       "--index-url", (tmp_path / "empty").as_uri(), "--torch-index-url", index.as_uri(),
+                       "--allow-insecure-index", timeout=180, env={"TORCHFIT_PYG_URL": f"{url}/whl"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = json.loads(proc.stdout)
+    assert (out["torch"], out["variant"]) == ("2.8.0", "cu128"), out
+    assert out["resolved"]["torch-scatter"] == "2.1.2+pt28cu128", out  # the page of the chosen torch
+    assert out["pages"] == {"torch-scatter": f"{url}/whl/torch-2.8.0+cu128.html"}, out
+    assert any("torch-scatter 2.1.2+pt28cu128: from " in r and "its own wheel page for torch 2.8.0 cu128" in r
+               for r in out["reasons"]), out["reasons"]
+    assert not marker.exists()  # no build ran

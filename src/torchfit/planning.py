@@ -132,6 +132,8 @@ class _Planner:
         self.uv_said: list[str] = []  # uv's own explanations, in order
         self.routed: list[str] = []  # project packages sent to the torch index (companions.toml)
         self.unrouted: set[str] = set()  # ... that the torch source lacks: left to the user's other sources
+        self.pages: dict[str, str] = {}  # project packages from their own wheel page (lock.pages)
+        self.unused_pages: dict[str, str] = {}  # ... pages tried that gave no answer, named before a build
         self.notes: list[str] = []  # warnings of the planning itself (a source that could not be read)
         self.force_read: set[str] = set()  # variants whose remote source uv's answer asks to read
 
@@ -324,7 +326,7 @@ class _Planner:
                 b for b in cut.builds if b.variant not in excluded)), check_hints=False)
         except NoCompatibleSet:
             return first, builds, compiled
-        if best.variant == first.variant:
+        if best.variant == first.variant or self.pages:  # a wheel page is of one torch build
             return first, builds, compiled
         self.read_source(best.variant)
         alt_cut = replace(cut, builds=tuple(b for b in cut.builds if b.variant == best.variant))
@@ -406,7 +408,7 @@ class _Planner:
         try:
             compiled = compile_project(
                 runner, uv, specs=self._specs(direct), torch_index=_as_url(sources.torch_index), work=work,
-                env=env, options=options, routed=routed, flat=flat, target=target,
+                env=env, options=options, routed=routed, flat=flat, pages=self.pages, target=target,
                 constraints=[*user, *constraints], timeout=self.settings.timeout, stall=stall_timeout(), name=name)
         except ToolStalled as exc:  # the runner killed uv and every process it started (a build's too)
             raise ResolveFailed(
@@ -467,6 +469,32 @@ class _Planner:
                 out.append(comp.name)
         return out
 
+    def _from_pages(self, plan: Plan, builds: Sequence[Build], work: str, name: str, direct: Sequence[str],
+                    routed: Sequence[str]) -> Compiled | None:
+        """Wheels only could not answer: the project's own wheel pages (PyG's, `lock.pages`) for
+        each fitting torch release, torch held to it, before any build. None if none answers."""
+        from torchfit.cache import load_companions
+        from torchfit.lock.pages import is_remote, iter_pages
+
+        names = [str(canonicalize_name(r.name)) for r in self.request.project.others]
+        offline = self.settings.sources(plan.variant).offline
+        for torch, pages in iter_pages(load_companions(), names, builds, plan.variant):
+            self.unused_pages = {**pages, **self.unused_pages}
+            if offline and any(is_remote(p) for p in pages.values()):
+                continue  # uv reads no page over the network offline: named before the build instead
+            self.pages = pages
+            try:
+                got = self._compile(plan, work, f"{name}-page-{torch}",
+                                    self._base_constraints(plan, [b for b in builds if b.torch == torch]),
+                                    direct=direct, routed=routed)
+            except IndexUnavailable:
+                got = None  # a page that cannot be read: the next release's, or named before the build
+            if got is not None and got.ok:
+                self.unused_pages = {}
+                return got
+            self.pages = {}
+        return None
+
     def _cuda_exclusions(self) -> list[str]:
         """Constraints that keep out CUDA packages of a major the driver cannot run."""
         from torchfit.compat.cudapkgs import cuda_exclusions
@@ -502,6 +530,8 @@ class _Planner:
                 direct += missing
                 routed = [n for n in routed if n not in lacking]
                 self.unrouted |= set(lacking)
+            if no_build and not compiled.ok and _wheels_missing(compiled.stderr):
+                compiled = self._from_pages(plan, builds, work, name, direct, routed) or compiled
             # Builds from source only where wheels alone cannot answer, and never with --no-build.
             if compiled.ok or self.settings.no_build or not _wheels_missing(compiled.stderr):
                 break
@@ -519,7 +549,9 @@ class _Planner:
                 raise ResolveFailed(
                     f"uv could not build a package to read its metadata ({plan.variant}, Python "
                     f"{plan.python_version}): {said}",
-                    hint="give a source with its wheel (--find-links), or `--no-build` to plan with wheels only")
+                    hint="give a source with its wheel (--find-links"
+                         + "".join(f" {page}" for page in dict.fromkeys(self.unused_pages.values()))
+                         + "), or `--no-build` to plan with wheels only")
             if kind != "no-solution":  # uv itself, or what it could not read: uv's words
                 raise ResolveFailed(f"uv could not resolve the project: {said}")
             # uv names the interpreter when Requires-Python is what fails ("the requested Python version")
@@ -577,7 +609,7 @@ class _Planner:
         comp_reasons, comp_warnings, routed = companion_notes(
             companions, build, first.python,
             [(d.name, Version(str(d.version))) for d in compiled.locked if d.name not in FAMILY_PACKAGES],
-            off_torch_index=self.unrouted, torch_index=self.where(first.variant))
+            off_torch_index=self.unrouted, torch_index=self.where(first.variant), pages=self.pages)
         notes = [*notes, *comp_reasons]
         warnings = [*warnings, *comp_warnings]
         sdists = [d for d in compiled.locked if d.needs_build]
@@ -726,7 +758,9 @@ class _Planner:
     def _say_building(self, compiled: Compiled) -> None:
         """Said before uv runs anyone's code: which package is built, and why."""
         for label in _without_wheels(compiled.stderr) or ["a package"]:
-            self.progress.info(f"[resolve] {label} has no wheel: building it to read its metadata "
+            page = self.unused_pages.get(str(canonicalize_name(label.split()[0])))
+            where = f" (its own wheel page {page} gave uv no answer)" if page else ""
+            self.progress.info(f"[resolve] {label} has no wheel{where}: building it to read its metadata "
                                "(runs its build; `--no-build` never does)")
 
     def _assemble(self, plan: Plan, first: Plan, builds: Sequence[Build], held: Sequence[Build],
@@ -786,6 +820,7 @@ class _Planner:
             constraints=tuple(r.public_text for r in self.request.project.constraints),
             resolved=resolved,
             routed=tuple(routed),
+            pages=dict(self.pages),
         )
 
     def _held_by(self, first: Plan, builds: Sequence[Build], held: Sequence[Build], work: str,
