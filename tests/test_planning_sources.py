@@ -132,3 +132,17 @@ def test_torch_scatter_comes_from_pygs_page_for_the_chosen_torch_not_from_a_buil
     assert any("torch-scatter 2.1.2+pt28cu128: from " in r and "its own wheel page for torch 2.8.0 cu128" in r
                for r in out["reasons"]), out["reasons"]
     assert not marker.exists()  # no build ran
+
+
+def test_a_wheel_page_that_cannot_be_read_is_named_in_the_refusal(tmp_path: Path) -> None:
+    index = torch_tree(tmp_path, "cu128", ["2.8.0"])
+    (tmp_path / "empty").mkdir()
+    links = tmp_path / "links"
+    failing_sdist(links, "torch-scatter", "2.1.2", tmp_path / "built")
+    proc = run_cli("resolve", "--json", "--no-build", *DRIVER_570, "torch-scatter", "--find-links", str(links),
+                   "--index-url", (tmp_path / "empty").as_uri(), "--torch-index-url", index.as_uri(),
+                   "--allow-insecure-index", timeout=180, env={"TORCHFIT_PYG_URL": "http://127.0.0.1:9/whl"})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    err = json.loads(proc.stdout)
+    assert any("http://127.0.0.1:9/whl/torch-2.8.0+cu128.html" in h for h in err["hints"]), err
+    assert not (tmp_path / "built").exists()

@@ -15,7 +15,8 @@ So a request with a project (or a torch source the user named) is planned in ste
 2. **one solver for the graph**: `uv pip compile` of the whole project with torch
    constrained to exactly those builds (a specifier: `torch>=2.12,<=2.15.0,!=2.14.0`),
    the family routed to the torch index as direct dependencies, the CUDA packages the
-   driver cannot run excluded, wheels only (`--no-build`) first. uv chooses torch: a pin
+   driver cannot run excluded, wheels only (`--no-build`) first, then (still before any build)
+   a project's own wheel page for a fitting torch release (PyG's: `lock.pages`). uv chooses torch: a pin
    two levels down holds it where it must be. Once per (variant, Python) in preference
    order, stopping at the first that solves (usually the first);
 3. a second, exact pass only where the first needs it: a family member that came in
@@ -471,29 +472,25 @@ class _Planner:
 
     def _from_pages(self, plan: Plan, builds: Sequence[Build], work: str, name: str, direct: Sequence[str],
                     routed: Sequence[str]) -> Compiled | None:
-        """Wheels only could not answer: the project's own wheel pages (PyG's, `lock.pages`) for
-        each fitting torch release, torch held to it, before any build. None if none answers."""
+        """Wheels only could not answer: the project's own wheel pages (`lock.pages`) before any build."""
         from torchfit.cache import load_companions
-        from torchfit.lock.pages import is_remote, iter_pages
+        from torchfit.lock.pages import solve_from_pages
+
+        def compile_with(torch: Version, pages: dict[str, str]) -> Compiled:
+            self.pages = pages
+            return self._compile(plan, work, f"{name}-page-{torch}", self._base_constraints(
+                plan, [b for b in builds if b.torch == torch]), direct=direct, routed=routed)
 
         names = [str(canonicalize_name(r.name)) for r in self.request.project.others]
-        offline = self.settings.sources(plan.variant).offline
-        for torch, pages in iter_pages(load_companions(), names, builds, plan.variant):
-            self.unused_pages = {**pages, **self.unused_pages}
-            if offline and any(is_remote(p) for p in pages.values()):
-                continue  # uv reads no page over the network offline: named before the build instead
-            self.pages = pages
-            try:
-                got = self._compile(plan, work, f"{name}-page-{torch}",
-                                    self._base_constraints(plan, [b for b in builds if b.torch == torch]),
-                                    direct=direct, routed=routed)
-            except IndexUnavailable:
-                got = None  # a page that cannot be read: the next release's, or named before the build
-            if got is not None and got.ok:
-                self.unused_pages = {}
-                return got
-            self.pages = {}
-        return None
+        got, self.pages, self.unused_pages = solve_from_pages(
+            load_companions(), names, builds, plan.variant, compile_with,
+            offline=self.settings.sources(plan.variant).offline)
+        return got
+
+    def _pages_named(self) -> str:
+        from torchfit.lock.pages import format_pages_tried
+
+        return format_pages_tried(self.unused_pages)
 
     def _cuda_exclusions(self) -> list[str]:
         """Constraints that keep out CUDA packages of a major the driver cannot run."""
@@ -549,9 +546,8 @@ class _Planner:
                 raise ResolveFailed(
                     f"uv could not build a package to read its metadata ({plan.variant}, Python "
                     f"{plan.python_version}): {said}",
-                    hint="give a source with its wheel (--find-links"
-                         + "".join(f" {page}" for page in dict.fromkeys(self.unused_pages.values()))
-                         + "), or `--no-build` to plan with wheels only")
+                    hint=f"give a source with its wheel (--find-links{self._pages_named()}), or `--no-build` to "
+                         "plan with wheels only")
             if kind != "no-solution":  # uv itself, or what it could not read: uv's words
                 raise ResolveFailed(f"uv could not resolve the project: {said}")
             # uv names the interpreter when Requires-Python is what fails ("the requested Python version")
@@ -567,7 +563,8 @@ class _Planner:
                                              "(--index-url, --extra-index-url, --find-links)")
                 wheels = _without_wheels(compiled.stderr) if self.settings.no_build else []
                 hint = (f"{', '.join(wheels)}: no wheel in your sources, and --no-build plans with wheels only: "
-                        "give a source with its wheel (--find-links), or drop --no-build" if wheels else
+                        f"give a source with its wheel (--find-links{self._pages_named()}), or drop --no-build"
+                        if wheels else
                         "the project's own requirements conflict as uv says: relax the pins it names")
                 raise NoCompatibleSet([said], [hint])
             self.tried.append(f"uv, with torch limited to the {plan.variant} builds that fit this host and "
