@@ -12,6 +12,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 
 from tests.support.cli import run_cli
@@ -63,20 +64,22 @@ def pypi_torch_280(directory: Path, deps: Path) -> Path:
     return make_wheel(directory, "torch", "2.8.0", requires, ">=3.9.0", tag=CP311)
 
 
-def test_an_unlabelled_torch_wheel_is_the_cuda_its_metadata_pins_not_any_variant(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["flat", "tree"])
+def test_an_unlabelled_torch_wheel_is_the_cuda_its_metadata_pins_not_any_variant(tmp_path: Path, kind: str) -> None:
     # `pip download` output: PyPI's torch 2.8.0 (cu128: it pins nvidia-cuda-runtime-cu12==12.8.90) beside
-    # a labelled 2.7.1+cu126. A P100 runs cu126, not cu128 (no sm_60 in its arch list).
-    flat = tmp_path / "wheels"
+    # a labelled 2.7.1+cu126 (or a file:// PEP 503 tree of both). A P100 runs cu126, not cu128 (no sm_60
+    # in its arch list).
+    wheels = tmp_path / "wheels"
     links = tmp_path / "links"
-    pypi_torch_280(flat, links)
-    make_wheel(flat, "torch", "2.7.1+cu126", tag=CP311)
+    both = [pypi_torch_280(wheels, links), make_wheel(wheels, "torch", "2.7.1+cu126", tag=CP311)]
+    flat = str(wheels) if kind == "flat" else write_index(tmp_path / "tree", both).as_uri()
     make_wheel(links, "purelib", "1.0")
-    out = resolve(*P100, "--torch-index-url", str(flat))  # the family alone: the directory is read
+    out = resolve(*P100, "--torch-index-url", flat)  # the family alone: the directory is read
     assert (out["torch"], out["variant"]) == ("2.7.1", "cu126"), out
-    out = resolve(*P100, "purelib", "--find-links", str(links), "--torch-index-url", str(flat))
+    out = resolve(*P100, "purelib", "--find-links", str(links), "--torch-index-url", flat)
     assert (out["torch"], out["variant"], out["resolved"]["torch"]) == ("2.7.1", "cu126", "2.7.1+cu126"), out
     # and on a host that runs cu128, the unlabelled wheel is the cu128 build of 2.8.0
-    out = resolve(*DRIVER_570, "purelib", "--find-links", str(links), "--torch-index-url", str(flat))
+    out = resolve(*DRIVER_570, "purelib", "--find-links", str(links), "--torch-index-url", flat)
     assert (out["torch"], out["variant"], out["resolved"]["torch"]) == ("2.8.0", "cu128", "2.8.0"), out
 
 
