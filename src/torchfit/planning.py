@@ -15,7 +15,8 @@ So a request with a project (or a torch source the user named) is planned in ste
 2. **one solver for the graph**: `uv pip compile` of the whole project with torch
    constrained to exactly those builds (a specifier: `torch>=2.12,<=2.15.0,!=2.14.0`),
    the family routed to the torch index as direct dependencies, the CUDA packages the
-   driver cannot run excluded, wheels only (`--no-build`) first. uv chooses torch: a pin
+   driver cannot run excluded, wheels only (`--no-build`) first, then (still before any build)
+   a project's own wheel page for a fitting torch release (PyG's: `lock.pages`). uv chooses torch: a pin
    two levels down holds it where it must be. Once per (variant, Python) in preference
    order, stopping at the first that solves (usually the first);
 3. a second, exact pass only where the first needs it: a family member that came in
@@ -137,6 +138,9 @@ class _Planner:
         self.python_failed = False  # the last uv run failed on the interpreter (Requires-Python)
         self.uv_said: list[str] = []  # uv's own explanations, in order
         self.routed: list[str] = []  # project packages sent to the torch index (companions.toml)
+        self.unrouted: set[str] = set()  # ... that the torch source lacks: left to the user's other sources
+        self.pages: dict[str, str] = {}  # project packages from their own wheel page (lock.pages)
+        self.unused_pages: dict[str, str] = {}  # ... pages tried that gave no answer, named before a build
         self.notes: list[str] = []  # warnings of the planning itself (a source that could not be read)
         self.force_read: set[str] = set()  # variants whose remote source uv's answer asks to read
         # (Python version, free-threaded) -> releases kept out: no file for that exact interpreter
@@ -340,7 +344,7 @@ class _Planner:
                 b for b in cut.builds if b.variant not in excluded)), check_hints=False)
         except NoCompatibleSet:
             return first, builds, compiled
-        if best.variant == first.variant:
+        if best.variant == first.variant or self.pages:  # a wheel page is of one torch build
             return first, builds, compiled
         self.read_source(best.variant)
         alt_cut = replace(cut, builds=tuple(b for b in cut.builds if b.variant == best.variant))
@@ -482,7 +486,7 @@ class _Planner:
                 self.progress.info(f"[resolve] uv: the same project for {t.label}")
             return compile_project(
                 runner, uv, specs=self._specs(direct), torch_index=_as_url(sources.torch_index), work=work,
-                env=env, options=options, routed=routed, flat=flat, target=(plan.python_version, t.platform),
+                env=env, options=options, routed=routed, flat=flat, pages=self.pages, target=(plan.python_version, t.platform),
                 constraints=[*user, *constraints, *extra], timeout=self.settings.timeout, stall=stall_timeout(),
                 name=f"{name}-{suffix}" if suffix else name)
 
@@ -584,6 +588,28 @@ class _Planner:
                 out.append(comp.name)
         return out
 
+    def _from_pages(self, plan: Plan, builds: Sequence[Build], work: str, name: str, direct: Sequence[str],
+                    routed: Sequence[str]) -> Compiled | None:
+        """Wheels only could not answer: the project's own wheel pages (`lock.pages`) before any build."""
+        from torchfit.cache import load_companions
+        from torchfit.lock.pages import solve_from_pages
+
+        def compile_with(torch: Version, pages: dict[str, str]) -> Compiled:
+            self.pages = pages
+            return self._compile(plan, work, f"{name}-page-{torch}", self._base_constraints(
+                plan, [b for b in builds if b.torch == torch]), direct=direct, routed=routed)
+
+        names = [str(canonicalize_name(r.name)) for r in self.request.project.others]
+        got, self.pages, self.unused_pages = solve_from_pages(
+            load_companions(), names, builds, plan.variant, compile_with,
+            offline=self.settings.sources(plan.variant).offline)
+        return got
+
+    def _pages_named(self) -> str:
+        from torchfit.lock.pages import format_pages_tried
+
+        return format_pages_tried(self.unused_pages)
+
     def _cuda_exclusions(self) -> list[str]:
         """Constraints that keep out CUDA packages of a major the driver cannot run."""
         from torchfit.compat.cudapkgs import cuda_exclusions
@@ -593,7 +619,7 @@ class _Planner:
     def _solve(self, plan: Plan, builds: Sequence[Build], work: str, name: str) -> tuple[Compiled, str] | None:
         """uv's answer for the project with torch among `builds`; None (and why, in
         `self.tried`) when there is none. Wheels only first; then with builds from source."""
-        from torchfit.lock.uv import explanation
+        from torchfit.lock.uv import explanation, routed_missing
 
         self.companion_refused = False
         constraints = self._base_constraints(plan, builds)
@@ -614,9 +640,16 @@ class _Planner:
                 # companion that came in further down and was not found elsewhere is made direct.
                 missing = [n for n in ("torchvision", "torchaudio")
                            if not compiled.ok and n not in direct and re.search(rf"\b{n}\b", compiled.stderr)]
-                if not missing:
+                # A companion routed to the torch index that this torch source lacks (a mirror of the
+                # family only): looked for in the user's other sources instead (issue 33, class 9).
+                lacking = routed_missing(compiled.stderr, routed) if not compiled.ok else []
+                if not missing and not lacking:
                     break
                 direct += missing
+                routed = [n for n in routed if n not in lacking]
+                self.unrouted |= set(lacking)
+            if no_build and not compiled.ok and _wheels_missing(compiled.stderr):
+                compiled = self._from_pages(plan, builds, work, name, direct, routed) or compiled
             # Builds from source only where wheels alone cannot answer, and never with --no-build.
             if compiled.ok or self.settings.no_build or not _wheels_missing(compiled.stderr):
                 break
@@ -646,7 +679,8 @@ class _Planner:
                 raise ResolveFailed(
                     f"uv could not build a package to read its metadata ({plan.variant}, Python "
                     f"{plan.python_version}): {said}",
-                    hint="give a source with its wheel (--find-links), or `--no-build` to plan with wheels only")
+                    hint=f"give a source with its wheel (--find-links{self._pages_named()}), or `--no-build` to "
+                         "plan with wheels only")
             if kind != "no-solution":  # uv itself, or what it could not read: uv's words
                 raise ResolveFailed(f"uv could not resolve the project: {said}")
             # uv names the interpreter when Requires-Python is what fails ("the requested Python version")
@@ -662,7 +696,8 @@ class _Planner:
                                              "(--index-url, --extra-index-url, --find-links)")
                 wheels = _without_wheels(compiled.stderr) if self.settings.no_build else []
                 hint = (f"{', '.join(wheels)}: no wheel in your sources, and --no-build plans with wheels only: "
-                        "give a source with its wheel (--find-links), or drop --no-build" if wheels else
+                        f"give a source with its wheel (--find-links{self._pages_named()}), or drop --no-build"
+                        if wheels else
                         "the project's own requirements conflict as uv says: relax the pins it names")
                 raise NoCompatibleSet([said], [hint])
             self.tried.append(f"uv, with torch limited to the {plan.variant} builds that fit this host and "
@@ -703,7 +738,8 @@ class _Planner:
         assert build is not None
         comp_reasons, comp_warnings, routed = companion_notes(
             companions, build, first.python,
-            [(d.name, Version(str(d.version))) for d in compiled.locked if d.name not in FAMILY_PACKAGES])
+            [(d.name, Version(str(d.version))) for d in compiled.locked if d.name not in FAMILY_PACKAGES],
+            off_torch_index=self.unrouted, torch_index=self.where(first.variant), pages=self.pages)
         kept_out = [f"{why}; kept out, uv chose again" for _, _, why in
                     self._pyfit.get((first.python_version, first.free_threaded), [])]
         notes = [*dict.fromkeys(self.held), *kept_out, *notes, *comp_reasons,
@@ -776,7 +812,8 @@ class _Planner:
         from torchfit.compat.companions import companion_notes
 
         _, _, routed = companion_notes(companions, self.matrix.find_build(str(torch), first.variant) or build,
-                                       python, [(n, Version(str(d.version))) for n, d in resolved.items()])
+                                       python, [(n, Version(str(d.version))) for n, d in resolved.items()],
+                                       off_torch_index=self.unrouted)
         routed = list(dict.fromkeys([*self.routed, *routed]))
         pins = self._vision_pairs(first, builds, torch, resolved)
         # The exact passes to try, in order, each with the notes it earns.
@@ -854,7 +891,9 @@ class _Planner:
     def _say_building(self, compiled: Compiled) -> None:
         """Said before uv runs anyone's code: which package is built, and why."""
         for label in _without_wheels(compiled.stderr) or ["a package"]:
-            self.progress.info(f"[resolve] {label} has no wheel: building it to read its metadata "
+            page = self.unused_pages.get(str(canonicalize_name(label.split()[0])))
+            where = f" (its own wheel page {page} gave uv no answer)" if page else ""
+            self.progress.info(f"[resolve] {label} has no wheel{where}: building it to read its metadata "
                                "(runs its build; `--no-build` never does)")
 
     def _assemble(self, plan: Plan, first: Plan, builds: Sequence[Build], held: Sequence[Build],
@@ -917,6 +956,7 @@ class _Planner:
             constraints=tuple(r.public_text for r in self.request.project.constraints),
             resolved=resolved,
             routed=tuple(routed),
+            pages=dict(self.pages),
         )
 
     def _held_by(self, first: Plan, builds: Sequence[Build], held: Sequence[Build], work: str,

@@ -92,6 +92,20 @@ def test_the_routing_is_one_set_of_tables_for_install_and_export() -> None:
     }
 
 
+def test_a_wheel_page_is_an_explicit_flat_index_for_its_packages_alone() -> None:
+    """Issue 33, class 7: PyG's page for the chosen torch build serves torch-scatter and
+    torch-sparse only (a page's wheels name no torch: nothing else may come from it)."""
+    page = "https://data.pyg.org/whl/torch-2.8.0+cu128.html"
+    doc = tomllib.loads(uv_project(["torch==2.8.0", "torch-scatter", "torch-sparse", "pure-pkg"], "https://idx/cu128",
+                                   pages={"torch-scatter": page, "torch-sparse": page, "not-asked": page}))
+    assert doc["tool"]["uv"] == {
+        "index": [{"name": TORCH_INDEX_NAME, "url": "https://idx/cu128", "explicit": True},
+                  {"name": "torchfit-page-0", "url": page, "explicit": True, "format": "flat"}],
+        "sources": {"torch": {"index": TORCH_INDEX_NAME}, "torch-scatter": {"index": "torchfit-page-0"},
+                    "torch-sparse": {"index": "torchfit-page-0"}},
+    }
+
+
 def test_the_compile_argv_is_what_uv_runs(tmp_path: Path) -> None:
     """The argv every `uv pip compile` of torchfit's is built with, run by the real uv over a
     find-links directory: uv resolves through the routing and read_uv_lock reads its answer."""

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -299,6 +299,33 @@ def _floor(spec: SpecifierSet) -> Version | None:
     return max(lows) if lows else None
 
 
+# The base of PyG's wheel pages as companions.toml's routes name it (PYG-INDEX, TORCH-SCATTER-README):
+# a mirror of it (`TORCHFIT_PYG_URL`, read at the edge) stands in for this prefix.
+PYG_PAGES = "https://data.pyg.org/whl"
+
+
+def find_links_pages(companions: Companions, names: Sequence[str], *, torch: Version, variant: str,
+                     base: str | None = None) -> dict[str, str] | None:
+    """name -> the project's own wheel page for this torch build, for each of `names` whose
+    binaries are published one page per torch build (a `find-links` route: PyG's
+    `torch-2.8.0+cu128.html`); `base` replaces `PYG_PAGES` (a mirror). {} when none of
+    `names` is published so; None when one is but has no page for this build (companions.toml
+    lists no binary of it for that torch and variant).
+    """
+    out: dict[str, str] = {}
+    for name in names:
+        comp = companions.get(name)
+        if comp is None or comp.route_kind != "find-links":
+            continue
+        page = companions.routing(name, torch=torch, variant=variant)
+        if page is None:
+            return None
+        if base and page.startswith(PYG_PAGES + "/"):
+            page = base.rstrip("/") + page[len(PYG_PAGES):]
+        out[comp.name] = page
+    return out
+
+
 def _tag_fits(tag: str, minor: int) -> bool:
     """cp312 fits 3.12 only; cp39-abi3 fits 3.9 and later; py3 fits all; py39 fits 3.9 and later."""
     m = _PYTAG.match(tag)
@@ -328,14 +355,18 @@ def _prebuilt_fits(p: Prebuilt, torch: Version, variant: str, python: str, abi: 
 
 
 def companion_notes(companions: Companions, build: Build, python: str,
-                    packages: Sequence[tuple[str, Version]]) -> tuple[list[str], list[str], list[str]]:
+                    packages: Sequence[tuple[str, Version]], *, off_torch_index: Collection[str] = (),
+                    torch_index: str = "the torch index",
+                    pages: Mapping[str, str] | None = None) -> tuple[list[str], list[str], list[str]]:
     """What companions.toml says of a plan's ABI-bound packages for its torch `build`.
 
     (reasons, warnings, routed): a binary the torch index serves for this variant (PyPI's
     is another CUDA: xformers 0.0.32.post2 on PyPI is cu128) is taken from the torch index,
-    the family's own source (`routed`); a binary on a third-party page (PyG) is named, not
-    added as a source without the user's word; a release with only an sdist gets the
-    warning of what its build needs; no binary for the build at all is said.
+    the family's own source (`routed`), unless that source lacks it (`off_torch_index`: a
+    mirror of the family only), when it comes from the user's other sources, said; a binary
+    on the project's own page (PyG's) is said where it came from there (`pages`: name -> page),
+    named where it did not; a release with only an sdist
+    gets the warning of what its build needs; no binary for the build at all is said.
     """
     from torchfit.compat.matrix import DEFAULT_INDEX
 
@@ -357,10 +388,19 @@ def companion_notes(companions: Companions, build: Build, python: str,
             warnings.append(f"{label}: companions.toml knows no binary of it for {build.label} on Python "
                             f"{python}; newest that has one: {fits[0].label if fits else 'none'}")
         route = companions.routing(name, torch=build.torch, variant=build.variant)
-        if route and comp.route == DEFAULT_INDEX:
+        if route and comp.route == DEFAULT_INDEX and comp.name in off_torch_index:
+            pypi = next((r.pypi_variant for r in comp.releases if r.version == version and r.pypi_variant), None)
+            warnings.append(f"{label}: not on the torch index ({torch_index}; download.pytorch.org has its "
+                            f"{build.variant} binary): taken from your other sources as uv found it"
+                            + (f" (PyPI's wheel of it is a {pypi} build)" if pypi else ""))
+        elif route and comp.route == DEFAULT_INDEX:
             routed.append(comp.name)
             reasons.append(f"{label}: its {build.variant} binary comes from the torch index, like torch "
                            f"(PyPI's wheel is another build; {comp.source.get('route', 'companions.toml')})")
+        elif comp.name in (pages or {}):
+            reasons.append(f"{label}: from {(pages or {})[comp.name]}, its own wheel page for torch {build.torch} "
+                           f"{build.variant} (uv was given it for {comp.name} alone; "
+                           f"{comp.source.get('route', 'companions.toml')})")
         elif route:
             warnings.append(f"{label}: its {build.variant} binary for torch {build.torch} is on {route} "
                             "(not PyPI): give it to install with --find-links/--extra-index-url")

@@ -52,6 +52,10 @@ class Plan:
     # Project packages whose binary for this build comes from the torch index, as the
     # family's does (companions.toml: xformers' cuXXX builds); routed there by install.
     routed: tuple[str, ...] = ()
+    # Project packages whose binary for this build is on the project's own wheel page for it
+    # (companions.toml's find-links route: PyG's torch-2.8.0+cu128.html): name -> that page,
+    # given to uv as a flat index for that package alone, by resolve and by install.
+    pages: dict[str, str] = field(default_factory=dict)
     # The interpreter is free-threaded (Py_GIL_DISABLED, "3.14t"): cpXYt wheels only.
     free_threaded: bool = False
     # The matrix row the plan was made from (not part of the JSON contract): later
@@ -90,6 +94,7 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
         "constraints": list(plan.constraints),
         "resolved": dict(plan.resolved),
         "routed": list(plan.routed),
+        "pages": dict(plan.pages),
     }
 
 
@@ -140,7 +145,7 @@ def check_plan_table(data: Any, where: str = "the lock's [tool.torchfit.plan]") 
                     Requirement(item)
                 except InvalidRequirement:
                     raise BadInput(f"{where}: {key} holds {item!r:.80}, not a PEP 508 requirement") from None
-        elif key in ("why", "resolved"):
+        elif key in ("why", "resolved", "pages"):
             if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
                 raise BadInput(f"{where}: {key} must be a table of strings")
         elif key == "ruled_out_relevant" and (not isinstance(value, int) or isinstance(value, bool)):
@@ -181,5 +186,6 @@ def plan_from_json(data: Any, matrix: Matrix | None = None, where: str = "the lo
         why=dict(data.get("why") or {}), hosts=tup("hosts"), project=tup("project"),
         constraints=tup("constraints"), routed=tup("routed"),
         resolved={str(k): v for k, v in dict(data.get("resolved") or {}).items()},
+        pages={str(k): v for k, v in dict(data.get("pages") or {}).items()},
         build=matrix.find_build(torch, variant) if matrix is not None else None,
     )

@@ -14,11 +14,14 @@ index on the day the row was written.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from packaging.markers import UndefinedEnvironmentName
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from torchfit._backports import FROZEN
 from torchfit.compat.matrix import Build, Matrix
@@ -35,6 +38,14 @@ class ServedFile:
     freethreaded: frozenset[Minor]  # cp313t
     platform: str  # "x86_64" | "aarch64"
     any_python: bool = False  # a py3-none-any file: every CPython the matrix lists
+    # A file without a local label: the variant its METADATA says (`variant_from_metadata`);
+    # None where it was not read (a remote source) or says nothing sure: then any variant.
+    said: str | None = None
+
+    @property
+    def label(self) -> str | None:
+        """The variant this file is: its local label (`+cu126`), else what its METADATA says."""
+        return self.version.local or self.said
 
 
 @dataclass(**FROZEN)
@@ -51,16 +62,18 @@ class Served:
     def for_build(self, torch: Version, platform: str) -> list[ServedFile]:
         """The files of release `torch` (public version) for this variant on `platform`.
 
-        A file's local label must be the variant's (`+cu128` on the cu128 index) or
-        absent (PyPI's default build, a mirror that strips labels): a flat directory
-        that mixes variants gives each variant only its own files.
+        A file's local label must be the variant's (`+cu128` on the cu128 index); a file
+        without one counts as the variant its METADATA says (`said`: PyPI's torch 2.8.0
+        pins the CUDA 12.8 runtime, so it is cu128), or as any variant where that is
+        unknown (a remote mirror that strips labels): a flat directory that mixes
+        variants gives each variant only its own files.
         """
         return [f for f in self.files if f.platform == platform and Version(f.version.public) == torch
-                and f.version.local in (None, self.variant)]
+                and f.label in (None, self.variant)]
 
     def for_any(self, platform: str) -> bool:
         """Does the source hold any build of this variant for `platform`?"""
-        return any(f.platform == platform and f.version.local in (None, self.variant) for f in self.files)
+        return any(f.platform == platform and f.label in (None, self.variant) for f in self.files)
 
     def versions(self, platform: str) -> list[Version]:
         """Every version (local label kept) this source lists for `platform`, newest first."""
@@ -129,7 +142,7 @@ def describe_served(served: Served, platform: str, limit: int = 6) -> str:
     """"torch 2.13.0+cpu (cp311), ..." for a message: the builds of `served.variant` a source
     has, newest first; a source whose wheels are all another variant's says so."""
     mine = sorted({f.version for f in served.files if f.platform == platform
-                   and f.version.local in (None, served.variant)}, reverse=True)
+                   and f.label in (None, served.variant)}, reverse=True)
     if not mine:
         others = served.versions(platform)
         if not others:
@@ -195,3 +208,46 @@ def allowed_for_all(builds: Sequence[Build], served: Served | None, platforms: S
     found = [set(allowed_versions(builds, served, p)) for p in dict.fromkeys(platforms)]
     common = set.intersection(*found) if found else set()
     return sorted(common, reverse=True)
+
+
+# The CUDA runtime a torch wheel pins: `nvidia-cuda-runtime-cu12==12.8.90` (PyPI's torch 2.8.0,
+# tests/data/projects/pypi/torch); CUDA 13's packages drop the suffix (`nvidia-cuda-runtime`, 13.x).
+_RUNTIME = re.compile(r"^nvidia-cuda-runtime(?:-cu(\d+))?$")
+# Any CUDA package: a wheel naming one but no runtime pin read above is not called CPU.
+_CUDA_PACKAGE = re.compile(r"^(?:nvidia-|cuda-)")
+
+
+def variant_from_metadata(text: str, platform: str) -> str | None:
+    """The variant an unlabelled torch wheel is, from its METADATA, on Linux `platform`.
+
+    Its `Requires-Dist` lines whose markers hold on Linux `platform` (an extra's never):
+    a pinned CUDA runtime names the CUDA build (`nvidia-cuda-runtime-cu12==12.8.90` ->
+    "cu128"); no CUDA package at all is a CPU build (PyPI's torch 2.8.0 aarch64 wheel: the
+    same METADATA, its CUDA pins all under `platform_machine == "x86_64"`); anything else
+    (a CUDA package without a readable runtime pin, ROCm's triton) is None: not known.
+    """
+    env = {"platform_system": "Linux", "sys_platform": "linux", "platform_machine": platform, "extra": ""}
+    cuda = False
+    for line in re.findall(r"^Requires-Dist:[ \t]*(.+?)[ \t]*$", text, re.M):
+        try:
+            req = Requirement(line)
+            if req.marker is not None and not req.marker.evaluate(env):
+                continue
+        except (InvalidRequirement, UndefinedEnvironmentName):
+            continue  # a marker on the Python version alone is not about CUDA: skip, as unreadable
+        if "rocm" in req.name:
+            return None
+        if not _CUDA_PACKAGE.match(req.name):
+            continue
+        cuda = True
+        m = _RUNTIME.match(req.name)
+        pins = [x.version for x in req.specifier if x.operator in ("==", "===")]
+        if m and pins:
+            try:
+                v = Version(pins[0].rstrip(".*"))
+            except InvalidVersion:
+                return None
+            if m.group(1) and m.group(1) != str(v.major):
+                return None
+            return f"cu{v.major}{v.minor}"
+    return None if cuda else "cpu"

@@ -256,6 +256,8 @@ class Backend:
     constraints: tuple[str, ...] = ()
     # Project packages whose binary comes from the torch index (a plan's `routed`).
     routed: tuple[str, ...] = ()
+    # Project packages from their own wheel page for this torch build (a plan's `pages`: PyG's).
+    pages: tuple[tuple[str, str], ...] = ()
 
     def __init__(self, ctx: StepContext) -> None:
         self.ctx = ctx
@@ -466,7 +468,7 @@ class UvBackend(Backend):
         # override: 0600 (may hold the index's credentials), removed with the work directory
         inputs = write_compile_inputs(
             self.uv, work, specs=specs, torch_index=torch_index, routed=self.routed, flat=is_flat(s.torch_index),
-            constraints=self.constraints, overrides=[nccl_override] if nccl_override else (), python=python,
+            pages=dict(self.pages), constraints=self.constraints, overrides=[nccl_override] if nccl_override else (), python=python,
             target=target)
         out = os.path.join(work, "pylock.resolved.toml")
         args, env = s.uv_compile(os.environ, work)  # no --no-index: it would drop the torch index too
@@ -648,7 +650,8 @@ class PipBackend(Backend):
         pins = write_private(work, "family-pins.txt", "".join(f"{d.name}=={d.version}\n" for d in family)
                       + "".join(f"{c}\n" for c in self.constraints))
         r2 = os.path.join(work, "report-deps.json")
-        self.ctx.run("install-deps", self._pip(env_dir, "--report", r2, "-c", pins, *specs),
+        pages = [a for _, page in self.pages for a in ("--find-links", page)]  # PyG's: its packages only
+        self.ctx.run("install-deps", self._pip(env_dir, "--report", r2, "-c", pins, *pages, *specs),
                      s.pip_env(os.environ, family=False), "the dependencies from the user's sources")
         deps = parse_pip_report(r2, log_path=self.ctx.log.path)
         swapped = [d for d in deps if d.is_family]

@@ -92,20 +92,27 @@ def uv_version(runner: Runner, uv: str) -> Version | None:
 
 
 def uv_routing(index_name: str, index_url: str, routed: Sequence[str], *,
-               default_index: str | None = None, flat: bool = False) -> dict[str, Any]:
+               default_index: str | None = None, flat: bool = False,
+               pages: Mapping[str, str] | None = None) -> dict[str, Any]:
     """`[tool.uv]`'s `index` and `sources`: `routed` from the explicit index `index_url` only.
 
     `default_index`: a `[[tool.uv.index]]` marked default (what uv takes every other
     package from) instead of PyPI. `flat`: `index_url` is a find-links location (a
-    directory of wheels, `pip download` output), uv's `format = "flat"` index.
+    directory of wheels, `pip download` output), uv's `format = "flat"` index. `pages`:
+    package -> a project's own wheel page (PyG's torch-2.8.0+cu128.html), each an explicit
+    flat index that serves that package alone.
     """
     torch_index: dict[str, Any] = {"name": index_name, "url": index_url, "explicit": True}
     if flat:
         torch_index["format"] = "flat"
     index: list[dict[str, Any]] = [torch_index]
+    sources = {n: Inline(index=index_name) for n in dict.fromkeys(routed)}
+    for n, page in enumerate(dict.fromkeys((pages or {}).values())):
+        index.append({"name": f"torchfit-page-{n}", "url": page, "explicit": True, "format": "flat"})
+        sources.update({name: Inline(index=f"torchfit-page-{n}") for name, p in (pages or {}).items() if p == page})
     if default_index is not None:
         index.append({"name": "default", "url": default_index, "default": True})
-    return {"index": index, "sources": {n: Inline(index=index_name) for n in dict.fromkeys(routed)}}
+    return {"index": index, "sources": sources}
 
 
 def dumps_routing(routing: Mapping[str, Any]) -> str:
@@ -113,7 +120,8 @@ def dumps_routing(routing: Mapping[str, Any]) -> str:
     return dumps_toml(routing, under=("tool", "uv"))
 
 
-def uv_project(specs: Sequence[str], torch_index: str, routed: Sequence[str] = (), *, flat: bool = False) -> str:
+def uv_project(specs: Sequence[str], torch_index: str, routed: Sequence[str] = (), *, flat: bool = False,
+               pages: Mapping[str, str] | None = None) -> str:
     """The pyproject.toml uv resolves for an install: the family (and `routed`) pinned to
     the torch index as an explicit index; every other package from the user's sources.
 
@@ -124,8 +132,10 @@ def uv_project(specs: Sequence[str], torch_index: str, routed: Sequence[str] = (
     # uv applies [tool.uv.sources] to direct dependencies only (0.13.9, measured): a family
     # member further down must be made direct to come from the torch index (planning does).
     to_torch = list(dict.fromkeys(n for n in names if n in FAMILY_PACKAGES or n in routed))
+    to_page = {n: p for n, p in (pages or {}).items() if n in names and n not in to_torch}
     return dumps_toml({"project": {"name": "torchfit-env", "version": "0", "dependencies": list(specs)},
-                       "tool": {"uv": uv_routing(TORCH_INDEX_NAME, torch_index, to_torch, flat=flat)}})
+                       "tool": {"uv": uv_routing(TORCH_INDEX_NAME, torch_index, to_torch, flat=flat,
+                                                 pages=to_page)}})
 
 
 # --- uv pip compile ---------------------------------------------------------------------------
@@ -231,7 +241,8 @@ class CompileInputs:
 
 
 def write_compile_inputs(uv: str, where: str, *, specs: Sequence[str] = (), torch_index: str = "",
-                         routed: Sequence[str] = (), flat: bool = False, project_text: str | None = None,
+                         routed: Sequence[str] = (), flat: bool = False, pages: Mapping[str, str] | None = None,
+                         project_text: str | None = None,
                          constraints: Sequence[str] = (), overrides: Sequence[str] = (),
                          python: str | None = None, target: tuple[str, str] | None = None) -> CompileInputs:
     """Write the project uv compiles (`uv_project` of `specs`, or `project_text` as given), its
@@ -239,7 +250,8 @@ def write_compile_inputs(uv: str, where: str, *, specs: Sequence[str] = (), torc
     shares: planning, install, add and export."""
     project = os.path.join(where, "project")
     os.makedirs(project, mode=0o700, exist_ok=True)
-    text = project_text if project_text is not None else uv_project(specs, torch_index, routed, flat=flat)
+    text = project_text if project_text is not None else uv_project(specs, torch_index, routed, flat=flat,
+                                                                    pages=pages)
     pyproject = write_private(project, "pyproject.toml", text)
     cons = write_private(where, "constraints.txt", "".join(f"{c}\n" for c in constraints)) if constraints else None
     over = write_private(where, "overrides.txt", "".join(f"{c}\n" for c in overrides)) if overrides else None
@@ -248,7 +260,8 @@ def write_compile_inputs(uv: str, where: str, *, specs: Sequence[str] = (), torc
 
 def compile_project(runner: Runner, uv: str, *, specs: Sequence[str], torch_index: str, work: str,
                     env: Mapping[str, str], options: Sequence[str] = (), routed: Sequence[str] = (),
-                    flat: bool = False, python: str | None = None, target: tuple[str, str] | None = None,
+                    flat: bool = False, pages: Mapping[str, str] | None = None, python: str | None = None,
+                    target: tuple[str, str] | None = None,
                     constraints: Sequence[str] = (), overrides: Sequence[str] = (), timeout: float = 600.0,
                     stall: float | None = None, name: str = "plan") -> Compiled:
     """`uv pip compile` of `specs` into a pylock: the inputs written under `work/name/`
@@ -262,7 +275,7 @@ def compile_project(runner: Runner, uv: str, *, specs: Sequence[str], torch_inde
     where = os.path.join(work, name)
     os.makedirs(where, mode=0o700, exist_ok=True)
     inputs = write_compile_inputs(uv, where, specs=specs, torch_index=torch_index, routed=routed, flat=flat,
-                                  constraints=constraints, overrides=overrides, python=python, target=target)
+                                  pages=pages, constraints=constraints, overrides=overrides, python=python, target=target)
     out = os.path.join(where, "pylock.toml")
     argv = inputs.argv(options, out)
     start = time.monotonic()
@@ -327,6 +340,18 @@ def names_family(text: str) -> bool:
 def not_found(text: str) -> list[str]:
     """The packages uv says no source has."""
     return list(dict.fromkeys(m.group("name") for m in _NOT_FOUND.finditer(text)))
+
+
+def routed_missing(text: str, routed: Sequence[str]) -> list[str]:
+    """The `routed` packages (sent to the torch index alone) that uv's refusal says it could not
+    find there: "X was not found in ...", or "there is no version of X..." (uv 0.13.9's words)."""
+    out = []
+    for name in routed:
+        word = re.escape(name).replace("\\-", "[-_.]")
+        if re.search(rf"(?<![\w.-]){word} was not found in|there is no version of {word}(?![\w-])", text,
+                     re.IGNORECASE):
+            out.append(name)
+    return out
 
 
 def explanation(text: str, limit: int = 1200) -> str:
