@@ -42,7 +42,8 @@ def resolve(*args: str, ok: bool = True) -> dict:
     return json.loads(proc.stdout)
 
 
-def wheel_from_record(directory: Path, record: Path, keep: re.Pattern[str], extras: tuple[str, ...] = ()) -> Path:
+def wheel_from_record(directory: Path, record: Path, keep: re.Pattern[str], extras: tuple[str, ...] = (),
+                      tag: str = "py3-none-any") -> Path:
     """A tiny wheel whose METADATA is the recorded file's name, version, Requires-Python and the
     Requires-Dist lines `keep` matches (the torch family, CUDA packages), as PyPI served them;
     lines of an extra only for the `extras` named."""
@@ -55,7 +56,7 @@ def wheel_from_record(directory: Path, record: Path, keep: re.Pattern[str], extr
         extra = re.search(r"extra == \"([^\"]+)\"", line)
         if keep.search(line) and (extra is None or extra.group(1) in extras):
             requires.append(line.strip())
-    return make_wheel(directory, name, version, requires, rp.group(1).strip() if rp else None)
+    return make_wheel(directory, name, version, requires, rp.group(1).strip() if rp else None, tag=tag)
 
 
 # -- class 1: a pin further down ----------------------------------------------------------
@@ -283,6 +284,56 @@ def test_a_source_without_any_build_for_the_host_is_refused_with_what_it_serves(
     proc = run_cli("resolve", "--offline", *CPU_HOST, "--torch-index-url", index.as_uri(), timeout=120)
     assert proc.returncode == 1, proc.stderr
     assert "serves torch 2.13.0+cpu (cp39)" in proc.stderr, proc.stderr
+
+
+XFORMERS = PROJECTS / "xformers"
+
+
+def xformers_wheels(links: Path, version: str) -> None:
+    """Every wheel PyPI lists for xformers `version` (xformers/files.txt: real names, tags), tiny,
+    each with the recorded METADATA's torch pin; the sdist left out (a real one would build)."""
+    record = next(XFORMERS.glob(f"xformers-{version}-*.metadata"))
+    for name in (XFORMERS / "files.txt").read_text("utf-8").split():
+        if name.startswith(f"xformers-{version}-") and name.endswith(".whl"):
+            wheel_from_record(links, record, re.compile(r"^torch\b"), tag=name[len(f"xformers-{version}-"):-4])
+
+
+def refused(*args: str) -> tuple[dict, str]:
+    proc = run_cli("resolve", "--offline", "--json", *args, timeout=180)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    err = json.loads(proc.stdout)
+    assert err["reference"] == "no-compatible-set", err
+    return err, proc.stderr
+
+
+def test_a_release_whose_wheels_need_a_newer_glibc_is_refused_with_the_glibc_named_first(tmp_path: Path) -> None:
+    # xformers 0.0.32.post2: one Linux wheel, cp39-abi3 manylinux_2_28 x86_64 (PyPI), torch==2.8.0 (its
+    # METADATA). On glibc 2.17 uv says only "no wheels with a matching platform tag"; the host fact leads.
+    links = tmp_path / "links"
+    xformers_wheels(links, "0.0.32.post2")
+    assert (links / "xformers-0.0.32.post2-cp39-abi3-manylinux_2_28_x86_64.whl").is_file()
+    index = torch_tree(tmp_path, "cpu", ["2.5.1"], tag="cp311-cp311-manylinux2014_x86_64")
+    old_glibc = ("--assume", "gpu=none", "--assume", "python=3.11", "--assume", "glibc=2.17", "--assume", "arch=x86_64")
+    err, stderr = refused(*old_glibc, "xformers==0.0.32.post2", "--find-links", str(links),
+                          "--torch-index-url", index.as_uri())
+    assert err["conflicts"][0] == ("xformers 0.0.32.post2 (your requirement xformers==0.0.32.post2): its wheels need "
+                                   "glibc >= 2.28 (manylinux_2_28_x86_64); this host has glibc 2.17"), err
+    assert err["conflicts"][1].startswith("Because xformers==0.0.32.post2 has no wheels"), err  # uv's words after
+    assert "glibc >= 2.28" in err["hint"] and "relax the pins" not in err["hint"], err
+    assert stderr.index("this host has glibc 2.17") < stderr.index("Because xformers"), stderr
+
+
+def test_a_release_without_a_wheel_for_the_hosts_only_python_is_refused_with_the_abi_named(tmp_path: Path) -> None:
+    # xformers 0.0.29.post3: cp39..cp312 wheels only (PyPI), torch==2.6.0 (its METADATA); the host's one Python is 3.13.
+    links = tmp_path / "links"
+    xformers_wheels(links, "0.0.29.post3")
+    index = torch_tree(tmp_path, "cpu", ["2.6.0"], tag="cp313-cp313-manylinux_2_28_x86_64")
+    py313 = ("--assume", "gpu=none", "--assume", "python=3.13", "--assume", "glibc=2.36", "--assume", "arch=x86_64")
+    err, _ = refused(*py313, "xformers==0.0.29.post3", "--find-links", str(links), "--torch-index-url", index.as_uri())
+    assert err["conflicts"][0] == ("xformers 0.0.29.post3 (your requirement xformers==0.0.29.post3): its x86_64 wheels "
+                                   "are only for cp39, cp310, cp311, cp312; this host's only Python is 3.13 (cp313)"), err
+    assert "matching Python ABI tag" in err["conflicts"][1], err
+    assert "cp313 wheel" in err["hint"], err
 
 
 # -- class 7: a source that cannot be reached --------------------------------------------------------

@@ -133,6 +133,7 @@ class _Planner:
         self.routed: list[str] = []  # project packages sent to the torch index (companions.toml)
         self.notes: list[str] = []  # warnings of the planning itself (a source that could not be read)
         self.force_read: set[str] = set()  # variants whose remote source uv's answer asks to read
+        self.misfits: dict[str, str] = {}  # releases without a wheel for the host: the host fact -> its hint
 
     # -- the torch source ---------------------------------------------------------------
     @property
@@ -509,6 +510,7 @@ class _Planner:
 
             said = explanation(compiled.stderr)
             kind, _ = classify_failure(compiled.stderr)
+            self.misfits.update(self._misfits(plan, said))
             if kind == "build":  # a build that failed: no other variant would help
                 raise ResolveFailed(
                     f"uv could not build a package to read its metadata ({plan.variant}, Python "
@@ -531,7 +533,10 @@ class _Planner:
                 hint = (f"{', '.join(wheels)}: no wheel in your sources, and --no-build plans with wheels only: "
                         "give a source with its wheel (--find-links), or drop --no-build" if wheels else
                         "the project's own requirements conflict as uv says: relax the pins it names")
-                raise NoCompatibleSet([said], [hint])
+                # a release with no wheel for this host: the host fact leads, uv's words follow
+                from torchfit.compat.wheelfit import lead_with
+
+                raise lead_with(NoCompatibleSet([said], [] if self.misfits else [hint]), self.misfits)
             self.tried.append(f"uv, with torch limited to the {plan.variant} builds that fit this host and "
                               f"that {self.where(plan.variant)} serves ({constraints[0]}) and Python "
                               f"{plan.python_version}: {said}")
@@ -817,7 +822,13 @@ class _Planner:
     # -- no answer ---------------------------------------------------------------------------
     def _refusal(self, fam: Request) -> NoCompatibleSet:
         """No (variant, Python) solved: the first-level reading names the culprit in host terms
-        where it can; uv's explanations (with what the sources serve) otherwise."""
+        where it can; uv's explanations (with what the sources serve) otherwise. A release
+        without a wheel for this host leads with the host fact (compat.wheelfit)."""
+        from torchfit.compat.wheelfit import lead_with
+
+        return lead_with(self._refusal_of_uv(fam), self.misfits)
+
+    def _refusal_of_uv(self, fam: Request) -> NoCompatibleSet:
         from torchfit.cache import load_companions
         from torchfit.compat.resolver import resolve
         from torchfit.compat.served import restrict_matrix
@@ -861,6 +872,26 @@ class _Planner:
                 "the project's releases that need them cannot run here",
                 f"upgrade the NVIDIA driver to >= {floor}, or pin a release of the project that does not need "
                 f"CUDA {major} packages")
+
+    def _misfits(self, plan: Plan, said: str) -> dict[str, str]:
+        """uv's "X==1.0 has no wheels with a matching ... tag": the host fact that rules out each
+        wheel of X 1.0 in the user's sources (compat.wheelfit), and who wanted it; line -> hint."""
+        from torchfit.compat.wheelfit import misfits, no_wheel_releases, requester, target_of
+        from torchfit.errors import IndexMalformed
+
+        if not no_wheel_releases(said):
+            return {}
+        reader = self._reader()
+
+        def files(name: str) -> list[tuple[Version, str]]:
+            try:
+                return [(v, f.filename) for v, f in reader.files(name)]
+            except (IndexUnavailable, IndexMalformed, BadInput):
+                return []  # a source that cannot be read now: uv's words alone
+
+        target = target_of(self.hosts, plan.python_version, plan.free_threaded, self.arch)
+        wanted = requester({r.name: r.public_text for r in self.request.project.others})
+        return {m.line: m.hint for m in misfits(said, files, target, wanted)}
 
     def _reader(self) -> SourcePackages:
         from torchfit.compat.matrix import PYPI_SIMPLE
