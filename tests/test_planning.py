@@ -332,8 +332,29 @@ def test_a_release_without_a_wheel_for_the_hosts_only_python_is_refused_with_the
     err, _ = refused(*py313, "xformers==0.0.29.post3", "--find-links", str(links), "--torch-index-url", index.as_uri())
     assert err["conflicts"][0] == ("xformers 0.0.29.post3 (your requirement xformers==0.0.29.post3): its x86_64 wheels "
                                    "are only for cp39, cp310, cp311, cp312; this host's only Python is 3.13 (cp313)"), err
-    assert "matching Python ABI tag" in err["conflicts"][1], err
-    assert "cp313 wheel" in err["hint"], err
+    assert "matching Python ABI tag" in " ".join(err["conflicts"][1:]), err  # uv's words after
+    assert "cp313 wheel" in err["hint"] and not any("torch" in h.replace("--torch", "") for h in err["hints"]), err
+
+
+def test_a_release_without_a_wheel_for_one_of_the_hosts_pythons_plans_another_or_names_it(tmp_path: Path) -> None:
+    # Host Pythons 3.11 and 3.13, torch 2.6.0 for both: 3.13 is tried first, xformers 0.0.29.post3 has no cp313
+    # wheel, so 3.11 is planned (said, with the fact); with torch for 3.13 alone, the refusal leads with the fact.
+    links = tmp_path / "links"
+    xformers_wheels(links, "0.0.29.post3")
+    both = write_index(tmp_path / "both", [make_wheel(tmp_path / "w", "torch", "2.6.0+cpu", tag=f"cp{p}-cp{p}-"
+                                                      "manylinux_2_28_x86_64") for p in ("311", "313")])
+    host = ("--assume", "gpu=none", "--assume", "python=3.11", "--assume", "python=3.13", "--assume", "glibc=2.36",
+            "--assume", "arch=x86_64")
+    out = resolve(*host, "xformers==0.0.29.post3", "--find-links", str(links), "--torch-index-url", both.as_uri())
+    assert (out["python"], out["resolved"]["xformers"]) == ("3.11", "0.0.29.post3"), out
+    assert any(r.startswith("Python 3.11 planned: xformers 0.0.29.post3") and "3.13 (cp313)" in r
+               for r in out["reasons"]), out["reasons"]
+    only313 = torch_tree(tmp_path, "cpu", ["2.6.0"], tag="cp313-cp313-manylinux_2_28_x86_64")
+    err, _ = refused(*host, "xformers==0.0.29.post3", "--find-links", str(links), "--torch-index-url",
+                     only313.as_uri())
+    assert err["conflicts"][0].startswith("xformers 0.0.29.post3 (your requirement xformers==0.0.29.post3): its "
+                                          "x86_64 wheels are only for cp39, cp310, cp311, cp312; the Python tried "
+                                          "is 3.13 (cp313)"), err
 
 
 # -- class 7: a source that cannot be reached --------------------------------------------------------

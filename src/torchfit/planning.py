@@ -32,7 +32,10 @@ When uv finds no answer, the old first-level reading explains it in host terms w
 can (`compat.resolver.resolve` with the project's METADATA: the culprit package, its
 torch pin and the host fact that rules out each build it needs); otherwise uv's own
 explanation is shown, with the builds that fit this host and that the source serves. A
-source that cannot be reached is `index-unavailable`, never "no compatible set".
+release uv finds no wheel for leads with the host fact that rules its wheels out
+(`compat.wheelfit`: glibc, Python ABI, machine), before uv's words; one without a wheel
+for the Python tried sends the plan to the host's next Python. A source that cannot be
+reached is `index-unavailable`, never "no compatible set".
 """
 
 from __future__ import annotations
@@ -518,9 +521,11 @@ class _Planner:
                     hint="give a source with its wheel (--find-links), or `--no-build` to plan with wheels only")
             if kind != "no-solution":  # uv itself, or what it could not read: uv's words
                 raise ResolveFailed(f"uv could not resolve the project: {said}")
-            # uv names the interpreter when Requires-Python is what fails ("the requested Python version")
-            self.python_failed = bool(re.search(r"requested Python version|requires Python|Python ?[<>=!~]",
-                                                said, re.IGNORECASE))
+            # uv names the interpreter when Requires-Python is what fails ("the requested Python version"),
+            # or a release without a wheel for its ABI ("no wheels with a matching Python ABI tag"): another
+            # of the host's Pythons may have one
+            self.python_failed = bool(re.search(r"requested Python version|requires Python|Python ?[<>=!~]|"
+                                                r"matching Python (?:ABI|implementation) tag", said, re.IGNORECASE))
             if not self.python_failed and not names_family(said):
                 # The torch family is not in uv's cause (a name no source has, two of the project's own
                 # pins): no other variant or Python would help, and no torch hint applies.
@@ -576,7 +581,8 @@ class _Planner:
         comp_reasons, comp_warnings, routed = companion_notes(
             companions, build, first.python,
             [(d.name, Version(str(d.version))) for d in compiled.locked if d.name not in FAMILY_PACKAGES])
-        notes = [*notes, *comp_reasons]
+        # a (variant, Python) passed over for a release without a wheel for it: said, with the host fact
+        notes = [*notes, *comp_reasons, *(f"Python {first.python} planned: {line}" for line in self.misfits)]
         warnings = [*warnings, *comp_warnings]
         sdists = [d for d in compiled.locked if d.needs_build]
         return self._assemble(plan, first, builds, held, resolved, routed, notes,
@@ -849,6 +855,11 @@ class _Planner:
                 return self._with_sources(NoCompatibleSet([*exc.conflicts], exc.hints, exc.remedies))
         except (IndexUnavailable, BadInput):
             pass
+        from torchfit.compat.wheelfit import no_wheel_releases
+
+        if self.misfits and all(no_wheel_releases(said) for said in self.uv_said):
+            # every uv run failed on a release without a wheel for this host, not on torch: no torch hint
+            return self._with_sources(NoCompatibleSet([], list(self.misfits.values())))
         return self._with_sources(NoCompatibleSet(
             ["uv finds no set of the project's packages with a torch build that fits this host "
              "and that the torch source serves"],

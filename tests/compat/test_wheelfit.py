@@ -43,7 +43,7 @@ def test_a_python_without_a_wheel_is_named_with_the_abis_there_are() -> None:
                         "this host's only Python is 3.13 (cp313)")
     several = judge_wheels("xformers", "0.0.29.post3", X29, WheelTarget((3, 13), "x86_64", (2, 36),
                                                                          pythons=((3, 11), (3, 13))))
-    assert several is not None and "the plan's Python is 3.13 (cp313) (this host also has 3.11)" in several.line
+    assert several is not None and "the Python tried is 3.13 (cp313) (this host also has 3.11)" in several.line
     assert judge_wheels("xformers", "0.0.29.post3", X29, WheelTarget((3, 12), "x86_64", (2, 36))) is None
     # abi3 serves every later CPython, never a free-threaded one (packaging.tags)
     assert judge_wheels("xformers", "0.0.32.post2", X32, WheelTarget((3, 13), "x86_64", (2, 36))) is None

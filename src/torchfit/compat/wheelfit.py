@@ -60,7 +60,7 @@ class WheelTarget:
         others = sorted({p for p in self.pythons if p != self.python})
         if not others:
             return f"this host's only Python is {mine}"
-        return f"the plan's Python is {mine} (this host also has {', '.join(f'{a}.{b}' for a, b in others)})"
+        return f"the Python tried is {mine} (this host also has {', '.join(f'{a}.{b}' for a, b in others)})"
 
     def platforms(self) -> list[str]:
         """The Linux platform tags this host accepts, newest first: manylinux_2_X down to 2_0
