@@ -321,6 +321,23 @@ def test_a_release_whose_wheels_need_a_newer_glibc_is_refused_with_the_glibc_nam
     assert err["conflicts"][1].startswith("Because xformers==0.0.32.post2 has no wheels"), err  # uv's words after
     assert "glibc >= 2.28" in err["hint"] and "relax the pins" not in err["hint"], err
     assert stderr.index("this host has glibc 2.17") < stderr.index("Because xformers"), stderr
+    # with its sdist beside (uv: "has no usable wheels"): --no-build names the glibc too, and a plan
+    # that may build says why it builds (the sdist's build is a stub that refuses to run)
+    build = tmp_path / "sdist" / "xformers-0.0.32.post2"
+    build.mkdir(parents=True)
+    (build / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: xformers\nVersion: 0.0.32.post2\n"
+                                    "Requires-Dist: torch==2.8.0\n")
+    (build / "setup.py").write_text("raise SystemExit('this build must never run')\n")
+    subprocess.run(["tar", "-czf", str(links / "xformers-0.0.32.post2.tar.gz"), "-C", str(build.parent),
+                    build.name], check=True)
+    args = (*old_glibc, "xformers==0.0.32.post2", "--find-links", str(links), "--torch-index-url", index.as_uri())
+    err, _ = refused(*args, "--no-build")
+    assert err["conflicts"][0].endswith("its wheels need glibc >= 2.28 (manylinux_2_28_x86_64); this host has "
+                                        "glibc 2.17"), err
+    assert "has no usable wheels" in err["conflicts"][1], err
+    proc = run_cli("resolve", "--offline", *args, env={"XDG_CACHE_HOME": str(tmp_path / "cache")}, timeout=180)
+    assert ("xformers 0.0.32.post2 has no wheel for this host (its wheels need glibc >= 2.28 "
+            "(manylinux_2_28_x86_64); this host has glibc 2.17): building it") in proc.stderr, proc.stderr
 
 
 def test_a_release_without_a_wheel_for_the_hosts_only_python_is_refused_with_the_abi_named(tmp_path: Path) -> None:

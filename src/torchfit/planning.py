@@ -137,6 +137,7 @@ class _Planner:
         self.notes: list[str] = []  # warnings of the planning itself (a source that could not be read)
         self.force_read: set[str] = set()  # variants whose remote source uv's answer asks to read
         self.misfits: dict[str, str] = {}  # releases without a wheel for the host: the host fact -> its hint
+        self.unfit: dict[str, str] = {}  # the same, for releases then built from source (said, not refused)
 
     # -- the torch source ---------------------------------------------------------------
     @property
@@ -504,7 +505,7 @@ class _Planner:
             if compiled.ok or self.settings.no_build or not _wheels_missing(compiled.stderr):
                 break
             if no_build:
-                self._say_building(compiled)
+                self._say_building(compiled, plan)
         self.direct = direct
         self.routed = routed
         assert compiled is not None
@@ -535,13 +536,13 @@ class _Planner:
                                         hint="check the name, or give the index or directory that has it "
                                              "(--index-url, --extra-index-url, --find-links)")
                 wheels = _without_wheels(compiled.stderr) if self.settings.no_build else []
-                hint = (f"{', '.join(wheels)}: no wheel in your sources, and --no-build plans with wheels only: "
+                hint = (f"{', '.join(wheels)}: no wheel for this host in your sources, and --no-build plans with wheels only: "
                         "give a source with its wheel (--find-links), or drop --no-build" if wheels else
                         "the project's own requirements conflict as uv says: relax the pins it names")
                 # a release with no wheel for this host: the host fact leads, uv's words follow
                 from torchfit.compat.wheelfit import lead_with
 
-                raise lead_with(NoCompatibleSet([said], [] if self.misfits else [hint]), self.misfits)
+                raise lead_with(NoCompatibleSet([said], [] if self.misfits and not wheels else [hint]), self.misfits)
             self.tried.append(f"uv, with torch limited to the {plan.variant} builds that fit this host and "
                               f"that {self.where(plan.variant)} serves ({constraints[0]}) and Python "
                               f"{plan.python_version}: {said}")
@@ -586,7 +587,9 @@ class _Planner:
         warnings = [*warnings, *comp_warnings]
         sdists = [d for d in compiled.locked if d.needs_build]
         return self._assemble(plan, first, builds, held, resolved, routed, notes,
-                              warnings + [_sdist_line(d.name, str(d.version), companions) for d in sdists],
+                              warnings + [_sdist_line(d.name, str(d.version), companions) +
+                                          (f" ({fact})" if (fact := self._unfit_of(f"{d.name} {d.version}")) else "")
+                                          for d in sdists],
                               compiled, work)
 
     def _refuse_plain_http(self, compiled: Compiled, variant: str) -> None:
@@ -723,14 +726,24 @@ class _Planner:
         compiled = self._compile(plan, work, name + "-wheels", constraints, direct=direct, routed=routed)
         if compiled.ok or self.settings.no_build or not _wheels_missing(compiled.stderr):
             return compiled
-        self._say_building(compiled)
+        self._say_building(compiled, plan)
         return self._compile(plan, work, name + "-sdists", constraints, direct=direct, routed=routed, no_build=False)
 
-    def _say_building(self, compiled: Compiled) -> None:
-        """Said before uv runs anyone's code: which package is built, and why."""
+    def _say_building(self, compiled: Compiled, plan: Plan) -> None:
+        """Said before uv runs anyone's code: which package is built, and why (the host fact that
+        rules out its wheels, where it has some: kept for the plan's warning too)."""
+        from torchfit.lock.uv import explanation
+
+        self.unfit.update(self._misfits(plan, explanation(compiled.stderr)))
         for label in _without_wheels(compiled.stderr) or ["a package"]:
-            self.progress.info(f"[resolve] {label} has no wheel: building it to read its metadata "
-                               "(runs its build; `--no-build` never does)")
+            fact = self._unfit_of(label)
+            self.progress.info(f"[resolve] {label} has no wheel{' for this host (' + fact + ')' if fact else ''}: "
+                               "building it to read its metadata (runs its build; `--no-build` never does)")
+
+    def _unfit_of(self, label: str) -> str | None:
+        """The host fact ruling out the wheels of `label` ("xformers 0.0.32.post2"), if judged."""
+        return next((line.split(": ", 1)[1] for line in self.unfit if line.startswith((label + " ", label + ":"))),
+                    None)
 
     def _assemble(self, plan: Plan, first: Plan, builds: Sequence[Build], held: Sequence[Build],
                   resolved: dict[str, str], routed: Sequence[str], notes: Sequence[str],

@@ -71,6 +71,11 @@ def test_uvs_words_name_the_release_and_who_wanted_it() -> None:
             "depend on xformers==0.0.32.post2, we can conclude that all versions of appx cannot be used.")
     assert wanted_by(down, "xformers") == ["appx"]
     assert no_wheel_releases("Because nosuchpkg was not found in the package registry") == []
+    # an sdist beside the wheels under --no-build (uv 0.13.9), and a range
+    assert no_wheel_releases("Because xformers==0.0.32.post2 has no usable wheels and ...") == [
+        ("xformers", "==0.0.32.post2")]
+    assert no_wheel_releases("all versions of xformers>=0.0.30,<0.1 have no wheels with a matching platform tag") == [
+        ("xformers", ">=0.0.30,<0.1")]
     files = [(Version("0.0.32.post2"), f) for f in X32]
     got = misfits(UV_GLIBC, lambda name: files if name == "xformers" else [], WheelTarget((3, 11), "x86_64", (2, 17)),
                   lambda name, who: "your requirement" if who == "torchfit-env" else who)

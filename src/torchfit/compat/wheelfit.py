@@ -174,9 +174,11 @@ def _abi_order(label: str) -> tuple[int, str]:
 
 # uv 0.13.9: "xformers==0.0.32.post2 has no wheels with a matching platform tag (e.g., ...)",
 # "... matching Python ABI tag", "... matching Python implementation tag"; with a range or
-# every release: "all versions of xformers have no wheels with a matching ...".
+# every release: "all versions of xformers have no wheels with a matching ..."; with an sdist
+# beside the wheels: "xformers==0.0.32.post2 has no usable wheels" (no wheel at all: judged None).
 _NO_WHEELS = re.compile(r"(?:all versions of )?(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)"
-                        r"(?P<spec>(?:[=<>!~]=?[A-Za-z0-9.+!*]+,?)*) (?:has|have) no wheels with a matching")
+                        r"(?P<spec>(?:[=<>!~]=?[A-Za-z0-9.+!*]+,?)*) (?:has|have) no (?:wheels with a matching|usable "
+                        r"wheels)")
 
 
 def no_wheel_releases(text: str) -> list[tuple[str, str]]:
