@@ -374,6 +374,21 @@ def test_a_release_without_a_wheel_for_one_of_the_hosts_pythons_plans_another_or
                                           "is 3.13 (cp313)"), err
 
 
+def test_a_release_routed_to_the_torch_index_is_judged_from_that_index(tmp_path: Path) -> None:
+    # xformers 0.0.29.post3's cu126 binary is the torch index's (companions.toml routes it there, so uv reads
+    # it from there alone): its wheels there (cp39..cp312) are the ones judged, the user's sources have none.
+    xformers_wheels(tmp_path / "xf", "0.0.29.post3")
+    torch = make_wheel(tmp_path / "w", "torch", "2.6.0+cu126", tag="cp313-cp313-manylinux_2_28_x86_64")
+    write_index(tmp_path / "cu126", [torch, *sorted((tmp_path / "xf").glob("*.whl"))])
+    links = tmp_path / "links"
+    make_wheel(links, "purelib", "1.0")
+    template = (tmp_path / "{variant}" / "simple").as_uri().replace("%7B", "{").replace("%7D", "}")
+    host = tuple(a.replace("python=3.11", "python=3.13") for a in DRIVER_570)
+    err, _ = refused(*host, "xformers==0.0.29.post3", "--find-links", str(links), "--torch-index-url", template)
+    assert err["conflicts"][0] == ("xformers 0.0.29.post3 (your requirement xformers==0.0.29.post3): its x86_64 wheels "
+                                   "are only for cp39, cp310, cp311, cp312; this host's only Python is 3.13 (cp313)"), err
+
+
 # -- class 7: a source that cannot be reached --------------------------------------------------------
 
 

@@ -488,6 +488,7 @@ class _Planner:
                               f"{self.where(plan.variant)}")
             return None
         routed = self._routed_first(plan, builds)
+        self.routed = routed  # where a release uv finds no wheel for is read from (_misfits)
         compiled = None
         direct: list[str] = []
         for no_build in [True, False]:
@@ -906,16 +907,29 @@ class _Planner:
         if not no_wheel_releases(said):
             return {}
         reader = self._reader()
+        routed = {canonicalize_name(n) for n in self.routed}
 
         def files(name: str) -> list[tuple[Version, str]]:
-            try:
-                return [(v, f.filename) for v, f in reader.files(name)]
+            try:  # a package routed to the torch index is read from there alone ([tool.uv.sources])
+                got = (self._torch_reader(plan) if canonicalize_name(name) in routed else reader).files(name)
+                return [(v, f.filename) for v, f in got]
             except (IndexUnavailable, IndexMalformed, BadInput):
                 return []  # a source that cannot be read now: uv's words alone
 
         target = target_of(self.hosts, plan.python_version, plan.free_threaded, self.arch)
         wanted = requester({r.name: r.public_text for r in self.request.project.others})
         return {m.line: m.hint for m in misfits(said, files, target, wanted)}
+
+    def _torch_reader(self, plan: Plan) -> SourcePackages:
+        """The plan's torch source as a package source (a flat directory read as find-links)."""
+        from torchfit.index.project import SourcePackages
+        from torchfit.index.torchsource import is_flat
+
+        where = self.settings.sources(plan.variant).torch_index
+        served = self.served.get(plan.variant)
+        if (served is not None and served.kind == "flat") or is_flat(where):
+            return SourcePackages(self.client, [], [where], self.arch)
+        return SourcePackages(self.client, [_as_url(where)], [], self.arch)
 
     def _reader(self) -> SourcePackages:
         from torchfit.compat.matrix import PYPI_SIMPLE
