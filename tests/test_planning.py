@@ -374,6 +374,17 @@ def test_a_release_without_a_wheel_for_one_of_the_hosts_pythons_plans_another_or
                                           "is 3.13 (cp313)"), err
 
 
+def test_a_release_with_wheels_for_another_machine_is_refused_with_the_machine_named(tmp_path: Path) -> None:
+    # xformers 0.0.32.post2 has x86_64 and win_amd64 wheels only (PyPI); an aarch64 host, the project unpinned.
+    links = tmp_path / "links"
+    xformers_wheels(links, "0.0.32.post2")
+    index = torch_tree(tmp_path, "cpu", ["2.8.0"], tag="cp311-cp311-manylinux_2_28_aarch64")
+    arm = ("--assume", "gpu=none", "--assume", "python=3.11", "--assume", "glibc=2.36", "--assume", "arch=aarch64")
+    err, _ = refused(*arm, "xformers", "--find-links", str(links), "--torch-index-url", index.as_uri())
+    assert err["conflicts"][0] == ("xformers 0.0.32.post2 (your requirement xformers): its Linux wheels are only for "
+                                   "x86_64; this host is aarch64"), err
+
+
 def test_a_release_routed_to_the_torch_index_is_judged_from_that_index(tmp_path: Path) -> None:
     # xformers 0.0.29.post3's cu126 binary is the torch index's (companions.toml routes it there, so uv reads
     # it from there alone): its wheels there (cp39..cp312) are the ones judged, the user's sources have none.
