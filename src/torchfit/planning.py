@@ -584,7 +584,8 @@ class _Planner:
             companions, build, first.python,
             [(d.name, Version(str(d.version))) for d in compiled.locked if d.name not in FAMILY_PACKAGES])
         # a (variant, Python) passed over for a release without a wheel for it: said, with the host fact
-        notes = [*notes, *comp_reasons, *(f"Python {first.python} planned: {line}" for line in self.misfits)]
+        notes = [*notes, *comp_reasons, *(f"passed over: {line}; planned instead: {first.variant}, Python "
+                                          f"{first.python}" for line in self.misfits)]
         warnings = [*warnings, *comp_warnings]
         sdists = [d for d in compiled.locked if d.needs_build]
         return self._assemble(plan, first, builds, held, resolved, routed, notes,
@@ -900,36 +901,22 @@ class _Planner:
 
     def _misfits(self, plan: Plan, said: str) -> dict[str, str]:
         """uv's "X==1.0 has no wheels with a matching ... tag": the host fact that rules out each
-        wheel of X 1.0 in the user's sources (compat.wheelfit), and who wanted it; line -> hint."""
+        wheel of X 1.0 in the user's sources (compat.wheelfit), and who wanted it; line -> hint.
+        A package routed to the torch index is read from there alone, as uv does."""
         from torchfit.compat.wheelfit import misfits, no_wheel_releases, requester, target_of
-        from torchfit.errors import IndexMalformed
+        from torchfit.index.project import torch_source_packages
 
         if not no_wheel_releases(said):
             return {}
-        reader = self._reader()
-        routed = {canonicalize_name(n) for n in self.routed}
-
-        def files(name: str) -> list[tuple[Version, str]]:
-            try:  # a package routed to the torch index is read from there alone ([tool.uv.sources])
-                got = (self._torch_reader(plan) if canonicalize_name(name) in routed else reader).files(name)
-                return [(v, f.filename) for v, f in got]
-            except (IndexUnavailable, IndexMalformed, BadInput):
-                return []  # a source that cannot be read now: uv's words alone
-
-        target = target_of(self.hosts, plan.python_version, plan.free_threaded, self.arch)
-        wanted = requester({r.name: r.public_text for r in self.request.project.others})
-        return {m.line: m.hint for m in misfits(said, files, target, wanted)}
-
-    def _torch_reader(self, plan: Plan) -> SourcePackages:
-        """The plan's torch source as a package source (a flat directory read as find-links)."""
-        from torchfit.index.project import SourcePackages
-        from torchfit.index.torchsource import is_flat
-
-        where = self.settings.sources(plan.variant).torch_index
+        reader, routed = self._reader(), {canonicalize_name(n) for n in self.routed}
         served = self.served.get(plan.variant)
-        if (served is not None and served.kind == "flat") or is_flat(where):
-            return SourcePackages(self.client, [], [where], self.arch)
-        return SourcePackages(self.client, [_as_url(where)], [], self.arch)
+        torch_reader = torch_source_packages(self.client, self.settings.sources(plan.variant).torch_index,
+                                             self.arch, flat=served is not None and served.kind == "flat")
+        found = misfits(said, lambda name: [(v, f.filename) for v, f in (
+            torch_reader if canonicalize_name(name) in routed else reader).files(name)],
+            target_of(self.hosts, plan.python_version, plan.free_threaded, self.arch),
+            requester({r.name: r.public_text for r in self.request.project.others}))
+        return {m.line: m.hint for m in found}
 
     def _reader(self) -> SourcePackages:
         from torchfit.compat.matrix import PYPI_SIMPLE

@@ -31,7 +31,7 @@ from packaging.version import Version
 
 from torchfit.compat.facts import HostFacts
 from torchfit.compat.tags import LEGACY_MANYLINUX, parse_linux_tag
-from torchfit.errors import NoCompatibleSet
+from torchfit.errors import NoCompatibleSet, TorchfitError
 
 # uv's glibc when the host's is unknown (compat.tags.uv_platform): the judgement uses the same.
 UNKNOWN_GLIBC = (2, 28)
@@ -196,7 +196,7 @@ def wanted_by(text: str, name: str) -> list[str]:
 def misfits(text: str, files: Callable[[str], Sequence[tuple[Version, str]]], target: WheelTarget,
             wanted: Callable[[str, str], str]) -> list[Misfit]:
     """For each release uv's `text` says has no matching wheel: the host fact, from its file list
-    (`files(name)`: (version, filename) pairs the sources offer). `wanted(name, who)` says a
+    (`files(name)`: (version, filename) pairs the sources offer; one whose read fails is skipped). `wanted(name, who)` says a
     requester of uv's text in the user's terms. A range names its newest release."""
     out = []
     for name, spec in no_wheel_releases(text):
@@ -204,7 +204,10 @@ def misfits(text: str, files: Callable[[str], Sequence[tuple[Version, str]]], ta
             specifier = SpecifierSet(spec)
         except InvalidSpecifier:
             continue
-        offered = files(name)
+        try:
+            offered = files(name)
+        except TorchfitError:  # a source that cannot be read now (IndexUnavailable, ...): uv's words alone
+            continue
         versions = sorted({v for v, _ in offered if specifier.contains(v, prereleases=True)}, reverse=True)
         if not versions:
             continue
