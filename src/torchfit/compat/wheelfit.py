@@ -1,13 +1,13 @@
 """Why no wheel of a release fits the host: the host fact, named, before uv's sentence.
 
 uv's refusal for a release without a usable wheel names no host fact: "xformers==0.0.32.post2
-has no wheels with a matching platform tag (e.g., `manylinux_2_17_x86_64`)" (uv 0.13.9). The
+has no wheels with a matching platform tag (e.g., `manylinux_2_17_x86_64`)" (uv 0.13.10, measured). The
 host fact behind it is one of:
 
 - the host's glibc is below every wheel's manylinux floor (PEP 600: `manylinux_2_28` needs
   glibc >= 2.28; the legacy names' floors are compat.tags.LEGACY_MANYLINUX);
-- the Python the plan targets has no wheel (cp39..cp312 only, a 3.13 host; no abi3 wheel
-  for a free-threaded Python: PEP 803 / packaging.tags);
+- the Python the plan targets has no wheel (cp39..cp312 only, a 3.13 host; an abi3 wheel
+  does not serve a free-threaded Python: PEP 703, packaging.tags.cpython_tags);
 - the wheels are for another machine (aarch64 only, an x86_64 host) or another OS.
 
 `judge_wheels` reads the release's wheel filenames (packaging parses them) against the
@@ -46,7 +46,7 @@ class WheelTarget:
     arch: str
     glibc: tuple[int, int] | None = None
     free_threaded: bool = False
-    # every Python the host has (the plan's among them): "its only Python" or "the plan's Python"
+    # every Python the host has (the plan's among them): "its only Python" or "the Python tried"
     pythons: tuple[tuple[int, int], ...] = ()
 
     @property
@@ -111,18 +111,17 @@ def _fact(name: str, version: str, wheels: list[tuple[str, frozenset[Tag]]],
           target: WheelTarget) -> tuple[str, str]:
     arch = target.arch
     pin = f"a release of {name} with a wheel for this host (pin it), or a source that has one (--find-links)"
-    other = pin
     linux = [(f, t) for f, t in wheels if any(_linux_or_any(tag.platform) for tag in t)]
     musl = sorted({tag.platform for _, t in wheels for tag in t if tag.platform.startswith("musllinux_")})
     if not linux and musl:  # PEP 656: musl libc, which a glibc host does not have
-        return f"its Linux wheels are only for musl libc ({', '.join(musl)}); this host's Linux uses glibc", other
+        return f"its Linux wheels are only for musl libc ({', '.join(musl)}); this host's Linux uses glibc", pin
     if not linux:
         platforms = sorted({tag.platform for _, t in wheels for tag in t})
-        return f"its wheels are only for {', '.join(platforms)}; this host is Linux {arch}", other
+        return f"its wheels are only for {', '.join(platforms)}; this host is Linux {arch}", pin
     here = [(f, t) for f, t in linux if any(_platform_arch(tag.platform) in (arch, None) for tag in t)]
     if not here:
         archs = sorted({a for _, t in linux for tag in t if (a := _platform_arch(tag.platform))})
-        return f"its Linux wheels are only for {', '.join(archs)}; this host is {arch}", other
+        return f"its Linux wheels are only for {', '.join(archs)}; this host is {arch}", pin
     # The Python: the (interpreter, abi) pairs the target accepts, on any platform.
     pairs = {(tag.interpreter, tag.abi) for tag in target.tags(["any"])}
     fits_python = [(f, t) for f, t in here if any((tag.interpreter, tag.abi) in pairs for tag in t)]
@@ -144,7 +143,7 @@ def _fact(name: str, version: str, wheels: list[tuple[str, frozenset[Tag]]],
                 f"{'glibc ' if target.glibc else ''}{host}",
                 f"a host (or container image) with glibc >= {need[0]}.{need[1]}, or {pin}")
     return (f"none of its wheels ({', '.join(f for f, _ in wheels[:3])}) is for CPython "
-            f"{target.python[0]}.{target.python[1]} ({target.abi}) on manylinux {have[0]}.{have[1]} {arch}", other)
+            f"{target.python[0]}.{target.python[1]} ({target.abi}) on manylinux {have[0]}.{have[1]} {arch}", pin)
 
 
 def _linux_or_any(platform: str) -> bool:
@@ -172,7 +171,7 @@ def _abi_order(label: str) -> tuple[int, str]:
     return (int(m.group(1)) * 100 + int(m.group(2) or 0), label) if m else (0, label)
 
 
-# uv 0.13.9: "xformers==0.0.32.post2 has no wheels with a matching platform tag (e.g., ...)",
+# uv 0.13.10 (measured, tests/test_planning.py): "xformers==0.0.32.post2 has no wheels with a matching platform tag (e.g., ...)",
 # "... matching Python ABI tag", "... matching Python implementation tag"; with a range or
 # every release: "all versions of xformers have no wheels with a matching ..."; with an sdist
 # beside the wheels: "xformers==0.0.32.post2 has no usable wheels" (no wheel at all: judged None).
