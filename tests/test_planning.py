@@ -374,6 +374,27 @@ def test_a_release_without_a_wheel_for_one_of_the_hosts_pythons_plans_another_or
                                           "is 3.13 (cp313)"), err
 
 
+def test_a_release_built_from_its_sdist_because_its_wheel_needs_a_newer_glibc_says_so(tmp_path: Path) -> None:
+    # extx 1.0: a manylinux_2_28 wheel and an sdist whose PKG-INFO is static (Metadata-Version 2.2, PEP 643:
+    # uv reads it without building); glibc 2.17: the plan builds it, and says which host fact made it.
+    links = tmp_path / "links"
+    make_wheel(links, "extx", "1.0", ["torch"], tag="cp311-cp311-manylinux_2_28_x86_64")
+    build = tmp_path / "sdist" / "extx-1.0"
+    build.mkdir(parents=True)
+    (build / "PKG-INFO").write_text("Metadata-Version: 2.2\nName: extx\nVersion: 1.0\nRequires-Dist: torch\n")
+    (build / "pyproject.toml").write_text('[build-system]\nrequires = []\nbuild-backend = "nope"\n')
+    subprocess.run(["tar", "-czf", str(links / "extx-1.0.tar.gz"), "-C", str(build.parent), build.name], check=True)
+    index = torch_tree(tmp_path, "cpu", ["2.5.1"], tag="cp311-cp311-manylinux2014_x86_64")
+    old_glibc = ("--assume", "gpu=none", "--assume", "python=3.11", "--assume", "glibc=2.17", "--assume", "arch=x86_64")
+    proc = run_cli("resolve", "--offline", "--json", *old_glibc, "extx", "--find-links", str(links),
+                   "--torch-index-url", index.as_uri(), env={"XDG_CACHE_HOME": str(tmp_path / "cache")}, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    fact = "its wheels need glibc >= 2.28 (manylinux_2_28_x86_64); this host has glibc 2.17"
+    assert f"extx 1.0 has no wheel for this host ({fact}): building it" in proc.stderr, proc.stderr
+    out = json.loads(proc.stdout)
+    assert any(w.startswith("extx 1.0 has no wheel") and w.endswith(fact) for w in out["warnings"]), out["warnings"]
+
+
 def test_a_release_with_wheels_for_another_machine_is_refused_with_the_machine_named(tmp_path: Path) -> None:
     # xformers 0.0.32.post2 has x86_64 and win_amd64 wheels only (PyPI); an aarch64 host, the project unpinned.
     links = tmp_path / "links"

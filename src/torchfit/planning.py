@@ -590,7 +590,7 @@ class _Planner:
         sdists = [d for d in compiled.locked if d.needs_build]
         return self._assemble(plan, first, builds, held, resolved, routed, notes,
                               warnings + [_sdist_line(d.name, str(d.version), companions) +
-                                          (f" ({fact})" if (fact := self._unfit_of(f"{d.name} {d.version}")) else "")
+                                          (f"; {fact}" if (fact := self._unfit_of(f"{d.name} {d.version}")) else "")
                                           for d in sdists],
                               compiled, work)
 
