@@ -42,7 +42,8 @@ def resolve(*args: str, ok: bool = True) -> dict:
     return json.loads(proc.stdout)
 
 
-def wheel_from_record(directory: Path, record: Path, keep: re.Pattern[str], extras: tuple[str, ...] = ()) -> Path:
+def wheel_from_record(directory: Path, record: Path, keep: re.Pattern[str], extras: tuple[str, ...] = (),
+                      tag: str = "py3-none-any") -> Path:
     """A tiny wheel whose METADATA is the recorded file's name, version, Requires-Python and the
     Requires-Dist lines `keep` matches (the torch family, CUDA packages), as PyPI served them;
     lines of an extra only for the `extras` named."""
@@ -55,7 +56,7 @@ def wheel_from_record(directory: Path, record: Path, keep: re.Pattern[str], extr
         extra = re.search(r"extra == \"([^\"]+)\"", line)
         if keep.search(line) and (extra is None or extra.group(1) in extras):
             requires.append(line.strip())
-    return make_wheel(directory, name, version, requires, rp.group(1).strip() if rp else None)
+    return make_wheel(directory, name, version, requires, rp.group(1).strip() if rp else None, tag=tag)
 
 
 # -- class 1: a pin further down ----------------------------------------------------------
@@ -285,6 +286,141 @@ def test_a_source_without_any_build_for_the_host_is_refused_with_what_it_serves(
     proc = run_cli("resolve", "--offline", *CPU_HOST, "--torch-index-url", index.as_uri(), timeout=120)
     assert proc.returncode == 1, proc.stderr
     assert "serves torch 2.13.0+cpu (cp39)" in proc.stderr, proc.stderr
+
+
+XFORMERS = PROJECTS / "xformers"
+
+
+def xformers_wheels(links: Path, version: str) -> None:
+    """Every wheel PyPI lists for xformers `version` (xformers/files.txt: real names, tags), tiny,
+    each with the recorded METADATA's torch pin; the sdist left out (a real one would build)."""
+    record = next(XFORMERS.glob(f"xformers-{version}-*.metadata"))
+    for name in (XFORMERS / "files.txt").read_text("utf-8").split():
+        if name.startswith(f"xformers-{version}-") and name.endswith(".whl"):
+            wheel_from_record(links, record, re.compile(r"^torch\b"), tag=name[len(f"xformers-{version}-"):-4])
+
+
+def refused(*args: str) -> tuple[dict, str]:
+    proc = run_cli("resolve", "--offline", "--json", *args, timeout=180)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    err = json.loads(proc.stdout)
+    assert err["reference"] == "no-compatible-set", err
+    return err, proc.stderr
+
+
+def test_a_release_whose_wheels_need_a_newer_glibc_is_refused_with_the_glibc_named_first(tmp_path: Path) -> None:
+    # xformers 0.0.32.post2: one Linux wheel, cp39-abi3 manylinux_2_28 x86_64 (PyPI), torch==2.8.0 (its
+    # METADATA). On glibc 2.17 uv says only "no wheels with a matching platform tag"; the host fact leads.
+    links = tmp_path / "links"
+    xformers_wheels(links, "0.0.32.post2")
+    assert (links / "xformers-0.0.32.post2-cp39-abi3-manylinux_2_28_x86_64.whl").is_file()
+    index = torch_tree(tmp_path, "cpu", ["2.5.1"], tag="cp311-cp311-manylinux2014_x86_64")
+    old_glibc = ("--assume", "gpu=none", "--assume", "python=3.11", "--assume", "glibc=2.17", "--assume", "arch=x86_64")
+    err, stderr = refused(*old_glibc, "xformers==0.0.32.post2", "--find-links", str(links),
+                          "--torch-index-url", index.as_uri())
+    assert err["conflicts"][0] == ("xformers 0.0.32.post2 (your requirement xformers==0.0.32.post2): its wheels need "
+                                   "glibc >= 2.28 (manylinux_2_28_x86_64); this host has glibc 2.17"), err
+    assert err["conflicts"][1].startswith("Because xformers==0.0.32.post2 has no wheels"), err  # uv's words after
+    assert "glibc >= 2.28" in err["hint"] and "relax the pins" not in err["hint"], err
+    assert stderr.index("this host has glibc 2.17") < stderr.index("Because xformers"), stderr
+    # with its sdist beside (uv: "has no usable wheels"): --no-build names the glibc too, and a plan
+    # that may build says why it builds (the sdist's build is a stub that refuses to run)
+    build = tmp_path / "sdist" / "xformers-0.0.32.post2"
+    build.mkdir(parents=True)
+    (build / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: xformers\nVersion: 0.0.32.post2\n"
+                                    "Requires-Dist: torch==2.8.0\n")
+    (build / "setup.py").write_text("raise SystemExit('this build must never run')\n")
+    subprocess.run(["tar", "-czf", str(links / "xformers-0.0.32.post2.tar.gz"), "-C", str(build.parent),
+                    build.name], check=True)
+    args = (*old_glibc, "xformers==0.0.32.post2", "--find-links", str(links), "--torch-index-url", index.as_uri())
+    err, _ = refused(*args, "--no-build")
+    assert err["conflicts"][0].endswith("its wheels need glibc >= 2.28 (manylinux_2_28_x86_64); this host has "
+                                        "glibc 2.17"), err
+    assert "has no usable wheels" in err["conflicts"][1], err
+    proc = run_cli("resolve", "--offline", *args, env={"XDG_CACHE_HOME": str(tmp_path / "cache")}, timeout=180)
+    assert ("xformers 0.0.32.post2 has no wheel for this host (its wheels need glibc >= 2.28 "
+            "(manylinux_2_28_x86_64); this host has glibc 2.17): building it") in proc.stderr, proc.stderr
+
+
+def test_a_release_without_a_wheel_for_the_hosts_only_python_is_refused_with_the_abi_named(tmp_path: Path) -> None:
+    # xformers 0.0.29.post3: cp39..cp312 wheels only (PyPI), torch==2.6.0 (its METADATA); the host's one Python is 3.13.
+    links = tmp_path / "links"
+    xformers_wheels(links, "0.0.29.post3")
+    index = torch_tree(tmp_path, "cpu", ["2.6.0"], tag="cp313-cp313-manylinux_2_28_x86_64")
+    py313 = ("--assume", "gpu=none", "--assume", "python=3.13", "--assume", "glibc=2.36", "--assume", "arch=x86_64")
+    err, _ = refused(*py313, "xformers==0.0.29.post3", "--find-links", str(links), "--torch-index-url", index.as_uri())
+    assert err["conflicts"][0] == ("xformers 0.0.29.post3 (your requirement xformers==0.0.29.post3): its x86_64 wheels "
+                                   "are only for cp39, cp310, cp311, cp312; this host's only Python is 3.13 (cp313)"), err
+    assert "matching Python ABI tag" in " ".join(err["conflicts"][1:]), err  # uv's words after
+    assert "cp313 wheel" in err["hint"] and not any("torch" in h.replace("--torch", "") for h in err["hints"]), err
+
+
+def test_a_release_without_a_wheel_for_one_of_the_hosts_pythons_plans_another_or_names_it(tmp_path: Path) -> None:
+    # Host Pythons 3.11 and 3.13, torch 2.6.0 for both: 3.13 is tried first, xformers 0.0.29.post3 has no cp313
+    # wheel, so 3.11 is planned (said, with the fact); with torch for 3.13 alone, the refusal leads with the fact.
+    links = tmp_path / "links"
+    xformers_wheels(links, "0.0.29.post3")
+    both = write_index(tmp_path / "both", [make_wheel(tmp_path / "w", "torch", "2.6.0+cpu", tag=f"cp{p}-cp{p}-"
+                                                      "manylinux_2_28_x86_64") for p in ("311", "313")])
+    host = ("--assume", "gpu=none", "--assume", "python=3.11", "--assume", "python=3.13", "--assume", "glibc=2.36",
+            "--assume", "arch=x86_64")
+    out = resolve(*host, "xformers==0.0.29.post3", "--find-links", str(links), "--torch-index-url", both.as_uri())
+    assert (out["python"], out["resolved"]["xformers"]) == ("3.11", "0.0.29.post3"), out
+    assert any(r.startswith("passed over: xformers 0.0.29.post3") and "3.13 (cp313)" in r and
+               r.endswith("planned instead: cpu, Python 3.11") for r in out["reasons"]), out["reasons"]
+    only313 = torch_tree(tmp_path, "cpu", ["2.6.0"], tag="cp313-cp313-manylinux_2_28_x86_64")
+    err, _ = refused(*host, "xformers==0.0.29.post3", "--find-links", str(links), "--torch-index-url",
+                     only313.as_uri())
+    assert err["conflicts"][0].startswith("xformers 0.0.29.post3 (your requirement xformers==0.0.29.post3): its "
+                                          "x86_64 wheels are only for cp39, cp310, cp311, cp312; the Python tried "
+                                          "is 3.13 (cp313)"), err
+
+
+def test_a_release_built_from_its_sdist_because_its_wheel_needs_a_newer_glibc_says_so(tmp_path: Path) -> None:
+    # extx 1.0: a manylinux_2_28 wheel and an sdist whose PKG-INFO is static (Metadata-Version 2.2, PEP 643:
+    # uv reads it without building); glibc 2.17: the plan builds it, and says which host fact made it.
+    links = tmp_path / "links"
+    make_wheel(links, "extx", "1.0", ["torch"], tag="cp311-cp311-manylinux_2_28_x86_64")
+    build = tmp_path / "sdist" / "extx-1.0"
+    build.mkdir(parents=True)
+    (build / "PKG-INFO").write_text("Metadata-Version: 2.2\nName: extx\nVersion: 1.0\nRequires-Dist: torch\n")
+    (build / "pyproject.toml").write_text('[build-system]\nrequires = []\nbuild-backend = "nope"\n')
+    subprocess.run(["tar", "-czf", str(links / "extx-1.0.tar.gz"), "-C", str(build.parent), build.name], check=True)
+    index = torch_tree(tmp_path, "cpu", ["2.5.1"], tag="cp311-cp311-manylinux2014_x86_64")
+    old_glibc = ("--assume", "gpu=none", "--assume", "python=3.11", "--assume", "glibc=2.17", "--assume", "arch=x86_64")
+    proc = run_cli("resolve", "--offline", "--json", *old_glibc, "extx", "--find-links", str(links),
+                   "--torch-index-url", index.as_uri(), env={"XDG_CACHE_HOME": str(tmp_path / "cache")}, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    fact = "its wheels need glibc >= 2.28 (manylinux_2_28_x86_64); this host has glibc 2.17"
+    assert f"extx 1.0 has no wheel for this host ({fact}): building it" in proc.stderr, proc.stderr
+    out = json.loads(proc.stdout)
+    assert any(w.startswith("extx 1.0 has no wheel") and w.endswith(fact) for w in out["warnings"]), out["warnings"]
+
+
+def test_a_release_with_wheels_for_another_machine_is_refused_with_the_machine_named(tmp_path: Path) -> None:
+    # xformers 0.0.32.post2 has x86_64 and win_amd64 wheels only (PyPI); an aarch64 host, the project unpinned.
+    links = tmp_path / "links"
+    xformers_wheels(links, "0.0.32.post2")
+    index = torch_tree(tmp_path, "cpu", ["2.8.0"], tag="cp311-cp311-manylinux_2_28_aarch64")
+    arm = ("--assume", "gpu=none", "--assume", "python=3.11", "--assume", "glibc=2.36", "--assume", "arch=aarch64")
+    err, _ = refused(*arm, "xformers", "--find-links", str(links), "--torch-index-url", index.as_uri())
+    assert err["conflicts"][0] == ("xformers 0.0.32.post2 (your requirement xformers): its Linux wheels are only for "
+                                   "x86_64; this host is aarch64"), err
+
+
+def test_a_release_routed_to_the_torch_index_is_judged_from_that_index(tmp_path: Path) -> None:
+    # xformers 0.0.29.post3's cu126 binary is the torch index's (companions.toml routes it there, so uv reads
+    # it from there alone): its wheels there (cp39..cp312) are the ones judged, the user's sources have none.
+    xformers_wheels(tmp_path / "xf", "0.0.29.post3")
+    torch = make_wheel(tmp_path / "w", "torch", "2.6.0+cu126", tag="cp313-cp313-manylinux_2_28_x86_64")
+    write_index(tmp_path / "cu126", [torch, *sorted((tmp_path / "xf").glob("*.whl"))])
+    links = tmp_path / "links"
+    make_wheel(links, "purelib", "1.0")
+    template = (tmp_path / "{variant}" / "simple").as_uri().replace("%7B", "{").replace("%7D", "}")
+    host = tuple(a.replace("python=3.11", "python=3.13") for a in DRIVER_570)
+    err, _ = refused(*host, "xformers==0.0.29.post3", "--find-links", str(links), "--torch-index-url", template)
+    assert err["conflicts"][0] == ("xformers 0.0.29.post3 (your requirement xformers==0.0.29.post3): its x86_64 wheels "
+                                   "are only for cp39, cp310, cp311, cp312; this host's only Python is 3.13 (cp313)"), err
 
 
 # -- class 7: a source that cannot be reached --------------------------------------------------------

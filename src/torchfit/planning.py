@@ -33,7 +33,10 @@ When uv finds no answer, the old first-level reading explains it in host terms w
 can (`compat.resolver.resolve` with the project's METADATA: the culprit package, its
 torch pin and the host fact that rules out each build it needs); otherwise uv's own
 explanation is shown, with the builds that fit this host and that the source serves. A
-source that cannot be reached is `index-unavailable`, never "no compatible set".
+release uv finds no wheel for leads with the host fact that rules its wheels out
+(`compat.wheelfit`: glibc, Python ABI, machine), before uv's words; one without a wheel
+for the Python tried sends the plan to the host's next Python. A source that cannot be
+reached is `index-unavailable`, never "no compatible set".
 """
 
 from __future__ import annotations
@@ -148,6 +151,8 @@ class _Planner:
         self._rp: dict[tuple[str, str], str | None] = {}  # (name, version) -> Requires-Python read
         self.held: list[str] = []  # torch narrowed by the user's companion pins (companions.toml), said
         self.companion_refused = False  # a companion pin left no torch build: said in `self.tried`
+        self.misfits: dict[str, str] = {}  # releases without a wheel for the host: the host fact -> its hint
+        self.unfit: dict[str, str] = {}  # the same, for releases then built from source (said, not refused)
 
     # -- the torch source ---------------------------------------------------------------
     @property
@@ -415,13 +420,13 @@ class _Planner:
                                           direct=direct, routed=routed, no_build=no_build)
             if not compiled.ok:
                 return compiled
-            misfits = self._misfits(compiled, plan)
+            misfits = self._interpreter_misfits(compiled, plan)
             if not misfits:
                 return compiled
             out += misfits
         return compiled
 
-    def _misfits(self, compiled: Compiled, plan: Plan) -> list[tuple[str, str, str]]:
+    def _interpreter_misfits(self, compiled: Compiled, plan: Plan) -> list[tuple[str, str, str]]:
         """(name, version, why) of each resolved release with no file for the exact interpreter."""
         from torchfit.compat.pyfit import judge_file_set
         from torchfit.index.project import read_requires_pythons
@@ -630,6 +635,7 @@ class _Planner:
                               f"{self.where(plan.variant)}")
             return None
         routed = self._routed_first(plan, builds)
+        self.routed = routed  # where a release uv finds no wheel for is read from (_misfits)
         compiled = None
         direct: list[str] = []
         for no_build in [True, False]:
@@ -654,7 +660,7 @@ class _Planner:
             if compiled.ok or self.settings.no_build or not _wheels_missing(compiled.stderr):
                 break
             if no_build:
-                self._say_building(compiled)
+                self._say_building(compiled, plan)
         self.direct = direct
         self.routed = routed
         assert compiled is not None
@@ -663,6 +669,7 @@ class _Planner:
 
             said = explanation(compiled.stderr)
             kind, _ = classify_failure(compiled.stderr)
+            self.misfits.update(self._misfits(plan, said))
             misfit = self._pyfit.get((plan.python_version, plan.free_threaded), [])
             if misfit and kind == "no-solution":  # no release of it installs on this interpreter: the next Python
                 self.python_failed = True
@@ -683,9 +690,11 @@ class _Planner:
                          "plan with wheels only")
             if kind != "no-solution":  # uv itself, or what it could not read: uv's words
                 raise ResolveFailed(f"uv could not resolve the project: {said}")
-            # uv names the interpreter when Requires-Python is what fails ("the requested Python version")
-            self.python_failed = bool(re.search(r"requested Python version|requires Python|Python ?[<>=!~]",
-                                                said, re.IGNORECASE))
+            # uv names the interpreter when Requires-Python is what fails ("the requested Python version"),
+            # or a release without a wheel for its ABI ("no wheels with a matching Python ABI tag"): another
+            # of the host's Pythons may have one
+            self.python_failed = bool(re.search(r"requested Python version|requires Python|Python ?[<>=!~]|"
+                                                r"matching Python (?:ABI|implementation) tag", said, re.IGNORECASE))
             if not self.python_failed and not names_family(said):
                 # The torch family is not in uv's cause (a name no source has, two of the project's own
                 # pins): no other variant or Python would help, and no torch hint applies.
@@ -695,11 +704,14 @@ class _Planner:
                                         hint="check the name, or give the index or directory that has it "
                                              "(--index-url, --extra-index-url, --find-links)")
                 wheels = _without_wheels(compiled.stderr) if self.settings.no_build else []
-                hint = (f"{', '.join(wheels)}: no wheel in your sources, and --no-build plans with wheels only: "
-                        f"give a source with its wheel (--find-links{self._pages_named()}), or drop --no-build"
-                        if wheels else
+                hint = (f"{', '.join(wheels)}: no wheel for this host in your sources, and --no-build plans with "
+                        f"wheels only: give a source with its wheel (--find-links{self._pages_named()}), or drop "
+                        "--no-build" if wheels else
                         "the project's own requirements conflict as uv says: relax the pins it names")
-                raise NoCompatibleSet([said], [hint])
+                # a release with no wheel for this host: the host fact leads, uv's words follow
+                from torchfit.compat.wheelfit import lead_with
+
+                raise lead_with(NoCompatibleSet([said], [] if self.misfits and not wheels else [hint]), self.misfits)
             self.tried.append(f"uv, with torch limited to the {plan.variant} builds that fit this host and "
                               f"that {self.where(plan.variant)} serves ({constraints[0]}) and Python "
                               f"{plan.python_version}: {said}")
@@ -743,11 +755,15 @@ class _Planner:
         kept_out = [f"{why}; kept out, uv chose again" for _, _, why in
                     self._pyfit.get((first.python_version, first.free_threaded), [])]
         notes = [*dict.fromkeys(self.held), *kept_out, *notes, *comp_reasons,
-                 *_held_companions(companions, compiled, Version(build.torch.public))]
+                 *_held_companions(companions, compiled, Version(build.torch.public)),
+                 *(f"passed over: {line}; planned instead: {first.variant}, Python {first.python}"
+                   for line in self.misfits)]
         warnings = [*warnings, *comp_warnings]
         sdists = [d for d in compiled.locked if d.needs_build]
         return self._assemble(plan, first, builds, held, resolved, routed, notes,
-                              warnings + [_sdist_line(d.name, str(d.version), companions) for d in sdists],
+                              warnings + [_sdist_line(d.name, str(d.version), companions) +
+                                          (f"; {fact}" if (fact := self._unfit_of(f"{d.name} {d.version}")) else "")
+                                          for d in sdists],
                               compiled, work)
 
     def _refuse_plain_http(self, compiled: Compiled, variant: str) -> None:
@@ -885,16 +901,27 @@ class _Planner:
         compiled = self._compile(plan, work, name + "-wheels", constraints, direct=direct, routed=routed)
         if compiled.ok or self.settings.no_build or not _wheels_missing(compiled.stderr):
             return compiled
-        self._say_building(compiled)
+        self._say_building(compiled, plan)
         return self._compile(plan, work, name + "-sdists", constraints, direct=direct, routed=routed, no_build=False)
 
-    def _say_building(self, compiled: Compiled) -> None:
-        """Said before uv runs anyone's code: which package is built, and why."""
+    def _say_building(self, compiled: Compiled, plan: Plan) -> None:
+        """Said before uv runs anyone's code: which package is built, and why (the host fact that
+        rules out its wheels, where it has some: kept for the plan's warning too)."""
+        from torchfit.lock.uv import explanation
+
+        self.unfit.update(self._misfits(plan, explanation(compiled.stderr)))
         for label in _without_wheels(compiled.stderr) or ["a package"]:
             page = self.unused_pages.get(str(canonicalize_name(label.split()[0])))
             where = f" (its own wheel page {page} gave uv no answer)" if page else ""
+            fact = self._unfit_of(label)
+            where += f" for this host ({fact})" if fact else ""
             self.progress.info(f"[resolve] {label} has no wheel{where}: building it to read its metadata "
                                "(runs its build; `--no-build` never does)")
+
+    def _unfit_of(self, label: str) -> str | None:
+        """The host fact ruling out the wheels of `label` ("xformers 0.0.32.post2"), if judged."""
+        return next((line.split(": ", 1)[1] for line in self.unfit if line.startswith((label + " ", label + ":"))),
+                    None)
 
     def _assemble(self, plan: Plan, first: Plan, builds: Sequence[Build], held: Sequence[Build],
                   resolved: dict[str, str], routed: Sequence[str], notes: Sequence[str],
@@ -996,7 +1023,13 @@ class _Planner:
     # -- no answer ---------------------------------------------------------------------------
     def _refusal(self, fam: Request) -> NoCompatibleSet:
         """No (variant, Python) solved: the first-level reading names the culprit in host terms
-        where it can; uv's explanations (with what the sources serve) otherwise."""
+        where it can; uv's explanations (with what the sources serve) otherwise. A release
+        without a wheel for this host leads with the host fact (compat.wheelfit)."""
+        from torchfit.compat.wheelfit import lead_with
+
+        return lead_with(self._refusal_of_uv(fam), self.misfits)
+
+    def _refusal_of_uv(self, fam: Request) -> NoCompatibleSet:
         from torchfit.cache import load_companions
         from torchfit.compat.resolver import resolve
         from torchfit.compat.served import restrict_for_all
@@ -1029,6 +1062,11 @@ class _Planner:
                 return self._with_sources(NoCompatibleSet([*exc.conflicts], exc.hints, exc.remedies))
         except (IndexUnavailable, BadInput):
             pass
+        from torchfit.compat.wheelfit import no_wheel_releases
+
+        if self.misfits and all(no_wheel_releases(said) for said in self.uv_said):
+            # every uv run failed on a release without a wheel for this host, not on torch: no torch hint
+            return self._with_sources(NoCompatibleSet([], list(self.misfits.values())))
         return self._with_sources(NoCompatibleSet(
             ["uv finds no set of the project's packages with a torch build that fits this host "
              "and that the torch source serves"],
@@ -1057,6 +1095,25 @@ class _Planner:
                 "the project's releases that need them cannot run here",
                 f"upgrade the NVIDIA driver to >= {floor}, or pin a release of the project that does not need "
                 f"CUDA {major} packages")
+
+    def _misfits(self, plan: Plan, said: str) -> dict[str, str]:
+        """uv's "X==1.0 has no wheels with a matching ... tag": the host fact that rules out each
+        wheel of X 1.0 in the user's sources (compat.wheelfit), and who wanted it; line -> hint.
+        A package routed to the torch index is read from there alone, as uv does."""
+        from torchfit.compat.wheelfit import misfits, no_wheel_releases, requester, target_of
+        from torchfit.index.project import torch_source_packages
+
+        if not no_wheel_releases(said):
+            return {}
+        reader, routed = self._reader(), {canonicalize_name(n) for n in self.routed}
+        served = self.served.get(plan.variant)
+        torch_reader = torch_source_packages(self.client, self.settings.sources(plan.variant).torch_index,
+                                             self.arch, flat=served is not None and served.kind == "flat")
+        found = misfits(said, lambda name: [(v, f.filename) for v, f in (
+            torch_reader if canonicalize_name(name) in routed else reader).files(name)],
+            target_of(self.hosts, plan.python_version, plan.free_threaded, self.arch),
+            requester({r.name: r.public_text for r in self.request.project.others}))
+        return {m.line: m.hint for m in found}
 
     def _reader(self) -> SourcePackages:
         from torchfit.compat.matrix import PYPI_SIMPLE

@@ -25,7 +25,7 @@ import tarfile
 import threading
 import zipfile
 from collections.abc import Callable, Sequence
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import (
@@ -208,6 +208,16 @@ class SourcePackages:
         mv = Version(head.get("Metadata-Version", "1.0")) if head.get("Metadata-Version") else Version("1.0")
         dynamic = {d.lower() for d in head.get_all("Dynamic") or []}
         return text if mv >= Version("2.2") and "requires-dist" not in dynamic else None
+
+
+def torch_source_packages(client: IndexClient, where: str, arch: str, *, flat: bool = False) -> SourcePackages:
+    """A torch source (a PEP 503 tree, or a flat directory of wheels: `flat` or found so) read as a
+    package source: what uv reads for a package routed there ([tool.uv.sources])."""
+    from torchfit.index.torchsource import is_flat
+
+    if flat or is_flat(where):
+        return SourcePackages(client, [], [where], arch)
+    return SourcePackages(client, [where if "://" in where else "file://" + quote(os.path.abspath(where))], [], arch)
 
 
 def _quietly(fn: Callable[..., object], *args: object) -> None:
