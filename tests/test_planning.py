@@ -707,3 +707,26 @@ def test_a_free_threaded_interpreter_takes_no_abi3_wheel(tmp_path: Path) -> None
     assert proc.returncode == 1, proc.stdout
     text = " ".join(json.loads(proc.stdout)["conflicts"])
     assert "xformers 0.0.32.post2: its wheels are for cp39-abi3 only; a free-threaded CPython 3.13" in text, text
+
+
+def test_an_unlabelled_torch_from_a_remote_index_is_the_cuda_its_set_pins(tmp_path: Path) -> None:
+    # PyPI's torch 2.6.0 carries no label and pins nvidia-cuda-runtime-cu12==12.4.127 (its METADATA on
+    # PyPI; data/matrix.toml's 2.6 `pypi` row): a cu124 build, whatever variant slot the plan tried first
+    import functools
+
+    from tests.support.servers import http_server
+
+    runtime = make_wheel(tmp_path / "w", "nvidia-cuda-runtime-cu12", "12.4.127")
+    torch = make_wheel(tmp_path / "w", "torch", "2.6.0", ["nvidia-cuda-runtime-cu12==12.4.127"], tag=CP311)
+    root = tmp_path / "pypi"
+    write_index(root, [torch, runtime])
+    links = tmp_path / "links"
+    make_wheel(links, "purelib", "1.0")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    with http_server(handler=handler) as server:
+        proc = run_cli("resolve", "--json", *DRIVER_570, "purelib", "--find-links", str(links), "--torch-index-url",
+                       f"{server.url}/simple", "--allow-insecure-index", timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert (out["torch"], out["variant"], out["cuda"]) == ("2.6.0", "cu124", "12.4"), out
+    assert any("its METADATA pins the CUDA 12.4 runtime" in r for r in out["reasons"]), out["reasons"]

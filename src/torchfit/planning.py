@@ -735,14 +735,31 @@ class _Planner:
         resolved = {d.name: str(d.version) for d in compiled.locked}
         chosen = Version(Version(resolved["torch"]).public)  # the exact pass may have moved it (torchvision)
         # The matrix's row for what uv chose: the resolver again, among that release only.
-        keep = tuple(b for b in cut.builds if b.torch < chosen or (b.torch == chosen and b.variant == first.variant))
+        # An unlabelled torch (PyPI's, a flat mirror's) is the CUDA its set pins: the wheel's word, not the slot
+        # the plan had for it (issue 33: PyPI's 2.6.0 is cu124, never "cu126")
+        from torchfit.compat.served import variant_of_resolved
+
+        variant = variant_of_resolved(resolved) or first.variant
+        keep = tuple(b for b in cut.builds if b.torch < chosen or (b.torch == chosen and b.variant == variant))
         from packaging.specifiers import SpecifierSet
 
         pinned = replace(self.request, project=replace(self.request.project, requirements=()),
                          requirements=tuple(r for r in self.request.requirements
                                             if canonicalize_name(_name(str(r))) == "torch"),
                          python=SpecifierSet(f"=={first.python}.*"), free_threaded=first.free_threaded)
-        plan = resolve(self.hosts, pinned, replace(cut, builds=keep))
+        try:
+            plan = resolve(self.hosts, pinned, replace(cut, builds=keep))
+        except NoCompatibleSet as exc:
+            if variant == first.variant:
+                raise
+            raise NoCompatibleSet([f"torch {chosen} from {self.where(first.variant)} is a {variant} build (the resolved "
+                                   "set pins its CUDA runtime: the wheel's METADATA), not the "
+                                   f"{first.variant} build that fits this host", *exc.conflicts],
+                                  ["give a torch source whose wheels carry their variant (--torch-index-url "
+                                   "https://download.pytorch.org/whl/VARIANT or a mirror of it)"]) from None
+        if plan.variant != first.variant:
+            notes = [f"torch {chosen} {plan.variant}: the build {self.where(first.variant)} serves (its METADATA pins "
+                     f"the CUDA {plan.cuda} runtime; the wheel carries no variant label)", *notes]
         held = [b for b in builds if b.torch > chosen]
         from torchfit.compat.companions import companion_notes
 

@@ -251,3 +251,21 @@ def variant_from_metadata(text: str, platform: str) -> str | None:
                 return None
             return f"cu{v.major}{v.minor}"
     return None if cuda else "cpu"
+
+
+def variant_of_resolved(resolved: Mapping[str, str]) -> str | None:
+    """The variant a resolved set's torch really is, where its version carries no label:
+    the CUDA runtime the set holds (`nvidia-cuda-runtime-cu12 12.4.127` beside PyPI's torch
+    2.6.0: a cu124 build, whatever slot the plan had for it). None: a label, or no runtime."""
+    torch = resolved.get("torch")
+    if torch is None or "+" in torch:
+        return None
+    for name, version in resolved.items():
+        m = _RUNTIME.match(name)
+        if m:
+            try:
+                v = Version(version)
+            except InvalidVersion:
+                return None
+            return f"cu{v.major}{v.minor}" if not m.group(1) or m.group(1) == str(v.major) else None
+    return None
