@@ -66,6 +66,7 @@ from torchfit.redact import strip_credentials
 if TYPE_CHECKING:
     from torchfit.compat.companions import Companions
     from torchfit.compat.served import Served
+    from torchfit.compat.wheelonly import Passed
     from torchfit.index.client import IndexClient
     from torchfit.index.project import SourcePackages
     from torchfit.index.sources import Sources
@@ -133,6 +134,11 @@ class _Planner:
         self.routed: list[str] = []  # project packages sent to the torch index (companions.toml)
         self.notes: list[str] = []  # warnings of the planning itself (a source that could not be read)
         self.force_read: set[str] = set()  # variants whose remote source uv's answer asks to read
+        # issue 33: packages planned from their source distribution (their newest release has no
+        # wheel for the host; every later wheels-only pass keeps them so), and what was passed over
+        self.build_only: list[str] = []
+        self.passed: dict[str, Passed] = {}
+        self.said: list[str] = []  # reasons of the wheels' choice (an ABI-bound package's prebuilt wheel)
 
     # -- the torch source ---------------------------------------------------------------
     @property
@@ -391,7 +397,8 @@ class _Planner:
 
         runner, uv = self._uv()
         sources = self.settings.sources(plan.variant)
-        options, env = sources.uv_compile(os.environ, work, no_build=no_build)
+        build_only = self.build_only if no_build else []
+        options, env = sources.uv_compile(os.environ, work, no_build=no_build, build_only=build_only)
         glibcs = [g.major_minor() for g in (h.glibc_v for h in self.hosts) if g is not None]
         target = (plan.python_version, uv_platform(self.arch, min(glibcs) if glibcs else None))
         served = self.served.get(plan.variant)
@@ -399,6 +406,8 @@ class _Planner:
         env = {**env, "UV_PYTHON_DOWNLOADS": "never"}  # an sdist's build never fetches an interpreter
         user = [r.text for r in self.request.project.constraints if not r.is_family]
         how = "wheels only" if no_build else "source distributions allowed: uv may build one to read its metadata"
+        if build_only:
+            how += f" but {', '.join(build_only)}, from source (no wheel of its newest release for this host)"
         self.progress.info(f"[resolve] uv: the whole project, torch from {self.where(plan.variant)} "
                            f"({plan.variant}, Python {plan.python_version}; {how})")
         building = "" if no_build else " (building a package from source to read its metadata)"
@@ -501,9 +510,11 @@ class _Planner:
                 break
             if no_build:
                 self._say_building(compiled)
+        assert compiled is not None
+        if compiled.ok and (no_build or self.settings.no_build):
+            compiled = self._newer_from_source(plan, work, name, constraints, compiled, direct=direct, routed=routed)
         self.direct = direct
         self.routed = routed
-        assert compiled is not None
         if not compiled.ok:
             from torchfit.lock.uv import classify_failure, names_family, not_found
 
@@ -542,6 +553,57 @@ class _Planner:
             return None
         return compiled, str(torch)
 
+    def _newer_from_source(self, plan: Plan, work: str, name: str, constraints: Sequence[str], compiled: Compiled,
+                           *, direct: Sequence[str], routed: Sequence[str]) -> Compiled:
+        """A wheels-only answer that passed over a newer release without a wheel (compat.wheelonly):
+        solved again with those packages from source, unless --no-build or ABI-bound; said either way."""
+        from torchfit.compat.wheelonly import abi_line, kept_line, no_build_line
+        from torchfit.lock.uv import explanation
+
+        found = self._find_passed(plan, compiled)
+        self.passed.update({p.name: p for p in found})
+        if self.settings.no_build:
+            self.notes += [no_build_line(p) for p in found]
+            return compiled
+        self.said += [abi_line(p) for p in found if p.abi]
+        self.notes += [kept_line(p, "ABI-bound, its prebuilt wheel kept") for p in found if p.abi and p.unasked_pre]
+        rebuild = [p for p in found if not p.abi]
+        if not rebuild:
+            return compiled
+        self.build_only = [p.name for p in rebuild]
+        for p in rebuild:
+            self.progress.info(f"[resolve] {p.name} {p.newer} has no wheel for this host (the newest with one is "
+                               f"{p.chosen}): planned from its source distribution, as plain uv would")
+        again = self._compile(plan, work, f"{name}-newer", constraints, direct=direct, routed=routed)
+        moved = {d.name for d in again.locked if d.name in self.build_only and d.needs_build}
+        if again.ok and moved:
+            self.build_only = sorted(moved)
+            return again
+        self.build_only = []
+        why = explanation(again.stderr, 300) if not again.ok else "an older release solved, the wheel is newer"
+        self.notes += [kept_line(p, why) for p in rebuild if p.unasked_pre or not again.ok]
+        return compiled
+
+    def _find_passed(self, plan: Plan, compiled: Compiled) -> list[Passed]:
+        from packaging.specifiers import SpecifierSet
+
+        from torchfit.cache import load_companions
+        from torchfit.compat.tags import target_tags
+        from torchfit.index.newer import find_passed
+
+        companions = load_companions()
+        glibcs = [g.major_minor() for g in (h.glibc_v for h in self.hosts) if g is not None]
+        tags = target_tags(plan.python_version, self.arch, min(glibcs) if glibcs else (2, 28),
+                           free_threaded=plan.free_threaded)
+        specs: dict[str, SpecifierSet] = {}
+        for r in [*self.request.project.others, *self.request.project.constraints]:
+            specs[r.name] = specs.get(r.name, SpecifierSet()) & r.requirement.specifier
+        chosen = {d.name: Version(str(d.version)) for d in compiled.locked
+                  if d.name not in FAMILY_PACKAGES and d.name not in self.routed and not d.needs_build}
+        return find_passed(self._reader(), chosen, tags, plan.python_version, specs,
+                           allow_pre=self.settings.sources("cpu").pip.get_bool("pre"),
+                           companion=lambda n: companions.get(n) is not None)
+
     # -- the answer -------------------------------------------------------------------------
     def _final(self, first: Plan, cut: Matrix, builds: Sequence[Build], compiled: Compiled, torch: str,
                work: str) -> Plan:
@@ -571,11 +633,12 @@ class _Planner:
         comp_reasons, comp_warnings, routed = companion_notes(
             companions, build, first.python,
             [(d.name, Version(str(d.version))) for d in compiled.locked if d.name not in FAMILY_PACKAGES])
-        notes = [*notes, *comp_reasons]
+        notes = [*notes, *comp_reasons, *self.said]
         warnings = [*warnings, *comp_warnings]
         sdists = [d for d in compiled.locked if d.needs_build]
         return self._assemble(plan, first, builds, held, resolved, routed, notes,
-                              warnings + [_sdist_line(d.name, str(d.version), companions) for d in sdists],
+                              warnings + [_sdist_line(d.name, str(d.version), companions, self.passed.get(d.name))
+                                          for d in sdists],
                               compiled, work)
 
     def _refuse_plain_http(self, compiled: Compiled, variant: str) -> None:
@@ -945,12 +1008,16 @@ def _as_url(location: str) -> str:
     return "file://" + quote(os.path.abspath(location))
 
 
-def _sdist_line(name: str, version: str, companions: Companions) -> str:
+def _sdist_line(name: str, version: str, companions: Companions, passed: Passed | None = None) -> str:
     from torchfit.compat.companions import format_sdist_warning
+    from torchfit.compat.wheelonly import built_note
 
     comp = companions.get(name)
     rel = next((r for r in comp.releases if str(r.version) == version), None) if comp else None
     if rel is not None and rel.sdist_only:
         return format_sdist_warning(rel)
+    if passed is not None:  # its newest release, as plain uv takes it; an older one has a wheel
+        return (f"{name} {version} has no wheel for this host in your sources: installing it builds it from its "
+                f"source distribution (runs its build, needs its compilers){built_note(passed, version)}")
     return (f"{name} {version} has no wheel for this host in your sources: installing it builds it from its "
             "source distribution (runs its build, needs its compilers); `resolve --no-build` refuses instead")
