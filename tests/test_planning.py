@@ -235,6 +235,9 @@ def test_a_package_whose_wheels_stop_at_an_older_torch_leads_the_plan_there(tmp_
     out = resolve(*CPU_HOST, "extx", "--find-links", str(links), "--torch-index-url", index.as_uri())
     assert (out["torch"], out["resolved"]["extx"]) == ("2.12.0", "1.0"), out
     assert not any("source distribution" in w for w in out["warnings"]), out["warnings"]
+    # the wheel it prefers, and why, is said (issue 33): its exact torch pin binds its binary to one torch
+    assert ("extx 1.0: its prebuilt wheel, kept (its METADATA pins torch==2.12.0: a binary built for one torch); "
+            "the newer extx 2.0 has only a source distribution") in " ".join(out["reasons"]), out["reasons"]
 
 
 # -- issue 33, class 1: a version traded for a wheel, never silently ------------------------------

@@ -574,35 +574,30 @@ class _Planner:
         for p in rebuild:
             self.progress.info(f"[resolve] {p.name} {p.newer} has no wheel for this host (the newest with one is "
                                f"{p.chosen}): planned from its source distribution, as plain uv would")
-        again = self._compile(plan, work, f"{name}-newer", constraints, direct=direct, routed=routed)
-        moved = {d.name for d in again.locked if d.name in self.build_only and d.needs_build}
-        if again.ok and moved:
-            self.build_only = sorted(moved)
-            return again
+        for n in range(2):  # a second pass keeps from source only the packages the first moved on
+            again = self._compile(plan, work, f"{name}-newer{n}", constraints, direct=direct, routed=routed)
+            got = {d.name: Version(str(d.version)) for d in again.locked}
+            moved = [p.name for p in rebuild if p.name in self.build_only and p.name in got
+                     and got[p.name] != p.chosen and (got[p.name] > p.chosen or p.unasked_pre)]
+            if again.ok and moved == self.build_only:
+                return again
+            if not again.ok or not moved:
+                break
+            self.build_only = moved
         self.build_only = []
         why = explanation(again.stderr, 300) if not again.ok else "an older release solved, the wheel is newer"
         self.notes += [kept_line(p, why) for p in rebuild if p.unasked_pre or not again.ok]
         return compiled
 
     def _find_passed(self, plan: Plan, compiled: Compiled) -> list[Passed]:
-        from packaging.specifiers import SpecifierSet
+        from torchfit.index.newer import passed_in_answer
 
-        from torchfit.cache import load_companions
-        from torchfit.compat.tags import target_tags
-        from torchfit.index.newer import find_passed
-
-        companions = load_companions()
         glibcs = [g.major_minor() for g in (h.glibc_v for h in self.hosts) if g is not None]
-        tags = target_tags(plan.python_version, self.arch, min(glibcs) if glibcs else (2, 28),
-                           free_threaded=plan.free_threaded)
-        specs: dict[str, SpecifierSet] = {}
-        for r in [*self.request.project.others, *self.request.project.constraints]:
-            specs[r.name] = specs.get(r.name, SpecifierSet()) & r.requirement.specifier
-        chosen = {d.name: Version(str(d.version)) for d in compiled.locked
-                  if d.name not in FAMILY_PACKAGES and d.name not in self.routed and not d.needs_build}
-        return find_passed(self._reader(), chosen, tags, plan.python_version, specs,
-                           allow_pre=self.settings.sources("cpu").pip.get_bool("pre"),
-                           companion=lambda n: companions.get(n) is not None)
+        wheels = {d.name: Version(str(d.version)) for d in compiled.locked if not d.needs_build}
+        return passed_in_answer(self._reader(), wheels, python=plan.python_version, arch=self.arch,
+                                glibc=min(glibcs) if glibcs else (2, 28), free_threaded=plan.free_threaded,
+                                requirements=[*self.request.project.others, *self.request.project.constraints],
+                                skip=self.routed, allow_pre=self.settings.sources("cpu").pip.get_bool("pre"))
 
     # -- the answer -------------------------------------------------------------------------
     def _final(self, first: Plan, cut: Matrix, builds: Sequence[Build], compiled: Compiled, torch: str,

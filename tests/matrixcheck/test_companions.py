@@ -30,10 +30,14 @@ def _version_of(path: Path) -> str:
 
 def test_the_recordings_are_there() -> None:
     names = {p.parent.name for p in RECORDED}
-    assert names == {"xformers", "vllm", "torchao", "torchcodec", "trl", "sglang"}
+    assert names == {"xformers", "vllm", "torchao", "torchcodec", "trl", "sglang", "deepspeed"}
     for project in names:
         page = json.loads((PYPI_DATA / project / "index.json").read_text())
         assert page["meta"]["api-version"].startswith("1.")
+        listed = {f["filename"] for f in page["files"]}
+        assert {p.name.removesuffix(".metadata") for p in (PYPI_DATA / project).glob("*.metadata")} <= listed
+        if project == "deepspeed":  # its whole page is the fact recorded (its file list: README)
+            continue
         for f in page["files"]:
             assert (PYPI_DATA / project / (f["filename"] + ".metadata")).is_file()
 

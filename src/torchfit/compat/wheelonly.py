@@ -63,9 +63,10 @@ def explicit_pre(spec: SpecifierSet) -> bool:
 
 def passed_over(name: str, chosen: Version, files: Sequence[ReleaseFile], tags: Iterable[Tag], python: str,
                 spec: SpecifierSet | None = None, *, allow_pre: bool = False) -> Passed | None:
-    """The newest release of `name` newer than `chosen` that `spec` and uv's pre-release rule
-    allow and that has a source distribution but no wheel for `tags` (each file's
-    Requires-Python held against `python`); None when there is none."""
+    """The newest release of `name` newer than `chosen` (any final release, where `chosen` is a
+    pre-release nobody asked for) that `spec` and uv's pre-release rule allow and that has a
+    source distribution but no wheel for `tags` (each file's Requires-Python held against
+    `python`); None when there is none, or when such a release has a wheel (the graph holds it)."""
     supported = set(tags)
     versions = {v for v, _, _ in files}
     pre_ok = allow_pre or (spec is not None and explicit_pre(spec)) or all(v.is_prerelease for v in versions)
@@ -77,14 +78,17 @@ def passed_over(name: str, chosen: Version, files: Sequence[ReleaseFile], tags: 
         except InvalidSpecifier:
             return True
 
-    for v in sorted((v for v in versions if v > chosen), reverse=True):
+    unasked = chosen.is_prerelease and not pre_ok
+    # newer releases; and for a pre-release nobody asked for, any final release (uv under
+    # --no-build takes `2.0b1` (a wheel) over `1.0` (an sdist); plain uv takes 1.0)
+    for v in sorted((v for v in versions if v > chosen or (unasked and not v.is_prerelease)), reverse=True):
         if (v.is_prerelease and not pre_ok) or (spec is not None and not spec.contains(v, prereleases=True)):
             continue
         mine = [(f, rp) for w, f, rp in files if w == v and fits_python(rp)]
         if any(_wheel_fits(f, supported) for f, _ in mine):
             return None  # a newer wheel uv did not take: the graph holds it back, not the wheels
         if any(not f.endswith(".whl") for f, _ in mine):
-            return Passed(name, chosen, v, chosen.is_prerelease and not pre_ok)
+            return Passed(name, chosen, v, unasked)
     return None
 
 

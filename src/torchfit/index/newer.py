@@ -8,7 +8,8 @@ resolver's own reading, the index client's conditional cache) is not read again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from packaging.specifiers import SpecifierSet
 from packaging.tags import Tag
@@ -19,6 +20,9 @@ from torchfit.background import Background
 from torchfit.compat.wheelonly import Passed, ReleaseFile, exact_torch_pin, passed_over
 from torchfit.errors import IndexMalformed, IndexUnavailable
 from torchfit.index.project import SourcePackages
+
+if TYPE_CHECKING:
+    from torchfit.compat.project import ProjectReq
 
 
 def find_passed(reader: SourcePackages, chosen: Mapping[str, Version], tags: Sequence[Tag], python: str,
@@ -48,3 +52,23 @@ def find_passed(reader: SourcePackages, chosen: Mapping[str, Version], tags: Seq
 
     started = [Background(one, name, version, name=f"newer-{name}") for name, version in chosen.items()]
     return [p for p in (b.result() for b in started) if p is not None]
+
+
+def passed_in_answer(reader: SourcePackages, answer: Mapping[str, Version], *, python: str, arch: str,
+                     glibc: tuple[int, int], free_threaded: bool, requirements: Sequence[ProjectReq],
+                     skip: Collection[str] = (), allow_pre: bool = False) -> list[Passed]:
+    """`find_passed` for uv's answer (name -> version, the packages planned from a wheel) on a
+    target (CPython `python`, Linux `arch`, `glibc`): the torch family (the torch index's) and
+    `skip` (routed there) left out; the user's specifiers are the project's requirements and
+    constraints on each name."""
+    from torchfit.cache import load_companions
+    from torchfit.compat.matrix import FAMILY_PACKAGES
+    from torchfit.compat.tags import target_tags
+
+    companions = load_companions()
+    specs: dict[str, SpecifierSet] = {}
+    for r in requirements:
+        specs[r.name] = specs.get(r.name, SpecifierSet()) & r.requirement.specifier
+    chosen = {n: v for n, v in answer.items() if n not in FAMILY_PACKAGES and n not in skip}
+    return find_passed(reader, chosen, target_tags(python, arch, glibc, free_threaded=free_threaded), python, specs,
+                       allow_pre=allow_pre, companion=lambda n: companions.get(n) is not None)
