@@ -64,6 +64,7 @@ from torchfit.progress import Progress
 from torchfit.redact import strip_credentials
 
 if TYPE_CHECKING:
+    from torchfit.background import Background
     from torchfit.compat.companions import Companions
     from torchfit.compat.served import Served
     from torchfit.compat.wheelonly import Passed
@@ -139,6 +140,8 @@ class _Planner:
         self.build_only: list[str] = []
         self.passed: dict[str, Passed] = {}
         self.said: list[str] = []  # reasons of the wheels' choice (an ABI-bound package's prebuilt wheel)
+        self.reading: list[Background[None]] = []
+        self._sources_reader: SourcePackages | None = None
 
     # -- the torch source ---------------------------------------------------------------
     @property
@@ -492,6 +495,10 @@ class _Planner:
                               f"{self.where(plan.variant)}")
             return None
         routed = self._routed_first(plan, builds)
+        if not self.reading:  # the direct requirements' pages, read while uv solves (issue 33)
+            from torchfit.index.newer import start_reading, worth_reading
+
+            self.reading = start_reading(self._reader(), worth_reading(self.request.project.others))
         compiled = None
         direct: list[str] = []
         for no_build in [True, False]:
@@ -593,10 +600,13 @@ class _Planner:
         from torchfit.index.newer import passed_in_answer
 
         glibcs = [g.major_minor() for g in (h.glibc_v for h in self.hosts) if g is not None]
+        for started in self.reading:
+            started.wait()
         wheels = {d.name: Version(str(d.version)) for d in compiled.locked if not d.needs_build}
         return passed_in_answer(self._reader(), wheels, python=plan.python_version, arch=self.arch,
                                 glibc=min(glibcs) if glibcs else (2, 28), free_threaded=plan.free_threaded,
-                                requirements=[*self.request.project.others, *self.request.project.constraints],
+                                requirements=self.request.project.others,
+                                constraints=self.request.project.constraints,
                                 skip=self.routed, allow_pre=self.settings.sources("cpu").pip.get_bool("pre"))
 
     # -- the answer -------------------------------------------------------------------------
@@ -921,12 +931,15 @@ class _Planner:
                 f"CUDA {major} packages")
 
     def _reader(self) -> SourcePackages:
+        """The project's packages as the user's sources list them, each page read once."""
         from torchfit.compat.matrix import PYPI_SIMPLE
         from torchfit.index.project import SourcePackages
 
-        sources = self.settings.sources("cpu")
-        indexes = [] if sources.no_index else [sources.index_url or PYPI_SIMPLE, *sources.extra_index_urls]
-        return SourcePackages(self.client, indexes, list(sources.find_links), self.arch)
+        if self._sources_reader is None:
+            sources = self.settings.sources("cpu")
+            indexes = [] if sources.no_index else [sources.index_url or PYPI_SIMPLE, *sources.extra_index_urls]
+            self._sources_reader = SourcePackages(self.client, indexes, list(sources.find_links), self.arch)
+        return self._sources_reader
 
 
 # What uv installs from a path (uv 0.13.9's message lists them): a wheel, an sdist archive, or a

@@ -8,6 +8,7 @@ resolver's own reading, the index client's conditional cache) is not read again.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -54,21 +55,61 @@ def find_passed(reader: SourcePackages, chosen: Mapping[str, Version], tags: Seq
     return [p for p in (b.result() for b in started) if p is not None]
 
 
+def start_reading(reader: SourcePackages, names: Sequence[str]) -> list[Background[None]]:
+    """The file lists of `names` (the project's direct requirements) read now, one thread each,
+    while uv solves: what `passed_in_answer` reads of them afterwards is already there."""
+    def one(name: str) -> None:
+        with contextlib.suppress(IndexUnavailable, IndexMalformed):  # asked again, and said, if needed
+            reader.files(name)
+
+    return [Background(one, n, name=f"pages-{n}") for n in dict.fromkeys(names)]
+
+
+def worth_reading(requirements: Sequence[ProjectReq]) -> list[str]:
+    """The direct requirements whose pages can show a release passed over: not the torch
+    family (the torch index's), not one pinned to a single release (`x==1.0`: a lock's
+    requirements cost no reading)."""
+    out = []
+    for r in requirements:
+        spec = r.requirement.specifier
+        exact = len(spec) == 1 and all(s.operator in ("==", "===") and "*" not in s.version for s in spec)
+        if not r.is_family and not exact:
+            out.append(r.name)
+    return list(dict.fromkeys(out))
+
+
+def is_local(reader: SourcePackages) -> bool:
+    """Every source of the project's packages is on this machine (file:// indexes, find-links
+    directories): reading every page costs milliseconds."""
+    return all(u.startswith("file://") for u in reader.index_urls) and \
+        all(u.startswith("file://") or "://" not in u for u in reader.find_links)
+
+
 def passed_in_answer(reader: SourcePackages, answer: Mapping[str, Version], *, python: str, arch: str,
                      glibc: tuple[int, int], free_threaded: bool, requirements: Sequence[ProjectReq],
-                     skip: Collection[str] = (), allow_pre: bool = False) -> list[Passed]:
+                     constraints: Sequence[ProjectReq] = (), skip: Collection[str] = (),
+                     allow_pre: bool = False) -> list[Passed]:
     """`find_passed` for uv's answer (name -> version, the packages planned from a wheel) on a
     target (CPython `python`, Linux `arch`, `glibc`): the torch family (the torch index's) and
     `skip` (routed there) left out; the user's specifiers are the project's requirements and
-    constraints on each name."""
+    constraints on each name.
+
+    Which pages: every one where the sources are local; else the project's direct requirements
+    that allow more than one release (`worth_reading`, read while uv solved: `start_reading`)
+    and any pre-release in the answer. A remote index's
+    page for every package further down would cost more than the resolve (pydantic-core's PyPI
+    page lists 14,859 files: 1.2 s to read, measured): a package further down whose newer
+    release has no wheel is not looked for there."""
     from torchfit.cache import load_companions
     from torchfit.compat.matrix import FAMILY_PACKAGES
     from torchfit.compat.tags import target_tags
 
-    companions = load_companions()
     specs: dict[str, SpecifierSet] = {}
-    for r in requirements:
+    for r in [*requirements, *constraints]:
         specs[r.name] = specs.get(r.name, SpecifierSet()) & r.requirement.specifier
-    chosen = {n: v for n, v in answer.items() if n not in FAMILY_PACKAGES and n not in skip}
+    every, direct = is_local(reader), set(worth_reading(requirements))
+    chosen = {n: v for n, v in answer.items() if n not in FAMILY_PACKAGES and n not in skip
+              and (every or n in direct or v.is_prerelease)}
     return find_passed(reader, chosen, target_tags(python, arch, glibc, free_threaded=free_threaded), python, specs,
-                       allow_pre=allow_pre, companion=lambda n: companions.get(n) is not None)
+                       allow_pre=allow_pre,
+                       companion=lambda n: load_companions().get(n) is not None)  # read only when one is found
