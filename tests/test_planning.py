@@ -308,6 +308,21 @@ def test_no_build_keeps_the_wheel_and_says_the_release_it_traded(tmp_path: Path)
             "has no wheel for this host") in " ".join(out["warnings"]), out["warnings"]
 
 
+def test_a_pre_release_wheel_kept_because_the_newer_source_cannot_be_solved_is_said_with_uvs_reason(
+        tmp_path: Path) -> None:
+    # wheels only, uv takes the 1.0b1 wheel over the 2.0 sdist (as it takes deepspeed's 2020 dev wheel);
+    # 2.0 needs a package no source has, so its source cannot answer: the wheel stays, said, with why
+    index = torch_tree(tmp_path, "cpu", ["2.13.0"])
+    links = tmp_path / "links"
+    make_wheel(links, "betaonly", "1.0b1", ["torch"])
+    make_sdist(links, "betaonly", "2.0", ["torch", "nosuchdep"])
+    out = resolve(*CPU_HOST, "betaonly", "--find-links", str(links), "--torch-index-url", index.as_uri())
+    assert out["resolved"]["betaonly"] == "1.0b1", out
+    said = [w for w in out["warnings"] if w.startswith("betaonly 1.0b1 (a pre-release) taken for its wheel: the "
+                                                       "newest release, 2.0, has no wheel for this host")]
+    assert said and "nosuchdep" in said[0], out["warnings"]
+
+
 # -- class 6: what the sources really serve --------------------------------------------------------
 
 
