@@ -139,7 +139,9 @@ class _Planner:
         # wheel for the host; every later wheels-only pass keeps them so), and what was passed over
         self.build_only: list[str] = []
         self.passed: dict[str, Passed] = {}
-        self.said: list[str] = []  # reasons of the wheels' choice (an ABI-bound package's prebuilt wheel)
+        # what the plan says of a wheel kept: (the package, the line, a warning or a reason), said
+        # where the final answer still has that wheel (an exact pass may move it)
+        self.kept: list[tuple[Passed, str, bool]] = []
         self.reading: list[Background[None]] = []
         self._sources_reader: SourcePackages | None = None
 
@@ -570,10 +572,9 @@ class _Planner:
         found = self._find_passed(plan, compiled)
         self.passed.update({p.name: p for p in found})
         if self.settings.no_build:
-            self.notes += [no_build_line(p) for p in found]
+            self.kept += [(p, no_build_line(p), True) for p in found]
             return compiled
-        self.said += [abi_line(p) for p in found if p.abi]
-        self.notes += [kept_line(p, "ABI-bound, its prebuilt wheel kept") for p in found if p.abi and p.unasked_pre]
+        self.kept += [(p, abi_line(p), p.unasked_pre) for p in found if p.abi]
         rebuild = [p for p in found if not p.abi]
         if not rebuild:
             return compiled
@@ -593,7 +594,7 @@ class _Planner:
             self.build_only = moved
         self.build_only = []
         why = explanation(again.stderr, 300) if not again.ok else "an older release solved, the wheel is newer"
-        self.notes += [kept_line(p, why) for p in rebuild if p.unasked_pre or not again.ok]
+        self.kept += [(p, kept_line(p, why), True) for p in rebuild if p.unasked_pre or not again.ok]
         return compiled
 
     def _find_passed(self, plan: Plan, compiled: Compiled) -> list[Passed]:
@@ -638,8 +639,9 @@ class _Planner:
         comp_reasons, comp_warnings, routed = companion_notes(
             companions, build, first.python,
             [(d.name, Version(str(d.version))) for d in compiled.locked if d.name not in FAMILY_PACKAGES])
-        notes = [*notes, *comp_reasons, *self.said]
-        warnings = [*warnings, *comp_warnings]
+        kept = [(line, warn) for p, line, warn in self.kept if resolved.get(p.name) == str(p.chosen)]
+        notes = [*notes, *comp_reasons, *(line for line, warn in kept if not warn)]
+        warnings = [*warnings, *comp_warnings, *(line for line, warn in kept if warn)]
         sdists = [d for d in compiled.locked if d.needs_build]
         return self._assemble(plan, first, builds, held, resolved, routed, notes,
                               warnings + [_sdist_line(d.name, str(d.version), companions, self.passed.get(d.name))
