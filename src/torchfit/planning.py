@@ -579,22 +579,29 @@ class _Planner:
         if not rebuild:
             return compiled
         self.build_only = [p.name for p in rebuild]
-        for p in rebuild:
+        for p in rebuild:  # said before uv may build it to read its metadata
             self.progress.info(f"[resolve] {p.name} {p.newer} has no wheel for this host (the newest with one is "
-                               f"{p.chosen}): planned from its source distribution, as plain uv would")
+                               f"{p.chosen}): solving with it from its source distribution, as plain uv does (uv "
+                               "may build it to read its metadata; `--no-build` keeps the wheel)")
+        why, failed = "with it, the project's other requirements solve only with an older release", False
         for n in range(2):  # a second pass keeps from source only the packages the first moved on
-            again = self._compile(plan, work, f"{name}-newer{n}", constraints, direct=direct, routed=routed)
+            try:
+                again = self._compile(plan, work, f"{name}-newer{n}", constraints, direct=direct, routed=routed)
+            except ResolveFailed as exc:  # its build stalled or ran out of time: the wheel's answer stands
+                why, failed = exc.message, True
+                break
             got = {d.name: Version(str(d.version)) for d in again.locked}
             moved = [p.name for p in rebuild if p.name in self.build_only and p.name in got
                      and got[p.name] != p.chosen and (got[p.name] > p.chosen or p.unasked_pre)]
             if again.ok and moved == self.build_only:
                 return again
+            if not again.ok:
+                why, failed = explanation(again.stderr, 300), True
             if not again.ok or not moved:
                 break
             self.build_only = moved
         self.build_only = []
-        why = explanation(again.stderr, 300) if not again.ok else "an older release solved, the wheel is newer"
-        self.kept += [(p, kept_line(p, why), True) for p in rebuild if p.unasked_pre or not again.ok]
+        self.kept += [(p, kept_line(p, why), True) for p in rebuild if p.unasked_pre or failed]
         return compiled
 
     def _find_passed(self, plan: Plan, compiled: Compiled) -> list[Passed]:
