@@ -61,6 +61,21 @@ def explicit_pre(spec: SpecifierSet) -> bool:
     return False
 
 
+def allowed_newer(versions: Iterable[Version], chosen: Version, spec: SpecifierSet | None = None, *,
+                  allow_pre: bool = False) -> list[Version]:
+    """The releases among `versions` that `passed_over` would weigh against `chosen`, newest first:
+    newer ones (any final one where `chosen` is a pre-release nobody asked for) that `spec` and
+    uv's pre-release rule allow."""
+    versions = set(versions)
+    pre_ok = allow_pre or (spec is not None and explicit_pre(spec)) or all(v.is_prerelease for v in versions)
+    unasked = chosen.is_prerelease and not pre_ok
+    # newer releases; and for a pre-release nobody asked for, any final release (uv under
+    # --no-build takes `2.0b1` (a wheel) over `1.0` (an sdist); plain uv takes 1.0)
+    return sorted((v for v in versions if (v > chosen or (unasked and not v.is_prerelease))
+                   and (pre_ok or not v.is_prerelease) and (spec is None or spec.contains(v, prereleases=True))),
+                  reverse=True)
+
+
 def passed_over(name: str, chosen: Version, files: Sequence[ReleaseFile], tags: Iterable[Tag], python: str,
                 spec: SpecifierSet | None = None, *, allow_pre: bool = False) -> Passed | None:
     """The newest release of `name` newer than `chosen` (any final release, where `chosen` is a
@@ -70,6 +85,7 @@ def passed_over(name: str, chosen: Version, files: Sequence[ReleaseFile], tags: 
     supported = set(tags)
     versions = {v for v, _, _ in files}
     pre_ok = allow_pre or (spec is not None and explicit_pre(spec)) or all(v.is_prerelease for v in versions)
+    unasked = chosen.is_prerelease and not pre_ok
     py = Version(python)
 
     def fits_python(rp: str | None) -> bool:
@@ -78,12 +94,7 @@ def passed_over(name: str, chosen: Version, files: Sequence[ReleaseFile], tags: 
         except InvalidSpecifier:
             return True
 
-    unasked = chosen.is_prerelease and not pre_ok
-    # newer releases; and for a pre-release nobody asked for, any final release (uv under
-    # --no-build takes `2.0b1` (a wheel) over `1.0` (an sdist); plain uv takes 1.0)
-    for v in sorted((v for v in versions if v > chosen or (unasked and not v.is_prerelease)), reverse=True):
-        if (v.is_prerelease and not pre_ok) or (spec is not None and not spec.contains(v, prereleases=True)):
-            continue
+    for v in allowed_newer(versions, chosen, spec, allow_pre=allow_pre):
         mine = [(f, rp) for w, f, rp in files if w == v and fits_python(rp)]
         if any(_wheel_fits(f, supported) for f, _ in mine):
             return None  # a newer wheel uv did not take: the graph holds it back, not the wheels
