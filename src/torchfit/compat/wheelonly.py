@@ -61,13 +61,19 @@ def explicit_pre(spec: SpecifierSet) -> bool:
     return False
 
 
+def pre_allowed(versions: Iterable[Version], spec: SpecifierSet | None, allow_pre: bool) -> bool:
+    """uv's `if-necessary-or-explicit`: pre-releases where asked (`--pre`, a specifier naming
+    one) or where every release is one."""
+    return allow_pre or (spec is not None and explicit_pre(spec)) or all(v.is_prerelease for v in versions)
+
+
 def allowed_newer(versions: Iterable[Version], chosen: Version, spec: SpecifierSet | None = None, *,
                   allow_pre: bool = False) -> list[Version]:
     """The releases among `versions` that `passed_over` would weigh against `chosen`, newest first:
     newer ones (any final one where `chosen` is a pre-release nobody asked for) that `spec` and
     uv's pre-release rule allow."""
     versions = set(versions)
-    pre_ok = allow_pre or (spec is not None and explicit_pre(spec)) or all(v.is_prerelease for v in versions)
+    pre_ok = pre_allowed(versions, spec, allow_pre)
     unasked = chosen.is_prerelease and not pre_ok
     # newer releases; and for a pre-release nobody asked for, any final release (uv under
     # --no-build takes `2.0b1` (a wheel) over `1.0` (an sdist); plain uv takes 1.0)
@@ -84,8 +90,7 @@ def passed_over(name: str, chosen: Version, files: Sequence[ReleaseFile], tags: 
     `python`); None when there is none, or when such a release has a wheel (the graph holds it)."""
     supported = set(tags)
     versions = {v for v, _, _ in files}
-    pre_ok = allow_pre or (spec is not None and explicit_pre(spec)) or all(v.is_prerelease for v in versions)
-    unasked = chosen.is_prerelease and not pre_ok
+    unasked = chosen.is_prerelease and not pre_allowed(versions, spec, allow_pre)
     py = Version(python)
 
     def fits_python(rp: str | None) -> bool:
