@@ -130,12 +130,12 @@ def start_reading(reader: SourcePackages, names: Sequence[str]) -> list[Backgrou
 def worth_reading(requirements: Sequence[ProjectReq]) -> list[str]:
     """The direct requirements whose pages can show a release passed over: not the torch
     family (the torch index's), not one pinned to a single release (`x==1.0`: a lock's
-    requirements cost no reading)."""
+    requirements cost no reading), not a direct reference (`x @ URL`: uv takes that file)."""
     out = []
     for r in requirements:
         spec = r.requirement.specifier
         exact = len(spec) == 1 and all(s.operator in ("==", "===") and "*" not in s.version for s in spec)
-        if not r.is_family and not exact:
+        if not r.is_family and not exact and not getattr(r.requirement, "url", None):
             out.append(r.name)
     return list(dict.fromkeys(out))
 
@@ -169,7 +169,8 @@ def passed_in_answer(reader: SourcePackages, answer: Mapping[str, Version], *, p
     for r in [*requirements, *constraints]:
         specs[r.name] = specs.get(r.name, SpecifierSet()) & r.requirement.specifier
     every, direct = is_local(reader), set(worth_reading(requirements))
-    chosen = {n: v for n, v in answer.items() if n not in FAMILY_PACKAGES and n not in skip
+    urls = {r.name for r in requirements if getattr(r.requirement, "url", None)}
+    chosen = {n: v for n, v in answer.items() if n not in FAMILY_PACKAGES and n not in skip and n not in urls
               and (every or n in direct or v.is_prerelease)}
     return find_passed(reader, chosen, target_tags(python, arch, glibc, free_threaded=free_threaded), python, specs,
                        allow_pre=allow_pre,
