@@ -17,10 +17,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from tests.support.cli import run_cli
 from tests.support.fakehost import alive
-from tests.support.wheels import hostile_sdist, make_wheel, write_index
+from tests.support.wheels import hostile_sdist, make_sdist, make_wheel, write_index
 
 PROJECTS = Path(__file__).resolve().parent / "data" / "projects" / "pypi"
 CP311 = "cp311-cp311-manylinux_2_28_x86_64"
@@ -237,6 +238,92 @@ def test_a_package_whose_wheels_stop_at_an_older_torch_leads_the_plan_there(tmp_
     out = resolve(*CPU_HOST, "extx", "--find-links", str(links), "--torch-index-url", index.as_uri())
     assert (out["torch"], out["resolved"]["extx"]) == ("2.12.0", "1.0"), out
     assert not any("source distribution" in w for w in out["warnings"]), out["warnings"]
+    # the wheel it prefers, and why, is said (issue 33): its exact torch pin binds its binary to one torch
+    assert ("extx 1.0: its prebuilt wheel, kept (its METADATA pins torch==2.12.0: a binary built for one torch); "
+            "the newer extx 2.0 has only a source distribution") in " ".join(out["reasons"]), out["reasons"]
+
+
+# -- issue 33, class 1: a version traded for a wheel, never silently ------------------------------
+
+DEEPSPEED = PROJECTS / "deepspeed"
+
+
+def deepspeed_links(directory: Path) -> str:
+    """deepspeed as PyPI lists it (its recorded file list, deepspeed/index.json): a tiny wheel of
+    each wheel file, with the recorded torch line of its METADATA (the 2020 0.3.1.devN
+    py3-none-any wheels; the win_amd64 ones are never read on Linux), and the newest release as
+    PyPI has it, a source distribution only, with the torch line of its recorded PKG-INFO (stated
+    statically here: the real one says `Dynamic: requires-dist`, so uv builds it to read it).
+    Returns that newest release."""
+    page = json.loads((DEEPSPEED / "index.json").read_text())
+    torch_line = re.compile(r"^Requires-Dist: (torch\b(?!vision|audio)[^;\n]*)$", re.M)
+    for f in page["files"]:
+        if f["filename"].endswith(".whl") and not f["yanked"]:
+            _, version, tag = f["filename"][: -len(".whl")].split("-", 2)
+            record = DEEPSPEED / (f["filename"] + ".metadata")
+            requires = torch_line.findall(record.read_text()) if record.is_file() else []
+            make_wheel(directory, "deepspeed", version, requires, tag=tag)
+    newest = str(max(Version(v) for v in page["versions"]))
+    assert not any(f["filename"].startswith(f"deepspeed-{newest}-") for f in page["files"])  # no wheel at all
+    make_sdist(directory, "deepspeed", newest, torch_line.findall(
+        (DEEPSPEED / f"deepspeed-{newest}.tar.gz.PKG-INFO").read_text()), metadata_version="2.4")
+    return newest
+
+
+def plain_uv(links: Path, torch_wheels: Path, *options: str) -> dict[str, str]:
+    """What `uv pip compile` alone answers for `deepspeed` on the CPU_HOST target, offline."""
+    import sys
+
+    proc = subprocess.run([str(Path(sys.executable).with_name("uv")), "pip", "compile", "--no-config", "--offline",
+                           "--no-index", "--find-links", str(links), "--find-links", str(torch_wheels), *options,
+                           "--python-version", "3.11", "--python-platform", "x86_64-manylinux_2_36", "-"],
+                          input="deepspeed\n", capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return dict(re.findall(r"^([\w.-]+)==(\S+)$", proc.stdout, re.M))
+
+
+def test_an_unpinned_package_whose_releases_are_sdists_gets_the_release_plain_uv_takes_and_says_it_builds(
+        tmp_path: Path) -> None:
+    # Wheels only, uv answers a 2020 development release (0.3.1.devN, the last wheels for Linux);
+    # plain uv takes the newest release, which only builds from source. The plan has plain uv's.
+    index = torch_tree(tmp_path, "cpu", ["2.13.0", "2.15.0"])
+    links = tmp_path / "links"
+    newest = deepspeed_links(links)
+    plain, wheels = plain_uv(links, tmp_path / "wheels" / "cpu"), plain_uv(links, tmp_path / "wheels" / "cpu",
+                                                                           "--no-build")
+    assert plain["deepspeed"] == newest and Version(wheels["deepspeed"]).is_devrelease, (plain, wheels)
+    out = resolve(*CPU_HOST, "deepspeed", "--find-links", str(links), "--torch-index-url", index.as_uri())
+    assert (out["torch"], out["resolved"]["deepspeed"]) == ("2.15.0", newest), out
+    said = [w for w in out["warnings"] if w.startswith(f"deepspeed {newest} has no wheel for this host")]
+    assert said and "builds it from its source distribution" in said[0], out["warnings"]
+    assert f"{wheels['deepspeed']} (a development release): `--no-build` takes it" in said[0], said
+
+
+def test_no_build_keeps_the_wheel_and_says_the_release_it_traded(tmp_path: Path) -> None:
+    index = torch_tree(tmp_path, "cpu", ["2.13.0", "2.15.0"])
+    links = tmp_path / "links"
+    newest = deepspeed_links(links)
+    wheels = plain_uv(links, tmp_path / "wheels" / "cpu", "--no-build")["deepspeed"]
+    out = resolve("--no-build", *CPU_HOST, "deepspeed", "--find-links", str(links), "--torch-index-url",
+                  index.as_uri())
+    assert out["resolved"]["deepspeed"] == wheels, out
+    assert (f"deepspeed {wheels} (a development release) taken because --no-build: the newest release, {newest}, "
+            "has no wheel for this host") in " ".join(out["warnings"]), out["warnings"]
+
+
+def test_a_pre_release_wheel_kept_because_the_newer_source_cannot_be_solved_is_said_with_uvs_reason(
+        tmp_path: Path) -> None:
+    # wheels only, uv takes the 1.0b1 wheel over the 2.0 sdist (as it takes deepspeed's 2020 dev wheel);
+    # 2.0 needs a package no source has, so its source cannot answer: the wheel stays, said, with why
+    index = torch_tree(tmp_path, "cpu", ["2.13.0"])
+    links = tmp_path / "links"
+    make_wheel(links, "betaonly", "1.0b1", ["torch"])
+    make_sdist(links, "betaonly", "2.0", ["torch", "nosuchdep"])
+    out = resolve(*CPU_HOST, "betaonly", "--find-links", str(links), "--torch-index-url", index.as_uri())
+    assert out["resolved"]["betaonly"] == "1.0b1", out
+    said = [w for w in out["warnings"] if w.startswith("betaonly 1.0b1 (a pre-release) taken for its wheel: the "
+                                                       "newest release, 2.0, has no wheel for this host")]
+    assert said and "nosuchdep" in said[0], out["warnings"]
 
 
 # -- class 6: what the sources really serve --------------------------------------------------------

@@ -69,8 +69,10 @@ from torchfit.progress import Progress
 from torchfit.redact import strip_credentials
 
 if TYPE_CHECKING:
+    from torchfit.background import Background
     from torchfit.compat.companions import Companions
     from torchfit.compat.served import Served
+    from torchfit.compat.wheelonly import Passed
     from torchfit.index.client import IndexClient
     from torchfit.index.project import SourcePackages
     from torchfit.index.sources import Sources
@@ -153,6 +155,15 @@ class _Planner:
         self.companion_refused = False  # a companion pin left no torch build: said in `self.tried`
         self.misfits: dict[str, str] = {}  # releases without a wheel for the host: the host fact -> its hint
         self.unfit: dict[str, str] = {}  # the same, for releases then built from source (said, not refused)
+        # issue 33: packages planned from their source distribution (their newest release has no
+        # wheel for the host; every later wheels-only pass keeps them so), and what was passed over
+        self.build_only: list[str] = []
+        self.passed: dict[str, Passed] = {}
+        # what the plan says of a wheel kept: (the package, the line, a warning or a reason), said
+        # where the final answer still has that wheel (an exact pass may move it)
+        self.kept: list[tuple[Passed, str, bool]] = []
+        self.reading: list[Background[None]] = []
+        self._sources_reader: SourcePackages | None = None
 
     # -- the torch source ---------------------------------------------------------------
     @property
@@ -475,13 +486,16 @@ class _Planner:
 
         runner, uv = self._uv()
         sources = self.settings.sources(plan.variant)
-        options, env = sources.uv_compile(os.environ, work, no_build=no_build)
+        build_only = self.build_only if no_build else []
+        options, env = sources.uv_compile(os.environ, work, no_build=no_build, build_only=build_only)
         targets = fleet_targets(self.hosts, self.arch)  # one per architecture of the fleet's groups
         served = self.served.get(plan.variant)
         flat = (served is not None and served.kind == "flat") or is_flat(sources.torch_index)
         env = {**env, "UV_PYTHON_DOWNLOADS": "never"}  # an sdist's build never fetches an interpreter
         user = [r.text for r in self.request.project.constraints]  # the family's too: the user's word (issue 33)
         how = "wheels only" if no_build else "source distributions allowed: uv may build one to read its metadata"
+        if build_only:
+            how += f" but {', '.join(build_only)}, from source (no wheel of its newest release for this host)"
         self.progress.info(f"[resolve] uv: the whole project, torch from {self.where(plan.variant)} "
                            f"({plan.variant}, Python {plan.python_version}; {how})")
         building = "" if no_build else " (building a package from source to read its metadata)"
@@ -636,6 +650,10 @@ class _Planner:
             return None
         routed = self._routed_first(plan, builds)
         self.routed = routed  # where a release uv finds no wheel for is read from (_misfits)
+        if not self.reading:  # the direct requirements' pages, read while uv solves (issue 33)
+            from torchfit.index.newer import start_reading, worth_reading
+
+            self.reading = start_reading(self._reader(), worth_reading(self.request.project.others))
         compiled = None
         direct: list[str] = []
         for no_build in [True, False]:
@@ -661,9 +679,11 @@ class _Planner:
                 break
             if no_build:
                 self._say_building(compiled, plan)
+        assert compiled is not None
+        if compiled.ok and (no_build or self.settings.no_build):
+            compiled = self._newer_from_source(plan, work, name, constraints, compiled, direct=direct, routed=routed)
         self.direct = direct
         self.routed = routed
-        assert compiled is not None
         if not compiled.ok:
             from torchfit.lock.uv import classify_failure, names_family, not_found
 
@@ -722,6 +742,61 @@ class _Planner:
             return None
         return compiled, str(torch)
 
+    def _newer_from_source(self, plan: Plan, work: str, name: str, constraints: Sequence[str], compiled: Compiled,
+                           *, direct: Sequence[str], routed: Sequence[str]) -> Compiled:
+        """A wheels-only answer that passed over a newer release without a wheel (compat.wheelonly):
+        solved again with those packages from source, unless --no-build or ABI-bound; said either way."""
+        from torchfit.compat.wheelonly import abi_line, kept_line, no_build_line
+        from torchfit.lock.uv import explanation
+
+        found = self._find_passed(plan, compiled)
+        self.passed.update({p.name: p for p in found})
+        if self.settings.no_build:
+            self.kept += [(p, no_build_line(p), True) for p in found]
+            return compiled
+        self.kept += [(p, abi_line(p), p.unasked_pre) for p in found if p.abi]
+        rebuild = [p for p in found if not p.abi]
+        if not rebuild:
+            return compiled
+        self.build_only = [p.name for p in rebuild]
+        for p in rebuild:  # said before uv may build it to read its metadata
+            self.progress.info(f"[resolve] {p.name} {p.newer} has no wheel for this host (the newest with one is "
+                               f"{p.chosen}): solving with it from its source distribution, as plain uv does (uv "
+                               "may build it to read its metadata; `--no-build` keeps the wheel)")
+        why, failed = "with it, the project's other requirements solve only with an older release", False
+        for n in range(2):  # a second pass keeps from source only the packages the first moved on
+            try:
+                again = self._compile(plan, work, f"{name}-newer{n}", constraints, direct=direct, routed=routed)
+            except ResolveFailed as exc:  # its build stalled or ran out of time: the wheel's answer stands
+                why, failed = exc.message, True
+                break
+            got = {d.name: Version(str(d.version)) for d in again.locked}
+            moved = [p.name for p in rebuild if p.name in self.build_only and p.name in got
+                     and got[p.name] != p.chosen and (got[p.name] > p.chosen or p.unasked_pre)]
+            if again.ok and moved == self.build_only:
+                return again
+            if not again.ok:
+                why, failed = explanation(again.stderr, 300), True
+            if not again.ok or not moved:
+                break
+            self.build_only = moved
+        self.build_only = []
+        self.kept += [(p, kept_line(p, why), True) for p in rebuild if p.unasked_pre or failed]
+        return compiled
+
+    def _find_passed(self, plan: Plan, compiled: Compiled) -> list[Passed]:
+        from torchfit.index.newer import passed_in_answer
+
+        glibcs = [g.major_minor() for g in (h.glibc_v for h in self.hosts) if g is not None]
+        for started in self.reading:
+            started.wait()
+        wheels = {d.name: Version(str(d.version)) for d in compiled.locked if not d.needs_build}
+        return passed_in_answer(self._reader(), wheels, python=plan.python_version, arch=self.arch,
+                                glibc=min(glibcs) if glibcs else (2, 28), free_threaded=plan.free_threaded,
+                                requirements=self.request.project.others,
+                                constraints=self.request.project.constraints,
+                                skip=self.routed, allow_pre=self.settings.sources("cpu").pip.get_bool("pre"))
+
     # -- the answer -------------------------------------------------------------------------
     def _final(self, first: Plan, cut: Matrix, builds: Sequence[Build], compiled: Compiled, torch: str,
                work: str) -> Plan:
@@ -771,14 +846,15 @@ class _Planner:
             off_torch_index=self.unrouted, torch_index=self.where(first.variant), pages=self.pages)
         kept_out = [f"{why}; kept out, uv chose again" for _, _, why in
                     self._pyfit.get((first.python_version, first.free_threaded), [])]
+        kept = [(line, warn) for p, line, warn in self.kept if resolved.get(p.name) == str(p.chosen)]
         notes = [*dict.fromkeys(self.held), *kept_out, *notes, *comp_reasons,
                  *_held_companions(companions, compiled, Version(build.torch.public)),
                  *(f"passed over: {line}; planned instead: {first.variant}, Python {first.python}"
-                   for line in self.misfits)]
-        warnings = [*warnings, *comp_warnings]
+                   for line in self.misfits), *(line for line, warn in kept if not warn)]
+        warnings = [*warnings, *comp_warnings, *(line for line, warn in kept if warn)]
         sdists = [d for d in compiled.locked if d.needs_build]
         return self._assemble(plan, first, builds, held, resolved, routed, notes,
-                              warnings + [_sdist_line(d.name, str(d.version), companions) +
+                              warnings + [_sdist_line(d.name, str(d.version), companions, self.passed.get(d.name)) +
                                           (f"; {fact}" if (fact := self._unfit_of(f"{d.name} {d.version}")) else "")
                                           for d in sdists],
                               compiled, work)
@@ -1133,12 +1209,15 @@ class _Planner:
         return {m.line: m.hint for m in found}
 
     def _reader(self) -> SourcePackages:
+        """The project's packages as the user's sources list them, each page read once."""
         from torchfit.compat.matrix import PYPI_SIMPLE
         from torchfit.index.project import SourcePackages
 
-        sources = self.settings.sources("cpu")
-        indexes = [] if sources.no_index else [sources.index_url or PYPI_SIMPLE, *sources.extra_index_urls]
-        return SourcePackages(self.client, indexes, list(sources.find_links), self.arch)
+        if self._sources_reader is None:
+            sources = self.settings.sources("cpu")
+            indexes = [] if sources.no_index else [sources.index_url or PYPI_SIMPLE, *sources.extra_index_urls]
+            self._sources_reader = SourcePackages(self.client, indexes, list(sources.find_links), self.arch)
+        return self._sources_reader
 
 
 # What uv installs from a path (uv 0.13.9's message lists them): a wheel, an sdist archive, or a
@@ -1231,12 +1310,16 @@ def _as_url(location: str) -> str:
     return "file://" + quote(os.path.abspath(location))
 
 
-def _sdist_line(name: str, version: str, companions: Companions) -> str:
+def _sdist_line(name: str, version: str, companions: Companions, passed: Passed | None = None) -> str:
     from torchfit.compat.companions import format_sdist_warning
+    from torchfit.compat.wheelonly import built_note
 
     comp = companions.get(name)
     rel = next((r for r in comp.releases if str(r.version) == version), None) if comp else None
     if rel is not None and rel.sdist_only:
         return format_sdist_warning(rel)
+    if passed is not None:  # its newest release, as plain uv takes it; an older one has a wheel
+        return (f"{name} {version} has no wheel for this host in your sources: installing it builds it from its "
+                f"source distribution (runs its build, needs its compilers){built_note(passed, version)}")
     return (f"{name} {version} has no wheel for this host in your sources: installing it builds it from its "
             "source distribution (runs its build, needs its compilers); `resolve --no-build` refuses instead")

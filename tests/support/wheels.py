@@ -1,7 +1,8 @@
 """Tiny real wheels and real PEP 503 indexes for project tests (issue 18), in one place.
 
 `make_wheel` writes a valid wheel (METADATA with Requires-Dist/Requires-Python, WHEEL,
-RECORD with sha256, one module) that pip and uv install; `write_index` lays out a
+RECORD with sha256, one module) that pip and uv install; `make_sdist` a source
+distribution whose PKG-INFO uv reads without a build; `write_index` lays out a
 PEP 503 tree over wheels (links with #sha256=, PEP 658 `.metadata` files beside them
 when asked); `serve_dir` serves a directory on 127.0.0.1 with the standard library's
 HTTP server, so the index is read over real HTTP. Hostile ones (issue 25):
@@ -71,6 +72,25 @@ def make_wheel(directory: Path, name: str, version: str, requires: Sequence[str]
         for name_in_zip, data in files.items():
             zf.writestr(name_in_zip, data)
         zf.writestr(f"{info}/RECORD", record)
+    return path
+
+
+def make_sdist(directory: Path, name: str, version: str, requires: Sequence[str] = (),
+               requires_python: str | None = None, *, metadata_version: str = "2.2") -> Path:
+    """A real sdist `name-version.tar.gz` in `directory` whose PKG-INFO states its requirements
+    statically (Metadata-Version 2.2+, no `Dynamic:` field: PEP 643), so uv reads them without a
+    build (uv 0.13.10, measured); its setup.py fails if a build is ever run."""
+    directory.mkdir(parents=True, exist_ok=True)
+    head = metadata_text(name, version, requires, requires_python).replace(
+        "Metadata-Version: 2.1", f"Metadata-Version: {metadata_version}", 1)
+    files = {"PKG-INFO": head, "setup.py": f"raise SystemExit('{name} {version}: this build must not run')\n"}
+    path = directory / f"{name.replace('-', '_')}-{version}.tar.gz"
+    with tarfile.open(path, "w:gz") as tf:
+        for member, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{name.replace('-', '_')}-{version}/{member}")
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
     return path
 
 

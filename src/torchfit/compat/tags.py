@@ -16,6 +16,8 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from packaging.tags import Tag, compatible_tags, cpython_tags
+
 from torchfit.compat.versions import Arch, BuildArch, Dotted
 from torchfit.errors import BadInput
 
@@ -134,3 +136,21 @@ def uv_platform(arch: str, glibc: tuple[int, int] | None) -> str:
     low, high = UV_MANYLINUX_RANGE
     major, minor = max(low, min(high, glibc or (2, 28)))
     return f"{arch}-manylinux_{major}_{minor}"
+
+
+def target_tags(python: str, arch: str, glibc: tuple[int, int], *, free_threaded: bool = False) -> list[Tag]:
+    """The wheel tags CPython `python` on Linux `arch` with `glibc` installs, best first
+    (an image's interpreter, a planned host's): every manylinux floor up to `glibc`, the
+    legacy names (PEP 513/571/599), `linux_ARCH`, then abi3, none and `py3` ones
+    (`packaging.tags`). `free_threaded`: the `cp313t` ABI (PEP 703) in place of `cp313`."""
+    major, minor = (int(x) for x in python.split(".")[:2])
+    legacy = {floor: name for name, floor in LEGACY_MANYLINUX.items()}
+    platforms = []
+    for m in range(glibc[1], 4, -1):
+        platforms.append(f"manylinux_2_{m}_{arch}")
+        if (2, m) in legacy:
+            platforms.append(f"{legacy[(2, m)]}_{arch}")
+    platforms.append(f"linux_{arch}")
+    abis = [f"cp{major}{minor}t"] if free_threaded else None
+    return [*cpython_tags((major, minor), abis=abis, platforms=platforms),
+            *compatible_tags((major, minor), platforms=platforms)]

@@ -24,10 +24,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.tags import Tag, compatible_tags, cpython_tags
+from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from torchfit.compat.tags import uv_platform
+from torchfit.compat.tags import target_tags, uv_platform
 from torchfit.errors import ExportFailed
 from torchfit.lock.model import Artifact, LockedDist
 from torchfit.lock.pylock import sha256_file
@@ -101,22 +101,6 @@ def own_requirements() -> list[str]:
             continue
         out.append(str(req))
     return out
-
-
-def target_tags(python: str, arch: str, glibc: tuple[int, int]) -> list[Tag]:
-    """The wheel tags an image's CPython `python` on `arch` with `glibc` installs, best first."""
-    major, minor = (int(x) for x in python.split(".")[:2])
-    from torchfit.compat.tags import LEGACY_MANYLINUX
-
-    legacy = {floor: name for name, floor in LEGACY_MANYLINUX.items()}
-    platforms = []
-    for m in range(glibc[1], 4, -1):
-        platforms.append(f"manylinux_2_{m}_{arch}")
-        if (2, m) in legacy:
-            platforms.append(f"{legacy[(2, m)]}_{arch}")
-    platforms.append(f"linux_{arch}")
-    return [*cpython_tags((major, minor), platforms=platforms),
-            *compatible_tags((major, minor), platforms=platforms)]
 
 
 def best_wheel(d: LockedDist, tags: Sequence[Tag]) -> Artifact:

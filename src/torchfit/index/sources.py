@@ -253,12 +253,17 @@ class Sources:
         return env
 
     # -- uv ----------------------------------------------------------------------------
-    def uv_args(self, family: bool, *, resolving: bool = True, no_build: bool = False) -> list[str]:
+    def uv_args(self, family: bool, *, resolving: bool = True, no_build: bool = False,
+                build_only: Sequence[str] = ()) -> list[str]:
         """Options of a `uv pip` family or dependency step: no URL here (argv is public, in
         `ps`); the indexes and the find-links locations travel in `uv_env`.
 
         `resolving`: the step chooses versions, so the user's constraint files apply.
-        `no_build` (or the sources' own): `--no-build`, instead of pip's only-binary/no-binary.
+        `no_build` (or the sources' own): `--no-build`, instead of pip's only-binary/no-binary;
+        with `build_only` (never under the sources' own): wheels only but for those packages,
+        which come from their source distributions (`--only-binary :all: --no-binary NAME`:
+        uv refuses `--no-build` beside `--no-binary`, and lets a package's `--no-binary`
+        lift `--only-binary :all:` for it; uv 0.13.10, measured).
         """
         args = ["--no-config"]
         if self.offline:
@@ -267,7 +272,9 @@ class Sources:
             args += ["--allow-insecure-host", host]
         only_binary = self.pip.get("only-binary")
         no_binary = self.pip.get("no-binary")
-        if no_build or self.no_build:
+        if build_only and no_build and not self.no_build:
+            args += ["--only-binary", ":all:", *(a for n in build_only for a in ("--no-binary", n))]
+        elif no_build or self.no_build:
             args.append("--no-build")
         else:
             if only_binary:
@@ -324,8 +331,10 @@ class Sources:
             env["UV_HTTP_TIMEOUT"] = timeout.split(".")[0] or "30"
         return env
 
-    def uv_compile(self, base: Mapping[str, str], work: str, *, no_build: bool = False) -> tuple[list[str], dict[str, str]]:
-        """(options, environment) of a `uv pip compile` over these sources (`no_build`: wheels only).
+    def uv_compile(self, base: Mapping[str, str], work: str, *, no_build: bool = False,
+                   build_only: Sequence[str] = ()) -> tuple[list[str], dict[str, str]]:
+        """(options, environment) of a `uv pip compile` over these sources (`no_build`: wheels
+        only, `build_only` excepted: `uv_args`).
 
         No `--no-index` here: uv's `--no-index` drops every index, the explicit torch
         index too (uv 0.13.9, measured), so an offline or find-links-only resolution
@@ -333,7 +342,7 @@ class Sources:
         local directory (`work/no-index`), which has no page for any package: only the
         torch index and the find-links locations answer.
         """
-        args = [a for a in self.uv_args(family=False, no_build=no_build) if a != "--no-index"]
+        args = [a for a in self.uv_args(family=False, no_build=no_build, build_only=build_only) if a != "--no-index"]
         env = self.uv_env(base, family=False, find_links=True)
         if self.no_index:
             empty = os.path.join(work, "no-index")
