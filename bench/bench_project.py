@@ -11,6 +11,8 @@ HTTP, warm caches), side by side in alternating rounds, medians reported:
 
     python bench/bench_project.py --rounds 7            # local indexes (tiny wheels)
     python bench/bench_project.py --rounds 7 --pypi     # real PyPI, a real project
+    python bench/bench_project.py --rounds 7 --base ../base   # and torchfit from another checkout's src/
+                                                              # (an earlier commit), in the same rounds
 
 `--pypi`: the project `transformers==4.56.1 accelerate xformers==0.0.32.post2 sentencepiece`
 resolved against pypi.org (the machine reaches PyPI; warm caches), the torch family taken
@@ -53,6 +55,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--pypi", action="store_true", help="a real project against pypi.org")
+    ap.add_argument("--base", help="a checkout of another commit: its torchfit (src/) timed beside this one")
     args = ap.parse_args()
     bindir = Path(sys.executable).parent
     uv = str(bindir / "uv")
@@ -84,13 +87,17 @@ def main() -> int:
             bare = [uv, "pip", "compile", str(pyproject), "--format", "pylock.toml", "-o", str(root / "bare" / "pylock.toml"),
                     "--no-config", "--python-version", "3.11", "--python-platform", "x86_64-manylinux_2_28",
                     "--default-index", pypi, "--no-header", "--quiet"]
-            times: dict[str, list[float]] = {"torchfit": [], "bare uv": []}
-            for argv in (tf, bare):  # warm both caches once
-                subprocess.run(argv, env=env, check=True, capture_output=True)
+            runs: list[tuple[str, list[str], dict[str, str]]] = [("torchfit", tf, env), ("bare uv", bare, env)]
+            if args.base:  # the same command, torchfit imported from the other checkout's src/
+                base_env = {**env, "PYTHONPATH": str(Path(args.base).resolve() / "src")}
+                runs.append(("base", [sys.executable, "-m", "torchfit", *tf[1:]], base_env))
+            times: dict[str, list[float]] = {name: [] for name, _, _ in runs}
+            for _, argv, e in runs:  # warm every cache once
+                subprocess.run(argv, env=e, check=True, capture_output=True)
             for _ in range(args.rounds):
-                for name, argv in (("torchfit", tf), ("bare uv", bare)):
+                for name, argv, e in runs:
                     start = time.perf_counter()
-                    subprocess.run(argv, env=env, check=True, capture_output=True)
+                    subprocess.run(argv, env=e, check=True, capture_output=True)
                     times[name].append(time.perf_counter() - start)
     med = {k: statistics.median(v) for k, v in times.items()}
     load = os.getloadavg()[0]
@@ -99,6 +106,9 @@ def main() -> int:
     for k, v in times.items():
         print(f"{k:9s} median {med[k]:.3f} s  ({', '.join(f'{x:.3f}' for x in v)})")
     print(f"ratio torchfit / bare uv: {med['torchfit'] / med['bare uv']:.2f}x")
+    if "base" in med:
+        print(f"ratio base / bare uv: {med['base'] / med['bare uv']:.2f}x; torchfit / base: "
+              f"{med['torchfit'] / med['base']:.2f}x")
     return 0
 
 

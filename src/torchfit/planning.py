@@ -443,7 +443,7 @@ class _Planner:
         from torchfit.index.project import read_requires_pythons
 
         files = {(d.name, str(d.version)): [(a.filename or _basename(a.url or a.path or ""),
-                                             a.url or "file://" + (a.path or "")) for a in d.artifacts]
+                                             a.url or "file://" + (a.path or ""), a.sha256) for a in d.artifacts]
                  for d in compiled.locked}
         unread = [(key, f) for key, f in files.items() if key not in self._rp]
         got = read_requires_pythons(self.client, [(f"{n}=={v}", f) for (n, v), f in unread])
@@ -452,7 +452,7 @@ class _Planner:
         listed = self._listed_files(plan, list(files)) if plan.free_threaded else {}
         out = []
         for (n, v), f in files.items():
-            why = judge_file_set(n, v, listed.get((n, v)) or [unquote(name) for name, _ in f], self._rp.get((n, v)),
+            why = judge_file_set(n, v, listed.get((n, v)) or [unquote(name) for name, _, _ in f], self._rp.get((n, v)),
                                  plan.python_version, plan.free_threaded)
             if why is not None:
                 out.append((n, v, why))

@@ -120,6 +120,10 @@ def _short_reason(exc: BaseException) -> str:
     return redact(text.splitlines()[0][:160]) if text else type(exc).__name__
 
 
+# What one planning run keeps of the pages it read, at most (a page is asked for once per run)
+MAX_RUN_MEMO_BYTES = 64 << 20
+
+
 class IndexClient:
     """HTTP for indexes: timeouts, retries with backoff, a conditional cache, redaction.
 
@@ -170,6 +174,10 @@ class IndexClient:
         # Serve a cached body the server called fresh (Cache-Control max-age) without asking:
         # for the project's reads at every resolve. `matrix check` always revalidates.
         self.honor_max_age = honor_max_age
+        # honor_max_age (one planning run): a page read once is not asked for again by the same run
+        # (planning reads a project's pages while uv solves, then judges them: one request, not two)
+        self._read: dict[str, Fetched] = {}
+        self._read_bytes = 0
         self.allow_insecure = allow_insecure
 
     # -- plumbing ---------------------------------------------------------------
@@ -405,6 +413,16 @@ class IndexClient:
         used without asking the server at all: its content is pinned by the hash.
         """
         key = DiskCache.key(url, accept)
+        again = self._read.get(key) if self.honor_max_age else None
+        if again is not None and len(again.body) <= limit:
+            return again
+        got = self._get(key, url, accept, expect_sha256=expect_sha256, limit=limit)
+        if self.honor_max_age and got.status == 200 and self._read_bytes + len(got.body) <= MAX_RUN_MEMO_BYTES:
+            self._read[key] = got
+            self._read_bytes += len(got.body)
+        return got
+
+    def _get(self, key: str, url: str, accept: str, *, expect_sha256: str | None, limit: int) -> Fetched:
         cached = self.cache.load(key) if self.cache else None
         if cached and len(cached[1]) > limit:
             cached = None  # kept under a larger limit: this reader asks again, bounded

@@ -92,7 +92,17 @@ def maybe_newer(reader: SourcePackages, name: str, chosen: Version, spec: Specif
         if got.status != 200:
             continue  # no such project there
         if "json" not in got.content_type:
-            return True
+            # a PEP 503 page: the versions of its file names, from the body just read (not a second read
+            # of the page, file by file, unless one is newer)
+            from torchfit.index.pages import parse_project_html
+            from torchfit.index.project import _version_of
+
+            try:
+                files = parse_project_html(got.body.decode("utf-8", errors="replace"), got.url)
+            except IndexMalformed:
+                return True
+            versions += [v for f in files if not f.yanked and (v := _version_of(f.filename, canonicalize_name(name)))]
+            continue
         try:
             # json.loads, not inputs.decode_json: its nesting bound is a pass over every bracket of
             # the page (0.8 s of PyPI's pydantic-core page); CPython's decoder bounds its own

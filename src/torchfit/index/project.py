@@ -272,14 +272,39 @@ def read_requires_python(client: IndexClient, files: Sequence[tuple[str, str]]) 
     return None
 
 
-def read_requires_pythons(client: IndexClient, releases: Sequence[tuple[str, Sequence[tuple[str, str]]]]
+def read_requires_pythons(client: IndexClient, releases: Sequence[tuple[str, Sequence[tuple[str, str, str | None]]]]
                           ) -> dict[str, str | None]:
-    """`read_requires_python` for each (name, files), all at once (one thread per release)."""
+    """`read_requires_python` for each (key, files: (filename, url, sha256)), eight at a time.
+
+    What a file's METADATA says never changes while its bytes do not: a Requires-Python read is
+    kept by the wheel's sha256 (the lock's hash) in the cache, so a warm resolve reads none.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from torchfit.cache import read_record, write_record
+
+    known = read_record("requires-python", "by-sha256")
+    known = known if isinstance(known, dict) else {}
     out: dict[str, str | None] = {}
+    todo = []
+    for key, files in releases:
+        sha = next((h for f, _, h in files if f.endswith(".whl") and h), None)
+        if sha is not None and sha in known and (known[sha] is None or isinstance(known[sha], str)):
+            out[key] = known[sha]
+        else:
+            todo.append((key, files, sha))
 
-    def one(name: str, files: Sequence[tuple[str, str]]) -> None:
-        out[name] = read_requires_python(client, files)
+    def one(item: tuple[str, Sequence[tuple[str, str, str | None]], str | None]) -> tuple[str, str | None]:
+        try:
+            return item[0], read_requires_python(client, [(f, u) for f, u, _ in item[1]])
+        except Exception:
+            return item[0], None
 
-    for started in [Background(_quietly, one, name, files) for name, files in releases]:
-        started.wait()
+    if todo:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            got = dict(pool.map(one, todo))
+        out.update(got)
+        fresh = {sha: got[key] for key, _, sha in todo if sha is not None}
+        if fresh and len(known) < 50_000:
+            write_record("requires-python", "by-sha256", {**known, **fresh})
     return out
