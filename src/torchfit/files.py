@@ -206,7 +206,7 @@ def _kind(st: os.stat_result) -> str:
 
 
 def _refuse(where: str, what: str) -> NotOurs:
-    return NotOurs(f"{where}: {what} is there, which torchfit did not make; move it away (nothing was written)")
+    return NotOurs(f"{where}: {what} is there, which torchfit did not make; move it away (it was left as it is)")
 
 
 def open_beneath(root: str, rel: str = "", *, create: bool = True) -> int:

@@ -156,6 +156,7 @@ def make_pack(lock: Lock, lock_path: str | Sequence[str], out: str, *, fetch: Fe
     os.makedirs(out, exist_ok=True)
     root = open_beneath(out)
     try:
+        _judge_targets(out, root, [(sub, name) for _, _, sub, name in plan], lock, lock_path)
         return _fill(lock, lock_path, out, root, plan, total, fetch=fetch, say=say, version=version,
                      hostlists=hostlists)
     finally:
@@ -210,6 +211,28 @@ def _fill(lock: Lock, lock_path: str | Sequence[str], out: str, root: int, plan:
     put("", "README.txt", README.format(lock=what, count=len(plan), size=_mb(done), version=version,
                                         where_lock=where_lock).encode())
     return result
+
+
+def _judge_targets(out: str, root: int, files: list[tuple[str, str]], lock: Lock,
+                   lock_path: str | Sequence[str]) -> None:
+    """Every path the pack will write, judged before anything is fetched: a symlink, a FIFO or a
+    directory at one (files.NotOurs) is refused naming it while the pack is as it was."""
+    named = [(sub, name) for sub, name in files] + [(sub, name + ".part") for sub, name in files]
+    named += [(rel, name) for rel, name, _ in _index_pages(lock)] + [("", MARKER), ("", "README.txt")]
+    if isinstance(lock_path, str):
+        named.append(("", "pylock.toml"))
+    else:
+        named += [("locks", GROUPS)] + [("locks", os.path.splitext(os.path.basename(p))[0] + ".toml")
+                                        for p in lock_path]
+    for rel, name in named:
+        try:
+            dfd = open_beneath(out, rel, create=False) if rel else os.dup(root)
+        except FileNotFoundError:
+            continue  # made by this run
+        try:
+            existing_file(dfd, name, os.path.join(out, rel, name))
+        finally:
+            os.close(dfd)
 
 
 def _read(path: str) -> bytes:
