@@ -146,3 +146,22 @@ def test_values_ending_in_a_bracket_keep_the_lua_syntax(lmod: Path, tmp_path: Pa
     assert res.returncode == 0, res.stdout + res.stderr
     assert res.stdout.splitlines()[0] == f"{str(env)!r} 'nvidia-nccl-cu12==2.27.3]' None", res.stdout
     assert 'whatis("NCCL: nvidia-nccl-cu12==2.27.3]")' in res.stdout, res.stdout
+
+
+def test_a_symlink_at_the_modulefile_path_is_refused_never_followed(tmp_path: Path) -> None:
+    """The module tree is the site's: a symlink at -o (to a file outside) is refused naming it, the
+    file it points to unchanged (files.write_into); a modulefile there before is rewritten."""
+    from tests.installer.conftest import one_line_error
+
+    lock = _lock_at(tmp_path / "env")
+    victim = tmp_path / "victim"
+    victim.write_text("the site's own file\n")
+    (tmp_path / "torch.lua").symlink_to(victim)
+    line = one_line_error(run_tf("export", "--format", "lmod", "--lock", str(lock), "-o", str(tmp_path / "torch.lua"),
+                                 state=tmp_path / "state"))
+    assert f"{tmp_path / 'torch.lua'}: a symbolic link is there" in line, line
+    assert victim.read_text() == "the site's own file\n"
+    (tmp_path / "torch.lua").unlink()
+    (tmp_path / "torch.lua").write_text("-- an older module\n")
+    _export(lock, tmp_path / "torch.lua", tmp_path / "state")
+    assert (tmp_path / "torch.lua").read_text().startswith("-- torch/2.13.0-cpu: written by")
