@@ -145,3 +145,41 @@ def test_attack3_private_dir_refuses_another_users_directory_and_planted_files(t
         assert not (mine / "log").is_symlink() and (mine / "log").read_bytes() == b"record"
     finally:
         os.close(dfd)
+
+
+def test_write_beside_never_follows_or_replaces_what_is_not_torchfits(tmp_path: Path) -> None:
+    """files.write_beside/open_beneath/open_existing (issue 34): a symlink, a FIFO (refused at once,
+    never waited on), a directory at the target or a symlinked directory on the way is refused
+    naming the path; a hard-linked file is never opened to be written in place; a different file
+    is refused where only the same may be; no temporary file is left."""
+    from torchfit.files import NotOurs, open_beneath, open_existing, write_beside, write_into
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "link").symlink_to(victim)
+    os.mkfifo(out / "fifo")
+    (out / "dir").mkdir()
+    os.link(victim, out / "hard")
+    (out / "sub").symlink_to(tmp_path)
+    dfd = open_beneath(str(out))
+    try:
+        for name, kind in (("link", "a symbolic link"), ("fifo", "a FIFO"), ("dir", "a directory")):
+            with pytest.raises(NotOurs, match=f"{out / name}: {kind} is there"):
+                write_beside(dfd, name, b"x", where=str(out / name))
+        with pytest.raises(NotOurs, match="a file with 2 hard links"):
+            open_existing(dfd, "hard", str(out / "hard"), os.O_RDWR)
+        assert write_beside(dfd, "hard", b"new", where="hard")  # renamed over the name: the other name keeps its bytes
+        assert write_beside(dfd, "same", b"lock", where="same", differing="refuse")
+        assert not write_beside(dfd, "same", b"lock", where="same", differing="refuse")  # the same: kept
+        with pytest.raises(NotOurs, match="a different file is already there"):
+            write_beside(dfd, "same", b"other", where="same", differing="refuse")
+    finally:
+        os.close(dfd)
+    with pytest.raises(NotOurs, match=f"{out / 'sub'}: a symbolic link is there"):
+        open_beneath(str(out), "sub/x")
+    with pytest.raises(NotOurs, match="a symbolic link is there"):
+        write_into(str(out / "link"), "x")
+    assert victim.read_text() == "precious" and (out / "hard").read_bytes() == b"new"
+    assert (out / "same").read_bytes() == b"lock" and not list(out.glob(".*torchfit-tmp"))

@@ -17,6 +17,12 @@
   when new, O_NONBLOCK always), so a symlink or FIFO planted there is refused,
   never written through or waited on. The same rules as PREFIX.lock
   (installer/prefix.py).
+- `write_beside` / `write_into` (with `open_beneath`, `open_existing`, `new_beside`, `commit`):
+  every file torchfit writes into a directory it does not own outright (a pack, export's build
+  context, a modulefile): no symlink followed (the directories inside opened with O_NOFOLLOW too),
+  the bytes in a new O_EXCL file beside the target, the rename the commit point; a symlink, a
+  directory, a FIFO or a hard-linked file already at the target is refused (`NotOurs`, exit 2)
+  naming the path, never written through or replaced.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ import errno
 import os
 import stat
 import tempfile
+
+from torchfit.errors import BadInput
 
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
@@ -175,3 +183,154 @@ def write_private(dfd: int, name: str, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp, dir_fd=dfd)
         raise
+
+
+# --- files torchfit writes into a directory it does not own outright ------------------------------
+
+
+class NotOurs(BadInput):
+    """Where torchfit would write, something it did not make is there (a symbolic link, a
+    directory, a FIFO, a file another name shares, or a different file where only the same one
+    may be): refused naming the path, and nothing was followed, replaced or written."""
+
+
+def _kind(st: os.stat_result) -> str:
+    mode = st.st_mode
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISREG(mode):
+        return f"a file with {st.st_nlink} hard links"
+    return "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+
+
+def _refuse(where: str, what: str) -> NotOurs:
+    return NotOurs(f"{where}: {what} is there, which torchfit did not make; move it away (it was left as it is)")
+
+
+def open_beneath(root: str, rel: str = "", *, create: bool = True) -> int:
+    """An O_DIRECTORY fd of `root`/`rel`. `root` is the directory the user named (followed: theirs
+    to name); each component of `rel` is made when missing (and `create`) and opened relative to
+    its parent with O_NOFOLLOW, so a symlink planted inside is refused (NotOurs), never entered."""
+    dfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    where = root
+    for part in [p for p in rel.split("/") if p]:
+        where = os.path.join(where, part)
+        if part in (".", ".."):
+            os.close(dfd)
+            raise NotOurs(f"{where}: not a directory name torchfit writes into")
+        try:
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o777, dir_fd=dfd)
+            sub = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                os.close(dfd)
+                raise
+            st = os.stat(part, dir_fd=dfd, follow_symlinks=False)
+            os.close(dfd)
+            raise _refuse(where, _kind(st)) from None
+        os.close(dfd)
+        dfd = sub
+    return dfd
+
+
+def existing_file(dfd: int, name: str, where: str) -> os.stat_result | None:
+    """What is at `name` in `dfd`, never followed: None when nothing, the stat of a regular file,
+    NotOurs (naming `where`) for anything else."""
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        raise _refuse(where, _kind(st))
+    return st
+
+
+def open_existing(dfd: int, name: str, where: str, flags: int = os.O_RDONLY) -> int:
+    """Open the regular file `name` in `dfd` (O_NOFOLLOW, never blocking on a FIFO), refused
+    (NotOurs) unless it is a regular file no other name shares: writing into it in place (a
+    download resumed) then never reaches a file outside."""
+    try:
+        fd = os.open(name, flags | _NOFOLLOW, dir_fd=dfd)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+            raise
+        raise _refuse(where, _kind(os.stat(name, dir_fd=dfd, follow_symlinks=False))) from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        raise _refuse(where, _kind(st))
+    os.set_blocking(fd, True)
+    return fd
+
+
+def new_beside(dfd: int, name: str) -> tuple[int, str]:
+    """A new temporary file beside `name` in `dfd` (O_EXCL, O_NOFOLLOW: nothing planted is ever
+    opened), for `commit` to rename over `name`; (fd, its name)."""
+    for _ in range(5):
+        tmp = f".{name[:200]}.{os.urandom(6).hex()}.torchfit-tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666, dir_fd=dfd), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "cannot make a temporary file", name)  # pragma: no cover
+
+
+def commit(dfd: int, tmp: str, name: str, where: str) -> None:
+    """The commit point: `tmp` renamed over `name` (a rename replaces a name, never follows it),
+    unless what is at `name` now is not a regular file (NotOurs; `tmp` removed)."""
+    try:
+        existing_file(dfd, name, where)
+        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dfd)
+        raise
+    with contextlib.suppress(OSError):
+        os.fsync(dfd)
+
+
+def write_beside(dfd: int, name: str, data: bytes, *, where: str, differing: str = "replace") -> bool:
+    """`name` in directory `dfd` holds `data` afterwards, written whole through a new O_EXCL file
+    beside it and renamed (`commit`); nothing planted is followed. What is already there: not a
+    regular file -> NotOurs naming `where`; a regular file with other bytes -> replaced
+    (`differing="replace"`, a file of torchfit's own tree) or refused (`differing="refuse"`: one
+    torchfit may only find identical). False when the same bytes were there (nothing written)."""
+    st = existing_file(dfd, name, where)
+    if st is not None and differing == "refuse":
+        if st.st_size == len(data):
+            fd = open_existing(dfd, name, where)
+            with os.fdopen(fd, "rb") as fh:
+                if fh.read(len(data) + 1) == data:
+                    return False
+        raise NotOurs(f"{where}: a different file is already there; torchfit does not replace it: "
+                      "move it away or write elsewhere (nothing was written)")
+    fd, tmp = new_beside(dfd, name)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+            if st is not None:
+                os.fchmod(fh.fileno(), stat.S_IMODE(st.st_mode))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dfd)
+        raise
+    commit(dfd, tmp, name, where)
+    return True
+
+
+def write_into(path: str, data: str | bytes, *, differing: str = "replace") -> bool:
+    """`write_beside` by path: the file `path` in the directory the user named (that directory
+    followed, the file itself never)."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    directory, name = os.path.split(os.path.abspath(path))
+    dfd = open_beneath(directory, create=False)
+    try:
+        return write_beside(dfd, name, raw, where=path, differing=differing)
+    finally:
+        os.close(dfd)

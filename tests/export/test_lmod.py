@@ -90,3 +90,78 @@ def test_lmod_needs_a_lock(tmp_path: Path) -> None:
     proc = run_tf("export", "--format", "lmod", "torch==2.13.0", "--variant", "cpu", state=tmp_path)
     assert proc.returncode == 2 and "--lock PREFIX/pylock.toml" in proc.stderr, proc.stderr
     assert shutil.which("bash")
+
+
+# --- values escaped for Lua (issue 34, L1 and L2): loaded by the real Lmod, never run as code ------
+
+
+def _lock_at(env: Path, name: str = "pylock.toml", nccl: str | None = None) -> Path:
+    """The containerfile tests' lock (CPU torch 2.13.0) at `env`/`name`, its NCCL wheel pin at `nccl`."""
+    from tests.export.conftest import container_lock
+
+    env.mkdir(parents=True)
+    text = container_lock(env, mechanism="wheel" if nccl else "none").read_text()
+    if nccl:
+        text = text.replace('mechanism = "wheel"\n', f'mechanism = "wheel"\npackage = "nvidia-nccl-cu12"\n'
+                                                     f'version = "{nccl}"\n')
+    (env / "pylock.toml").unlink()
+    (env / name).write_text(text)
+    return env / name
+
+
+def _load_and_show(lmod: Path, moddir: Path) -> subprocess.CompletedProcess[str]:
+    """`module load` then `module show` of torch/2.13.0-cpu; prints what the module set, repr'd."""
+    show = ("import os; print(repr(os.environ.get('VIRTUAL_ENV')), repr(os.environ.get('TORCHFIT_NCCL')), "
+            "repr(os.environ.get('INJECTED')))")
+    return _module_shell(lmod, moddir, f'module load torch/2.13.0-cpu && python3 -c "{show}" && '
+                         "module show torch/2.13.0-cpu 2>&1")
+
+
+def test_a_cr_or_newline_in_the_lock_path_stays_in_the_first_comment(lmod: Path, tmp_path: Path) -> None:
+    """L1: the env's directory name holds a CR, the lock's file name a newline, each followed by Lua:
+    Lmod loads the module, the injected `setenv` never runs, VIRTUAL_ENV is the directory exactly."""
+    env = tmp_path / 'e\rsetenv("INJECTED","cr")--'
+    lock = _lock_at(env, 'pylock\nsetenv("INJECTED","newline")\n--.toml')
+    moddir = tmp_path / "modules"
+    (moddir / "torch").mkdir(parents=True)
+    _export(lock, moddir / "torch" / "2.13.0-cpu.lua", tmp_path / "state")
+    res = _load_and_show(lmod, moddir)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.splitlines()[0] == f"{str(env)!r} 'none (no NCCL in this build)' None", res.stdout
+    # `module show` lists each function the file ran: the injected text appears inside the values
+    # it shows (followed by its `--`), never as a setenv of its own.
+    ran = re.split(r"[\r\n]", res.stdout)
+    assert 'setenv("INJECTED","cr")' not in ran and 'setenv("INJECTED","newline")' not in ran, res.stdout
+
+
+def test_values_ending_in_a_bracket_keep_the_lua_syntax(lmod: Path, tmp_path: Path) -> None:
+    """L2: an env at envs/env[1] and an NCCL version `2.27.3]` in the lock: the module loads and
+    sets both as they are (a Lua long string `[[...]]` ended one character early)."""
+    env = tmp_path / "envs" / "env[1]"
+    lock = _lock_at(env, nccl="2.27.3]")
+    moddir = tmp_path / "modules"
+    (moddir / "torch").mkdir(parents=True)
+    _export(lock, moddir / "torch" / "2.13.0-cpu.lua", tmp_path / "state")
+    res = _load_and_show(lmod, moddir)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.splitlines()[0] == f"{str(env)!r} 'nvidia-nccl-cu12==2.27.3]' None", res.stdout
+    assert 'whatis("NCCL: nvidia-nccl-cu12==2.27.3]")' in res.stdout, res.stdout
+
+
+def test_a_symlink_at_the_modulefile_path_is_refused_never_followed(tmp_path: Path) -> None:
+    """The module tree is the site's: a symlink at -o (to a file outside) is refused naming it, the
+    file it points to unchanged (files.write_into); a modulefile there before is rewritten."""
+    from tests.installer.conftest import one_line_error
+
+    lock = _lock_at(tmp_path / "env")
+    victim = tmp_path / "victim"
+    victim.write_text("the site's own file\n")
+    (tmp_path / "torch.lua").symlink_to(victim)
+    line = one_line_error(run_tf("export", "--format", "lmod", "--lock", str(lock), "-o", str(tmp_path / "torch.lua"),
+                                 state=tmp_path / "state"))
+    assert f"{tmp_path / 'torch.lua'}: a symbolic link is there" in line, line
+    assert victim.read_text() == "the site's own file\n"
+    (tmp_path / "torch.lua").unlink()
+    (tmp_path / "torch.lua").write_text("-- an older module\n")
+    _export(lock, tmp_path / "torch.lua", tmp_path / "state")
+    assert (tmp_path / "torch.lua").read_text().startswith("-- torch/2.13.0-cpu: written by")

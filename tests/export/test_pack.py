@@ -269,3 +269,38 @@ def test_the_progress_total_counts_a_local_wheel_the_lock_gives_no_size(tmp_path
     proc = run_tf("pack", "--lock", str(lock), "-o", str(tmp_path / "pack"), state=tmp_path / "state")
     assert proc.returncode == 0, proc.stderr
     assert "pack: 2/2" in proc.stderr and "(4.0 MB of 4.0 MB)" in proc.stderr, proc.stderr
+
+
+# --- a pack's directory: nothing planted in it is written through or kept (issue 34, P1) ----------
+
+
+@pytest.mark.parametrize("planted", ["wheels/alpha-1.0-py3-none-any.whl.part", "README.txt", "simple/index.html",
+                                     "wheels/alpha-1.0-py3-none-any.whl"])
+def test_a_link_planted_in_a_pack_is_refused_never_written_through_or_kept(tmp_path: Path, planted: str) -> None:
+    """A pack made, then a symlink to a file outside put where the pack writes (a `.part`, README.txt,
+    simple/index.html) or where a wheel is (to a copy of the very wheel: its sha256 is right): the
+    pack run again is refused in one line naming it, and the file outside is unchanged."""
+    from tests.installer.conftest import one_line_error
+
+    wheels = tmp_path / "src"
+    wheels.mkdir()
+    data = b"a" * 100_000
+    (wheels / SMALL).write_bytes(data)
+    (wheels / TORCH_WHL).write_bytes(b"t" * 1000)
+    lock = tmp_path / "pylock.toml"
+    lock.write_text(_lock(_package(SMALL, (wheels / SMALL).as_uri(), data),
+                          _package(TORCH_WHL, (wheels / TORCH_WHL).as_uri(), b"t" * 1000), requires_python=None))
+    out = tmp_path / "pack"
+    first = run_tf("pack", "--lock", str(lock), "-o", str(out), state=tmp_path / "state")
+    assert first.returncode == 0, first.stderr
+    victim = tmp_path / "victim"
+    victim.write_bytes(data if planted.endswith(".whl") else b"the user's own file\n")
+    before = victim.read_bytes()
+    (out / "wheels" / SMALL).unlink()
+    target = out / planted
+    target.unlink(missing_ok=True)
+    target.symlink_to(victim)
+    again = run_tf("pack", "--lock", str(lock), "-o", str(out), state=tmp_path / "state")
+    line = one_line_error(again)
+    assert f"{target}: a symbolic link is there, which torchfit did not make" in line, line
+    assert victim.read_bytes() == before and target.is_symlink()

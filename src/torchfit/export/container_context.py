@@ -4,12 +4,16 @@
 `write_context` writes the context: torchfit's wheels (export.ownwheels), the lock (without a
 pack) and the Containerfile (export.containerfile), which is written last, so a context with a
 Containerfile is complete.
+
+The context is the user's directory, not torchfit's: every file goes in through files.write_beside
+(a new O_EXCL file beside it, renamed), nothing planted there is followed, and a symlink or FIFO
+where a file goes is refused naming it. The lock is copied only where no lock is, or the same one
+(kept): a different pylock.toml already in the context is refused, never replaced.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,6 +28,7 @@ from torchfit.export.containerfile import (
     render_containerfile,
 )
 from torchfit.export.stack import Stack
+from torchfit.files import existing_file, open_beneath, write_beside, write_into
 from torchfit.lock.pylock import load_lock, sha256_file
 
 if TYPE_CHECKING:
@@ -91,9 +96,21 @@ def write_context(stack: Stack, lock_path: str, output: str | None, *, pack: str
                                     wheels_sha256=wheels_sha256)
 
     render("0" * 64)  # first: a lock no image can be built from is refused before anything is written
+    if os.path.isdir(context):  # a Containerfile that is not a file: refused before anything is written
+        dfd = open_beneath(context, create=False)
+        try:
+            existing_file(dfd, os.path.basename(containerfile), str(output))
+        finally:
+            os.close(dfd)
     os.makedirs(context, exist_ok=True)
     if not pack and os.path.abspath(lock_path) != os.path.join(context, "pylock.toml"):
-        shutil.copyfile(lock_path, os.path.join(context, "pylock.toml"))
+        with open(lock_path, "rb") as fh:
+            data = fh.read()
+        dfd = open_beneath(context, create=False)
+        try:
+            write_beside(dfd, "pylock.toml", data, where=os.path.join(context, "pylock.toml"), differing="refuse")
+        finally:
+            os.close(dfd)
     from torchfit.compat.tags import TORCH_MANYLINUX_FLOORS
     from torchfit.export.ownwheels import write_own_wheels
 
@@ -101,7 +118,5 @@ def write_context(stack: Stack, lock_path: str, output: str | None, *, pack: str
     write_own_wheels(wheels, python=stack.python, arch=stack.arches[0], glibc=floor or TORCH_MANYLINUX_FLOORS[-1], pypi_url=pypi_url,
                      runner=runner, fetch=fetch, say=say)
     text = render(sha256_file(os.path.join(wheels, "requirements.txt")))
-    with open(containerfile + ".part", "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(containerfile + ".part", containerfile)
+    write_into(containerfile, text)
     return Context(context, containerfile, base)

@@ -10,8 +10,12 @@ unload` (prepend_path/setenv are undone, PATH and LD_PRELOAD regain their old va
 keeps two torch modules from being loaded together (Lmod swaps them).
 
 Functions used, from Lmod's "Lua Modulefile Functions": help, whatis, family, prepend_path,
-setenv; paths are written as Lua long strings, so no character of a path needs escaping
-(a `]]` in a path is refused).
+setenv. Every value from the lock or the file system (paths, versions, the --lock path in the
+first comment) is written as a Lua double-quoted string, escaped for Lua: `\\` and `"` escaped,
+every control character (CR and newline included) and every byte that is not UTF-8 a decimal
+escape `\\ddd`, so no value, whatever it ends with (`env[1]`, `2.27.3]`), can end the string
+or the comment line and become Lua code. The modulefile is written with files.write_into (the
+module directory is not torchfit's: a symlink at -o is refused, never followed).
 """
 
 from __future__ import annotations
@@ -20,16 +24,26 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from torchfit.errors import BadInput
 from torchfit.export.stack import Stack
 from torchfit.lock.model import env_settings, pin_from_json
 
 
 def _lua(text: str) -> str:
-    """A Lua long string: nothing inside is interpreted."""
-    if "]]" in text or "\n" in text:
-        raise BadInput(f"{text[:80]!r}: cannot be written into a modulefile (']]' or a newline)")
-    return f"[[{text}]]"
+    """`text` as a Lua double-quoted string literal (Lua 5.1 reference manual, section 2.1: `\\ddd`
+    is the byte of decimal value ddd). A path's byte that is not UTF-8 (os.fsdecode's surrogate
+    escape) is written as that byte, so the string is the path's own bytes."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif 0xDC80 <= code <= 0xDCFF:  # surrogateescape: the undecodable byte itself
+            out.append(f"\\{code - 0xDC00:03d}")
+        elif code < 0x20 or code == 0x7F or 0xD800 <= code <= 0xDFFF:
+            out.append("".join(f"\\{b:03d}" for b in ch.encode("utf-8", "surrogatepass")))
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
 
 
 def module_name(stack: Stack) -> str:
@@ -44,7 +58,8 @@ def render_lmod(stack: Stack, *, lock_path: str, pin: Mapping[str, Any], plan: M
     cuda = plan.get("cuda") or "none (CPU or ROCm build)"
     family = ", ".join(f"{n} {v}" for n, v in stack.family)
     lines = [
-        f"-- {module_name(stack)}: written by `torchfit export --format lmod` from {lock_path}",
+        # A comment ends at a CR or newline: the lock's path goes in quoted and escaped, never raw.
+        f"-- {_lua(module_name(stack))[1:-1]}: written by `torchfit export --format lmod` from {_lua(lock_path)}",
         "-- Rewrite it from the lock after any `torchfit install --force` or `torchfit add` of this env.",
         "help(" + _lua(f"PyTorch {stack.torch} ({stack.variant}) in {prefix}: {family}; CUDA {cuda}; "
                        f"NCCL {nccl.describe()}; lock {prefix}/pylock.toml. "

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import os
 import zipfile
 from collections.abc import Callable, Sequence
@@ -29,6 +30,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from torchfit.compat.tags import target_tags, uv_platform
 from torchfit.errors import ExportFailed
+from torchfit.files import open_beneath, write_beside
 from torchfit.lock.model import Artifact, LockedDist
 from torchfit.lock.pylock import sha256_file
 
@@ -79,11 +81,18 @@ def write_own_wheel(dest_dir: str) -> str:
                                    b"Tag: py3-none-any\n"))
     record = "".join(f"{arc},{_record_hash(data)},{len(data)}\n" for arc, data in files) + f"{info}/RECORD,,\n"
     files.append((f"{info}/RECORD", record.encode()))
-    path = os.path.join(dest_dir, f"torchfit-{version}-py3-none-any.whl")
-    with zipfile.ZipFile(path + ".part", "w", zipfile.ZIP_DEFLATED) as zf:
+    name = f"torchfit-{version}-py3-none-any.whl"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         for arc, data in files:
             zf.writestr(zipfile.ZipInfo(arc, _EPOCH), data, zipfile.ZIP_DEFLATED)
-    os.replace(path + ".part", path)
+    # The context is the user's directory: files.write_beside never writes through what is planted there.
+    path = os.path.join(dest_dir, name)
+    dfd = open_beneath(dest_dir, create=False)
+    try:
+        write_beside(dfd, name, buf.getvalue(), where=path)
+    finally:
+        os.close(dfd)
     return path
 
 
@@ -154,9 +163,10 @@ def write_own_wheels(dest_dir: str, *, python: str, arch: str, glibc: tuple[int,
                      say: Callable[[str], None]) -> list[str]:
     """Fill `dest_dir` (made if absent) with torchfit's wheel, its dependencies' and requirements.txt;
     the wheels' file names."""
-    from torchfit.export.pack import write_checked
+    from torchfit.export.pack import has_file, write_checked
 
-    os.makedirs(dest_dir, exist_ok=True)
+    parent, leaf = os.path.split(os.path.abspath(dest_dir))
+    os.close(open_beneath(parent, leaf))  # made when missing; a symlink planted there refused
     tags = target_tags(python, arch, glibc)
     own = write_own_wheel(dest_dir)
     lines = [f"torchfit=={_version_of(own)} --hash=sha256:{sha256_file(own)}"]
@@ -168,14 +178,22 @@ def write_own_wheels(dest_dir: str, *, python: str, arch: str, glibc: tuple[int,
         if not a.sha256 or not a.filename:
             raise ExportFailed(f"uv's lock gives {d.name} {d.version} no sha256 or file name")
         dest = os.path.join(dest_dir, a.filename)
-        if not (os.path.isfile(dest) and sha256_file(dest) == a.sha256):
-            say(f"export: fetching {a.filename}")
-            write_checked(a, dest, fetch)
+        dfd = open_beneath(parent, leaf)
+        try:
+            if has_file(dfd, a.filename, a.sha256, dest) is None:
+                say(f"export: fetching {a.filename}")
+                write_checked(a, dfd, a.filename, dest, fetch)
+        finally:
+            os.close(dfd)
         names.append(a.filename)
         lines.append(f"{d.name}=={d.version} --hash=sha256:{a.sha256}")
-    with open(os.path.join(dest_dir, "requirements.txt"), "w", encoding="utf-8") as fh:
-        fh.write("# torchfit and its dependencies for the image, each pinned by its sha256 "
-                 "(pip install --no-index --require-hashes).\n" + "".join(f"{line}\n" for line in lines))
+    dfd = open_beneath(parent, leaf)
+    try:
+        write_beside(dfd, "requirements.txt", ("# torchfit and its dependencies for the image, each pinned by its "
+                     "sha256 (pip install --no-index --require-hashes).\n" + "".join(f"{line}\n" for line in lines)
+                     ).encode(), where=os.path.join(dest_dir, "requirements.txt"))
+    finally:
+        os.close(dfd)
     for stale in set(os.listdir(dest_dir)) - {*names, "requirements.txt"}:
         os.unlink(os.path.join(dest_dir, stale))  # a wheel of an earlier export: not in this build
     return names

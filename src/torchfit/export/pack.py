@@ -17,6 +17,12 @@ Every file is the lock's own (its URL or path as the lock records it) and is che
 lock's sha256 as it is written; a file the lock gives no sha256 is refused (nothing unchecked
 crosses the gap). Written beside its final name and renamed, so an interrupted pack resumes:
 a file already there with the right sha256 is kept, not fetched again.
+
+The pack's directory holds only what torchfit wrote: every file goes in through files.write_beside
+(or a `.part` opened O_NOFOLLOW|O_EXCL, resumed only when it is a regular file no other name
+shares), each directory inside is opened without following a link, and a symlink, FIFO or
+directory where a file goes (a planted `*.part`, README.txt, simple/index.html, a "wheel" that
+links outside the pack) is refused naming it (files.NotOurs, exit 2), never written through or kept.
 """
 
 from __future__ import annotations
@@ -24,13 +30,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from urllib.parse import quote, unquote, urlsplit
 
 from torchfit.compat.matrix import FAMILY_PACKAGES
 from torchfit.errors import BadInput
+from torchfit.files import commit, existing_file, open_beneath, open_existing, write_beside
 from torchfit.index.pages import format_off_site, off_site_hosts
 from torchfit.inputs import decode_json
 from torchfit.lock.model import Artifact, Lock, LockedDist
@@ -112,9 +118,13 @@ def check_out_dir(out: str, lock_path: str | Sequence[str]) -> None:
     if not entries:
         return
     try:
-        with open(os.path.join(out, MARKER), encoding="utf-8") as fh:
-            have = decode_json(fh.read(1 << 20))
-    except (OSError, ValueError):
+        dfd = open_beneath(out, create=False)
+        try:
+            with os.fdopen(open_existing(dfd, MARKER, os.path.join(out, MARKER)), "rb") as fh:
+                have = decode_json(fh.read(1 << 20))
+        finally:
+            os.close(dfd)
+    except (OSError, ValueError, BadInput):
         raise BadInput(f"-o {out}: not empty and not a torchfit pack; give a new directory") from None
     if have != _marker(lock_path):
         raise BadInput(f"-o {out}: a pack of another lock; give a new directory (a pack is never overwritten)")
@@ -143,51 +153,127 @@ def make_pack(lock: Lock, lock_path: str | Sequence[str], out: str, *, fetch: Fe
         # The env was built "from the mirror", yet its torch files came from elsewhere: the pack
         # fetches them from there too (it carries them across the gap all the same).
         (warn or say)(format_off_site(f"the lock's torch index {redact(index)}", off))
-    for sub in ("files", "wheels", "simple"):
-        os.makedirs(os.path.join(out, sub), exist_ok=True)
-    with open(os.path.join(out, MARKER), "w", encoding="utf-8") as fh:
-        json.dump(_marker(lock_path), fh)
+    os.makedirs(out, exist_ok=True)
+    root = open_beneath(out)
+    try:
+        _judge_targets(out, root, [(sub, name) for _, _, sub, name in plan], lock, lock_path)
+        return _fill(lock, lock_path, out, root, plan, total, fetch=fetch, say=say, version=version,
+                     hostlists=hostlists)
+    finally:
+        os.close(root)
+
+
+def _fill(lock: Lock, lock_path: str | Sequence[str], out: str, root: int, plan: list[tuple[LockedDist, Artifact,
+          str, str]], total: int, *, fetch: Fetch, say: Callable[[str], None], version: str,
+          hostlists: Sequence[str]) -> PackResult:
+    """make_pack's writing, every file relative to `root` (the pack's directory, opened once)."""
+    def put(rel: str, name: str, data: bytes) -> None:
+        dfd = open_beneath(out, rel)
+        try:
+            write_beside(dfd, name, data, where=os.path.join(out, rel, name))
+        finally:
+            os.close(dfd)
+
+    write_beside(root, MARKER, json.dumps(_marker(lock_path)).encode(), where=os.path.join(out, MARKER))
+    subs = {sub: open_beneath(out, sub) for sub in ("files", "wheels", "simple")}
     result = PackResult(out, files=len(plan), bytes_total=total)
     done = 0
-    for n, (_d, a, sub, name) in enumerate(plan, 1):
-        dest = os.path.join(out, sub, name)
-        if os.path.isfile(dest) and sha256_file(dest) == a.sha256:
-            result.kept += 1
-        else:
-            write_checked(a, dest, fetch, say)
-            result.fetched += 1
-        done += a.size or os.path.getsize(dest)
-        say(f"pack: {n}/{len(plan)} {name} ({_mb(done)} of {_mb(total) if total else '?'})")
-    _write_index(lock, out)
+    try:
+        for n, (_d, a, sub, name) in enumerate(plan, 1):
+            where = os.path.join(out, sub, name)
+            size = has_file(subs[sub], name, a.sha256 or "", where)
+            if size is not None:
+                result.kept += 1
+            else:
+                size = write_checked(a, subs[sub], name, where, fetch, say)
+                result.fetched += 1
+            done += a.size or size
+            say(f"pack: {n}/{len(plan)} {name} ({_mb(done)} of {_mb(total) if total else '?'})")
+    finally:
+        for fd in subs.values():
+            os.close(fd)
+    for rel, name, text in _index_pages(lock):
+        put(rel, name, text.encode())
     if isinstance(lock_path, str):
-        shutil.copyfile(lock_path, os.path.join(out, "pylock.toml"))
+        put("", "pylock.toml", _read(lock_path))
         what, where_lock = os.path.basename(lock_path), "the lock is DIR/pylock.toml"
     else:  # a fleet: each group's lock under locks/
-        os.makedirs(os.path.join(out, "locks"), exist_ok=True)
         groups = {}
         for i, path in enumerate(lock_path):
             name = os.path.splitext(os.path.basename(path))[0]
-            shutil.copyfile(path, os.path.join(out, "locks", name + ".toml"))
+            put("locks", name + ".toml", _read(path))
             groups[name] = {"hostlist": hostlists[i] if i < len(hostlists) else ""}
-        with open(os.path.join(out, "locks", GROUPS), "w", encoding="utf-8") as fh:
-            json.dump(groups, fh, indent=1)
+        put("locks", GROUPS, json.dumps(groups, indent=1).encode())
         what = (f"{len(lock_path)} locks (locks/: one per group of the fleet: "
                 + ", ".join(f"{n} {g['hostlist']}".rstrip() for n, g in groups.items())
                 + ")")
         where_lock = FLEET_README
-    with open(os.path.join(out, "README.txt"), "w", encoding="utf-8") as fh:
-        fh.write(README.format(lock=what, count=len(plan), size=_mb(done), version=version, where_lock=where_lock))
+    put("", "README.txt", README.format(lock=what, count=len(plan), size=_mb(done), version=version,
+                                        where_lock=where_lock).encode())
     return result
 
 
-def write_checked(a: Artifact, dest: str, fetch: Fetch, say: Callable[[str], None] | None = None) -> None:
-    """The file of `a` at `dest`, its sha256 the lock's (written beside, then renamed). A remote
-    file's `.part` left by an interrupted run is continued where it stopped, not fetched again."""
-    part = dest + ".part"
+def _judge_targets(out: str, root: int, files: list[tuple[str, str]], lock: Lock,
+                   lock_path: str | Sequence[str]) -> None:
+    """Every path the pack will write, judged before anything is fetched: a symlink, a FIFO or a
+    directory at one (files.NotOurs) is refused naming it while the pack is as it was."""
+    named = [(sub, name) for sub, name in files] + [(sub, name + ".part") for sub, name in files]
+    named += [(rel, name) for rel, name, _ in _index_pages(lock)] + [("", MARKER), ("", "README.txt")]
+    if isinstance(lock_path, str):
+        named.append(("", "pylock.toml"))
+    else:
+        named += [("locks", GROUPS)] + [("locks", os.path.splitext(os.path.basename(p))[0] + ".toml")
+                                        for p in lock_path]
+    for rel, name in named:
+        try:
+            dfd = open_beneath(out, rel, create=False) if rel else os.dup(root)
+        except FileNotFoundError:
+            continue  # made by this run
+        try:
+            existing_file(dfd, name, os.path.join(out, rel, name))
+        finally:
+            os.close(dfd)
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def has_file(dfd: int, name: str, sha256: str, where: str) -> int | None:
+    """The size of `name` in `dfd` when it is a regular file whose sha256 is `sha256` (kept, not
+    fetched again); None when absent or other bytes; NotOurs for a symlink (a "wheel" that points
+    outside the pack is never kept) or anything else that is not a regular file."""
+    if existing_file(dfd, name, where) is None:
+        return None
+    h, size = hashlib.sha256(), 0
+    with os.fdopen(open_existing(dfd, name, where), "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+            size += len(block)
+    return size if h.hexdigest() == sha256 else None
+
+
+def write_checked(a: Artifact, dfd: int, name: str, where: str, fetch: Fetch,
+                  say: Callable[[str], None] | None = None) -> int:
+    """The file of `a` as `name` in directory `dfd` (`where` its path, for messages), its sha256
+    the lock's (written to `name.part`, then renamed); its size. A remote file's `.part` left by an
+    interrupted run is continued where it stopped, not fetched again; a `.part` that is not a
+    regular file of its own (a symlink, a FIFO, a hard link) is refused (NotOurs), never written
+    through, and a new one is made O_EXCL."""
+    part = name + ".part"
     source = a.url or a.path or ""
     local = unquote(urlsplit(source).path) if source.startswith("file:") else (source if "://" not in source else None)
-    have = os.path.getsize(part) if local is None and os.path.isfile(part) and not os.path.islink(part) else 0
-    with open(part, "r+b" if have else "wb") as fh:
+    found = existing_file(dfd, part, where + ".part")
+    have = 0
+    if found is not None and local is None and found.st_size:
+        fd = open_existing(dfd, part, where + ".part", os.O_RDWR)
+        have = os.fstat(fd).st_size
+    else:
+        if found is not None:  # a stale .part of a local copy, or an empty one: started again
+            os.unlink(part, dir_fd=dfd)
+        fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=dfd)
+    with os.fdopen(fd, "r+b") as fh:
         h = hashlib.sha256()
         if local is not None:
             with open(local, "rb") as src:
@@ -200,16 +286,19 @@ def write_checked(a: Artifact, dest: str, fetch: Fetch, say: Callable[[str], Non
                 for block in iter(lambda: fh.read(1 << 20), b""):
                     h.update(block)
                 if say is not None:
-                    say(f"pack: resuming {os.path.basename(dest)} after {_mb(have)}")
+                    say(f"pack: resuming {name} after {_mb(have)}")
             _, got = fetch(source, fh, start=have, digest=h) if have else fetch(source, fh)
+        size = fh.tell()
     if got != a.sha256:
-        os.unlink(part)
+        os.unlink(part, dir_fd=dfd)
         raise BadInput(f"{source}: sha256 {got} is not the lock's {a.sha256}; nothing kept")
-    os.replace(part, dest)
+    commit(dfd, part, name, where)
+    return size
 
 
-def _write_index(lock: Lock, out: str) -> None:
-    """DIR/simple: the family's projects, each linking its files with their sha256 (relative)."""
+def _index_pages(lock: Lock) -> list[tuple[str, str, str]]:
+    """DIR/simple: the family's projects, each linking its files with their sha256 (relative);
+    (directory under the pack, file name, text) of each page."""
     projects: dict[str, list[str]] = {}
     for d in lock.packages:
         if d.name not in FAMILY_PACKAGES:
@@ -218,13 +307,11 @@ def _write_index(lock: Lock, out: str) -> None:
             name = _name(a)
             projects.setdefault(d.name, []).append(
                 f'<a href="../../files/{quote(name)}#sha256={a.sha256}">{name}</a>')
-    for project, links in projects.items():
-        os.makedirs(os.path.join(out, "simple", project), exist_ok=True)
-        with open(os.path.join(out, "simple", project, "index.html"), "w", encoding="utf-8") as fh:
-            fh.write("<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n")
-    with open(os.path.join(out, "simple", "index.html"), "w", encoding="utf-8") as fh:
-        fh.write("<!DOCTYPE html><html><body>\n" + "\n".join(f'<a href="{p}/">{p}</a>' for p in sorted(projects))
-                 + "\n</body></html>\n")
+    pages = [(f"simple/{project}", "index.html", "<!DOCTYPE html><html><body>\n" + "\n".join(links)
+              + "\n</body></html>\n") for project, links in projects.items()]
+    pages.append(("simple", "index.html", "<!DOCTYPE html><html><body>\n"
+                  + "\n".join(f'<a href="{p}/">{p}</a>' for p in sorted(projects)) + "\n</body></html>\n"))
+    return pages
 
 
 def load_pack_groups(pack: str) -> dict[str, tuple[str, str]]:

@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         from torchfit.cli.ui.output import render_export_written, write_output
 
-        write_output(args.output, text, "-o")
+        write_output(args.output, text, "-o", follow=args.format != "lmod")  # a module tree is not ours
         render_export_written(args.output, args.format, stack)
     else:
         from torchfit.cli.ui.output import write_data

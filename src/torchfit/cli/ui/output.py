@@ -16,18 +16,23 @@ if TYPE_CHECKING:
     from torchfit.export.stack import Stack
 
 
-def write_output(path: str, text: str, option: str = "-o") -> None:
+def write_output(path: str, text: str, option: str = "-o", *, follow: bool = True) -> None:
     """Write a command's output to the file an option names, whole or not at all
-    (files.write_atomic: a full disk leaves the file that was there intact).
+    (files.write_atomic: a full disk leaves the file that was there intact). Not `follow`: a file
+    in a directory torchfit does not own outright (a modulefile in a site's module tree), written
+    by files.write_into: a symlink, FIFO or device at the path is refused naming it (NotOurs, exit 2).
 
     A path that cannot be written (no such directory, no permission) is BadInput
     (exit 2, one line); a full disk or quota is DiskFull (torchfit.space: where, what is
     left), another failure of the device OutputFailed (both exit 1).
     """
-    from torchfit.files import write_atomic
+    from torchfit.files import write_atomic, write_into
 
     try:
-        write_atomic(path, text)
+        if follow:
+            write_atomic(path, text)
+        else:
+            write_into(path, text)
     except OSError as exc:
         kept = "unchanged" if os.path.lexists(path) else "not created"
         folder = os.path.dirname(os.path.abspath(path))
