@@ -778,6 +778,23 @@ def test_the_plan_is_for_the_exact_interpreter_its_version_and_its_abi(tmp_path:
     assert proc.returncode == 1, proc.stdout
     text = " ".join(json.loads(proc.stdout)["conflicts"])
     assert text.startswith("vllm 0.10.1.1 declares Requires-Python <3.13,>=3.9: not CPython 3.13.1"), text
+    # with pyenv, the next Python tried is one vllm's Requires-Python accepts (3.12, not 3.14), and said
+    cp312 = "cp312-cp312-manylinux_2_28_x86_64"
+    extra = [make_wheel(tmp_path / "f12", "torch", "2.7.1+cpu", tag=cp312),
+             make_wheel(tmp_path / "f12", "torchaudio", "2.7.1+cpu", ["torch==2.7.1"], tag=cp312),
+             make_wheel(tmp_path / "f12", "torchvision", "0.22.1+cpu", ["torch==2.7.1"], tag=cp312)]
+    index12 = torch_tree(tmp_path / "t12", "cpu", ["2.7.1"], tag=cp313, extra=[*extra,
+                         make_wheel(tmp_path / "f13", "torchaudio", "2.7.1+cpu", ["torch==2.7.1"], tag=cp313),
+                         make_wheel(tmp_path / "f13", "torchvision", "0.22.1+cpu", ["torch==2.7.1"], tag=cp313)])
+    facts = _facts(tmp_path, [{"version": "3.13.1", "path": "/usr/bin/python3.13"}],
+                   {"path": "/opt/pyenv/bin/pyenv", "version": "2.4.0", "installable": ["3.12.9", "3.14.2"]})
+    proc = run_cli("resolve", "--json", "--offline", "--facts", str(facts), "--assume", "gpu=none", "vllm==0.10.1.1",
+                   "--find-links", str(links13), "--torch-index-url", index12.as_uri(), timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = json.loads(proc.stdout)
+    assert (out["python_version"], out["python_source"], out["torch"]) == ("3.12.9", "pyenv", "2.7.1"), out
+    assert any(r.startswith("passed over: vllm 0.10.1.1 declares Requires-Python <3.13,>=3.9: not CPython 3.13.1")
+               for r in out["reasons"]), out["reasons"]
 
 
 def test_a_free_threaded_interpreter_takes_no_abi3_wheel(tmp_path: Path) -> None:

@@ -41,6 +41,7 @@ reached is `index-unavailable`, never "no compatible set".
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -49,6 +50,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
@@ -340,11 +342,27 @@ class _Planner:
                     # the interpreter is what fails (Requires-Python): the next Python, same variant
                     from packaging.specifiers import SpecifierSet
 
-                    request = replace(request, python=(request.python or SpecifierSet()) & SpecifierSet(
-                        f"!={first.python}.*"))
+                    python = (request.python or SpecifierSet()) & SpecifierSet(f"!={first.python}.*")
+                    # a release the user pinned exactly that declares a Requires-Python: only a Python it
+                    # accepts is tried next (vllm==0.10.1.1, <3.13: pyenv's 3.12, not 3.14)
+                    for n, v, _ in self._pyfit.get((first.python_version, first.free_threaded), []):
+                        rp = self._rp.get((n, v))
+                        if rp and self._pinned_exactly(n, v):
+                            with contextlib.suppress(InvalidSpecifier):
+                                python &= SpecifierSet(rp)
+                    request = replace(request, python=python)
                 else:
                     excluded.add(first.variant)
             raise self._refusal(fam)
+
+    def _pinned_exactly(self, name: str, version: str) -> bool:
+        """Does the user's own requirement or constraint pin `name` to exactly `version`?"""
+        for r in (*self.request.project.others, *self.request.project.constraints):
+            spec = r.requirement.specifier
+            if r.name == name and any(s.operator in ("==", "===") and "*" not in s.version for s in spec) \
+                    and spec.contains(version, prereleases=True):
+                return True
+        return False
 
     def _best_variant(self, request: Request, cut: Matrix, excluded: set[str], first: Plan,
                       builds: list[Build], compiled: Compiled, torch: Version,
@@ -381,7 +399,6 @@ class _Planner:
 
     def _fitting_builds(self, request: Request, cut: Matrix, first: Plan) -> list[Build]:
         """The builds of the plan's variant that fit every host with the plan's Python."""
-        from packaging.specifiers import SpecifierSet
 
         from torchfit.compat.provider import Context
 
@@ -816,7 +833,6 @@ class _Planner:
 
         variant = variant_of_resolved(resolved) or first.variant
         keep = tuple(b for b in cut.builds if b.torch < chosen or (b.torch == chosen and b.variant == variant))
-        from packaging.specifiers import SpecifierSet
 
         pinned = replace(self.request, project=replace(self.request.project, requirements=()),
                          requirements=tuple(r for r in self.request.requirements
@@ -844,8 +860,10 @@ class _Planner:
             companions, build, first.python,
             [(d.name, Version(str(d.version))) for d in compiled.locked if d.name not in FAMILY_PACKAGES],
             off_torch_index=self.unrouted, torch_index=self.where(first.variant), pages=self.pages)
-        kept_out = [f"{why}; kept out, uv chose again" for _, _, why in
-                    self._pyfit.get((first.python_version, first.free_threaded), [])]
+        here = (first.python_version, first.free_threaded)
+        kept_out = [f"{why}; kept out, uv chose again" for _, _, why in self._pyfit.get(here, [])]
+        kept_out += [f"passed over: {why}; planned instead: Python {first.python_version}"
+                     for key, items in self._pyfit.items() if key != here for _, _, why in items]
         kept = [(line, warn) for p, line, warn in self.kept if resolved.get(p.name) == str(p.chosen)]
         notes = [*dict.fromkeys(self.held), *kept_out, *notes, *comp_reasons,
                  *_held_companions(companions, compiled, Version(build.torch.public)),
