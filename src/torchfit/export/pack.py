@@ -21,21 +21,27 @@ a file already there with the right sha256 is kept, not fetched again.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Sequence
+import stat
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote
 
 from torchfit.compat.matrix import FAMILY_PACKAGES
 from torchfit.errors import BadInput
 from torchfit.index.pages import format_off_site, off_site_hosts
-from torchfit.inputs import decode_json
+from torchfit.index.sources import refuse_insecure
+from torchfit.inputs import decode_json, shown
+from torchfit.lock.artifacts import copy_local, local_location, lock_dir, size_limit
 from torchfit.lock.model import Artifact, Lock, LockedDist
 from torchfit.lock.pylock import artifact_size, file_name, sha256_file
 from torchfit.redact import redact
+from torchfit.space import Place, from_oserror, is_no_space
 
 MARKER = ".torchfit-pack.json"
 GROUPS = "groups.json"  # under locks/ in a fleet's pack: group name -> {"hostlist": its nodes}
@@ -122,86 +128,144 @@ def check_out_dir(out: str, lock_path: str | Sequence[str]) -> None:
 
 def make_pack(lock: Lock, lock_path: str | Sequence[str], out: str, *, fetch: Fetch, say: Callable[[str], None],
               version: str, warn: Callable[[str], None] | None = None,
-              hostlists: Sequence[str] = ()) -> PackResult:
+              hostlists: Sequence[str] = (), allow_insecure: bool = False) -> PackResult:
     """Write the pack of `lock` into `out` (check_out_dir first). `fetch` writes a remote file
-    (IndexClient.download, resuming a `.part` with start= and digest=) and returns (bytes, sha256
-    of the whole file); local files (file:// or a path) are copied. `lock_path`: the lock, or a
-    fleet's locks (one per group, its nodes' hostlist in `hostlists`)."""
+    (IndexClient.download, resuming a `.part` with start= and digest=, stopping at limit=) and
+    returns (bytes, sha256 of the whole file); local files (file:// or a path, relative to the
+    lock's directory) are copied (lock.artifacts: regular files only, bounded by the lock's size).
+    A plain http:// file is refused before any request unless `allow_insecure`
+    (--allow-insecure-index). `lock_path`: the lock, or a fleet's locks (one per group, its
+    nodes' hostlist in `hostlists`)."""
     check_out_dir(out, lock_path)
+    # PEP 751: a relative path is the lock file's directory's (a fleet's locks share one)
+    root = lock_dir(lock_path if isinstance(lock_path, str) else lock_path[0])
+    shown_lock = lock_path if isinstance(lock_path, str) else os.path.dirname(lock_path[0])
     plan = []
     for d in lock.packages:
         for a in _wanted(d):
             if not a.sha256:
-                raise BadInput(f"{lock_path}: {d.name} {d.version}: {_name(a)} has no sha256 in the lock; "
+                raise BadInput(f"{shown_lock}: {d.name} {d.version}: {_name(a)} has no sha256 in the lock; "
                                "a pack carries checked files only")
+            if a.url:  # before any request: a credential in the URL must never travel in clear
+                refuse_insecure(a.url, f"{shown_lock}: {d.name} {d.version}: {_name(a)}", allow_insecure)
             sub = "files" if d.name in FAMILY_PACKAGES else "wheels"
             plan.append((d, a, sub, _name(a)))
-    total = sum(artifact_size(a) for _, a, _, _ in plan)  # a file:// wheel: its own size
+    total = sum(artifact_size(a, root) for _, a, _, _ in plan)  # a file:// wheel: its own size
     index = lock.torch_index_url()
     off = off_site_hosts([a.url or "" for d, a, _, _ in plan if d.name in FAMILY_PACKAGES], index) if index else []
     if off:
         # The env was built "from the mirror", yet its torch files came from elsewhere: the pack
         # fetches them from there too (it carries them across the gap all the same).
         (warn or say)(format_off_site(f"the lock's torch index {redact(index)}", off))
-    for sub in ("files", "wheels", "simple"):
-        os.makedirs(os.path.join(out, sub), exist_ok=True)
-    with open(os.path.join(out, MARKER), "w", encoding="utf-8") as fh:
-        json.dump(_marker(lock_path), fh)
+    with _writing(out, out):
+        for sub in ("files", "wheels", "simple"):
+            os.makedirs(os.path.join(out, sub), exist_ok=True)
+        with open(os.path.join(out, MARKER), "w", encoding="utf-8") as fh:
+            json.dump(_marker(lock_path), fh)
     result = PackResult(out, files=len(plan), bytes_total=total)
     done = 0
-    for n, (_d, a, sub, name) in enumerate(plan, 1):
+    for n, (d, a, sub, name) in enumerate(plan, 1):
         dest = os.path.join(out, sub, name)
+        for path in (dest, dest + ".part"):
+            _refuse_other(path)
         if os.path.isfile(dest) and sha256_file(dest) == a.sha256:
             result.kept += 1
         else:
-            write_checked(a, dest, fetch, say)
+            with _writing(dest + ".part", out):
+                write_checked(a, dest, fetch, say, root=root, what=f"{shown_lock}: {d.name} {d.version}")
             result.fetched += 1
         done += a.size or os.path.getsize(dest)
         say(f"pack: {n}/{len(plan)} {name} ({_mb(done)} of {_mb(total) if total else '?'})")
-    _write_index(lock, out)
-    if isinstance(lock_path, str):
-        shutil.copyfile(lock_path, os.path.join(out, "pylock.toml"))
-        what, where_lock = os.path.basename(lock_path), "the lock is DIR/pylock.toml"
-    else:  # a fleet: each group's lock under locks/
-        os.makedirs(os.path.join(out, "locks"), exist_ok=True)
-        groups = {}
-        for i, path in enumerate(lock_path):
-            name = os.path.splitext(os.path.basename(path))[0]
-            shutil.copyfile(path, os.path.join(out, "locks", name + ".toml"))
-            groups[name] = {"hostlist": hostlists[i] if i < len(hostlists) else ""}
-        with open(os.path.join(out, "locks", GROUPS), "w", encoding="utf-8") as fh:
-            json.dump(groups, fh, indent=1)
-        what = (f"{len(lock_path)} locks (locks/: one per group of the fleet: "
-                + ", ".join(f"{n} {g['hostlist']}".rstrip() for n, g in groups.items())
-                + ")")
-        where_lock = FLEET_README
-    with open(os.path.join(out, "README.txt"), "w", encoding="utf-8") as fh:
-        fh.write(README.format(lock=what, count=len(plan), size=_mb(done), version=version, where_lock=where_lock))
+    with _writing(os.path.join(out, "simple"), out):
+        _write_index(lock, out)
+    with _writing(out, out):
+        if isinstance(lock_path, str):
+            shutil.copyfile(lock_path, os.path.join(out, "pylock.toml"))
+            what, where_lock = os.path.basename(lock_path), "the lock is DIR/pylock.toml"
+        else:  # a fleet: each group's lock under locks/
+            os.makedirs(os.path.join(out, "locks"), exist_ok=True)
+            groups = {}
+            for i, path in enumerate(lock_path):
+                name = os.path.splitext(os.path.basename(path))[0]
+                shutil.copyfile(path, os.path.join(out, "locks", name + ".toml"))
+                groups[name] = {"hostlist": hostlists[i] if i < len(hostlists) else ""}
+            with open(os.path.join(out, "locks", GROUPS), "w", encoding="utf-8") as fh:
+                json.dump(groups, fh, indent=1)
+            what = (f"{len(lock_path)} locks (locks/: one per group of the fleet: "
+                    + ", ".join(f"{n} {g['hostlist']}".rstrip() for n, g in groups.items())
+                    + ")")
+            where_lock = FLEET_README
+        with open(os.path.join(out, "README.txt"), "w", encoding="utf-8") as fh:
+            fh.write(README.format(lock=what, count=len(plan), size=_mb(done), version=version,
+                                   where_lock=where_lock))
     return result
 
 
-def write_checked(a: Artifact, dest: str, fetch: Fetch, say: Callable[[str], None] | None = None) -> None:
+def _refuse_other(path: str) -> None:
+    """BadInput when `path`, where a file of the pack goes, holds something a pack never writes
+    there (a directory, a FIFO, a link): it is the user's, and nothing of theirs is replaced."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
+        raise BadInput(f"{shown(path)}: {kind} where the pack's file goes, not one torchfit wrote; "
+                       "move it away, or give -o a new directory (nothing of yours is replaced)")
+
+
+def _pack_place(out: str) -> Place:
+    return Place("the pack's filesystem (-o)", out, "free space there, or give -o a directory on a filesystem "
+                                                    "with room (run pack again there: it resumes)")
+
+
+@contextlib.contextmanager
+def _writing(path: str, out: str) -> Iterator[None]:
+    """A write into the pack that fails, as one line: out of space or quota names `path` (what
+    was being written) on the pack's filesystem, not TMPDIR (the boundary's guess when an
+    OSError has no file name, as a failed write() has none); something in the way of a
+    directory the pack makes (a file, a directory where a file goes) names its path."""
+    try:
+        yield
+    except OSError as exc:
+        if is_no_space(exc):
+            raise from_oserror(exc, "torchfit pack", [_pack_place(out)], path=path) from None
+        if exc.errno in (errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.ENOTEMPTY):
+            where = exc.filename if isinstance(exc.filename, str) else path
+            raise BadInput(f"{shown(where)}: cannot write the pack there ({exc.strerror}); move what is "
+                           "there away, or give -o a new directory") from None
+        raise
+
+
+def write_checked(a: Artifact, dest: str, fetch: Fetch, say: Callable[[str], None] | None = None, *,
+                  root: str = "", what: str = "") -> None:
     """The file of `a` at `dest`, its sha256 the lock's (written beside, then renamed). A remote
-    file's `.part` left by an interrupted run is continued where it stopped, not fetched again."""
+    file's `.part` left by an interrupted run is continued where it stopped, not fetched again.
+    Neither is read or fetched past the lock's size (lock.artifacts); a local `path` is
+    relative to `root`, the lock's directory. `what` names the package in a refusal."""
     part = dest + ".part"
     source = a.url or a.path or ""
-    local = unquote(urlsplit(source).path) if source.startswith("file:") else (source if "://" not in source else None)
+    local = local_location(a, root)
+    limit = size_limit(a)
     have = os.path.getsize(part) if local is None and os.path.isfile(part) and not os.path.islink(part) else 0
+    if have > limit:
+        have = 0  # longer than the file can be: not a part of it, fetched again from the start
     with open(part, "r+b" if have else "wb") as fh:
         h = hashlib.sha256()
         if local is not None:
-            with open(local, "rb") as src:
-                for block in iter(lambda: src.read(1 << 20), b""):
-                    fh.write(block)
-                    h.update(block)
-            got = h.hexdigest()
+            try:
+                _, got = copy_local(a, local, fh, what or _name(a))
+            except BadInput:
+                os.unlink(part)  # refused unread, or cut at the lock's size: nothing of it kept
+                raise
         else:
             if have:
                 for block in iter(lambda: fh.read(1 << 20), b""):
                     h.update(block)
                 if say is not None:
                     say(f"pack: resuming {os.path.basename(dest)} after {_mb(have)}")
-            _, got = fetch(source, fh, start=have, digest=h) if have else fetch(source, fh)
+            _, got = (fetch(source, fh, start=have, digest=h, limit=limit) if have
+                      else fetch(source, fh, limit=limit))
     if got != a.sha256:
         os.unlink(part)
         raise BadInput(f"{source}: sha256 {got} is not the lock's {a.sha256}; nothing kept")
