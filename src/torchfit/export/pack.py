@@ -139,7 +139,7 @@ def make_pack(lock: Lock, lock_path: str | Sequence[str], out: str, *, fetch: Fe
     check_out_dir(out, lock_path)
     # PEP 751: a relative path is the lock file's directory's (a fleet's locks share one)
     root = lock_dir(lock_path if isinstance(lock_path, str) else lock_path[0])
-    shown_lock = lock_path if isinstance(lock_path, str) else os.path.dirname(lock_path[0])
+    shown_lock = lock_path if isinstance(lock_path, str) else "a group's lock"
     plan = []
     for d in lock.packages:
         for a in _wanted(d):
@@ -147,7 +147,7 @@ def make_pack(lock: Lock, lock_path: str | Sequence[str], out: str, *, fetch: Fe
                 raise BadInput(f"{shown_lock}: {d.name} {d.version}: {_name(a)} has no sha256 in the lock; "
                                "a pack carries checked files only")
             if a.url:  # before any request: a credential in the URL must never travel in clear
-                refuse_insecure(a.url, f"{shown_lock}: {d.name} {d.version}: {_name(a)}", allow_insecure)
+                refuse_insecure(a.url, f"{shown_lock}: {d.name} {d.version}:", allow_insecure)
             sub = "files" if d.name in FAMILY_PACKAGES else "wheels"
             plan.append((d, a, sub, _name(a)))
     total = sum(artifact_size(a, root) for _, a, _, _ in plan)  # a file:// wheel: its own size
