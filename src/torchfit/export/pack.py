@@ -13,9 +13,11 @@ The pack, every path inside it relative (it installs wherever it is carried):
     DIR/README.txt            how to install from it
     DIR/.torchfit-pack.json   which lock it holds (a different pack is never overwritten)
 
-Every file is the lock's own (its URL or path as the lock records it) and is checked against the
-lock's sha256 as it is written; a file the lock gives no sha256 is refused (nothing unchecked
-crosses the gap). Written beside its final name and renamed, so an interrupted pack resumes:
+Every file is the lock's own (its URL or path as the lock records it, a relative path the lock's
+directory's) and is checked against the lock's sha256 as it is written; a file the lock gives no
+sha256 is refused (nothing unchecked crosses the gap). Each is read bounded (lock.artifacts): a
+local one a regular file only, none past the lock's size; plain http:// only with
+--allow-insecure-index. Written beside its final name and renamed, so an interrupted pack resumes:
 a file already there with the right sha256 is kept, not fetched again.
 """
 
@@ -60,8 +62,9 @@ FLEET_README = ("the locks are DIR/locks/GROUP.toml, one per group of the fleet 
                 "name one with\n`--group NAME` (group-N, its hostlist, or one of its nodes)")
 
 
-# IndexClient.download: fetch(url, fh) -> (bytes, sha256); resuming a .part, fetch(url, fh,
-# start=bytes already there, digest=their sha256 so far) -> (bytes, sha256 of the whole file).
+# IndexClient.download: fetch(url, fh, limit=the lock's size) -> (bytes, sha256); resuming a
+# .part, fetch(url, fh, start=bytes already there, digest=their sha256 so far, limit=...) ->
+# (bytes, sha256 of the whole file). Past `limit` it stops, refusing (a body longer than the file).
 Fetch = Callable[..., tuple[int, str]]
 
 
