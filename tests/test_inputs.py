@@ -5,6 +5,7 @@ reaching the terminal (#30); defect numbers of the 2026-11 attack (issue 13)."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -200,3 +201,29 @@ def test_read_regular_follows_a_link_for_user_files_but_not_for_caches(tmp_path:
         read_regular(str(tmp_path / "link.txt"), 100, follow_links=False)
     with pytest.raises(OSError, match="larger than"):
         read_regular(str(tmp_path / "real.txt"), 3)
+
+
+def test_iter_regular_bounds_a_file_as_it_reads(tmp_path: Path) -> None:
+    """A wheel a lock names, read in blocks: a FIFO refused at once, a file whose size is past
+    the limit refused before a byte, and one that grows past it while read cut there."""
+    import errno
+
+    from torchfit.inputs import iter_regular
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="a FIFO"):
+        next(iter_regular(str(fifo), 10))
+    (tmp_path / "big").write_bytes(b"x" * 11)
+    with pytest.raises(OSError) as big:
+        next(iter_regular(str(tmp_path / "big"), 10))
+    assert big.value.errno == errno.EFBIG and "11 bytes, more than 10" in str(big.value)
+    grows = tmp_path / "grows"
+    grows.write_bytes(b"a" * 8)
+    blocks = iter_regular(str(grows), 10, block=4)
+    assert next(blocks) == b"aaaa"
+    with open(grows, "ab") as fh:
+        fh.write(b"b" * 10)
+    with pytest.raises(OSError, match="grew while read"):
+        list(blocks)
+    assert b"".join(iter_regular(str(tmp_path / "big"), 11)) == b"x" * 11

@@ -6,7 +6,8 @@ input is closed in one place.
   (exit 2, one line) before anything runs;
 - files (`-r`, `--project`, `--facts`, `--lock`, `--log`, a matrix file, a cache record):
   `read_regular` opens regular files only, never blocking (a FIFO or a device is refused
-  at once), and `read_text_file` reads at most a bounded number of bytes and refuses the rest; `check_depth` bounds nesting, and
+  at once; `iter_regular`, the same rule in blocks for a file too big to hold: a wheel a
+  lock names), and `read_text_file` reads at most a bounded number of bytes and refuses the rest; `check_depth` bounds nesting, and
   `loads_json` / `loads_toml` turn a parser's RecursionError into one line;
   `decode_json` is the same bounded reader for callers that treat bad JSON as a value
   (a node's answer, an index page, a cache record): ValueError, never RecursionError;
@@ -27,7 +28,7 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 from torchfit.errors import BadInput
@@ -143,6 +144,29 @@ def read_regular(path: str, limit: int, *, follow_links: bool = True) -> bytes:
     if len(data) > limit:
         raise OSError(errno.EFBIG, f"larger than {limit} bytes")
     return data
+
+
+def iter_regular(path: str, limit: int, *, block: int = 1 << 20) -> Generator[bytes, None, None]:
+    """The bytes of the regular file at `path` in blocks, `limit` at most: `read_regular`'s
+    rule (a FIFO, a device, a socket or a directory refused at once, never waited on) for
+    a file too big to hold in memory (a wheel a lock names). OSError EFBIG, before a byte
+    is read, when the file's size is past `limit`, and as soon as more than `limit` bytes
+    come (a file growing while read: st_size is only what it was at the open)."""
+    fd, st = _open_regular(path)
+    try:
+        if st.st_size > limit:
+            raise OSError(errno.EFBIG, f"{st.st_size} bytes, more than {limit}")
+        got = 0
+        while True:
+            chunk = os.read(fd, min(block, limit + 1 - got))
+            if not chunk:
+                return
+            got += len(chunk)
+            if got > limit:
+                raise OSError(errno.EFBIG, f"more than {limit} bytes (it grew while read)")
+            yield chunk
+    finally:
+        os.close(fd)
 
 
 def _open_regular(path: str, follow_links: bool = True) -> tuple[int, os.stat_result]:

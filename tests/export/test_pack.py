@@ -304,3 +304,53 @@ def test_a_link_planted_in_a_pack_is_refused_never_written_through_or_kept(tmp_p
     line = one_line_error(again)
     assert f"{target}: a symbolic link is there, which torchfit did not make" in line, line
     assert victim.read_bytes() == before and target.is_symlink()
+
+
+@pytest.mark.parametrize("where", ["site dir", "site#1", "site%41"])
+def test_install_pack_carried_under_a_space_hash_or_percent(tmp_path: Path, state_home: Path, where: str) -> None:
+    """`install --pack` where the pack was carried to a directory whose name holds a space, `#`
+    or `%`: the pack's tree and wheels are told to the installer as %-encoded file:// URLs, so
+    the install runs (before: "--torch-index-url '...': not a URL", a flag never given, or a
+    `#` read as a URL's fragment, a `%41` as an escape)."""
+    import os
+    import platform
+
+    from tests.support.cli import run_clean
+    from tests.support.fleets import node_facts
+    from tests.support.wheels import make_wheel, write_index
+    from torchfit.fleet.model import Fleet, Group, fleet_to_json
+
+    if platform.machine() != "x86_64" or shutil.which("python3.11") is None:
+        pytest.skip("the group's lock is for an x86_64 host with Python 3.11")
+    built = tmp_path / "built"
+    version = "2.13.0+cpu"
+    torch_files = {"torch/__init__.py": f"__version__ = {version!r}\n".encode(),
+                   "torch/version.py": f"__version__ = {version!r}\ncuda = None\nhip = None\n".encode()}
+    torch = make_wheel(built, "torch", version, ["alpha"], tag="cp311-cp311-manylinux_2_28_x86_64", files=torch_files)
+    torch_simple = write_index(tmp_path / "torch-index", [torch])
+    deps_simple = write_index(tmp_path / "deps", [make_wheel(built, "alpha", "1.0")])
+    py311 = [{"version": platform.python_version() if platform.python_version().startswith("3.11.") else "3.11.7",
+              "path": shutil.which("python3.11"), "source": "path"}]
+    group = Group(("x8601",), "", {**node_facts("", "", 0, "580.65.06", "2.35", "x86_64"), "pythons": py311})
+    fleet = tmp_path / "fleet.json"
+    fleet.write_text(json.dumps(fleet_to_json(Fleet((group,), (), "tests", ""))))
+    made = tmp_path / "made"
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), UV_CACHE_DIR=str(tmp_path / "uv"),
+               PIP_CONFIG_FILE="/dev/null", PIP_FIND_LINKS="",
+               PYTHONPATH=os.path.join(Path(__file__).resolve().parents[2], "src"))
+    res = run_clean("pack", "torch==2.13.0", "--facts", str(fleet), "--torch-index-url", torch_simple.as_uri(),
+                    "--index-url", deps_simple.as_uri(), "-o", str(made), env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    carried = tmp_path / where / "pack"
+    carried.parent.mkdir()
+    shutil.move(str(made), str(carried))
+    offline = tf_env(state_home, PIP_CONFIG_FILE="/dev/null", PIP_FIND_LINKS="",
+                     UV_CACHE_DIR=str(tmp_path / "empty-uv"), XDG_CACHE_HOME=str(tmp_path / "empty-cache"))
+    prefix = tmp_path / "env"
+    got = subprocess.run(torchfit_argv("install", "--offline", "--pack", str(carried), "--prefix", str(prefix)),
+                         capture_output=True, text=True, env=offline, timeout=600)
+    assert got.returncode == 0, got.stderr[-3000:]
+    ran = subprocess.run([str(prefix / "bin" / "python"), "-c",
+                          "import torch, alpha_mod; print(torch.__version__, alpha_mod.VERSION)"],
+                         capture_output=True, text=True, timeout=120)
+    assert ran.stdout.split() == [version, "1.0"], ran.stderr

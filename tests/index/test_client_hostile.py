@@ -171,11 +171,33 @@ def test_redirect_credentials_stay_with_their_own_host(servers: Callable[..., Ht
         reply(h, 301, Location=target_url + h.path)
 
     start = servers(redirect)
-    page = IndexClient(use_cache=False, retries=0).project_page(
+    # plain http: credentials go out at all only with --allow-insecure-index (the next test)
+    page = IndexClient(use_cache=False, retries=0, allow_insecure=True).project_page(
         start.url.replace("://", "://user:s3cret@") + "/simple", "torch")
     assert page is not None and page.files
     assert first and first[0] and first[0].startswith("Basic ")  # its own host got them
     assert auths == [None]
+
+
+def test_no_credential_goes_over_plain_http_without_allow_insecure(servers: Callable[..., HttpServer],
+                                                                   tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neither the URL's user:password nor ~/.netrc's entry for the host travels in clear unless
+    the client was told --allow-insecure-index (requests adds both by itself when no auth is
+    given: `pack` sent `Authorization: Basic` over http://, issue 34)."""
+    import base64
+
+    srv = servers(lambda h: reply(h, 200, b"wheel bytes"))
+    (tmp_path / ".netrc").write_text("machine 127.0.0.1 login n password NETRC\n")
+    (tmp_path / ".netrc").chmod(0o600)
+    monkeypatch.setenv("HOME", str(tmp_path))  # requests reads ~/.netrc (the user's file, not torchfit's code)
+    monkeypatch.delenv("NETRC", raising=False)
+    url = srv.url.replace("http://", "http://u:S3CRET@") + "/x.whl"
+    for allowed, first in ((False, url), (False, srv.url + "/y.whl"), (True, url)):
+        with open(tmp_path / "got", "wb") as fh:
+            IndexClient(use_cache=False, retries=0, allow_insecure=allowed).download(first, fh)
+    sent = [h.get("Authorization") for h in srv.headers]
+    assert sent == [None, None, "Basic " + base64.b64encode(b"u:S3CRET").decode()], sent
 
 
 @pytest.mark.parametrize("shape", ["self", "pair", "chain"])

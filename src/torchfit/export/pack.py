@@ -13,9 +13,11 @@ The pack, every path inside it relative (it installs wherever it is carried):
     DIR/README.txt            how to install from it
     DIR/.torchfit-pack.json   which lock it holds (a different pack is never overwritten)
 
-Every file is the lock's own (its URL or path as the lock records it) and is checked against the
-lock's sha256 as it is written; a file the lock gives no sha256 is refused (nothing unchecked
-crosses the gap). Written beside its final name and renamed, so an interrupted pack resumes:
+Every file is the lock's own (its URL or path as the lock records it, a relative path the lock's
+directory's) and is checked against the lock's sha256 as it is written; a file the lock gives no
+sha256 is refused (nothing unchecked crosses the gap). Each is read bounded (lock.artifacts): a
+local one a regular file only, none past the lock's size; plain http:// only with
+--allow-insecure-index. Written beside its final name and renamed, so an interrupted pack resumes:
 a file already there with the right sha256 is kept, not fetched again.
 
 The pack's directory holds only what torchfit wrote: every file goes in through files.write_beside
@@ -27,21 +29,26 @@ links outside the pack) is refused naming it (files.NotOurs, exit 2), never writ
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote
 
 from torchfit.compat.matrix import FAMILY_PACKAGES
 from torchfit.errors import BadInput
 from torchfit.files import commit, existing_file, open_beneath, open_existing, write_beside
 from torchfit.index.pages import format_off_site, off_site_hosts
-from torchfit.inputs import decode_json
+from torchfit.index.sources import refuse_insecure
+from torchfit.inputs import decode_json, shown
+from torchfit.lock.artifacts import copy_local, local_location, lock_dir, size_limit
 from torchfit.lock.model import Artifact, Lock, LockedDist
 from torchfit.lock.pylock import artifact_size, file_name, sha256_file
 from torchfit.redact import redact
+from torchfit.space import Place, from_oserror, is_no_space
 
 MARKER = ".torchfit-pack.json"
 GROUPS = "groups.json"  # under locks/ in a fleet's pack: group name -> {"hostlist": its nodes}
@@ -60,8 +67,9 @@ FLEET_README = ("the locks are DIR/locks/GROUP.toml, one per group of the fleet 
                 "name one with\n`--group NAME` (group-N, its hostlist, or one of its nodes)")
 
 
-# IndexClient.download: fetch(url, fh) -> (bytes, sha256); resuming a .part, fetch(url, fh,
-# start=bytes already there, digest=their sha256 so far) -> (bytes, sha256 of the whole file).
+# IndexClient.download: fetch(url, fh, limit=the lock's size) -> (bytes, sha256); resuming a
+# .part, fetch(url, fh, start=bytes already there, digest=their sha256 so far, limit=...) ->
+# (bytes, sha256 of the whole file). Past `limit` it stops, refusing (a body longer than the file).
 Fetch = Callable[..., tuple[int, str]]
 
 
@@ -132,60 +140,75 @@ def check_out_dir(out: str, lock_path: str | Sequence[str]) -> None:
 
 def make_pack(lock: Lock, lock_path: str | Sequence[str], out: str, *, fetch: Fetch, say: Callable[[str], None],
               version: str, warn: Callable[[str], None] | None = None,
-              hostlists: Sequence[str] = ()) -> PackResult:
+              hostlists: Sequence[str] = (), allow_insecure: bool = False) -> PackResult:
     """Write the pack of `lock` into `out` (check_out_dir first). `fetch` writes a remote file
-    (IndexClient.download, resuming a `.part` with start= and digest=) and returns (bytes, sha256
-    of the whole file); local files (file:// or a path) are copied. `lock_path`: the lock, or a
-    fleet's locks (one per group, its nodes' hostlist in `hostlists`)."""
+    (IndexClient.download, resuming a `.part` with start= and digest=, stopping at limit=) and
+    returns (bytes, sha256 of the whole file); local files (file:// or a path, relative to the
+    lock's directory) are copied (lock.artifacts: regular files only, bounded by the lock's size).
+    A plain http:// file is refused before any request unless `allow_insecure`
+    (--allow-insecure-index). `lock_path`: the lock, or a fleet's locks (one per group, its
+    nodes' hostlist in `hostlists`)."""
     check_out_dir(out, lock_path)
+    # PEP 751: a relative path is the lock file's directory's (a fleet's locks share one)
+    root = lock_dir(lock_path if isinstance(lock_path, str) else lock_path[0])
+    shown_lock = lock_path if isinstance(lock_path, str) else "a group's lock"
     plan = []
     for d in lock.packages:
         for a in _wanted(d):
             if not a.sha256:
-                raise BadInput(f"{lock_path}: {d.name} {d.version}: {_name(a)} has no sha256 in the lock; "
+                raise BadInput(f"{shown_lock}: {d.name} {d.version}: {_name(a)} has no sha256 in the lock; "
                                "a pack carries checked files only")
+            if a.url:  # before any request: a credential in the URL must never travel in clear
+                refuse_insecure(a.url, f"{shown_lock}: {d.name} {d.version}:", allow_insecure)
             sub = "files" if d.name in FAMILY_PACKAGES else "wheels"
             plan.append((d, a, sub, _name(a)))
-    total = sum(artifact_size(a) for _, a, _, _ in plan)  # a file:// wheel: its own size
+    total = sum(artifact_size(a, root) for _, a, _, _ in plan)  # a file:// wheel: its own size
     index = lock.torch_index_url()
     off = off_site_hosts([a.url or "" for d, a, _, _ in plan if d.name in FAMILY_PACKAGES], index) if index else []
     if off:
         # The env was built "from the mirror", yet its torch files came from elsewhere: the pack
         # fetches them from there too (it carries them across the gap all the same).
         (warn or say)(format_off_site(f"the lock's torch index {redact(index)}", off))
-    os.makedirs(out, exist_ok=True)
-    root = open_beneath(out)
+    with _writing(out, out):
+        os.makedirs(out, exist_ok=True)
+        rootfd = open_beneath(out)
     try:
-        _judge_targets(out, root, [(sub, name) for _, _, sub, name in plan], lock, lock_path)
-        return _fill(lock, lock_path, out, root, plan, total, fetch=fetch, say=say, version=version,
-                     hostlists=hostlists)
+        _judge_targets(out, rootfd, [(sub, name) for _, _, sub, name in plan], lock, lock_path)
+        return _fill(lock, lock_path, out, rootfd, plan, total, fetch=fetch, say=say, version=version,
+                     hostlists=hostlists, root=root, shown_lock=shown_lock)
     finally:
-        os.close(root)
+        os.close(rootfd)
 
 
-def _fill(lock: Lock, lock_path: str | Sequence[str], out: str, root: int, plan: list[tuple[LockedDist, Artifact,
+def _fill(lock: Lock, lock_path: str | Sequence[str], out: str, rootfd: int, plan: list[tuple[LockedDist, Artifact,
           str, str]], total: int, *, fetch: Fetch, say: Callable[[str], None], version: str,
-          hostlists: Sequence[str]) -> PackResult:
-    """make_pack's writing, every file relative to `root` (the pack's directory, opened once)."""
+          hostlists: Sequence[str], root: str, shown_lock: str) -> PackResult:
+    """make_pack's writing, every file relative to `rootfd` (the pack's directory, opened once);
+    a local file of the lock is read relative to `root` (the lock's directory)."""
     def put(rel: str, name: str, data: bytes) -> None:
-        dfd = open_beneath(out, rel)
-        try:
-            write_beside(dfd, name, data, where=os.path.join(out, rel, name))
-        finally:
-            os.close(dfd)
+        where = os.path.join(out, rel, name)
+        with _writing(where, out):
+            dfd = open_beneath(out, rel)
+            try:
+                write_beside(dfd, name, data, where=where)
+            finally:
+                os.close(dfd)
 
-    write_beside(root, MARKER, json.dumps(_marker(lock_path)).encode(), where=os.path.join(out, MARKER))
-    subs = {sub: open_beneath(out, sub) for sub in ("files", "wheels", "simple")}
+    with _writing(os.path.join(out, MARKER), out):
+        write_beside(rootfd, MARKER, json.dumps(_marker(lock_path)).encode(), where=os.path.join(out, MARKER))
+        subs = {sub: open_beneath(out, sub) for sub in ("files", "wheels", "simple")}
     result = PackResult(out, files=len(plan), bytes_total=total)
     done = 0
     try:
-        for n, (_d, a, sub, name) in enumerate(plan, 1):
+        for n, (d, a, sub, name) in enumerate(plan, 1):
             where = os.path.join(out, sub, name)
             size = has_file(subs[sub], name, a.sha256 or "", where)
             if size is not None:
                 result.kept += 1
             else:
-                size = write_checked(a, subs[sub], name, where, fetch, say)
+                with _writing(where + ".part", out):
+                    size = write_checked(a, subs[sub], name, where, fetch, say, root=root,
+                                         what=f"{shown_lock}: {d.name} {d.version}")
                 result.fetched += 1
             done += a.size or size
             say(f"pack: {n}/{len(plan)} {name} ({_mb(done)} of {_mb(total) if total else '?'})")
@@ -254,19 +277,45 @@ def has_file(dfd: int, name: str, sha256: str, where: str) -> int | None:
     return size if h.hexdigest() == sha256 else None
 
 
+def _pack_place(out: str) -> Place:
+    return Place("the pack's filesystem (-o)", out, "free space there, or give -o a directory on a filesystem "
+                                                    "with room (run pack again there: it resumes)")
+
+
+@contextlib.contextmanager
+def _writing(path: str, out: str) -> Iterator[None]:
+    """A write into the pack that fails, as one line: out of space or quota names `path` (what
+    was being written) on the pack's filesystem, not TMPDIR (the boundary's guess when an
+    OSError has no file name, as a failed write() has none); something in the way of a
+    directory the pack makes (a file, a directory where a file goes) names its path."""
+    try:
+        yield
+    except OSError as exc:
+        if is_no_space(exc):
+            raise from_oserror(exc, "torchfit pack", [_pack_place(out)], path=path) from None
+        if exc.errno in (errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.ENOTEMPTY):
+            where = exc.filename if isinstance(exc.filename, str) else path
+            raise BadInput(f"{shown(where)}: cannot write the pack there ({exc.strerror}); move what is "
+                           "there away, or give -o a new directory") from None
+        raise
+
+
 def write_checked(a: Artifact, dfd: int, name: str, where: str, fetch: Fetch,
-                  say: Callable[[str], None] | None = None) -> int:
+                  say: Callable[[str], None] | None = None, *, root: str = "", what: str = "") -> int:
     """The file of `a` as `name` in directory `dfd` (`where` its path, for messages), its sha256
     the lock's (written to `name.part`, then renamed); its size. A remote file's `.part` left by an
     interrupted run is continued where it stopped, not fetched again; a `.part` that is not a
     regular file of its own (a symlink, a FIFO, a hard link) is refused (NotOurs), never written
-    through, and a new one is made O_EXCL."""
+    through, and a new one is made O_EXCL. Neither is read or fetched past the lock's size
+    (lock.artifacts); a local `path` is relative to `root`, the lock's directory. `what` names
+    the package in a refusal."""
     part = name + ".part"
     source = a.url or a.path or ""
-    local = unquote(urlsplit(source).path) if source.startswith("file:") else (source if "://" not in source else None)
+    local = local_location(a, root)
+    limit = size_limit(a)
     found = existing_file(dfd, part, where + ".part")
     have = 0
-    if found is not None and local is None and found.st_size:
+    if found is not None and local is None and 0 < found.st_size <= limit:
         fd = open_existing(dfd, part, where + ".part", os.O_RDWR)
         have = os.fstat(fd).st_size
     else:
@@ -276,18 +325,19 @@ def write_checked(a: Artifact, dfd: int, name: str, where: str, fetch: Fetch,
     with os.fdopen(fd, "r+b") as fh:
         h = hashlib.sha256()
         if local is not None:
-            with open(local, "rb") as src:
-                for block in iter(lambda: src.read(1 << 20), b""):
-                    fh.write(block)
-                    h.update(block)
-            got = h.hexdigest()
+            try:
+                _, got = copy_local(a, local, fh, what or _name(a))
+            except BadInput:
+                os.unlink(part, dir_fd=dfd)  # refused unread, or cut at the lock's size: nothing of it kept
+                raise
         else:
             if have:
                 for block in iter(lambda: fh.read(1 << 20), b""):
                     h.update(block)
                 if say is not None:
                     say(f"pack: resuming {name} after {_mb(have)}")
-            _, got = fetch(source, fh, start=have, digest=h) if have else fetch(source, fh)
+            _, got = (fetch(source, fh, start=have, digest=h, limit=limit) if have
+                      else fetch(source, fh, limit=limit))
         size = fh.tell()
     if got != a.sha256:
         os.unlink(part, dir_fd=dfd)

@@ -137,7 +137,8 @@ class IndexClient:
     A body is kept up to `MAX_BODY_BYTES` (decompressed) unless the caller sets its own
     limit. Redirects are followed by hand, at most `MAX_REDIRECTS`, each hop checked:
     only http(s), and never from https to plain http unless `allow_insecure`
-    (--allow-insecure-index); credentials of the URL go only to its own host.
+    (--allow-insecure-index); credentials of the URL go only to its own host, and over
+    plain http only with `allow_insecure`.
     """
 
     def __init__(
@@ -249,7 +250,11 @@ class IndexClient:
         positioned at its end) and `digest` their sha256 so far: only the rest is asked for
         (`Range: bytes=START-`, RFC 9110 14.2). A server that answers the whole file (200) is
         written from the beginning again; one that says the range is past the end (416)
-        has nothing more to send (the sha256 then says whether the part was whole)."""
+        has nothing more to send (the sha256 then says whether the part was whole).
+
+        `limit`: the file's size as its lock gives it: a body that would make the file longer
+        is refused at its Content-Length, else where it passes the size, nothing more written
+        (IndexUnavailable: a server sending more than the file fills the disk)."""
         import hashlib
 
         headers = {"Accept": "*/*"}
@@ -271,10 +276,15 @@ class IndexClient:
                     fh.truncate()
                 digest = hashlib.sha256()
                 n = 0
-            for block in self.iter_body(resp, url, limit=limit):
-                fh.write(block)
-                digest.update(block)
-                n += len(block)
+            try:
+                for block in self.iter_body(resp, url, limit=None if limit is None else max(0, limit - n)):
+                    fh.write(block)
+                    digest.update(block)
+                    n += len(block)
+            except IndexMalformed:  # iter_body's only one: past the limit
+                raise IndexUnavailable(
+                    url, f"sends more than {limit} bytes, the size the lock gives the file; stopped there",
+                    hint="the server's file is not the one the lock names: check the lock and the mirror") from None
             return n, digest.hexdigest()
         finally:
             resp.close()
@@ -325,10 +335,18 @@ class IndexClient:
         seen = {strip_credentials(url)}
         for _hop in range(MAX_REDIRECTS + 1):
             here = urlsplit(current)
-            # The URL's credentials go to its own host only, and never over a downgrade.
-            send_auth = auth if here.hostname == start.hostname and (
-                here.scheme == start.scheme or here.scheme == "https") else None
-            resp = self.session.get(current, headers=dict(headers), timeout=(per, per), allow_redirects=False,
+            # The URL's credentials go to its own host only, never over a downgrade, and over
+            # plain http only with --allow-insecure-index (every caller refuses http:// first
+            # without it; this holds for one that does not: a secret never travels in clear).
+            secure = here.scheme == "https" or (here.scheme == start.scheme and self.allow_insecure)
+            send_auth: Any = auth if here.hostname == start.hostname and secure else None
+            target = current
+            if not secure:
+                # requests takes a URL's user:password itself, and ~/.netrc's entry when no auth
+                # is given: the userinfo goes, and an auth that adds nothing keeps .netrc out.
+                target = urlunsplit(here._replace(netloc=here.netloc.rpartition("@")[2]))
+                send_auth = _no_credentials
+            resp = self.session.get(target, headers=dict(headers), timeout=(per, per), allow_redirects=False,
                                     stream=True, auth=send_auth)
             location = resp.headers.get("Location")
             if resp.status_code not in _REDIRECT_STATUSES or not location:
@@ -564,6 +582,11 @@ def check_file_redirects(client: IndexClient, urls: Iterable[str]) -> int:
         raise refused[0]
     client.progress.info(f"checked the redirects of {len(todo)} file URL{'s' * (len(todo) != 1)}: none to plain http")
     return len(todo)
+
+
+def _no_credentials(request: requests.PreparedRequest) -> requests.PreparedRequest:
+    """The `auth` of a request that must carry none (plain http without --allow-insecure-index)."""
+    return request
 
 
 def _too_big(url: str, limit: int, declared: int | None = None) -> IndexMalformed:

@@ -114,8 +114,12 @@ def _validate(args: argparse.Namespace) -> None:
                                f"{format_groups(args.pack_groups)})")
             args.lock = args.pack_groups[name][0]
         # else: the group whose lock fits this host, once its facts are known (_pick_group)
-        args.torch_index_url = "file://" + os.path.join(pack, "simple")
-        args.find_links = [*args.find_links, os.path.join(pack, "wheels")]
+        from pathlib import Path
+
+        # URLs with the path %-encoded (Path.as_uri): a space, `#` or `%` in where the pack was
+        # carried is part of a file name, not a URL's end of path, fragment or escape
+        args.torch_index_url = Path(pack, "simple").as_uri()
+        args.find_links = [*args.find_links, Path(pack, "wheels").as_uri()]
     elif args.group:
         raise BadInput("--group picks a group of a fleet's pack: give --pack DIR")
     if args.lock or args.pack:

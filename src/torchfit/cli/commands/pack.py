@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
             raise BadInput(f"--lock packs the lock as it is; drop {', '.join(resolving)}")
         lock = load_lock(args.lock)
         result = make_pack(lock, args.lock, out, fetch=client.download, say=progress.info, warn=progress.warn,
-                           version=__version__)
+                           version=__version__, allow_insecure=args.allow_insecure_index)
     else:
         if not args.facts:
             raise BadInput("give --lock FILE, or --facts (a fleet file) and the project to resolve and lock")
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
             paths, hostlists = _fleet_locks(args, work)
             lock = merged([load_pylock(p) for p in paths])
             result = make_pack(lock, paths, out, fetch=client.download, say=progress.info, warn=progress.warn,
-                               version=__version__, hostlists=hostlists)
+                               version=__version__, hostlists=hostlists, allow_insecure=args.allow_insecure_index)
     from torchfit.cli.ui.output import render_pack_written
 
     render_pack_written(args.output, result)
