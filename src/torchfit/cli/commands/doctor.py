@@ -38,7 +38,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
         "doctor",
         help="diagnose a broken GPU / PyTorch setup and say how to fix it",
         description=DESCRIPTION,
-        epilog="Exit codes: 0 nothing failed, 1 a check failed, 2 bad input, 130 interrupted.",
+        epilog="Exit codes: 0 nothing failed, 1 a check failed (with --fix: or a repair failed, or the env is in "
+               "use), 2 bad input, 130 interrupted.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     target = p.add_mutually_exclusive_group()
