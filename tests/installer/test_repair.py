@@ -139,7 +139,8 @@ def test_fix_removes_only_the_line_that_sets_the_variable(damaged_env: dict[str,
     # NCCL_IB_DISABLE comes from the shell, not from a file torchfit wrote: said, not touched.
     env = {"NCCL_P2P_DISABLE": "1", "NCCL_IB_DISABLE": "1"}
     dry = doctor(state_home, "--env", str(prefix), "--fix", "--dry-run", **env)
-    assert "would fix nccl-env-disables:" in dry.stdout and "NCCL_P2P_DISABLE" in dry.stdout, dry.stdout
+    assert f"would fix nccl-env-disables: remove the line `export NCCL_P2P_DISABLE=1` from {script} (the rest " \
+        "of the file is kept as it is)" in dry.stdout, dry.stdout
     assert "not fixed: nccl-env-disables: NCCL_IB_DISABLE is set outside the files torchfit wrote" in dry.stdout
     assert b"NCCL_P2P_DISABLE" in script.read_bytes()
     fixed = doctor(state_home, "--env", str(prefix), "--fix", **env)
@@ -157,6 +158,8 @@ def test_fix_refuses_to_reinstall_under_a_process_of_the_env(damaged_env: dict[s
     lib.unlink()
     user = subprocess.Popen([str(prefix / "bin" / "python"), "-c", "import time; time.sleep(600)"])
     try:
+        dry = doctor(state_home, "--env", str(prefix), "--fix", "--dry-run")
+        assert f"not fixed: 1 process(es) use {prefix} (pid {user.pid}" in dry.stdout, dry.stdout
         r = doctor(state_home, "--env", str(prefix), "--fix")
         assert r.returncode == 1, r.stdout + r.stderr
         assert "[env-in-use]" in r.stderr and f"pid {user.pid}" in r.stderr, r.stderr
@@ -267,10 +270,11 @@ def test_read_installed_reads_the_dist_info_names(tmp_path: Path) -> None:
     (tmp_path / "bin" / "python").symlink_to(sys.executable)
     site = tmp_path / "lib" / "python3.11" / "site-packages"
     site.mkdir(parents=True)
-    for d in ("torch-2.13.0+cpu.dist-info", "typing_extensions-4.16.0.dist-info", "six.py", "x.dist-info"):
+    for d in ("torch-2.13.0+cpu.dist-info", "typing_extensions-4.16.0.dist-info", "six.py", "x.dist-info",
+              "Legacy_Pkg-1.0-py3.11.egg-info"):
         (site / d).mkdir()
     env = read_installed(str(tmp_path))
-    assert env == Installed({"torch": "2.13.0+cpu", "typing-extensions": "4.16.0"}, "3.11")
+    assert env == Installed({"torch": "2.13.0+cpu", "typing-extensions": "4.16.0", "legacy-pkg": "1.0"}, "3.11")
 
 
 @pytest.mark.parametrize(("line", "why"), [
@@ -288,6 +292,7 @@ def test_drop_assignments_removes_a_whole_line_or_nothing(line: str, why: str | 
     assert text == (head + line + tail if why else head + tail)
     plan = plan_repairs("/e", _lock(), {"nccl-env-disables": "fail"}, {}, head + line + tail)
     assert [r.kind for r in plan.repairs] == ([] if why else ["env-script"])
+    assert why or plan.repairs[0].what.startswith(f"remove the line `{line.strip()}` from /e/bin/torchfit-env")
     assert ("sets NCCL_P2P_DISABLE in a line that does more" in plan.refused[0]) if why else plan.refused == []
 
 

@@ -151,8 +151,7 @@ def drop_assignments(text: str, names: Sequence[str]) -> tuple[str, str | None]:
     wanted = set(names)
     kept: list[str] = []
     for line in re.findall(r"[^\n]*\n|[^\n]+$", text):  # sh's lines: "\n" only (not str.splitlines's \f, \x1c...)
-        m = _ASSIGNMENT.match(line)
-        if m is None or m.group(1) not in wanted:
+        if _assigned(line) not in wanted:
             kept.append(line)
             continue
         # punctuation_chars: `X=1;Y=2`, `X=1&&cmd` are several words, not one
@@ -171,6 +170,12 @@ def drop_assignments(text: str, names: Sequence[str]) -> tuple[str, str | None]:
 _ASSIGNMENT = re.compile(r"[ \t]*(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_]*)=")
 
 
+def _assigned(line: str) -> str | None:
+    """The variable a sh line starts by setting (`X=1`, `export X=1`), else None."""
+    m = _ASSIGNMENT.match(line)
+    return m.group(1) if m else None
+
+
 def read_installed(prefix: str) -> Installed:
     """The distributions installed in the env at PREFIX, from its `*.dist-info` directories'
     names (`name-version.dist-info`, as installers write them), read without running it."""
@@ -185,10 +190,10 @@ def read_installed(prefix: str) -> Installed:
         return Installed({}, None, f"{shown(prefix)} has {len(sites) or 'no'} lib/python3.*/site-packages")
     dists: dict[str, str] = {}
     for entry in _listdir(sites[0]):
-        stem = entry[: -len(".dist-info")] if entry.endswith(".dist-info") else ""
-        if "-" in stem:
-            name, version = stem.split("-", 1)
-            dists[str(canonicalize_name(name))] = version
+        # pip's legacy installs leave `name-version(-py3.11).egg-info`: installed all the same
+        m = re.fullmatch(r"([^-]+)-([^-]+?)(?:-py\d[\d.]*)?\.(?:dist|egg)-info", entry)
+        if m:
+            dists[str(canonicalize_name(m.group(1)))] = m.group(2)
     return Installed(dists, os.path.basename(os.path.dirname(sites[0]))[len("python"):])
 
 
@@ -233,7 +238,9 @@ def plan_repairs(prefix: str, lock: Lock, faults: Mapping[str, str], environ: Ma
                                     f"a job script, a module): unset it there")
     names = tuple(dict.fromkeys(n for _, n in drop))
     script = shown(os.path.join(prefix, "bin", ENV_SCRIPT))
-    line = drop_assignments(script_text, names)[1] if drop and not script_refused else None
+    edited, line = drop_assignments(script_text, names) if drop and not script_refused else (script_text, None)
+    # The lines the edit removes, as they are (the dry run shows exactly what goes)
+    gone = [ln.strip() for ln in script_text.split("\n") if _assigned(ln) in names] if edited != script_text else []
     if drop and script_refused:
         plan.refused.append(f"{drop[0][0]}: {', '.join(names)} set in {script_refused}")
     elif line is not None:
@@ -241,7 +248,7 @@ def plan_repairs(prefix: str, lock: Lock, faults: Mapping[str, str], environ: Ma
                             f"({shown(line)}): edit it there")
     elif drop:
         plan.repairs.append(Repair(drop[0][0], "env-script",
-                                   f"remove the line setting {', '.join(names)} from {script} "
+                                   f"remove the line {' and '.join(f'`{shown(g)}`' for g in gone)} from {script} "
                                    "(the rest of the file is kept as it is)", variables=names))
     return plan
 

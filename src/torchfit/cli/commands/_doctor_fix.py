@@ -113,6 +113,14 @@ def run_fix(args: argparse.Namespace, prefix: str, lock: Lock, checks: list[Chec
     from torchfit.cli.ui.doctor import render_repairs, render_report
 
     plan = plan_for(prefix, lock, checks, ctx.environ)
+    if args.dry_run and not args.allow_in_use and any(r.kind == "reinstall" for r in plan.repairs):
+        from torchfit.host.procs import find_users
+
+        users = find_users(prefix)  # what the fix itself would refuse on (apply's check_in_use), said now
+        if users.procs:
+            plan.refused.append(f"{len(users.procs)} process(es) use {prefix} ("
+                                + "; ".join(u.describe() for u in users.procs[:3])
+                                + "): --fix refuses to reinstall under them until they end (or --allow-in-use)")
     done: list[str] = []
     if not args.dry_run and plan.repairs:
         done = apply(plan, lock, args)
