@@ -118,7 +118,7 @@ def test_fix_installs_a_lost_torch_and_keeps_what_is_not_in_the_lock(damaged_env
     assert (prefix / "notes.txt").read_text() == "x\n", "the user's file in PREFIX was deleted"
     assert kernel.is_file() and (site / "six.py").is_file(), "a kernel or a hand-installed package was deleted"
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    assert f"fixed torch-import: installed into {prefix} torch from the lock" in fixed.stdout, fixed.stdout
+    assert f"fixed torch-import: installed torch into {prefix} from the lock" in fixed.stdout, fixed.stdout
     assert (site / "torch" / "lib" / "libtorch_cpu.so").is_file()
     assert (prefix / "pylock.toml").read_bytes() == damaged_env["lock"]
     # The dry run said exactly that: torch installed, nothing replaced or removed, no --force.

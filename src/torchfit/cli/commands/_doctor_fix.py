@@ -75,8 +75,8 @@ def apply(plan: RepairPlan, lock: Lock, args: argparse.Namespace) -> list[str]:
     observer = install_progress()  # the reinstall's progress as install shows it
     # Before anything changes: a reinstall replaces files under the env's running processes
     # (add's rule); installing what is missing does not disturb them.
-    replaced = [f"{n} {getattr(lock.find(n), 'version', '')}".strip() for r in plan.repairs if r.kind == "reinstall"
-                for n in r.packages]
+    reinstalled = {n for r in plan.repairs if r.kind == "reinstall" for n in r.packages}
+    replaced = [f"{d.name} {d.version}" for d in lock.packages if d.name in reinstalled]
     if any(r.kind in ("reinstall", "rebuild") for r in plan.repairs):
         check_in_use(plan.prefix, ", ".join(replaced) or None, allow=args.allow_in_use, wait=0.0,
                      command="torchfit doctor --fix", fix="end those processes, or pass --allow-in-use",
@@ -91,8 +91,9 @@ def apply(plan: RepairPlan, lock: Lock, args: argparse.Namespace) -> list[str]:
                                   variant=str(lock.plan().get("variant") or ""), fallback=locked_torch_index(lock))
             log = apply_reinstall(plan.prefix, lock, r.packages, sources, observer, timeout=3600.0,
                                   replace=r.kind == "reinstall")
-            did = "reinstalled" if r.kind == "reinstall" else f"installed into {plan.prefix}"
-            done.append(f"{r.check}: {did} {', '.join(r.packages)} from the lock" + (f" (log {log})" if log else ""))
+            did = "reinstalled" if r.kind == "reinstall" else "installed"
+            into = "" if r.kind == "reinstall" else f" into {plan.prefix}"
+            done.append(f"{r.check}: {did} {', '.join(r.packages)}{into} from the lock" + (f" (log {log})" if log else ""))
         elif r.kind == "env-script":
             path = apply_env_script(plan.prefix, r.variables)
             done.append(f"{r.check}: removed the line setting {', '.join(r.variables)} from {path} "
