@@ -1,4 +1,7 @@
-"""`torchfit doctor --fix` (installer/repair.py, cli/commands/_doctor_fix.py): issue 28, item 2.
+"""`torchfit doctor --fix` (installer/repair.py, cli/commands/_doctor_fix.py): issue 28, item 2;
+issue 34 D1-D4 (a repair replaces only what it names: the user's files, hand-installed
+packages and own lines of bin/torchfit-env stay; a process using the env refuses a reinstall;
+a repair that fails or is interrupted exits as install does).
 
 The slow tests damage a real CPU torch 2.13.0 env built by `torchfit install` from the local
 wheel (its own env: the session's shared one stays whole), then let doctor find the damage,
@@ -10,15 +13,33 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.installer.conftest import CPU_ARGS, needs_uv, one_line_error, run_tf
+from tests.installer.conftest import (
+    CPU_ARGS,
+    is_uv_install,
+    needs_uv,
+    one_line_error,
+    pid_alive,
+    run_tf,
+    start_tf,
+    wait_for_child,
+)
 from tests.support.wheels import sha256_file
-from torchfit.installer.repair import load_built_env, plan_repairs, script_variables
+from torchfit.installer.repair import (
+    Installed,
+    drop_assignments,
+    load_built_env,
+    plan_repairs,
+    read_installed,
+    script_variables,
+)
 from torchfit.lock.model import Artifact, Lock, LockedDist
 
 pytestmark = needs_uv
@@ -71,36 +92,110 @@ def test_fix_reinstalls_a_deleted_library_from_the_lock(damaged_env: dict[str, A
     assert after.returncode == 0 and json.loads(after.stdout)["summary"]["fail"] == 0, after.stdout
 
 
+def _remove_torch(site: Path) -> None:
+    """`rm -rf site-packages/torch*`: torch, its dist-info and torchgen gone."""
+    for path in site.glob("torch*"):
+        shutil.rmtree(path)
+
+
 @pytest.mark.slow
-def test_fix_rebuilds_an_env_whose_torch_is_gone(damaged_env: dict[str, Any], state_home: Path) -> None:
+def test_fix_installs_a_lost_torch_and_keeps_what_is_not_in_the_lock(damaged_env: dict[str, Any],
+                                                                      state_home: Path) -> None:
+    """Issue 34 D1: the rebuild was `install --lock --force`, which deleted PREFIX/notes.txt,
+    a Jupyter kernel and a package installed by hand; the dry run did not say so."""
     prefix, site = damaged_env["prefix"], damaged_env["site"]
-    shutil.rmtree(site / "torch")
-    for info in site.glob("torch-*.dist-info"):
-        shutil.rmtree(info)
+    (prefix / "notes.txt").write_text("x\n")
+    kernel = prefix / "share" / "jupyter" / "kernels" / "mine" / "kernel.json"
+    kernel.parent.mkdir(parents=True)
+    kernel.write_text('{"argv": ["python"]}\n')
+    uv = shutil.which("uv") or os.path.join(os.path.dirname(sys.executable), "uv")
+    subprocess.run([uv, "pip", "install", "--python", str(prefix / "bin" / "python"), "--no-config", "--offline",
+                    "/opt/pypi/files/six-1.17.0-py2.py3-none-any.whl"], check=True, capture_output=True, timeout=120)
+    _remove_torch(site)
     dry = doctor(state_home, "--env", str(prefix), "--fix", "--dry-run")
     assert dry.returncode == 1
-    assert "would fix torch-import: rebuild" in dry.stdout and "--force" in dry.stdout, dry.stdout
     fixed = doctor(state_home, "--env", str(prefix), "--fix")
+    assert (prefix / "notes.txt").read_text() == "x\n", "the user's file in PREFIX was deleted"
+    assert kernel.is_file() and (site / "six.py").is_file(), "a kernel or a hand-installed package was deleted"
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    assert f"fixed torch-import: rebuilt {prefix} from its lock" in fixed.stdout
+    assert f"fixed torch-import: installed torch into {prefix} from the lock" in fixed.stdout, fixed.stdout
     assert (site / "torch" / "lib" / "libtorch_cpu.so").is_file()
+    assert (prefix / "pylock.toml").read_bytes() == damaged_env["lock"]
+    # The dry run said exactly that: torch installed, nothing replaced or removed, no --force.
+    assert f"would fix torch-import: install torch 2.13.0+cpu into {prefix} from its lock" in dry.stdout, dry.stdout
+    assert "nothing installed is replaced or removed" in dry.stdout and "--force" not in dry.stdout, dry.stdout
 
 
 @pytest.mark.slow
-def test_fix_drops_a_variable_from_the_env_script_only(damaged_env: dict[str, Any], state_home: Path) -> None:
+def test_fix_removes_only_the_line_that_sets_the_variable(damaged_env: dict[str, Any], state_home: Path) -> None:
+    """Issue 34 D2: the env-script repair wrote bin/torchfit-env again from the lock, dropping
+    the user's own lines (HF_HOME, WANDB_MODE); now only the named line goes, byte for byte."""
     prefix = damaged_env["prefix"]
     script = prefix / "bin" / "torchfit-env"
-    original = script.read_text()
-    script.write_text(original + "export NCCL_P2P_DISABLE=1\n")
+    original = script.read_bytes()
+    mine = b"export HF_HOME=/scratch/hf\nWANDB_MODE=offline  # no network on the nodes\n# caf\xe9\n"
+    script.write_bytes(original + b"export HF_HOME=/scratch/hf\nexport NCCL_P2P_DISABLE=1\n"
+                       b"WANDB_MODE=offline  # no network on the nodes\n# caf\xe9\n")
     # NCCL_IB_DISABLE comes from the shell, not from a file torchfit wrote: said, not touched.
     env = {"NCCL_P2P_DISABLE": "1", "NCCL_IB_DISABLE": "1"}
     dry = doctor(state_home, "--env", str(prefix), "--fix", "--dry-run", **env)
-    assert "would fix nccl-env-disables:" in dry.stdout and "without NCCL_P2P_DISABLE" in dry.stdout, dry.stdout
+    assert f"would fix nccl-env-disables: remove the line `export NCCL_P2P_DISABLE=1` from {script} (the rest " \
+        "of the file is kept as it is)" in dry.stdout, dry.stdout
     assert "not fixed: nccl-env-disables: NCCL_IB_DISABLE is set outside the files torchfit wrote" in dry.stdout
-    assert "NCCL_P2P_DISABLE" in script.read_text()
+    assert b"NCCL_P2P_DISABLE" in script.read_bytes()
     fixed = doctor(state_home, "--env", str(prefix), "--fix", **env)
     assert fixed.returncode == 0, fixed.stderr
-    assert script.read_text() == original
+    assert script.read_bytes() == original + mine
+    assert "removed the line setting NCCL_P2P_DISABLE" in fixed.stdout, fixed.stdout
+
+
+@pytest.mark.slow
+def test_fix_refuses_to_reinstall_under_a_process_of_the_env(damaged_env: dict[str, Any], state_home: Path) -> None:
+    """Issue 34 D3: a reinstall replaced torch under a running process of the env; now the check
+    `add` makes refuses it (env-in-use, exit 1) unless --allow-in-use."""
+    prefix, site = damaged_env["prefix"], damaged_env["site"]
+    lib = site / "torch" / "lib" / "libtorch_cpu.so"
+    lib.unlink()
+    user = subprocess.Popen([str(prefix / "bin" / "python"), "-c", "import time; time.sleep(600)"])
+    try:
+        dry = doctor(state_home, "--env", str(prefix), "--fix", "--dry-run")
+        assert f"not fixed: 1 process(es) use {prefix} (pid {user.pid}" in dry.stdout, dry.stdout
+        r = doctor(state_home, "--env", str(prefix), "--fix")
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert "[env-in-use]" in r.stderr and f"pid {user.pid}" in r.stderr, r.stderr
+        assert "would replace torch 2.13.0+cpu" in r.stderr and "--allow-in-use" in r.stderr, r.stderr
+        assert not lib.exists()
+        assert one_line_error(doctor(state_home, "--env", str(prefix), "--allow-in-use")).endswith(
+            "give --fix too  [bad-input]")
+        forced = doctor(state_home, "--env", str(prefix), "--fix", "--allow-in-use")
+        assert forced.returncode == 0, forced.stdout + forced.stderr
+        assert lib.is_file() and "--allow-in-use: the packages they may import later are replaced now" in forced.stderr
+    finally:
+        user.kill()
+        user.wait()
+
+
+@pytest.mark.slow
+def test_a_failed_or_interrupted_fix_exits_as_install_does(damaged_env: dict[str, Any], tmp_path: Path,
+                                                           state_home: Path) -> None:
+    """Issue 34 D4: a repair whose install failed (1) or was interrupted (130) was reported as
+    [bad-input], exit 2. A cold uv cache makes the install take seconds, long enough to hit."""
+    prefix, site = damaged_env["prefix"], damaged_env["site"]
+    _remove_torch(site)
+    argv = ("doctor", "--env", str(prefix), "--fix")
+    proc = start_tf(*argv, state=state_home, UV_CACHE_DIR=str(tmp_path / "uv-cold-1"))
+    child, _ = wait_for_child(proc, is_uv_install)
+    os.kill(child, signal.SIGKILL)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err
+    assert "[install-failed]" in err and "bad-input" not in err, err
+    proc = start_tf(*argv, state=state_home, UV_CACHE_DIR=str(tmp_path / "uv-cold-2"))
+    child, _ = wait_for_child(proc, is_uv_install)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    assert "bad-input" not in err and not pid_alive(child), err
+    assert (prefix / "pylock.toml").read_bytes() == damaged_env["lock"]
 
 
 def test_fix_refuses_an_env_torchfit_did_not_build(tmp_path: Path, state_home: Path) -> None:
@@ -136,8 +231,9 @@ def test_plan_repairs_from_verdicts() -> None:
     lock = _lock()
     plan = plan_repairs("/e", lock, {"torch-import": "fail", "torch-files": "fail"}, {}, "")
     assert [(r.check, r.kind, r.packages) for r in plan.repairs] == [("torch-files", "reinstall", ("torch",))]
-    plan = plan_repairs("/e", lock, {"torch-import": "fail", "torch-files": "unknown"}, {}, "")
-    assert [r.kind for r in plan.repairs] == ["rebuild"]
+    plan = plan_repairs("/e", lock, {"torch-import": "fail", "torch-files": "unknown"}, {}, "",
+                        installed=Installed({"six": "1.17.0"}, "3.11"))
+    assert [(r.kind, r.packages) for r in plan.repairs] == [("rebuild", ("torch",))]
     # torch imports badly but its files match its RECORD (a shadowing library): nothing torchfit may rebuild
     assert plan_repairs("/e", lock, {"torch-import": "fail", "torch-files": "ok"}, {}, "").repairs == []
     script = "TORCHFIT_ENV='/e'\nexport TORCHFIT_ENV\n  export NCCL_SOCKET_IFNAME=eth9\n"
@@ -150,6 +246,54 @@ def test_plan_repairs_from_verdicts() -> None:
     plan = plan_repairs("/e", lock, {"nccl-socket-ifname": "fail"}, {"NCCL_SOCKET_IFNAME": "eth9"}, script,
                         "/e/bin/torchfit-env is not a regular file of the env (a symlink?)")
     assert plan.repairs == [] and "NCCL_SOCKET_IFNAME set in /e/bin/torchfit-env" in plan.refused[0]
+
+
+def test_a_rebuild_installs_only_what_is_missing_and_names_the_rest() -> None:
+    numpy = LockedDist("numpy", "2.1.0", (Artifact("wheel", "1" * 64, "file:///w/numpy.whl", None, "numpy.whl"),))
+    old_py = LockedDist("tomli", "2.0.1", (Artifact("wheel", "2" * 64, "file:///w/tomli.whl", None, "tomli.whl"),),
+                        marker="python_version < '3.11'")
+    lock = Lock((*_lock().packages, numpy, old_py), {"plan": {"variant": "cpu"}})
+    faults = {"torch-import": "fail", "torch-files": "unknown"}
+    plan = plan_repairs("/e", lock, faults, {}, "", installed=Installed({"numpy": "1.26.4"}, "3.11"))
+    # numpy at another version is the user's (kept, said); tomli's marker excludes Python 3.11
+    assert [(r.kind, r.packages) for r in plan.repairs] == [("rebuild", ("torch",))]
+    assert "install torch 2.13.0+cpu into /e" in plan.repairs[0].what
+    assert plan.refused == ["torch-import: numpy 1.26.4 (the lock has 2.1.0) installed in /e: kept (not the lock's; "
+                            "`torchfit add` or `pip install` put it there)"]
+    gone = plan_repairs("/e", lock, faults, {}, "", installed=Installed({}, None, "/e/bin/python is gone"))
+    assert gone.repairs == [] and "/e/bin/python is gone: there is no env" in gone.refused[0]
+
+
+def test_read_installed_reads_the_dist_info_names(tmp_path: Path) -> None:
+    assert read_installed(str(tmp_path)).refused == f"{tmp_path}/bin/python is gone"
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python").symlink_to(sys.executable)
+    site = tmp_path / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    for d in ("torch-2.13.0+cpu.dist-info", "typing_extensions-4.16.0.dist-info", "six.py", "x.dist-info",
+              "Legacy_Pkg-1.0-py3.11.egg-info"):
+        (site / d).mkdir()
+    env = read_installed(str(tmp_path))
+    assert env == Installed({"torch": "2.13.0+cpu", "typing-extensions": "4.16.0", "legacy-pkg": "1.0"}, "3.11")
+
+
+@pytest.mark.parametrize(("line", "why"), [
+    ("export NCCL_P2P_DISABLE=1; export HF_HOME=/x\n", "export NCCL_P2P_DISABLE=1; export HF_HOME=/x"),
+    ("NCCL_P2P_DISABLE=1 && rm -rf /tmp/x\n", "NCCL_P2P_DISABLE=1 && rm -rf /tmp/x"),
+    ("NCCL_P2P_DISABLE='1\nHF_HOME=/x'\n", "NCCL_P2P_DISABLE='1"),
+    ("NCCL_P2P_DISABLE=1 \\\n", "NCCL_P2P_DISABLE=1 \\"),
+    ("  export NCCL_P2P_DISABLE=\"$(cat /x)\"  # mine\n", None),
+])
+def test_drop_assignments_removes_a_whole_line_or_nothing(line: str, why: str | None) -> None:
+    head = "# torchfit-env: x\nexport HF_HOME=/data\f/hf\n"
+    tail = "WANDB_MODE=offline\n# caf\udce9"
+    text, refused = drop_assignments(head + line + tail, ["NCCL_P2P_DISABLE"])
+    assert refused == why
+    assert text == (head + line + tail if why else head + tail)
+    plan = plan_repairs("/e", _lock(), {"nccl-env-disables": "fail"}, {}, head + line + tail)
+    assert [r.kind for r in plan.repairs] == ([] if why else ["env-script"])
+    assert why or plan.repairs[0].what.startswith(f"remove the line `{line.strip()}` from /e/bin/torchfit-env")
+    assert ("sets NCCL_P2P_DISABLE in a line that does more" in plan.refused[0]) if why else plan.refused == []
 
 
 def test_a_symlinked_env_script_is_not_the_file_torchfit_wrote(tmp_path: Path) -> None:

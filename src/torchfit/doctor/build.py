@@ -74,7 +74,7 @@ def check_torch_import(ctx: Context) -> Verdict:
         kind, message = str(err.get("type")), str(err.get("message", ""))
         if kind == "ModuleNotFoundError" and "'torch'" in message:
             return fail(f"torch is not installed in {w.python} ({ctx.python_source})",
-                        _fix_command(ctx, "rebuilds the env from its lock") or RESOLVE)
+                        _fix_command(ctx, "installs it again from the env's lock (nothing else replaced)") or RESOLVE)
         from torchfit.doctor.logs import explain_text
 
         bad = ctx.torch_files[2]

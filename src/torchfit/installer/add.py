@@ -347,25 +347,14 @@ class AddJob:
             self._roll_back(ctx, self._uv_for_resolving(ctx), added, changed, work)
 
     def _check_users(self, changed: Sequence[tuple[LockedDist, LockedDist]]) -> None:
-        """Processes using the env (a python from it, a library of it mapped). New packages do
-        not disturb them; replacing an installed one does (a module they import later is the
-        new version's, or gone), so that waits for them (--wait) or is refused (exit 1) unless
-        --allow-in-use."""
-        from torchfit.host.procs import find_users
-        from torchfit.installer.prefix import wait_unused
+        """Processes using the env: replacing an installed package under them waits (--wait)
+        or is refused (exit 1) unless --allow-in-use (prefix.check_in_use, doctor --fix's too)."""
+        from torchfit.installer.prefix import check_in_use
 
-        if not changed or self.allow_in_use:
-            users = find_users(self.prefix)
-            if users.procs:
-                shown = "; ".join(u.describe() for u in users.procs[:3])
-                self.observer.warn(f"{len(users.procs)} process(es) use {self.prefix} ({shown}): "
-                                   + ("adding new packages does not disturb them" if not changed else
-                                      "--allow-in-use: the packages they may import later are replaced now"))
-            return
-        names = ", ".join(f"{old.name} {old.version}" for old, _ in changed)
-        wait_unused(self.prefix, self.wait, self.observer.info,
-                    action=f"`torchfit add` would replace {names} under them",
-                    fix="end those processes, pass --wait SECONDS to wait for them, or --allow-in-use")
+        names = ", ".join(f"{old.name} {old.version}" for old, _ in changed) or None
+        check_in_use(self.prefix, names, allow=self.allow_in_use, wait=self.wait, command="torchfit add",
+                     fix="end those processes, pass --wait SECONDS to wait for them, or --allow-in-use",
+                     info=self.observer.info, warn=self.observer.warn)
 
     def _roll_back(self, ctx: StepContext, uv: UvBackend, added: Sequence[LockedDist],
                    changed: Sequence[tuple[LockedDist, LockedDist]], work: str) -> None:

@@ -303,6 +303,27 @@ def wait_unused(prefix: str, wait: float, on_wait: Callable[[str], None] | None 
     )
 
 
+def check_in_use(prefix: str, replacing: str | None, *, allow: bool, wait: float, command: str, fix: str,
+                 info: Callable[[str], None], warn: Callable[[str], None]) -> None:
+    """The one in-use check of a command that changes an env in place (`add`, `doctor --fix`).
+
+    New packages do not disturb the processes using PREFIX; replacing installed ones
+    (`replacing` names them) does: a module they import later is the new version's, or
+    gone. That waits for them (`wait` s) or is refused (EnvInUse, exit 1) unless `allow`
+    (--allow-in-use), which only says what it does."""
+    from torchfit.host.procs import find_users
+
+    if replacing is None or allow:
+        users = find_users(prefix)
+        if users.procs:
+            head = "; ".join(u.describe() for u in users.procs[:3])
+            warn(f"{len(users.procs)} process(es) use {prefix} ({head}): "
+                 + ("adding new packages does not disturb them" if replacing is None else
+                    "--allow-in-use: the packages they may import later are replaced now"))
+        return
+    wait_unused(prefix, wait, info, action=f"`{command}` would replace {replacing} under them", fix=fix)
+
+
 # --- relocation and the swap ----------------------------------------------------------------
 
 

@@ -3,9 +3,13 @@
 `--list` names every check with its id, area and the repair `--fix` has for it.
 `--fix` refuses an env torchfit did not build before anything runs (installer.repair.
 load_built_env), runs the checks, plans the repairs from their verdicts, and with
-`--dry-run` only shows them; otherwise it applies them (a reinstall from the lock, the env
-script written again, or the env rebuilt by `torchfit install --lock --force`), then runs
-every check again: the report shown, and the exit code, are the repaired env's.
+`--dry-run` only shows them (each names what it will install, replace or edit); otherwise it
+applies them (a reinstall from the lock, the line of the env script that sets the variable
+removed, or the locked packages missing from the env installed into it: never the env
+replaced whole), then runs every check again: the report shown, and the exit code, are the
+repaired env's. A repair that fails is the install's error (exit 1, `install-failed`), an
+interruption exits 130, a process using the env refuses a reinstall (`env-in-use`, exit 1)
+unless --allow-in-use: the same check `torchfit add` makes.
 """
 
 from __future__ import annotations
@@ -53,40 +57,47 @@ def fix_target(prefix: str | None, source: str) -> tuple[str, Lock]:
 
 def plan_for(prefix: str, lock: Lock, checks: Sequence[Check], environ: dict[str, str]) -> RepairPlan:
     from torchfit.doctor.model import status_word
-    from torchfit.installer.repair import plan_repairs, read_env_script
+    from torchfit.installer.repair import plan_repairs, read_env_script, read_installed
 
     script, refused = read_env_script(prefix)
-    return plan_repairs(prefix, lock, {c.name: status_word(c.status) for c in checks}, environ, script, refused)
+    return plan_repairs(prefix, lock, {c.name: status_word(c.status) for c in checks}, environ, script, refused,
+                        read_installed(prefix))
 
 
 def apply(plan: RepairPlan, lock: Lock, args: argparse.Namespace) -> list[str]:
-    """Apply every repair of `plan`, in order; what each did (one line each)."""
+    """Apply every repair of `plan`, in order; what each did (one line each). Errors are the
+    install's own (InstallFailed exit 1, KeyboardInterrupt 130), never bad input."""
     from torchfit.cli.ui.progress import install_progress
     from torchfit.installer.flow import locked_torch_index
+    from torchfit.installer.prefix import check_in_use
     from torchfit.installer.repair import apply_env_script, apply_reinstall
 
     observer = install_progress()  # the reinstall's progress as install shows it
+    # Before anything changes: a reinstall replaces files under the env's running processes
+    # (add's rule); installing what is missing does not disturb them.
+    reinstalled = {n for r in plan.repairs if r.kind == "reinstall" for n in r.packages}
+    replaced = [f"{d.name} {d.version}" for d in lock.packages if d.name in reinstalled]
+    if any(r.kind in ("reinstall", "rebuild") for r in plan.repairs):
+        check_in_use(plan.prefix, ", ".join(replaced) or None, allow=args.allow_in_use, wait=0.0,
+                     command="torchfit doctor --fix", fix="end those processes, or pass --allow-in-use",
+                     info=observer.info, warn=observer.warn)
     done: list[str] = []
     for r in plan.repairs:
         observer.info(f"fix ({r.check}): {r.what}")
-        if r.kind == "reinstall":
+        if r.kind in ("reinstall", "rebuild"):
             from torchfit.cli.settings import sources_for
 
             sources = sources_for(_no_source_flags(), os.environ, project=None,
                                   variant=str(lock.plan().get("variant") or ""), fallback=locked_torch_index(lock))
-            log = apply_reinstall(plan.prefix, lock, r.packages, sources, observer, timeout=3600.0)
-            done.append(f"{r.check}: reinstalled {', '.join(r.packages)} from the lock" + (f" (log {log})" if log else ""))
+            log = apply_reinstall(plan.prefix, lock, r.packages, sources, observer, timeout=3600.0,
+                                  replace=r.kind == "reinstall")
+            did = "reinstalled" if r.kind == "reinstall" else "installed"
+            into = "" if r.kind == "reinstall" else f" into {plan.prefix}"
+            done.append(f"{r.check}: {did} {', '.join(r.packages)}{into} from the lock" + (f" (log {log})" if log else ""))
         elif r.kind == "env-script":
-            path = apply_env_script(plan.prefix, lock)
-            done.append(f"{r.check}: wrote {path} again from the lock, without {', '.join(r.variables)} "
+            path = apply_env_script(plan.prefix, r.variables)
+            done.append(f"{r.check}: removed the line setting {', '.join(r.variables)} from {path} "
                         "(start a new shell or re-activate the env: this one still has the old value)")
-        elif r.kind == "rebuild":
-            from torchfit.cli.main import main as torchfit_main
-
-            argv = ["install", "--lock", os.path.join(plan.prefix, "pylock.toml"), "--prefix", plan.prefix, "--force"]
-            if torchfit_main(argv) != 0:
-                raise BadInput(f"--fix: `torchfit {' '.join(argv)}` failed (above); the env is as it was")
-            done.append(f"{r.check}: rebuilt {plan.prefix} from its lock")
     return done
 
 
@@ -103,6 +114,14 @@ def run_fix(args: argparse.Namespace, prefix: str, lock: Lock, checks: list[Chec
     from torchfit.cli.ui.doctor import render_repairs, render_report
 
     plan = plan_for(prefix, lock, checks, ctx.environ)
+    if args.dry_run and not args.allow_in_use and any(r.kind == "reinstall" for r in plan.repairs):
+        from torchfit.host.procs import find_users
+
+        users = find_users(prefix)  # what the fix itself would refuse on (apply's check_in_use), said now
+        if users.procs:
+            plan.refused.append(f"{len(users.procs)} process(es) use {prefix} ("
+                                + "; ".join(u.describe() for u in users.procs[:3])
+                                + "): --fix refuses to reinstall under them until they end (or --allow-in-use)")
     done: list[str] = []
     if not args.dry_run and plan.repairs:
         done = apply(plan, lock, args)

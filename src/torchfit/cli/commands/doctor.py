@@ -38,7 +38,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
         "doctor",
         help="diagnose a broken GPU / PyTorch setup and say how to fix it",
         description=DESCRIPTION,
-        epilog="Exit codes: 0 nothing failed, 1 a check failed, 2 bad input, 130 interrupted.",
+        epilog="Exit codes: 0 nothing failed, 1 a check failed (with --fix: or a repair failed, or the env is in "
+               "use), 2 bad input, 130 interrupted.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     target = p.add_mutually_exclusive_group()
@@ -58,8 +59,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
     p.add_argument("--fix", action="store_true",
                    help="repair what a check found, where the repair is safe and known, in an env torchfit built "
                         "only (--env PREFIX or the active env): files that differ from the lock reinstalled from "
-                        "it, a lost torch rebuilt from it, a variable dropped from bin/torchfit-env; then check again")
+                        "it, a lost torch installed again from it (nothing else replaced), the line setting a variable "
+                        "removed from bin/torchfit-env; then check again")
     p.add_argument("--dry-run", action="store_true", help="with --fix: show the repairs, change nothing")
+    p.add_argument("--allow-in-use", action="store_true",
+                   help="with --fix: reinstall even while processes use the env (as `torchfit add --allow-in-use`): "
+                        "what they import later is the new files")
     p.add_argument("--list", action="store_true", help="list the checks with their ids and the repair --fix has")
     return p
 
@@ -70,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.dry_run and not args.fix:
         raise BadInput("--dry-run shows what --fix would do: give --fix too")
+    if args.allow_in_use and not args.fix:
+        raise BadInput("--allow-in-use is for --fix (a reinstall under running processes): give --fix too")
     if args.list:
         from torchfit.cli.commands._doctor_fix import list_checks
 
