@@ -931,6 +931,13 @@ def write_base_stubs(lock: Lock, directory: str) -> str:
                 metadata = fh.read(4 << 20)
         except (OSError, IndexError):
             continue
+        # The file name carries the normalised version (the binary distribution format spec):
+        # uv splits the name at '-', so `2.8.0+cu128-custom` as written is no wheel of torch at
+        # all; METADATA keeps the version as installed, which the normalised one equals.
+        try:
+            version = str(Version(str(version)))
+        except InvalidVersion:  # no wheel can carry it; uv then finds none and add says so
+            continue
         dist = re.sub(r"[-_.]+", "_", str(name))
         info = f"{dist}-{version}.dist-info"
         wheel = b"Wheel-Version: 1.0\nGenerator: torchfit adopt (stand-in)\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
