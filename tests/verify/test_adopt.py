@@ -315,3 +315,20 @@ def test_an_env_this_user_cannot_write_is_refused_before_the_inspection(tmp_path
         assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
         assert "adopt writes its lock there" in lines[0] and "may not write in it" in lines[0], lines[0]
         assert not (prefix / "pylock.toml").exists() and not (marks / "imported").exists()
+
+
+@needs_uv
+def test_a_base_package_whose_version_is_not_pep440_is_named_by_add(links: Path, tmp_path: Path) -> None:
+    """Beside A1: a distribution of the base (not torch) at version `unknown` was pinned as
+    `weird==unknown` in uv's constraints, and uv refused the file; it is left unpinned (never
+    replaced all the same), so what stops uv is said as it is: that distribution's dist-info."""
+    prefix = hand_env(tmp_path / "env", "2.8.0")
+    weird = _site(prefix) / "weird-unknown.dist-info"
+    weird.mkdir()
+    (weird / "METADATA").write_text("Metadata-Version: 2.1\nName: weird\nVersion: unknown\n\n")
+    state = tmp_path / "state"
+    assert run_tf("adopt", "--env", str(prefix), state=state, timeout=120).returncode == 0
+    proc = run_tf("add", "wants-torch", "--env", str(prefix), "--find-links", str(links), state=state, timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "weird-unknown.dist-info" in proc.stderr and "constraints.txt" not in proc.stderr, proc.stderr
+    assert "wants-torch" not in env_dists(prefix)

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from torchfit.checks import Check, Status
-from torchfit.compat.versions import release_label
+from torchfit.compat.versions import is_pep440, release_label
 from torchfit.errors import AdoptRefused, BadInput
 
 if TYPE_CHECKING:
@@ -164,14 +164,14 @@ def adopt(prefix: str, *, force: bool, timeout: float, environ: Mapping[str, str
     # PEP 751 `version`): one that is not PEP 440 (`unknown`, `2.8.0-custom build`, `2.8.0+`)
     # cannot be pinned or compared by packaging, pip or uv, so there is no base to fit around.
     for member, version in family.items():
-        if not _is_pep440(version):
+        if not is_pep440(version):
             raise AdoptRefused(f"{prefix}: {member}'s version {version!r} is not a PEP 440 version, so pip and "
                                f"uv cannot pin it or fit packages around it", checks)
     for text in constraints:
         req = Requirement(text)
         name = canonicalize_name(req.name)
         have = family.get(name) or installed.get(name)
-        if have and not _is_pep440(have):
+        if have and not is_pep440(have):
             raise AdoptRefused(f"the constraints ({', '.join(files)}) say {text}, and {prefix}'s {name} "
                                f"{have!r} is not a PEP 440 version to hold to it", checks)
         if have and not req.specifier.contains(Version(have), prereleases=True):
@@ -207,14 +207,6 @@ def adopt(prefix: str, *, force: bool, timeout: float, environ: Mapping[str, str
     return Adopted(prefix=prefix, lock_path=lock_path, family=family, torch=dict(torch), checks=checks,
                    constraint_files=files, constraints=constraints, installed=len(installed),
                    label=label)
-
-
-def _is_pep440(version: str) -> bool:
-    try:
-        Version(version)
-    except InvalidVersion:
-        return False
-    return True
 
 
 def _sites(prefix: str, torch_file: str) -> list[str]:
