@@ -20,8 +20,16 @@ from pathlib import Path
 import pytest
 
 from tests.installer.conftest import env_dists, needs_uv, run_tf
+from tests.support.cli import bad_input
 from tests.support.envs import tree_digest
-from tests.support.mounts import SYSTEM_PYTHON, as_nobody, need_root, readable_torchfit, shared_dir
+from tests.support.mounts import (
+    SYSTEM_PYTHON,
+    as_nobody,
+    mounted,
+    need_root,
+    readable_torchfit,
+    shared_dir,
+)
 from tests.support.wheels import make_wheel
 
 if sys.version_info >= (3, 11):
@@ -332,3 +340,15 @@ def test_a_base_package_whose_version_is_not_pep440_is_named_by_add(links: Path,
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "weird-unknown.dist-info" in proc.stderr and "constraints.txt" not in proc.stderr, proc.stderr
     assert "wants-torch" not in env_dists(prefix)
+
+
+def test_an_env_on_a_read_only_mount_is_refused_before_the_inspection(tmp_path: Path) -> None:
+    """Issue 34 A4, for root too: an image's env mounted read-only (EROFS stops root as well)."""
+    prefix = hand_env(tmp_path / "env", BASE, prelude=f"open({str(tmp_path / 'imported')!r}, 'w').close()\n".encode())
+    (tmp_path / "ro").mkdir()
+    with mounted(["--bind", "-o", "ro", str(prefix)], tmp_path / "ro") as ro:
+        if os.access(ro, os.W_OK):
+            pytest.skip("the bind mount is not read-only here")
+        line = bad_input(run_tf("adopt", "--env", str(ro), state=tmp_path / "state", timeout=120))
+    assert "adopt writes its lock there" in line and "it is on a read-only filesystem" in line, line
+    assert not (tmp_path / "imported").exists()
