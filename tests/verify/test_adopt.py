@@ -335,6 +335,12 @@ def test_a_base_package_whose_version_is_not_pep440_is_named_by_add(links: Path,
     weird.mkdir()
     (weird / "METADATA").write_text("Metadata-Version: 2.1\nName: weird\nVersion: unknown\n\n")
     state = tmp_path / "state"
+    # an image constraint on it cannot be judged: refused, naming both (was InvalidVersion)
+    constraints = tmp_path / "constraint.txt"
+    constraints.write_text("weird<2\n")
+    proc = run_tf("adopt", "--env", str(prefix), state=state, env={"PIP_CONSTRAINT": str(constraints)}, timeout=120)
+    assert proc.returncode == 1 and "internal error" not in proc.stderr, proc.stderr
+    assert "say weird<2, and" in proc.stderr and "weird 'unknown' is not a PEP 440 version" in proc.stderr
     assert run_tf("adopt", "--env", str(prefix), state=state, timeout=120).returncode == 0
     proc = run_tf("add", "wants-torch", "--env", str(prefix), "--find-links", str(links), state=state, timeout=300)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr

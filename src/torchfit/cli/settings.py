@@ -238,7 +238,7 @@ def torch_template(args: argparse.Namespace, environ: Mapping[str, str],
 def source_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[
         tuple[str, str] | None, list[tuple[str, str, str]]]:
     """The package sources the user or the site gave, as given, each with where it came from
-    (a flag, `TORCHFIT_TORCH_INDEX_URL`, `KEY in FILE`): (the torch source in force, or None for
+    (a flag, `TORCHFIT_TORCH_INDEX_URL`, `FILE: key`): (the torch source in force, or None for
     the default; [(key, value, where)] of index-url, extra-index-url and find-links in force, the
     files' lists after the flags'), for options.check_source_options to hold each to its flag's rule."""
     from torchfit.compat.matrix import TORCH_INDEX_ENV
