@@ -139,6 +139,22 @@ def find_unreplaceable(path: str) -> Denied | None:
     return None
 
 
+def find_unwritable(directory: str) -> Denied | None:
+    """Why this user may not make a file in the existing `directory` (adopt's lock beside an env
+    it did not build), or None. access(2)'s answer for this user: the mode bits, and what stops
+    root too: a read-only mount (EROFS), an immutable directory (chattr +i: EPERM)."""
+    directory = os.path.abspath(directory)
+    if os.access(directory, os.W_OK | os.X_OK):
+        return None
+    try:
+        read_only = bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    because = ("it is on a read-only filesystem" if read_only else
+               "it is immutable (chattr +i) or its filesystem refuses writes" if os.geteuid() == 0 else "")
+    return _denied(directory, "write in", because)
+
+
 def umask() -> int:
     """This process's umask, read without changing it (/proc/self/status; else set and restored)."""
     try:

@@ -697,11 +697,24 @@ def without_index_variables(environ: Mapping[str, str] | None = None) -> dict[st
     return env
 
 
-def stall_timeout() -> float:
-    """STALL_S, or $TORCHFIT_STALL_TIMEOUT when it is a finite number of seconds > 0."""
-    raw = os.environ.get(STALL_ENV, "")
+STALL_MAX = 1e7
+
+
+def parse_stall(raw: object) -> float | None:
+    """The one reading of a stall limit, wherever it is given ($TORCHFIT_STALL_TIMEOUT, a
+    configuration file's `stall-timeout`: cli/settings.py checks both with it): a finite number
+    of seconds > 0 and < STALL_MAX, else None."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+        return None
     try:
         value = float(raw)
     except ValueError:
-        return STALL_S
-    return value if 0 < value < 1e7 else STALL_S
+        return None
+    return value if 0 < value < STALL_MAX else None
+
+
+def stall_timeout() -> float:
+    """$TORCHFIT_STALL_TIMEOUT, else STALL_S. The command line refuses a value parse_stall does
+    not take before any step runs (cli/settings.stall_setting), so the limit `torchfit config`
+    shows is this one."""
+    return parse_stall(os.environ.get(STALL_ENV, "")) or STALL_S

@@ -5,9 +5,10 @@ $TORCHFIT_CONFIG > user file > system files > pip's configuration > default), th
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
-from tests.support.cli import run_cli
+from tests.support.cli import bad_input, run_cli
 from tests.support.wheels import make_wheel, write_index
 
 CPU_HOST = ("--assume", "gpu=none", "--assume", "python=3.11", "--assume", "glibc=2.36", "--assume", "arch=x86_64")
@@ -120,3 +121,95 @@ def test_the_site_prefix_root_is_where_install_puts_an_env_without_prefix(tmp_pa
     proc = run_cli("install", "torch==2.13.0", *CPU_HOST, "--json", env=env, cwd=str(work), timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout)["prefix"] == str(env_root / ".venv")
+
+
+def test_a_file_value_is_checked_as_its_flag_is(tmp_path: Path) -> None:
+    """Issue 34 C4: `torch-index-url = "/nonexistent/x"` in a file was planned from (exit 1, "no
+    compatible set") where the flag is refused (exit 2): the same check now, naming the file."""
+    missing = tmp_path / "nonexistent" / "x"
+    flag = bad_input(run_cli("resolve", *CPU_HOST, "--torch-index-url", str(missing),
+                             env=_site(tmp_path / "flag", None, None), timeout=60))
+    for key, value, needle in (("torch-index-url", str(missing), "no such directory"),
+                               ("extra-index-url", "ftp://mirror.example/simple", "unsupported scheme"),
+                               ("index-url", "http://mirror.example/simple", "plain http://"),
+                               ("find-links", "https://mirror.example/{arch}/", "unknown placeholder")):
+        env = _site(tmp_path / key, None, f'{key} = "{value}"\n')
+        line = bad_input(run_cli("resolve", *CPU_HOST, env=env, timeout=60))
+        assert line.startswith(f"torchfit: error: {tmp_path / key / 'sys' / 'torchfit' / 'config.toml'}: {key} ")
+        assert needle in line, line
+    # the same reason as the flag's, after the file and the key in place of the flag
+    assert flag.split(f"{missing}: ", 1)[1] in bad_input(run_cli(
+        "resolve", *CPU_HOST, env=_site(tmp_path / "same", None, f'torch-index-url = "{missing}"\n'), timeout=60))
+
+
+def test_the_stall_limit_config_shows_is_the_one_in_force(tmp_path: Path) -> None:
+    """Issue 34 C2: TORCHFIT_STALL_TIMEOUT=abc was shown by `config` as in force while the runner
+    took its 120 s default (not even the file's 45). One reading (runner.parse_stall) for the
+    environment and the files: a value it does not take is refused, exit 2, by `config` and by
+    the commands; one it takes is what `config` shows."""
+    env = _site(tmp_path, None, "stall-timeout = 45\n")
+    for bad in ("abc", "-5", "nan", "inf", "0"):
+        for args in (("config", "--json"), ("resolve", *CPU_HOST)):
+            line = bad_input(run_cli(*args, env={**env, "TORCHFIT_STALL_TIMEOUT": bad}, timeout=60))
+            assert f"TORCHFIT_STALL_TIMEOUT={bad}: give a number of seconds" in line, line
+    rows = {r["key"]: r for r in json.loads(run_cli("config", "--json", env={**env, "TORCHFIT_STALL_TIMEOUT": "7.5"},
+                                                    timeout=60).stdout)["settings"]}
+    assert rows["stall-timeout"]["value"] == 7.5
+    assert rows["stall-timeout"]["origin"] == "environment TORCHFIT_STALL_TIMEOUT"
+
+
+def test_a_system_file_this_user_may_not_read_is_said_once_and_left_out(tmp_path: Path) -> None:
+    """Issue 34 C1: a system file of mode 0600 (root's: it holds the mirror's token) made every
+    command of every other user exit 2, `torchfit config` included. The choice (docs/install.md):
+    that file is left out, said once on stderr with its owner and mode; the files this user may
+    read still apply, and `config` lists it as unreadable. A file $TORCHFIT_CONFIG names is still
+    refused when it cannot be read (it was asked for)."""
+    from tests.support.mounts import as_nobody, need_root, readable_torchfit, shared_dir
+
+    need_root()
+    with shared_dir(0o755) as base:
+        pythonpath = readable_torchfit(base)
+        secret = base / "sys" / "torchfit" / "config.toml"
+        secret.parent.mkdir(parents=True)
+        secret.write_text('torch-index-url = "https://user:TOKEN@mirror.example/whl/{variant}"\n')
+        secret.chmod(0o600)
+        (base / "sys").chmod(0o755)
+        (base / "sys" / "torchfit").chmod(0o755)
+        user = base / "home" / ".config" / "torchfit" / "config.toml"
+        user.parent.mkdir(parents=True)
+        user.write_text('installer = "pip"\n')
+        subprocess.run(["chown", "-R", "65534:65534", str(base / "home")], check=True)
+        env = {"XDG_CONFIG_DIRS": str(base / "sys")}
+        proc = as_nobody(pythonpath, "config", "--json", home=base / "home", env=env)
+        assert proc.returncode == 0, proc.stderr
+        warned = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        assert len(warned) == 1 and f"configuration file {secret} left out" in warned[0], proc.stderr
+        assert "-rw------- (0600), owned by root:root" in warned[0] and "TOKEN" not in proc.stderr, warned[0]
+        data = json.loads(proc.stdout)
+        rows = {r["key"]: r for r in data["settings"]}
+        assert rows["installer"]["value"] == "pip"  # the file this user may read still applies
+        assert rows["torch-index-url"]["origin"] == "default"
+        assert {"kind": "system", "path": str(secret), "found": True, "readable": False} in data["files"]
+        from tests.cli.ui.test_jsonout import validate
+
+        assert validate({**data}) == "config"
+        text = as_nobody(pythonpath, "config", home=base / "home", env=env)
+        assert text.returncode == 0 and f"unreadable system            {secret}" in text.stdout, text.stdout
+        # a command that plans: the same one warning, then on with the readable files
+        proc = as_nobody(pythonpath, "resolve", *CPU_HOST, "--offline", "--torch-index-url", str(base), "--json",
+                         home=base / "home", env=env)
+        assert proc.stderr.count("left out") == 1, proc.stderr
+        # the file the user names is not optional: refused, naming it
+        proc = as_nobody(pythonpath, "config", home=base / "home", env={**env, "TORCHFIT_CONFIG": str(secret)})
+        assert proc.returncode == 2 and str(secret) in proc.stderr, proc.stderr
+
+
+def test_config_escapes_what_a_terminal_would_obey(tmp_path: Path) -> None:
+    """Issue 34 C3: `config` printed a value holding ESC[2J as is (the screen cleared)."""
+    env = _site(tmp_path, 'index-url = "https://mirror.example/\\u001b[2J/simple"\n', None)
+    env["TORCHFIT_TORCH_INDEX_URL"] = "https://x.example/\x1b]0;owned\x07/whl/{variant}"
+    proc = run_cli("config", env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout, proc.stdout
+    assert "https://mirror.example/\\x1b[2J/simple" in proc.stdout
+    assert "https://x.example/\\x1b]0;owned\\x07/whl/{variant}" in proc.stdout

@@ -67,3 +67,23 @@ def test_garbage_never_raises_anything_but_bad_input(text: str) -> None:
         expand_hostlist(text)
     except BadInput:
         pass
+
+
+@pytest.mark.parametrize("bad", ["gpu[²]", "gpu[\u0661-\u0663]", "gpu[1-\u0663]", "gpu[\uff11]",
+                                 "gpu[0-" + "9" * 5000 + "]", "gpu[" + "1" * 19 + "]"])
+def test_numbers_are_ascii_digits_of_bounded_width(bad: str) -> None:
+    """Issue 34 H1: str.isdigit() took "²" (then int() failed: an internal error), Arabic-Indic
+    digits (read as gpu[1-3]) and a 5,000-digit bound (int() refuses past 4,300 digits)."""
+    with pytest.raises(BadInput, match="ASCII digits"):
+        expand_hostlist(bad)
+    assert expand_hostlist("gpu[" + "0" * 17 + "1]") == ["gpu" + "0" * 17 + "1"]
+
+
+@given(st.text(alphabet=st.characters(categories=["Nd", "No", "Nl"]), min_size=1, max_size=6))
+def test_any_non_ascii_digit_is_refused(digits: str) -> None:
+    """Only 0-9 are Slurm's digits: every other Unicode number character is bad input."""
+    if all(c in "0123456789" for c in digits):
+        assert expand_hostlist(f"n[{digits}]") == [f"n{digits}"]
+    else:
+        with pytest.raises(BadInput):
+            expand_hostlist(f"n[{digits}]")

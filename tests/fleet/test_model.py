@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import run_cli
+from tests.support.cli import bad_input, run_cli
 from tests.support.fleets import fleet_file, node_facts
 from torchfit.errors import BadInput
 from torchfit.fleet.model import exclude_nodes, fleet_from_json, fleet_to_json, group_nodes
@@ -35,6 +35,14 @@ def test_exclude_names_only_nodes_the_fleet_has() -> None:
         exclude_nodes(fleet, ["n9"])
     with pytest.raises(BadInput, match="leaves no node"):
         exclude_nodes(fleet, ["n[1-4]"])
+
+
+@pytest.mark.parametrize("exclude", ["gpu[\u00b2]", "n[0-" + "9" * 5000 + "]"])
+def test_exclude_with_a_number_slurm_cannot_read_is_one_line(tmp_path: Path, exclude: str) -> None:
+    """Issue 34 H1: `--exclude 'gpu[\u00b2]'` and a 5,000-digit bound were internal errors."""
+    path = fleet_file(tmp_path, nodes=4, groups=1)
+    line = bad_input(run_cli("resolve", "--facts", str(path), "--exclude", exclude))
+    assert "ASCII digits" in line
 
 
 @pytest.mark.parametrize("data", [

@@ -115,9 +115,11 @@ def readable_torchfit(base: Path, src: Path | None = None) -> str:
     return f"{base / 'src'}{os.pathsep}{site}"
 
 
-def as_nobody(pythonpath: str, *args: str, home: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """`python -m torchfit ARGS` as uid 65534 (setpriv, no groups) with SYSTEM_PYTHON, in a bare environment."""
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "PYTHONPATH": pythonpath, "LANG": "C.UTF-8"}
+def as_nobody(pythonpath: str, *args: str, home: Path, timeout: float = 120,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m torchfit ARGS` as uid 65534 (setpriv, no groups) with SYSTEM_PYTHON, in a bare
+    environment (plus `env`)."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "PYTHONPATH": pythonpath, "LANG": "C.UTF-8", **(env or {})}
     return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "env", "-i",
                            *(f"{k}={v}" for k, v in env.items()), SYSTEM_PYTHON, "-m", "torchfit", *args],
                           capture_output=True, text=True, timeout=timeout, cwd="/")

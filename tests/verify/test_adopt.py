@@ -20,7 +20,16 @@ from pathlib import Path
 import pytest
 
 from tests.installer.conftest import env_dists, needs_uv, run_tf
+from tests.support.cli import bad_input
 from tests.support.envs import tree_digest
+from tests.support.mounts import (
+    SYSTEM_PYTHON,
+    as_nobody,
+    mounted,
+    need_root,
+    readable_torchfit,
+    shared_dir,
+)
 from tests.support.wheels import make_wheel
 
 if sys.version_info >= (3, 11):
@@ -235,3 +244,117 @@ def test_a_base_whose_own_packages_are_not_whole_still_takes_an_add(base_env: Pa
                   timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert [d["name"] for d in json.loads(proc.stdout)["added"]] == ["pure-pkg"]
+
+
+# --- issue 34: an env as an image or a careless user leaves it ------------------------------------
+
+
+def hand_env(prefix: Path, version: str, *, python: str = sys.executable, prelude: bytes = b"") -> Path:
+    """A venv whose torch was put there by hand (no installer would take these versions): the
+    same small torch package, its __version__ and its dist-info's Version both `version`;
+    `prelude`: code its import runs first."""
+    subprocess.run([python, "-m", "venv", "--without-pip", str(prefix)], check=True, capture_output=True, timeout=120)
+    site = _site(prefix)
+    for rel, data in TORCH_FILES.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_bytes(data.replace(repr(BASE).encode(), repr(version).encode()))
+    init = site / "torch" / "__init__.py"
+    init.write_bytes(prelude + init.read_bytes())
+    info = site / f"torch-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n\n")
+    (info / "INSTALLER").write_text("pip\n")
+    (info / "RECORD").write_text("")
+    return prefix
+
+
+@pytest.mark.parametrize("version", ["unknown", "2.8.0-custom build", "2.8.0+"])
+def test_a_torch_whose_version_is_not_pep440_is_refused_in_one_line(tmp_path: Path, version: str) -> None:
+    """Issue 34 A1: such a torch was an internal InvalidVersion after the whole inspection."""
+    prefix = hand_env(tmp_path / "env", version)
+    proc = run_tf("adopt", "--env", str(prefix), state=tmp_path / "state", timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
+    first = proc.stderr.splitlines()[0]
+    assert f"torch's version {version!r} is not a PEP 440 version" in first and "[adopt-refused]" in first, first
+    assert not (prefix / "pylock.toml").exists()
+
+
+@needs_uv
+def test_a_base_at_an_unnormalised_version_takes_an_add(links: Path, tmp_path: Path) -> None:
+    """Issue 34 A2: `2.8.0+cu128-custom` is valid PEP 440 (normalised `2.8.0+cu128.custom`); its
+    stand-in wheel was named with the version as written, which uv reads as no torch at all, so
+    every package was refused as "needs another torch"."""
+    prefix = hand_env(tmp_path / "env", "2.8.0+cu128-custom")
+    state = tmp_path / "state"
+    assert run_tf("adopt", "--env", str(prefix), state=state, timeout=120).returncode == 0
+    proc = run_tf("add", "wants-torch", "--env", str(prefix), "--find-links", str(links), "--json", state=state,
+                  timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert [d["name"] for d in json.loads(proc.stdout)["added"]] == ["wants-torch"]
+    assert env_dists(prefix)["torch"] == "2.8.0+cu128-custom"
+
+
+def test_an_import_that_stalls_is_said_as_a_stall(tmp_path: Path) -> None:
+    """Issue 34 A3: an import of torch that hangs past --timeout was "no torch to adopt"."""
+    # an import that stalls, as a wedged driver or a hung NFS mount makes it
+    prefix = hand_env(tmp_path / "env", BASE, prelude=b"import time\ntime.sleep(120)\n")
+    proc = run_tf("adopt", "--env", str(prefix), "--timeout", "3", state=tmp_path / "state", timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    first = proc.stderr.splitlines()[0]
+    assert "no torch to adopt" not in first, first
+    assert "could not be read: the inspection stalled at stage 'import-torch' for 3 s" in first, first
+
+
+def test_an_env_this_user_cannot_write_is_refused_before_the_inspection(tmp_path: Path) -> None:
+    """Issue 34 A4: adopt of another user's env (root's, mode 0755) ran the whole inspection,
+    then failed writing its lock: an internal PermissionError. Now one line, exit 2, before any
+    inspection: its torch's import leaves a mark, and there is none."""
+    need_root()
+    with shared_dir(0o755) as base:
+        pythonpath = readable_torchfit(base)
+        marks = base / "marks"
+        marks.mkdir(mode=0o1777)
+        marks.chmod(0o1777)
+        prelude = f"open({str(marks / 'imported')!r}, 'w').close()\n".encode()
+        prefix = hand_env(base / "env", BASE, python=SYSTEM_PYTHON, prelude=prelude)
+        subprocess.run(["chmod", "-R", "a+rX", str(prefix)], check=True)
+        proc = as_nobody(pythonpath, "adopt", "--env", str(prefix), "--timeout", "30", home=base, timeout=60)
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert "adopt writes its lock there" in lines[0] and "may not write in it" in lines[0], lines[0]
+        assert not (prefix / "pylock.toml").exists() and not (marks / "imported").exists()
+
+
+@needs_uv
+def test_a_base_package_whose_version_is_not_pep440_is_named_by_add(links: Path, tmp_path: Path) -> None:
+    """Beside A1: a distribution of the base (not torch) at version `unknown` was pinned as
+    `weird==unknown` in uv's constraints, and uv refused the file; it is left unpinned (never
+    replaced all the same), so what stops uv is said as it is: that distribution's dist-info."""
+    prefix = hand_env(tmp_path / "env", "2.8.0")
+    weird = _site(prefix) / "weird-unknown.dist-info"
+    weird.mkdir()
+    (weird / "METADATA").write_text("Metadata-Version: 2.1\nName: weird\nVersion: unknown\n\n")
+    state = tmp_path / "state"
+    # an image constraint on it cannot be judged: refused, naming both (was InvalidVersion)
+    constraints = tmp_path / "constraint.txt"
+    constraints.write_text("weird<2\n")
+    proc = run_tf("adopt", "--env", str(prefix), state=state, env={"PIP_CONSTRAINT": str(constraints)}, timeout=120)
+    assert proc.returncode == 1 and "internal error" not in proc.stderr, proc.stderr
+    assert "say weird<2, and" in proc.stderr and "weird 'unknown' is not a PEP 440 version" in proc.stderr
+    assert run_tf("adopt", "--env", str(prefix), state=state, timeout=120).returncode == 0
+    proc = run_tf("add", "wants-torch", "--env", str(prefix), "--find-links", str(links), state=state, timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "weird-unknown.dist-info" in proc.stderr and "constraints.txt" not in proc.stderr, proc.stderr
+    assert "wants-torch" not in env_dists(prefix)
+
+
+def test_an_env_on_a_read_only_mount_is_refused_before_the_inspection(tmp_path: Path) -> None:
+    """Issue 34 A4, for root too: an image's env mounted read-only (EROFS stops root as well)."""
+    prefix = hand_env(tmp_path / "env", BASE, prelude=f"open({str(tmp_path / 'imported')!r}, 'w').close()\n".encode())
+    (tmp_path / "ro").mkdir()
+    with mounted(["--bind", "-o", "ro", str(prefix)], tmp_path / "ro") as ro:
+        if os.access(ro, os.W_OK):
+            pytest.skip("the bind mount is not read-only here")
+        line = bad_input(run_tf("adopt", "--env", str(ro), state=tmp_path / "state", timeout=120))
+    assert "adopt writes its lock there" in line and "it is on a read-only filesystem" in line, line
+    assert not (tmp_path / "imported").exists()

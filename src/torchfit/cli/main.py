@@ -19,7 +19,7 @@ from torchfit.cli.options import asked_for_json, build_parser
 from torchfit.errors import TorchfitError
 
 # The commands whose steps the configuration files' environment-borne settings reach (the stall limit).
-_SITE_COMMANDS = frozenset(("resolve", "install", "add", "export", "verify"))
+_SITE_COMMANDS = frozenset(("resolve", "install", "add", "export", "pack", "verify"))
 
 
 def print_json_error(wanted: bool, data: dict[str, Any]) -> None:

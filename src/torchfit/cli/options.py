@@ -164,17 +164,19 @@ def add_step_options(p: argparse.ArgumentParser, steps: str = "") -> None:
 
 
 def check_source_options(args: argparse.Namespace) -> None:
-    """The source options' URLs, before anything runs: exit 2, one line."""
-    from torchfit.compat.matrix import TORCH_INDEX_ENV
+    """The sources' settings in force, before anything runs: exit 2, one line naming where the
+    value came from. Each setting has one check, whichever of a flag, the environment or a
+    configuration file gave it (settings.source_settings says which is in force)."""
+    from torchfit.cli.settings import source_settings
 
-    template = args.torch_index_url or os.environ.get(TORCH_INDEX_ENV)
-    if not (template or args.index_url or args.extra_index_url or args.find_links):
+    torch, others = source_settings(args, os.environ)
+    if torch is None and not others:
         return  # nothing to check (and the installer's modules stay unloaded)
     from torchfit.index.sources import check_url
     from torchfit.inputs import check_index_url
 
-    if template:
-        flag = "--torch-index-url" if args.torch_index_url else TORCH_INDEX_ENV
+    if torch is not None:
+        template, flag = torch
         check_index_url(template, flag, allow_path=True)  # a directory of wheels, or a PEP 503 tree
         from torchfit.index.torchsource import local_path
 
@@ -183,11 +185,9 @@ def check_source_options(args: argparse.Namespace) -> None:
             raise BadInput(f"{flag} {template}: no such directory (give a PEP 503 tree, DIR/torch/index.html, "
                            "or a directory of torch wheels)")
         check_url(template.replace("{variant}", "cpu"), flag, args.allow_insecure_index)
-    for flag, urls in (("--index-url", [args.index_url] if args.index_url else []),
-                       ("--extra-index-url", args.extra_index_url), ("--find-links", args.find_links)):
-        for url in urls:
-            check_index_url(url, flag, allow_path=flag == "--find-links", placeholders=False)
-            check_url(url, flag, args.allow_insecure_index)
+    for key, url, flag in others:
+        check_index_url(url, flag, allow_path=key == "find-links", placeholders=False)
+        check_url(url, flag, args.allow_insecure_index)
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:

@@ -65,6 +65,8 @@ class SiteConfig:
     values: Mapping[str, Any] = field(default_factory=dict)
     origins: Mapping[str, str] = field(default_factory=dict)
     files: tuple[tuple[str, str, bool], ...] = ()  # (kind, path, found)
+    unreadable: Mapping[str, str] = field(default_factory=dict)  # path -> why this user may not read it
+    item_origins: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # a list's: each item's file
 
     def get(self, key: str) -> Any:
         return self.values.get(key)
@@ -87,16 +89,29 @@ def config_files(environ: Mapping[str, str]) -> list[tuple[str, str]]:
 def load_site_config(environ: Mapping[str, str]) -> SiteConfig:
     """The configuration files merged by the precedence rule; BadInput (`FILE: key ...`, exit 2)
     for a file that is not TOML, an unknown key or a value of the wrong kind. A file named by
-    $TORCHFIT_CONFIG must exist; the others are optional."""
+    $TORCHFIT_CONFIG must exist and be readable; the others are optional, and one this user may
+    not read (a system file of mode 0600 keeping the mirror's token from users) is left out,
+    with why, in `unreadable`: its owner's settings are not this user's, and refusing would stop
+    every command of every other user (`site_config` says it once)."""
     from torchfit.errors import BadInput
     from torchfit.inputs import loads_toml, read_text_file
+    from torchfit.runner import STALL_MAX, parse_stall
 
     values: dict[str, Any] = {}
     origins: dict[str, str] = {}
+    item_origins: dict[str, tuple[str, ...]] = {}
+    unreadable: dict[str, str] = {}
     seen: list[tuple[str, str, bool]] = []
     for kind, path in config_files(environ):
         if kind != CONFIG_ENV and not os.path.isfile(path):
             seen.append((kind, path, False))
+            continue
+        if kind != CONFIG_ENV and not os.access(path, os.R_OK):  # the kernel's answer for this user
+            from torchfit.access import find_denied
+
+            denied = find_denied(path)
+            unreadable[path] = denied.sentence() if denied else "permission denied"
+            seen.append((kind, path, True))
             continue
         data = loads_toml(read_text_file(path, CONFIG_ENV if kind == CONFIG_ENV else "configuration file",
                                          limit=MAX_CONFIG_BYTES), path)
@@ -111,11 +126,11 @@ def load_site_config(environ: Mapping[str, str]) -> SiteConfig:
                 if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
                     raise BadInput(f"{path}: {key} must be a string or a list of strings")
                 values[key] = [*values.get(key, []), *value]  # lower files after higher ones
+                item_origins[key] = (*item_origins.get(key, ()), *(path for _ in value))
                 origins[key] = f"{origins[key]}, {path}" if key in origins else path
                 continue
-            if want == "float" and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                    or not 0 < float(value) < 1e7):
-                raise BadInput(f"{path}: {key} must be a number of seconds > 0")
+            if want == "float" and (not isinstance(value, (int, float)) or parse_stall(value) is None):
+                raise BadInput(f"{path}: {key} must be a number of seconds > 0 and < {STALL_MAX:,.0f}")
             if want == "str" and (not isinstance(value, str) or not value):
                 raise BadInput(f"{path}: {key} must be a non-empty string")
             if key == "installer" and value not in ("auto", "uv", "pip"):
@@ -123,29 +138,62 @@ def load_site_config(environ: Mapping[str, str]) -> SiteConfig:
             if key not in values:  # the highest file wins
                 values[key] = float(value) if want == "float" else value
                 origins[key] = path
-    return SiteConfig(values, origins, tuple(seen))
+    return SiteConfig(values, origins, tuple(seen), item_origins=item_origins, unreadable=unreadable)
 
 
 _SITE: dict[int, SiteConfig] = {}
 
 
+_WARNED: set[str] = set()
+
+
 def site_config(environ: Mapping[str, str]) -> SiteConfig:
-    """`load_site_config` once per process for os.environ (commands ask several times)."""
+    """`load_site_config` once per process for os.environ (commands ask several times); a file
+    this user may not read is said once per process, on stderr."""
     if environ is not os.environ:
-        return load_site_config(environ)
-    if 0 not in _SITE:
-        _SITE[0] = load_site_config(environ)
-    return _SITE[0]
+        config = load_site_config(environ)
+    else:
+        if 0 not in _SITE:
+            _SITE[0] = load_site_config(environ)
+        config = _SITE[0]
+    for path, why in config.unreadable.items():
+        if path not in _WARNED:
+            _WARNED.add(path)
+            from torchfit.inputs import shown
+            from torchfit.progress import StderrProgress
+
+            StderrProgress().warn(f"configuration file {shown(path)} left out: {why}; its settings do not "
+                                  "apply (`torchfit config` shows what does)")
+    return config
+
+
+def stall_setting(environ: Mapping[str, str]) -> tuple[float, str]:
+    """(the stall limit in force, where it came from): environment > files > default, each read
+    by `runner.parse_stall`. BadInput (exit 2) for an environment value it does not take: the
+    runner would otherwise use another limit than the one the user set (and `config` shows)."""
+    from torchfit.inputs import shown
+    from torchfit.runner import STALL_ENV, STALL_MAX, STALL_S, parse_stall
+
+    raw = environ.get(STALL_ENV)
+    if raw:
+        value = parse_stall(raw)
+        if value is None:
+            raise BadInput(f"environment {STALL_ENV}={shown(raw[:60])}: give a number of seconds > 0 and < "
+                           f"{STALL_MAX:,.0f} (or unset it: the configuration files' value, else {STALL_S:g})")
+        return value, f"environment {STALL_ENV}"
+    config = site_config(environ)
+    if config.get("stall-timeout") is not None:
+        return float(config.get("stall-timeout")), str(config.origins["stall-timeout"])
+    return STALL_S, "default"
 
 
 def apply_site_config(environ: dict[str, str] | Any) -> None:
     """Settings read where the layers below take them from the environment (the stall limit,
-    `runner.stall_timeout`): the file's value when the environment has none (environment > files)."""
+    `runner.stall_timeout`): the one in force (environment > files), checked (`stall_setting`)."""
     from torchfit.runner import STALL_ENV
 
-    config = site_config(environ)
-    stall = config.get("stall-timeout")
-    if stall is not None and not environ.get(STALL_ENV):
+    stall, origin = stall_setting(environ)
+    if origin != "default" and not environ.get(STALL_ENV):
         environ[STALL_ENV] = f"{stall:g}"
 
 
@@ -185,6 +233,38 @@ def torch_template(args: argparse.Namespace, environ: Mapping[str, str],
     if fallback:
         return fallback, "the lock's torch index", True
     return DEFAULT_INDEX, "the torch index", False
+
+
+def source_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[
+        tuple[str, str] | None, list[tuple[str, str, str]]]:
+    """The package sources the user or the site gave, as given, each with where it came from
+    (a flag, `TORCHFIT_TORCH_INDEX_URL`, `FILE: key`): (the torch source in force, or None for
+    the default; [(key, value, where)] of index-url, extra-index-url and find-links in force, the
+    files' lists after the flags'), for options.check_source_options to hold each to its flag's rule."""
+    from torchfit.compat.matrix import TORCH_INDEX_ENV
+
+    config = site_config(environ)
+
+    def origin(key: str, path: str | None = None) -> str:
+        return f"{path or config.origins[key]}: {key}"  # as the files' other errors say it
+
+    torch: tuple[str, str] | None = None
+    if getattr(args, "torch_index_url", None):
+        torch = (args.torch_index_url, "--torch-index-url")
+    elif environ.get(TORCH_INDEX_ENV):
+        torch = (environ[TORCH_INDEX_ENV], TORCH_INDEX_ENV)
+    elif config.get("torch-index-url"):
+        torch = (config.get("torch-index-url"), origin("torch-index-url"))
+    others: list[tuple[str, str, str]] = []
+    if getattr(args, "index_url", None):
+        others.append(("index-url", args.index_url, "--index-url"))
+    elif config.get("index-url"):
+        others.append(("index-url", config.get("index-url"), origin("index-url")))
+    for key, flag in (("extra-index-url", "--extra-index-url"), ("find-links", "--find-links")):
+        others += [(key, v, flag) for v in getattr(args, key.replace("-", "_"), None) or []]
+        others += [(key, v, origin(key, path))
+                   for v, path in zip(config.get(key) or [], config.item_origins.get(key, ()), strict=True)]
+    return torch, others
 
 
 def as_url(location: str) -> str:

@@ -216,6 +216,16 @@ def same_release(a: str | tuple[int, ...] | None, b: str | tuple[int, ...] | Non
 # --- a base build's label (torchfit adopt) ------------------------------------------------
 
 
+def is_pep440(version: str) -> bool:
+    """Can packaging, pip and uv read `version` (an installed distribution's, as its METADATA
+    says)? `unknown`, `2.8.0-custom build` and `2.8.0+` cannot be pinned or compared."""
+    try:
+        Version(version)
+    except InvalidVersion:
+        return False
+    return True
+
+
 def release_label(version: str) -> str | None:
     """What a version carries beyond its release, as written: `2.8.0a0+5228986.nv25.08` ->
     `a0+5228986.nv25.08` (packaging's str() would normalise it to `nv25.8`)."""

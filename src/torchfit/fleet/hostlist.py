@@ -26,6 +26,12 @@ from torchfit.errors import BadInput
 MAX_NAMES = 1_000_000
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,253}$")
 _TAIL = re.compile(r"^(.*?)([0-9]+)$")
+# A number in brackets is ASCII digits only, as Slurm reads it (hostlist.c parses with strtoul):
+# str.isdigit() also takes "²" (int() then fails) and Arabic-Indic digits (U+0661 read as 1), neither a host
+# name Slurm or DNS would write. The width bound keeps int() off a 5,000-digit string (Python refuses
+# past 4,300 digits); 18 digits fit Slurm's unsigned long and exceed any real node number.
+MAX_DIGITS = 18
+_NUMBER = re.compile(rf"[0-9]{{1,{MAX_DIGITS}}}", re.ASCII)
 
 
 def _split_items(text: str) -> list[str]:
@@ -58,8 +64,9 @@ def _numbers(part_list: str, text: str) -> list[str]:
     out: list[str] = []
     for part in part_list.split(","):
         lo, sep, hi = part.partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
-            raise BadInput(f"hostlist {text[:80]!r}: {part!r} is not a number or a range a-b")
+        if not _NUMBER.fullmatch(lo) or (sep and not _NUMBER.fullmatch(hi)):
+            raise BadInput(f"hostlist {text[:80]!r}: {part[:40]!r} is not a number or a range a-b "
+                           f"(ASCII digits, at most {MAX_DIGITS})")
         a, b = int(lo), int(hi) if sep else int(lo)
         if b < a:
             raise BadInput(f"hostlist {text[:80]!r}: range {part} runs backwards")

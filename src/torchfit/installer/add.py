@@ -42,6 +42,7 @@ from packaging.version import InvalidVersion, Version
 
 from torchfit.compat.matrix import FAMILY_PACKAGES
 from torchfit.compat.project import ProjectReq
+from torchfit.compat.versions import is_pep440
 from torchfit.errors import AddRefused, BadInput
 from torchfit.index.sources import Sources
 from torchfit.installer.backends import (
@@ -461,7 +462,9 @@ class AddJob:
         specs += [str(r) for r in new]
         keep = [f"{d.name}=={d.version}" for d in self.lock.rest() if d.name not in asked and d.version]
         base = self._base_installed()
-        keep += [f"{n}=={v}" for n, v in base.items() if n not in family]
+        # A base distribution whose version is not PEP 440 cannot be pinned (uv refuses the whole
+        # constraints file); left free, it is still never replaced: `moved` below refuses that.
+        keep += [f"{n}=={v}" for n, v in base.items() if n not in family and is_pep440(v)]
         keep += [str(c) for c in self.lock.base().get("constraints") or []]  # the image's pip constraints
         keep += list(self.constraints)  # the project's own (-c in a requirements file)
         res, out = self._compile(ctx, uv, specs, work, "keep", constraints=keep,
@@ -920,6 +923,12 @@ def write_base_stubs(lock: Lock, directory: str) -> str:
                 metadata = fh.read(4 << 20)
         except (OSError, IndexError):
             continue
+        # The file name carries the normalised version (the binary distribution format spec):
+        # uv splits the name at '-', so `2.8.0+cu128-custom` as written is no wheel of torch at
+        # all; METADATA keeps the version as installed, which the normalised one equals.
+        if not is_pep440(str(version)):  # no wheel can carry it: uv finds none, `moved` refuses a new one
+            continue
+        version = str(Version(str(version)))
         dist = re.sub(r"[-_.]+", "_", str(name))
         info = f"{dist}-{version}.dist-info"
         wheel = b"Wheel-Version: 1.0\nGenerator: torchfit adopt (stand-in)\nRoot-Is-Purelib: true\nTag: py3-none-any\n"

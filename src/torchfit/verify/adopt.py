@@ -23,7 +23,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from torchfit.checks import Check, Status
-from torchfit.compat.versions import release_label
+from torchfit.compat.versions import is_pep440, release_label
 from torchfit.errors import AdoptRefused, BadInput
 
 if TYPE_CHECKING:
@@ -119,6 +119,7 @@ def read_constraints(paths: Sequence[str]) -> list[str]:
 
 def adopt(prefix: str, *, force: bool, timeout: float, environ: Mapping[str, str]) -> Adopted:
     """Read, judge and record the env at `prefix` (see the module docstring)."""
+    from torchfit.access import find_unwritable
     from torchfit.files import write_atomic
     from torchfit.lock.model import Lock
     from torchfit.lock.pylock import LOCK_NAME, TOOL_SCHEMA, render_lock
@@ -131,11 +132,22 @@ def adopt(prefix: str, *, force: bool, timeout: float, environ: Mapping[str, str
     lock_path = os.path.join(prefix, LOCK_NAME)
     if os.path.lexists(lock_path) and not force:
         raise BadInput(f"{lock_path} exists: the env has a lock already (--force replaces it with the base's)")
+    # The lock is written into PREFIX: said before the inspection (seconds to minutes), not
+    # after it as a PermissionError at the write.
+    denied = find_unwritable(prefix)
+    if denied is not None:
+        raise BadInput(f"--env {prefix}: adopt writes its lock there, and {denied.sentence()}; "
+                       f"ask {denied.owner} to adopt it, or adopt a copy of your own")
     files = constraint_files(environ)
     constraints = read_constraints(files)
     facts, checks = inspect_env(python, timeout)
     torch = facts.get("torch") or {}
     if not torch.get("version"):
+        # An inspection that stalled (an import hung past --timeout) or died says so: its torch
+        # was not read, which is not an env without torch.
+        broken = next((c for c in checks if c.name == "inspect" and c.status is Status.FAIL), None)
+        if broken is not None:
+            raise AdoptRefused(f"{prefix}: its torch could not be read: {broken.summary}", checks)
         why = facts.get("torch_error") or "torch did not report"
         raise AdoptRefused(f"{prefix}: no torch to adopt ({why})", checks)
     failed = [c for c in checks if c.status is Status.FAIL]
@@ -148,10 +160,20 @@ def adopt(prefix: str, *, force: bool, timeout: float, environ: Mapping[str, str
     if family.get("torch") != torch["version"]:
         raise AdoptRefused(f"{prefix}: torch {torch['version']} imports, but its dist-info says "
                            f"{family.get('torch') or 'nothing'}: a half-replaced install", checks)
+    # The base's family is pinned by version in every later `add` (uv's `torch==V`, the lock's
+    # PEP 751 `version`): one that is not PEP 440 (`unknown`, `2.8.0-custom build`, `2.8.0+`)
+    # cannot be pinned or compared by packaging, pip or uv, so there is no base to fit around.
+    for member, version in family.items():
+        if not is_pep440(version):
+            raise AdoptRefused(f"{prefix}: {member}'s version {version!r} is not a PEP 440 version, so pip and "
+                               f"uv cannot pin it or fit packages around it", checks)
     for text in constraints:
         req = Requirement(text)
         name = canonicalize_name(req.name)
         have = family.get(name) or installed.get(name)
+        if have and not is_pep440(have):
+            raise AdoptRefused(f"the constraints ({', '.join(files)}) say {text}, and {prefix}'s {name} "
+                               f"{have!r} is not a PEP 440 version to hold to it", checks)
         if have and not req.specifier.contains(Version(have), prereleases=True):
             raise AdoptRefused(f"the constraints ({', '.join(files)}) say {text}, and {prefix} has {name} {have}",
                                checks)

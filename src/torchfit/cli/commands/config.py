@@ -27,11 +27,17 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 def effective(environ: dict[str, str]) -> dict[str, Any]:
     """{"settings": [{key, value, origin, what}], "files": [{kind, path, found}]} for this environment."""
-    from torchfit.cli.settings import CONFIG_ENV, PREFIX_ROOT_ENV, SITE_KEYS, site_config
+    from torchfit.cli.settings import (
+        CONFIG_ENV,
+        PREFIX_ROOT_ENV,
+        SITE_KEYS,
+        site_config,
+        stall_setting,
+    )
     from torchfit.compat.matrix import DEFAULT_INDEX, TORCH_INDEX_ENV
     from torchfit.index.sources import load_pip_config
     from torchfit.redact import redact
-    from torchfit.runner import STALL_ENV, STALL_S
+    from torchfit.runner import STALL_ENV
 
     config = site_config(environ)
     pip = load_pip_config(environ)
@@ -39,10 +45,14 @@ def effective(environ: dict[str, str]) -> dict[str, Any]:
     for key, (_, what) in SITE_KEYS.items():
         value: Any = None
         origin = "default"
-        env_name = {"torch-index-url": TORCH_INDEX_ENV, "stall-timeout": STALL_ENV,
-                    "prefix-root": PREFIX_ROOT_ENV}.get(key)
-        if env_name and environ.get(env_name) and not (key == "stall-timeout" and config.get(key) is not None
-                                                       and environ.get(env_name) == f"{config.get(key):g}"):
+        env_name = {"torch-index-url": TORCH_INDEX_ENV, "prefix-root": PREFIX_ROOT_ENV}.get(key)
+        if key == "stall-timeout":
+            # the runner's limit, read as the runner reads it (an unreadable one is refused here too)
+            value, origin = stall_setting(environ)
+            if origin == f"environment {STALL_ENV}" and config.get(key) is not None \
+                    and environ.get(STALL_ENV) == f"{config.get(key):g}":
+                origin = config.origins[key]  # put there from the file (settings.apply_site_config)
+        elif env_name and environ.get(env_name):
             value, origin = environ[env_name], f"environment {env_name}"
         elif config.get(key) is not None:
             value, origin = config.get(key), config.origins[key]
@@ -54,12 +64,12 @@ def effective(environ: dict[str, str]) -> dict[str, Any]:
             origin = f"{config.origins[key]}, then {pip.origins.get(key, 'pip')}"
         if value is None:
             value = {"torch-index-url": DEFAULT_INDEX, "index-url": "https://pypi.org/simple",
-                     "installer": "auto", "stall-timeout": STALL_S,
-                     "prefix-root": "."}.get(key, [])  # the current directory: install's env is ./.venv
+                     "installer": "auto", "prefix-root": "."}.get(key, [])  # the current directory: install's env is ./.venv
         shown = [redact(v) for v in value] if isinstance(value, list) else redact(str(value)) \
             if isinstance(value, str) else value
         rows.append({"key": key, "value": shown, "origin": origin, "what": what})
-    files = [{"kind": kind, "path": path, "found": found} for kind, path, found in config.files]
+    files = [{"kind": kind, "path": path, "found": found, "readable": found and path not in config.unreadable}
+             for kind, path, found in config.files]
     return {"settings": rows, "files": files, "config_env": CONFIG_ENV}
 
 
