@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -140,6 +141,8 @@ class _Planner:
         # the matrix tracks: a request of the default source keeps the matrix's word)
         self.served: dict[str, Served | None] = {}
         self._client: IndexClient | None = None
+        self._client_lock = threading.Lock()
+        self._companions: Companions | None = None
         self.tried: list[str] = []  # what each uv run said, for a refusal
         self.direct: list[str] = []  # family members made direct dependencies (routed to the torch index)
         self.python_failed = False  # the last uv run failed on the interpreter (Requires-Python)
@@ -169,7 +172,20 @@ class _Planner:
 
     # -- the torch source ---------------------------------------------------------------
     @property
+    def companions(self) -> Companions:
+        """data/companions.toml, loaded once per planning (each load decodes the cached record)."""
+        if self._companions is None:
+            from torchfit.cache import load_companions
+
+            self._companions = load_companions()
+        return self._companions
+
+    @property
     def client(self) -> IndexClient:
+        with self._client_lock:  # made once, whichever thread asks first (a page read runs beside uv)
+            return self._make_client()
+
+    def _make_client(self) -> IndexClient:
         if self._client is None:
             from torchfit.index.client import IndexClient
 
@@ -463,7 +479,7 @@ class _Planner:
                                              a.url or "file://" + (a.path or ""), a.sha256) for a in d.artifacts]
                  for d in compiled.locked}
         unread = [(key, f) for key, f in files.items() if key not in self._rp]
-        got = read_requires_pythons(self.client, [(f"{n}=={v}", f) for (n, v), f in unread])
+        got = read_requires_pythons(lambda: self.client, [(f"{n}=={v}", f) for (n, v), f in unread])
         for (n, v), _ in unread:
             self._rp[(n, v)] = got.get(f"{n}=={v}")
         listed = self._listed_files(plan, list(files)) if plan.free_threaded else {}
@@ -569,13 +585,12 @@ class _Planner:
         return None
 
     def _base_constraints(self, plan: Plan, builds: Sequence[Build]) -> list[str]:
-        from torchfit.cache import load_companions
         from torchfit.compat.served import allowed_for_all, torch_constraint
 
         allowed = allowed_for_all(builds, self.served.get(plan.variant), self.archs)
         if not allowed:
             return []
-        companions = load_companions()
+        companions = self.companions
         allowed = self._held_by_companion_pins(companions, allowed, plan.variant)
         if not allowed:
             return []
@@ -611,10 +626,9 @@ class _Planner:
     def _routed_first(self, plan: Plan, builds: Sequence[Build]) -> list[str]:
         """Direct requirements whose binary for these builds is the torch index's (companions.toml:
         xformers' cuXXX wheels, where PyPI's is another CUDA): routed there from the first pass."""
-        from torchfit.cache import load_companions
         from torchfit.compat.matrix import DEFAULT_INDEX
 
-        companions = load_companions()
+        companions = self.companions
         out = []
         for r in self.request.project.others:
             comp = companions.get(r.name)
@@ -627,7 +641,6 @@ class _Planner:
     def _from_pages(self, plan: Plan, builds: Sequence[Build], work: str, name: str, direct: Sequence[str],
                     routed: Sequence[str]) -> Compiled | None:
         """Wheels only could not answer: the project's own wheel pages (`lock.pages`) before any build."""
-        from torchfit.cache import load_companions
         from torchfit.lock.pages import solve_from_pages
 
         def compile_with(torch: Version, pages: dict[str, str]) -> Compiled:
@@ -637,7 +650,7 @@ class _Planner:
 
         names = [str(canonicalize_name(r.name)) for r in self.request.project.others]
         got, self.pages, self.unused_pages = solve_from_pages(
-            load_companions(), names, builds, plan.variant, compile_with,
+            self.companions, names, builds, plan.variant, compile_with,
             offline=self.settings.sources(plan.variant).offline)
         return got
 
@@ -670,7 +683,15 @@ class _Planner:
         if not self.reading:  # the direct requirements' pages, read while uv solves (issue 33)
             from torchfit.index.newer import start_reading, worth_reading
 
-            self.reading = start_reading(self._reader(), worth_reading(self.request.project.others))
+            names = worth_reading(self.request.project.others)
+            if names:  # the reader (its client: requests' import) made in that thread too, beside uv
+                from torchfit.background import Background
+
+                def read_pages() -> None:
+                    for started in start_reading(self._reader(), names):
+                        started.wait()
+
+                self.reading = [Background(read_pages, name="pages")]
         compiled = None
         direct: list[str] = []
         for no_build in [True, False]:
@@ -817,10 +838,9 @@ class _Planner:
     # -- the answer -------------------------------------------------------------------------
     def _final(self, first: Plan, cut: Matrix, builds: Sequence[Build], compiled: Compiled, torch: str,
                work: str) -> Plan:
-        from torchfit.cache import load_companions
         from torchfit.compat.resolver import resolve
 
-        companions = load_companions()
+        companions = self.companions
         compiled, notes, warnings, routed = self._refine(first, builds, compiled, Version(Version(torch).public),
                                                          companions, work)
         self._refuse_plain_http(compiled, first.variant)
@@ -1113,9 +1133,7 @@ class _Planner:
             # uv prefers the newest releases of the project's own packages: a newer torch was possible
             # with other releases of them. Name the difference, the pins that would get it.
             other = {d.name: str(d.version) for d in probe.locked}
-            from torchfit.cache import load_companions
-
-            companions = load_companions()
+            companions = self.companions
             direct = {r.name for r in self.request.project.others}
             names = sorted((n for n in other if n in resolved and other[n] != resolved[n] and n not in FAMILY_PACKAGES),
                            key=lambda n: (n not in direct, companions.get(n) is None, n))
@@ -1141,7 +1159,6 @@ class _Planner:
         return lead_with(self._refusal_of_uv(fam), self.misfits)
 
     def _refusal_of_uv(self, fam: Request) -> NoCompatibleSet:
-        from torchfit.cache import load_companions
         from torchfit.compat.resolver import resolve
         from torchfit.compat.served import restrict_for_all
 
@@ -1164,7 +1181,7 @@ class _Planner:
         try:
             reader = self._reader()
             resolve(self.hosts, self.request, restrict_for_all(self.matrix, self.measured(), self.archs), reader,
-                    load_companions())
+                    self.companions)
         except NoCompatibleSet as exc:
             # Kept where it names what the first level shows for sure (a pin every host build refuses,
             # two pins together, a Requires-Python); its companion pairing is the matrix's, which

@@ -272,9 +272,10 @@ def read_requires_python(client: IndexClient, files: Sequence[tuple[str, str]]) 
     return None
 
 
-def read_requires_pythons(client: IndexClient, releases: Sequence[tuple[str, Sequence[tuple[str, str, str | None]]]]
-                          ) -> dict[str, str | None]:
-    """`read_requires_python` for each (key, files: (filename, url, sha256)), eight at a time.
+def read_requires_pythons(client: Callable[[], IndexClient],
+                          releases: Sequence[tuple[str, Sequence[tuple[str, str, str | None]]]]) -> dict[str, str | None]:
+    """`read_requires_python` for each (key, files: (filename, url, sha256)), eight at a time;
+    `client()` is asked for only when the cache lacks one (a warm resolve imports no HTTP client).
 
     What a file's METADATA says never changes while its bytes do not: a Requires-Python read is
     kept by the wheel's sha256 (the lock's hash) in the cache, so a warm resolve reads none.
@@ -296,7 +297,7 @@ def read_requires_pythons(client: IndexClient, releases: Sequence[tuple[str, Seq
 
     def one(item: tuple[str, Sequence[tuple[str, str, str | None]], str | None]) -> tuple[str, str | None]:
         try:
-            return item[0], read_requires_python(client, [(f, u) for f, u, _ in item[1]])
+            return item[0], read_requires_python(client(), [(f, u) for f, u, _ in item[1]])
         except Exception:
             return item[0], None
 
