@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -148,3 +149,15 @@ def test_garbage_in_a_requirements_file_is_bad_input_or_a_spec(text: str) -> Non
         parse_requirements_file(text, "r.txt", read, {"X": "1"})
     except BadInput:
         pass
+
+
+def test_a_nested_file_named_by_a_variable_is_refused_without_its_value(tmp_path: Path) -> None:
+    """Issue 34, R1: `-r ${TOKEN}.txt` that does not exist is refused naming the line as written,
+    never the path with the variable's value in it."""
+    from tests.support.cli import run_cli
+
+    req = tmp_path / "requirements.txt"
+    req.write_text("-r ${TOKEN}.txt\n")
+    proc = run_cli("resolve", "-r", str(req), "--assume", "gpu=none", env={"TOKEN": "s3cr3t-value"})
+    assert proc.returncode == 2, proc.stderr
+    assert "s3cr3t" not in proc.stderr and "${TOKEN}.txt" in proc.stderr and "no such file" in proc.stderr, proc.stderr

@@ -109,3 +109,15 @@ def test_a_log_line_is_shown_as_written_not_as_emoji(h200: Host) -> None:
     r = h200.doctor("--log", str(log), json_out=False)
     assert "node1:1234:1290 [0] NCCL WARN something entirely new :smile: happened" in r.stdout, r.stdout
     assert "\U0001f522" not in r.stdout and "\U0001f604" not in r.stdout
+
+
+def test_a_credential_in_a_log_line_is_never_echoed(h200: Host) -> None:
+    """Issue 34, T2: a log line holding a mirror's credentials (`user:SECRET@`, `?token=`) is shown
+    redacted, by the unrecognised-lines check and by a known pattern's evidence alike."""
+    log = h200.tmp / "pip.log"
+    log.write_text("ERROR: Could not fetch https://alice:S3CRET@mirror.example/simple/torch/ (failed)\n"
+                   "RuntimeError: download failed for https://mirror.example/x.whl?token=T0KEN\n")
+    r = h200.doctor("--log", str(log))
+    assert "S3CRET" not in r.stdout and "T0KEN" not in r.stdout, r.stdout
+    c = r.check("log-unrecognised")
+    assert "https://alice:***@mirror.example" in c["evidence"] and "token=***" in c["evidence"], c

@@ -298,13 +298,22 @@ def _parse_file(walk: _Reading, source: SourceFile, path: str, constraint: bool,
         # Quoted as written: `${TOKEN}` stays a name in every message, never its value.
         quoted = repr(written) if source.quotable else _UNQUOTED
         if written.startswith("-"):
-            key, value = _option(written, where, quoted)
-            value = _expand(value, walk.environ, where)
+            key, raw = _option(written, where, quoted)
+            value = _expand(raw, walk.environ, where)
             if key == "requirement" or key == "constraint":
                 target = value if os.path.isabs(value) or not base else os.path.join(base, value)
                 if os.path.normpath(target) in chain:
                     raise BadInput(f"{where}: {quoted} includes a file that includes it (a cycle)")
-                nested = walk.load(target, where)
+                try:
+                    nested = walk.load(target, where)
+                except BadInput as exc:
+                    if raw == value:
+                        raise
+                    # the path holds a variable's value (a token, say): the file is named as written
+                    said = str(exc)
+                    prefix = f"-r {shown(target)}: "
+                    why = said[len(prefix):] if said.startswith(prefix) else "cannot read it"
+                    raise BadInput(f"{where}: {quoted}: {why}") from None
                 if nested is not None:
                     _parse_file(walk, nested, target, constraint or key == "constraint",
                                 (*chain, os.path.normpath(target)))

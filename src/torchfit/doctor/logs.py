@@ -16,6 +16,7 @@ from torchfit.compat import versions
 from torchfit.doctor import parse
 from torchfit.doctor.context import Context
 from torchfit.doctor.model import Verdict, check, fail, ok, warn
+from torchfit.redact import redact
 
 
 class LogHit(NamedTuple):
@@ -270,7 +271,7 @@ def _make(pat: Pattern) -> Callable[[Context], Verdict]:
         first = hits[0]
         cause, fix = pat.explain(first.match)
         more = f" (and {len(hits) - 1} more)" if len(hits) > 1 else ""
-        return fail(f"{ctx.log_path}:{first.line_no}: {first.line}{more} -> {cause}", fix)
+        return fail(f"{ctx.log_path}:{first.line_no}: {redact(first.line)}{more} -> {redact(cause)}", fix)
 
     return run
 
@@ -298,7 +299,7 @@ def unrecognised_lines(text: str) -> list[tuple[int, str]]:
                 or "Warning" in bare or bare in seen:
             continue
         seen.add(bare)
-        out.append((no, bare[:300]))
+        out.append((no, redact(bare)[:300]))  # a log line may hold a mirror's credentials (issue 34, T2)
     return out
 
 
