@@ -27,7 +27,9 @@ def detect(slurm: SlurmCluster, *args: str, hostile: str | None = None,
     if hostile is not None and tmp_path is not None:
         (tmp_path / "sitecustomize.py").write_text(hostile)
         env["PYTHONPATH"] = str(tmp_path)
-    return run_cli("detect", "--slurm", "--timeout", "2", *args, base_env=slurm.client_env(env), timeout=180)
+    # --timeout: what a node's answer may take; none of these tests waits it out, and on a loaded
+    # 2-core CI machine 2 s was once too short for three tasks (the 100,000-deep answer's run, exit 1)
+    return run_cli("detect", "--slurm", "--timeout", "10", *args, base_env=slurm.client_env(env), timeout=180)
 
 
 def test_a_node_cannot_answer_for_another_node(slurm: SlurmCluster, tmp_path: Path) -> None:
