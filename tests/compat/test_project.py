@@ -161,3 +161,15 @@ def test_a_nested_file_named_by_a_variable_is_refused_without_its_value(tmp_path
     proc = run_cli("resolve", "-r", str(req), "--assume", "gpu=none", env={"TOKEN": "s3cr3t-value"})
     assert proc.returncode == 2, proc.stderr
     assert "s3cr3t" not in proc.stderr and "${TOKEN}.txt" in proc.stderr and "no such file" in proc.stderr, proc.stderr
+
+
+def test_an_index_line_of_a_requirements_file_is_refused_naming_its_file_and_line(tmp_path: Path) -> None:
+    """Issue 34, R2: `--extra-index-url http://...` inside a requirements file was refused as if it
+    were the command-line flag, naming neither the file nor the line."""
+    from tests.support.cli import run_cli
+
+    req = tmp_path / "requirements.txt"
+    req.write_text("six\n--extra-index-url http://127.0.0.1:9/simple\n")
+    proc = run_cli("resolve", "-r", str(req), "--assume", "gpu=none")
+    assert proc.returncode == 2, proc.stderr
+    assert f"{req}:2: --extra-index-url http://127.0.0.1:9/simple: plain http://" in proc.stderr, proc.stderr

@@ -284,6 +284,12 @@ def sources_for(args: argparse.Namespace, environ: Mapping[str, str], *, project
 
     template, flag, _ = torch_template(args, environ, fallback)
     config = site_config(environ)
+    if project is not None:  # a requirements file's index line is refused naming its file and line
+        from torchfit.index.sources import check_url
+
+        for url, where in project.origins:
+            if "://" in url:
+                check_url(url, where, args.allow_insecure_index)
     return make_sources(
         torch_index=torch_index_for(template, variant),
         index_url=args.index_url or (project.index_url if project is not None else None) or config.get("index-url"),

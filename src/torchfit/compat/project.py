@@ -98,6 +98,8 @@ class ProjectSpec:
     trusted_hosts: tuple[str, ...] = ()
     pre: bool = False
     notes: tuple[str, ...] = ()  # what was read but not used, said once
+    # (url, "FILE:LINE: --extra-index-url"): where each index line of a file was written, for its refusal
+    origins: tuple[tuple[str, str], ...] = ()
 
     def __add__(self, other: ProjectSpec) -> ProjectSpec:
         if self.index_url and other.index_url and self.index_url != other.index_url:
@@ -112,6 +114,7 @@ class ProjectSpec:
             tuple(dict.fromkeys(self.trusted_hosts + other.trusted_hosts)),
             self.pre or other.pre,
             tuple(dict.fromkeys(self.notes + other.notes)),
+            tuple(dict.fromkeys(self.origins + other.origins)),
         )
 
     @property
@@ -318,12 +321,12 @@ def _parse_file(walk: _Reading, source: SourceFile, path: str, constraint: bool,
                     _parse_file(walk, nested, target, constraint or key == "constraint",
                                 (*chain, os.path.normpath(target)))
             elif key == "index-url":
-                walk.spec = walk.spec + ProjectSpec(index_url=value)
+                walk.spec = walk.spec + ProjectSpec(index_url=value, origins=((value, f"{where}: --{key}"),))
             elif key == "extra-index-url":
-                walk.spec = walk.spec + ProjectSpec(extra_index_urls=(value,))
+                walk.spec = walk.spec + ProjectSpec(extra_index_urls=(value,), origins=((value, f"{where}: --{key}"),))
             elif key == "find-links":
                 local = value if "://" in value or os.path.isabs(value) or not base else os.path.join(base, value)
-                walk.spec = walk.spec + ProjectSpec(find_links=(local,))
+                walk.spec = walk.spec + ProjectSpec(find_links=(local,), origins=((local, f"{where}: --{key}"),))
             elif key == "trusted-host":
                 walk.spec = walk.spec + ProjectSpec(trusted_hosts=(value,))
             elif key == "no-index":
