@@ -66,3 +66,16 @@ def test_zsh_script_is_a_compdef_of_every_command() -> None:
 def test_an_unknown_shell_is_one_line() -> None:
     line = bad_input(run_cli("completion", "fish"))
     assert "invalid choice: 'fish'" in line
+
+
+@pytest.mark.skipif(BASH is None, reason="bash is not installed")
+def test_each_option_completes_the_kind_of_word_it_takes(tmp_path: Path) -> None:
+    """Issue 34, K1: `export -o FILE` offered directories only, `resolve --python SPEC` file names."""
+    proc = run_cli("completion", "bash")
+    script = tmp_path / "torchfit.bash"
+    script.write_text(proc.stdout)
+    (tmp_path / "plan.txt").write_text("x")
+    (tmp_path / "packs").mkdir()
+    assert str(tmp_path / "plan.txt") in complete(script, "torchfit", "export", "-o", str(tmp_path / "p"))
+    assert complete(script, "torchfit", "pack", "-o", str(tmp_path / "p")) == [str(tmp_path / "packs")]
+    assert complete(script, "torchfit", "resolve", "--python", str(tmp_path / "p")) == []

@@ -10,9 +10,13 @@ from __future__ import annotations
 import argparse
 
 SHELLS = ("bash", "zsh")
-# The options whose value is a directory or a file, by the option strings argparse holds.
-_DIRS = frozenset(("--env", "--prefix", "--project", "--pack", "--root", "-o", "--output-dir"))
-_FILES = frozenset(("--lock", "-r", "--requirement", "--facts", "--log", "--plan", "--matrix", "--python"))
+# The kind of value an option takes is its metavar (`-o FILE` of export, `-o DIR` of pack,
+# `--python SPEC` of resolve, `--python PATH` of doctor); these names decide only for an option
+# declared without one.
+_DIRS = frozenset(("--env", "--prefix", "--project", "--pack", "--root", "--output-dir"))
+_FILES = frozenset(("--lock", "-r", "--requirement", "--facts", "--log", "--plan", "--matrix"))
+_DIR_METAVARS = frozenset(("DIR", "PREFIX", "ENV"))
+_FILE_METAVARS = frozenset(("FILE", "PATH", "LOG"))
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
@@ -51,7 +55,10 @@ def _mark_paths(parser: argparse.ArgumentParser) -> None:
                 _mark_paths(sub)
             continue
         names = set(action.option_strings)
-        if names & _DIRS and action.nargs != 0:
+        if not names or action.nargs == 0:
+            continue
+        meta = action.metavar if isinstance(action.metavar, str) else None
+        if meta in _DIR_METAVARS or (meta is None and names & _DIRS):
             action.complete = shtab.DIRECTORY  # type: ignore[attr-defined]
-        elif names & _FILES and action.nargs != 0:
+        elif meta in _FILE_METAVARS or (meta is None and names & _FILES):
             action.complete = shtab.FILE  # type: ignore[attr-defined]
