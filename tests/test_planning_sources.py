@@ -16,7 +16,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from tests.support.cli import run_cli
-from tests.support.wheels import make_wheel, serve_dir, write_index
+from tests.support.wheels import make_wheel, serve_dir, write_index, write_sdist
 from tests.test_planning import CP311, DRIVER_570, PROJECTS, resolve, torch_tree
 
 # An H100 host on driver 560: torch 2.8.0's cu126 build runs fully (the matrix), cu128 does not.
@@ -89,24 +89,13 @@ def test_an_unlabelled_torch_wheel_is_the_cuda_its_metadata_pins_not_any_variant
 def failing_sdist(directory: Path, name: str, version: str, marker: Path) -> Path:
     """NAME-VERSION.tar.gz as PyPI has torch-scatter's (an sdist only): its build backend records
     that it ran in `marker`, then fails as torch-scatter's setup.py does where torch is not installed."""
-    import io
-    import tarfile
-
     dist = name.replace("-", "_")
     backend = (f"def _fail(*a, **k):\n    open({str(marker)!r}, 'a').write('built\\n')\n"
                "    raise ModuleNotFoundError(\"No module named 'torch'\")\n"
                "get_requires_for_build_wheel = prepare_metadata_for_build_wheel = build_wheel = _fail\n")
     files = {"pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
                                f'[project]\nname = "{name}"\ndynamic = ["version", "dependencies"]\n', "backend.py": backend}
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{dist}-{version}.tar.gz"
-    with tarfile.open(path, "w:gz") as tf:
-        for member, text in files.items():
-            data = text.encode()
-            info = tarfile.TarInfo(f"{dist}-{version}/{member}")
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
-    return path
+    return write_sdist(directory, f"{dist}-{version}", files)
 
 
 def test_torch_scatter_comes_from_pygs_page_for_the_chosen_torch_not_from_a_build(tmp_path: Path) -> None:

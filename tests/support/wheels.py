@@ -80,15 +80,20 @@ def make_sdist(directory: Path, name: str, version: str, requires: Sequence[str]
     """A real sdist `name-version.tar.gz` in `directory` whose PKG-INFO states its requirements
     statically (Metadata-Version 2.2+, no `Dynamic:` field: PEP 643), so uv reads them without a
     build (uv 0.13.10, measured); its setup.py fails if a build is ever run."""
-    directory.mkdir(parents=True, exist_ok=True)
     head = metadata_text(name, version, requires, requires_python).replace(
         "Metadata-Version: 2.1", f"Metadata-Version: {metadata_version}", 1)
     files = {"PKG-INFO": head, "setup.py": f"raise SystemExit('{name} {version}: this build must not run')\n"}
-    path = directory / f"{name.replace('-', '_')}-{version}.tar.gz"
+    return write_sdist(directory, f"{name.replace('-', '_')}-{version}", files)
+
+
+def write_sdist(directory: Path, base: str, files: dict[str, str]) -> Path:
+    """`directory/BASE.tar.gz` holding `files` (name -> text) under `BASE/`: the sdist layout."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{base}.tar.gz"
     with tarfile.open(path, "w:gz") as tf:
         for member, text in files.items():
             data = text.encode()
-            info = tarfile.TarInfo(f"{name.replace('-', '_')}-{version}/{member}")
+            info = tarfile.TarInfo(f"{base}/{member}")
             info.size = len(data)
             tf.addfile(info, io.BytesIO(data))
     return path
@@ -175,15 +180,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     files = {"pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
                                '[project]\nname = "hangpkg"\ndynamic = ["version", "dependencies"]\n',
              "backend.py": backend}
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "hangpkg-1.0.tar.gz"
-    with tarfile.open(path, "w:gz") as tf:
-        for name, text in files.items():
-            data = text.encode()
-            info = tarfile.TarInfo(f"hangpkg-1.0/{name}")
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
-    return path
+    return write_sdist(directory, "hangpkg-1.0", files)
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
