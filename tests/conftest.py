@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -52,6 +54,19 @@ def make_facts(
         pyenv=Pyenv("/root/.pyenv", "2.4.0", tuple(pyenv)) if pyenv is not None else None,
         name=name,
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_uv_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One uv cache for the whole run, removed when it ends. Without it every test's uv used
+    $XDG_CACHE_HOME/uv (its own, below) and unpacked the 716 MB torch wheel again; with the
+    user's ~/.cache/uv each served URL of it added another copy there. Tests that need a
+    cold or a full cache set UV_CACHE_DIR themselves."""
+    path = tmp_path_factory.mktemp("uv-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("UV_CACHE_DIR", str(path))
+        yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
