@@ -329,6 +329,7 @@ class _Planner:
 
         for r in self.request.project.others:
             check_local_reference(r.text, getattr(r.requirement, "url", None))
+        self._start_reading()
 
         excluded: set[str] = set()
         request = fam
@@ -680,18 +681,7 @@ class _Planner:
             return None
         routed = self._routed_first(plan, builds)
         self.routed = routed  # where a release uv finds no wheel for is read from (_misfits)
-        if not self.reading:  # the direct requirements' pages, read while uv solves (issue 33)
-            from torchfit.index.newer import start_reading, worth_reading
-
-            names = worth_reading(self.request.project.others)
-            if names:  # the reader (its client: requests' import) made in that thread too, beside uv
-                from torchfit.background import Background
-
-                def read_pages() -> None:
-                    for started in start_reading(self._reader(), names):
-                        started.wait()
-
-                self.reading = [Background(read_pages, name="pages")]
+        self._start_reading()
         compiled = None
         direct: list[str] = []
         for no_build in [True, False]:
@@ -822,6 +812,24 @@ class _Planner:
         self.kept += [(p, kept_line(p, why), True) for p in rebuild if p.unasked_pre or failed]
         return compiled
 
+    def _start_reading(self) -> None:
+        """The direct requirements' pages, read while the plan is made and uv solves (issue 33);
+        started as planning starts, not when uv does: the thread's first ~80 ms are requests'
+        import (issue 37)."""
+        if self.reading:
+            return
+        from torchfit.index.newer import start_reading, worth_reading
+
+        names = worth_reading(self.request.project.others)
+        if names:  # the reader (its client: requests' import) made in that thread too
+            from torchfit.background import Background
+
+            def read_pages() -> None:
+                for started in start_reading(self._reader(), names):
+                    started.wait()
+
+            self.reading = [Background(read_pages, name="pages")]
+
     def _find_passed(self, plan: Plan, compiled: Compiled) -> list[Passed]:
         from torchfit.index.newer import passed_in_answer
 
@@ -932,6 +940,7 @@ class _Planner:
         torch_moves: list[str] = []  # or: torch moved to what a companion's binary needs
         tnotes: list[str] = []
         warnings: list[str] = []
+        held_notes: list[str] = []  # companions whose binary needs the very torch uv chose
         python = first.python
         for name, dist in resolved.items():
             comp = companions.get(name)
@@ -949,7 +958,13 @@ class _Planner:
                 cnotes.append(f"{name} {version} has no binary for torch {torch} {first.variant} (companions.toml); "
                               f"constrained to the releases that do ({', '.join(str(r.version) for r in fits[:4])})")
             rel = next(r for r in comp.releases if r.version == version)
-            held = [b for b in builds if rel.torch is not None and rel.torch.contains(b.torch, prereleases=True)]
+            if rel.torch is None:
+                continue
+            if rel.torch.contains(torch, prereleases=True):  # uv chose its torch: said, nothing to move
+                held_notes.append(f"{name} {version}: its binary needs torch{rel.torch} (companions.toml, "
+                                  f"{rel.source.get('torch', 'measured')}); the torch uv chose")
+                continue
+            held = [b for b in builds if rel.torch.contains(b.torch, prereleases=True)]
             if held:
                 torch_moves.append(f"torch{self._torch_spec(first, held)}")
                 tnotes.append(f"{name} {version}: its binary needs torch{rel.torch} (companions.toml, "
@@ -971,7 +986,7 @@ class _Planner:
             if torch_moves:
                 tries.append((torch_moves[:1], tnotes))
         if not (transitive or constraints or torch_moves or set(routed) - set(self.routed) or pins):
-            return compiled, [], warnings, routed
+            return compiled, held_notes, warnings, routed
         from torchfit.lock.uv import explanation
 
         second = None
@@ -983,7 +998,7 @@ class _Planner:
                 if pins:
                     earned = [f"torchvision {_public(_version_of(second, 'torchvision'))}: the build that matches "
                               f"torch {_public(_version_of(second, 'torch'))} (data/matrix.toml), from the torch index"]
-                return second, list(earned), warnings, routed
+                return second, [*held_notes, *earned], warnings, routed
         assert second is not None
         warnings += [f"{note}: kept as uv first resolved it; no exact pass found an answer "
                      f"({explanation(second.stderr, 300)})" for note in [*cnotes, *tnotes]]
@@ -991,7 +1006,7 @@ class _Planner:
             warnings.append(f"torchvision {_public(str(resolved['torchvision'].version))} is not the build the matrix pairs "
                             f"with torch {torch}, and no pairing the project allows was found: its C++ operators may "
                             "not load (verify checks)")
-        return compiled, [], warnings, list(self.routed)
+        return compiled, held_notes, warnings, list(self.routed)
 
     def _torch_spec(self, first: Plan, builds: Sequence[Build]) -> str:
         """The specifier admitting exactly `builds` on the plan's source (`torch_constraint`)."""
