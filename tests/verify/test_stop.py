@@ -18,7 +18,7 @@ from tests.verify.conftest import Verify, assert_no_orphans
 pytestmark = pytest.mark.slow
 
 NOT_RUN = "not run: the gpus check failed"
-CPU_ON_GPU_HOST = "torch 2.13.0+cpu is a CPU-only build on a host with GPUs (8× NVIDIA H100 80GB HBM3"
+CPU_ON_GPU_HOST = "torch 2.13.0+cpu is a CPU-only build on a host with GPUs (8\N{MULTIPLICATION SIGN} NVIDIA H100 80GB HBM3"
 
 
 def test_a_verify_whose_gpus_check_fails_stops_after_the_inspection(
