@@ -11,6 +11,7 @@ import pytest
 import torchfit.lock.pylock as pylock
 import torchfit.verify.inspection as vinsp
 from tests.verify.conftest import H200_ARCHS, by_name
+from torchfit.compat.judgements import GpuHost
 from torchfit.compat.tags import parse_arch_list
 from torchfit.compat.versions import Arch
 
@@ -214,3 +215,41 @@ def test_lock_mismatch_names_the_file_that_runs(tmp_path: Path) -> None:
         == "nccl: lock expects 2.28.9, runs 2.28.3 (runs: /usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3)"
     )
 
+
+
+_BOGUS = {"CUDA_VISIBLE_DEVICES": "GPU-00000000-bogus"}
+_NO_GPU = {"count": 0, "gpus": [], "error": "CUDA error: no CUDA-capable device is detected"}
+_CPU_TORCH = {"version": "2.13.0+cpu", "file": "/e/torch/__init__.py", "cuda": None, "hip": None}
+_GPU_HOST = GpuHost("gpu", "8x NVIDIA H100 (sm_90)")
+
+
+@pytest.mark.parametrize(
+    "over, backend, gpu_host, stops, why",
+    [
+        ({}, None, None, None, "two GPUs seen: every phase runs"),
+        ({"env": _BOGUS, "devices": _NO_GPU}, None, None, "torch sees no GPU: CUDA_VISIBLE_DEVICES=",
+         "issue 37 on the H200: a UUID no driver knows, the CUDA build sees nothing"),
+        ({"env": _BOGUS, "devices": _NO_GPU}, "gloo", None, None,
+         "--backend gloo asked for the CPU: the gpus check only warns"),
+        ({"env": {"CUDA_VISIBLE_DEVICES": "0,7"}, "devices": {"count": 1, "gpus": []}}, None, None,
+         "lists 2 devices but torch sees 1", "fewer GPUs than CUDA_VISIBLE_DEVICES asks for"),
+        ({"torch": _CPU_TORCH, "devices": _NO_GPU}, None, _GPU_HOST, "CPU-only build on a host with GPUs",
+         "a CPU build on a GPU host"),
+        ({"torch": _CPU_TORCH, "devices": _NO_GPU}, None, GpuHost("none", "no GPU"), None,
+         "a CPU build where there is no GPU is right: the gloo smoke test is the proof"),
+        ({"torch": _CPU_TORCH, "devices": _NO_GPU}, None, GpuHost("unknown", "GPUs unknown", "NVML mismatch"),
+         "CPU-only build; GPUs unknown", "nvidia-smi fails: the build cannot be called right, FAIL as before"),
+        ({"devices": None}, None, None, None, "the GPUs are not counted yet"),
+        ({"torch": None, "torch_error": "ImportError: x"}, None, None, None, "no torch: plan_ddp's skip"),
+    ],
+)
+def test_deciding_failure_is_a_failed_gpus_check(
+    over: dict[str, Any], backend: str | None, gpu_host: GpuHost | None, stops: str | None, why: str
+) -> None:
+    facts = {k: v for k, v in {**cuda_facts(), **over}.items() if v is not None}
+    failed = vinsp.deciding_failure(facts, backend, gpu_host)
+    if stops is None:
+        assert failed is None, why
+    else:
+        assert failed is not None and failed.name == "gpus" and failed.status == "fail", why
+        assert stops in failed.summary, (why, failed.summary)

@@ -1,7 +1,8 @@
 """`torchfit verify`: prove a torch environment on this host's GPUs, and never hang.
 
 This module is the orchestration only: start the inspection, start the DDP run
-as soon as the GPU count is known, watch both until they end, and turn what they
+as soon as the GPU count is known (or stop there, when the inspection has already
+decided the verdict is FAIL), watch both until they end, and turn what they
 reported into a `Report`. The parts live beside it:
 
 - model.py       Options, Check, Report
@@ -24,7 +25,7 @@ import os
 import shutil
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchfit.background import Background, Wake
 from torchfit.checks import Check, Status
@@ -38,7 +39,7 @@ from torchfit.text import format_bytes_iec
 from torchfit.verify.bandwidth import bandwidth_report, smi_indices
 from torchfit.verify.ddp import early_plan, judge_ddp, plan_ddp, rank_to_json, visible_gpus_guess
 from torchfit.verify.environment import blocking, host_gpu_count, judge_environment, shown
-from torchfit.verify.inspection import judge_inspection
+from torchfit.verify.inspection import deciding_failure, judge_inspection
 from torchfit.verify.model import Options, Report
 from torchfit.verify.peers import compare_peers
 from torchfit.verify.sizes import sweep_sizes
@@ -49,6 +50,9 @@ from torchfit.verify.transports import (
     read_nccl_logs,
 )
 from torchfit.verify.watch import DdpRun, Inspection, child_env
+
+if TYPE_CHECKING:
+    from torchfit.compat.judgements import GpuHost
 
 __all__ = ["verify"]
 
@@ -76,6 +80,9 @@ def verify(opts: Options, observer: Progress | None = None) -> Report:
     count the driver shows (no torch needed), and kept only if the inspection, once
     torch has told it the GPUs, comes to the same plan; otherwise that run is
     discarded and the planned one launched, so the report is the same either way.
+    When the inspection's `gpus` check already fails (torch sees no GPU on a GPU host),
+    no DDP run starts (an early one is ended): the DDP and bandwidth phases are
+    reported as skipped, and verify ends with the inspection (issue 37).
     Each child's exit wakes the watch loop at once.
     """
     obs = observer or Progress()
@@ -151,8 +158,13 @@ def verify(opts: Options, observer: Progress | None = None) -> Report:
         if run.ddp is not None and not run.ddp.finished:
             run.ddp._finish()
 
-    _judge_inspection(opts, insp, report)
-    if run.ddp is None:
+    _judge_inspection(opts, insp, report, _gpu_host(opts, insp.facts, run))
+    if run.ddp is None and run.stopped:
+        # Skipped, not failed: the check named is the failure, these were never tried.
+        report.checks.append(Check("ddp", Status.SKIP, f"not run: {run.skip_reason}"))
+        if run.backend and sweep_sizes(opts, run.backend) and run.nproc * opts.nnodes >= 2:
+            report.checks.append(Check("bandwidth", Status.SKIP, f"not run: {run.skip_reason}"))
+    elif run.ddp is None:
         report.checks.append(
             Check(
                 "ddp",
@@ -182,6 +194,9 @@ class _Run:
         self.sweep_skipped: str | None = None
         self.wake = Wake()  # set when a child exits
         self.env_block: str | None = None  # a failed NCCL environment check: no NCCL ranks
+        self.stopped: str | None = None  # the check whose failure stopped verify before the ranks
+        self.gpu_host: GpuHost | None = None
+        self.gpu_host_probed = False
 
 
 def _wake_on_exit(proc: Any, wake: Wake) -> None:
@@ -192,6 +207,21 @@ def _wake_on_exit(proc: Any, wake: Wake) -> None:
         wake.set()
 
     Background(wait)
+
+
+def _gpu_host(opts: Options, facts: Mapping[str, Any], run: _Run) -> GpuHost | None:
+    """For a CPU build of torch on one node: is this a GPU host? (the judgement doctor and
+    resolve make too). nvidia-smi runs once, for the decision and then the report."""
+    torch_facts = facts.get("torch") or {}
+    if not torch_facts or torch_facts.get("cuda") or torch_facts.get("hip") or opts.nnodes != 1:
+        return None
+    if not run.gpu_host_probed:
+        from torchfit.host import probe_gpu_host
+        from torchfit.runner import Runner
+
+        run.gpu_host = probe_gpu_host(Runner(), timeout=min(opts.timeout, 10.0))
+        run.gpu_host_probed = True
+    return run.gpu_host
 
 
 def _gpus_without_torch(env: Mapping[str, str]) -> int | None:
@@ -261,6 +291,20 @@ def _watch(
                 backend, nproc, skip = plan_ddp(opts, insp.facts)
                 if skip is None and backend == "nccl" and run.env_block:
                     skip = run.env_block
+                # One node only: on several, the other nodes would wait for this one at the
+                # rendezvous until --rdzv-timeout; it joins, and its report says the same FAIL.
+                failed = (
+                    deciding_failure(insp.facts, opts.backend, _gpu_host(opts, insp.facts, run))
+                    if skip is None and opts.nnodes == 1
+                    else None
+                )
+                if failed is not None:
+                    run.stopped = failed.name
+                    skip = (
+                        f"the {failed.name} check failed (above), so the verdict is FAIL "
+                        "whatever the ranks would do; verify stopped after the inspection"
+                    )
+                    obs.info(f"{failed.name}: FAIL, {failed.summary}; not running the DDP smoke test")
             else:
                 skip = "the inspection stopped before it knew the GPUs"
             if run.ddp is not None and (skip is not None or (backend, nproc) != (run.backend, run.nproc)):
@@ -280,7 +324,7 @@ def _watch(
         run.wake.clear()
 
 
-def _judge_inspection(opts: Options, insp: Inspection, report: Report) -> None:
+def _judge_inspection(opts: Options, insp: Inspection, report: Report, gpu_host: GpuHost | None) -> None:
     facts = insp.facts
     report.inspection = facts
     report.timings["inspect"] = round(insp.seconds, 2)
@@ -302,14 +346,6 @@ def _judge_inspection(opts: Options, insp: Inspection, report: Report) -> None:
             )
     if lock_path and expected is not None:
         report.checks.append(check_closure(opts.python, lock_path, min(opts.timeout, 60.0)))
-    gpu_host = None
-    torch_facts = facts.get("torch") or {}
-    if torch_facts and not (torch_facts.get("cuda") or torch_facts.get("hip")) and opts.nnodes == 1:
-        # A CPU build: is this a GPU host? (the judgement doctor and resolve make too)
-        from torchfit.host import probe_gpu_host
-        from torchfit.runner import Runner
-
-        gpu_host = probe_gpu_host(Runner(), timeout=min(opts.timeout, 10.0))
     if insp.tail.records and (insp.done or facts.get("python")):
         report.checks.extend(
             judge_inspection(

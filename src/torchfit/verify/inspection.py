@@ -108,6 +108,24 @@ def judge_inspection(
     return checks
 
 
+def deciding_failure(
+    insp: Mapping[str, Any], backend: str | None, gpu_host: GpuHost | None = None
+) -> Check | None:
+    """The check, judged from the facts the inspection has once it knows the GPUs, that
+    already makes the verdict FAIL whatever the ranks do; None when there is none.
+
+    It is the `gpus` check: torch sees no GPU (or fewer than CUDA_VISIBLE_DEVICES lists)
+    where GPUs were asked for, or a CPU build on a GPU host. A DDP run after it could only
+    prove gloo on the CPU, which is not what was asked (issue 37: 18.8 s to a FAIL known
+    after the inspection).
+    """
+    torch = insp.get("torch")
+    if insp.get("torch_error") or not torch or "devices" not in insp:
+        return None
+    gpus = judge_gpus(torch, insp.get("devices") or {}, insp.get("env") or {}, backend, gpu_host)
+    return gpus if gpus.status is Status.FAIL else None
+
+
 def judge_python(insp: Mapping[str, Any]) -> Check:
     """The interpreter ran the worker: where it is."""
     py = insp.get("python") or {}

@@ -33,7 +33,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
         epilog=epilog,
         description="Inspect a torch environment (the libraries that really run, GPU arch coverage, a kernel per "
         "GPU), run a DDP smoke test under torchrun, and sweep all-reduce bandwidth. Every phase has a "
-        "timeout; nothing is left running.",
+        "timeout; nothing is left running. When the inspection has already failed the gpus check (a GPU "
+        "host whose torch sees no GPU), verify stops there: the DDP test and the sweep are reported as "
+        "skipped, not run.",
     )
     which = p.add_mutually_exclusive_group()
     which.add_argument(
