@@ -317,6 +317,18 @@ def sweep_temp_dirs(kind: str, base: str | None = None) -> list[str]:
     return removed
 
 
+def hand_over(path: str) -> None:
+    """A temporary directory this run keeps for the user (verify's worker logs, `--keep`): its
+    marker goes, so no later run's sweep (`sweep_temp_dirs`) removes what was said to be kept;
+    from now on it is the user's to remove."""
+    with contextlib.suppress(OSError):
+        dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.unlink(MARKER, dir_fd=dfd)
+        finally:
+            os.close(dfd)
+
+
 def remove_owned_dir(path: str) -> bool:
     """Remove a directory made by `owned_temp_dir` (only when its marker is valid)."""
     return remove_marked(path)

@@ -46,10 +46,12 @@ def test_a_verify_whose_gpus_check_fails_stops_after_the_inspection(
     started = [p.name for p in work.iterdir() if p.name.startswith(("ddp", "torchrun"))]
     assert started == [] and not list(tmp_path.rglob("torchelastic_*")), started
 
-    # (after the look at the kept work directory: the next verify sweeps it, its owner gone)
     # The same verify where no GPU is claimed: torch's CPU build is right there, every phase runs.
     full = verify.run(*args, "--json")
     assert full.code == 0 and full.check("ddp")["status"] == "pass", full
+    # What the first run said it kept is still there after the next one (whose start sweeps
+    # the work directories of runs that have ended): kept is handed over, never swept.
+    assert (work / "inspect.jsonl").exists() and not (work / ".torchfit-owner").exists(), full
     assert full.check("bandwidth")["status"] == "pass", full
     # It ended with the inspection: what follows it is nothing like the DDP phase's time.
     after_inspection = report["timings"]["total"] - report["timings"]["inspect"]

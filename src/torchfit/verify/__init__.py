@@ -31,7 +31,7 @@ from torchfit.background import Background, Wake
 from torchfit.checks import Check, Status
 from torchfit.host.links import probe_links
 from torchfit.lock.pylock import load_expected
-from torchfit.owned import owned_temp_dir, remove_owned_dir, remove_tree
+from torchfit.owned import hand_over, owned_temp_dir, remove_owned_dir, remove_tree
 from torchfit.progress import Progress
 from torchfit.redact import redact
 from torchfit.space import from_oserror, is_no_space, require_room, tmpdir_place
@@ -148,6 +148,7 @@ def verify(opts: Options, observer: Progress | None = None) -> Report:
         if opts.keep:
             from torchfit.interrupts import Interrupted
 
+            hand_over(work)
             raise Interrupted(f"{err or 'interrupted'}; verify's work directory is kept at {work}",
                               getattr(err, "signum", None)) from err
         remove_owned_dir(work)
@@ -179,6 +180,8 @@ def verify(opts: Options, observer: Progress | None = None) -> Report:
     if not worth_reading and not opts.keep:
         remove_owned_dir(work)
         report.work_dir = None
+    else:  # said to be kept: the next verify's sweep must not take it
+        hand_over(work)
     return report
 
 
