@@ -852,6 +852,7 @@ class _Planner:
         compiled, notes, warnings, routed = self._refine(first, builds, compiled, Version(Version(torch).public),
                                                          companions, work)
         self._refuse_plain_http(compiled, first.variant)
+        _refuse_lying_metadata(compiled, work)
         resolved = {d.name: str(d.version) for d in compiled.locked}
         chosen = Version(Version(resolved["torch"]).public)  # the exact pass may have moved it (torchvision)
         # The matrix's row for what uv chose: the resolver again, among that release only.
@@ -1274,6 +1275,26 @@ class _Planner:
 # directory (a project it builds).
 ARCHIVE_SUFFIXES = (".whl", ".tar.gz", ".zip", ".tar.bz2", ".tar.lz", ".tar.lzma", ".tar.xz", ".tar.zst", ".tar",
                     ".tbz", ".tgz", ".tlz", ".txz")
+
+
+def _refuse_lying_metadata(compiled: Compiled, work: str) -> None:
+    """MetadataMismatch (exit 1) when a local wheel of the plan has a PEP 658 `.metadata` beside it
+    that says otherwise than the wheel (issue 34, R3): the wheel is what install installs and the
+    lock hashes, so a plan read from that file would promise a set the wheel does not give. Local
+    wheels only (the zip's directory and one member); a remote one is install's to check."""
+    from torchfit.errors import MetadataMismatch
+    from torchfit.index.metacheck import find_disagreement, local_path
+
+    paths = [os.path.join(work, p) for d in compiled.locked for a in d.artifacts if a.kind == "wheel"
+             for p in [local_path(a.url or a.path or "")] if p]
+    found = find_disagreement(paths)
+    if found is not None:
+        path, diff = found
+        raise MetadataMismatch(
+            f"{path}: the index's metadata for it (PEP 658 {os.path.basename(path)}.metadata) disagrees with the "
+            f"wheel's own METADATA, so the plan would promise what the wheel does not install: {'; '.join(diff)}",
+            hint="the wheel is what is installed: ask the index's owner to fix its .metadata file (or remove it, "
+                 "and resolvers read the wheel), or use a source that serves the wheel's own")
 
 
 def _basename(location: str) -> str:
