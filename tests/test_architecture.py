@@ -449,20 +449,29 @@ def test_an_uncovered_module_is_found(tmp_path: Path) -> None:
     assert uncovered_modules(tmp_path / "src", tmp_path / "tests") == ["pkg/plan.py", "top.py"]
 
 
-# A test file is named after what it tests, never after the campaign that found the bug: a word
-# of one (attack, defects, round, campaign, issue, optionally numbered) or a bare number (#21, d07).
-CAMPAIGN_WORD = re.compile(r"(attack|defects?|rounds?|campaign|issues?|regressions?)\d*|d?\d+")
+# A test file is named after what it tests, and a script after what it does, never after the
+# campaign that found the bug: a word of one (attack, defects, round, campaign, issue, rerun,
+# optionally numbered) or a bare number (#21, d07).
+CAMPAIGN_WORD = re.compile(r"(attack|defects?|rounds?|campaign|issues?|regressions?|reruns?)\d*|d?\d+")
 
 
-def campaign_names(tests: Path) -> list[str]:
-    """The test files under `tests` whose path has a campaign word among its `_`-separated words."""
-    return [path.relative_to(tests).as_posix() for path in sorted(tests.rglob("*.py"))
-            if any(CAMPAIGN_WORD.fullmatch(word) for part in path.relative_to(tests).with_suffix("").parts
-                   for word in part.split("_"))]
+def campaign_names(tree: Path, pattern: str = "*.py") -> list[str]:
+    """The files under `tree` (matching `pattern`, outside __pycache__) whose path has a campaign
+    word among its `_`- or `-`-separated words."""
+    return [path.relative_to(tree).as_posix() for path in sorted(tree.rglob(pattern))
+            if path.is_file() and "__pycache__" not in path.parts
+            if any(CAMPAIGN_WORD.fullmatch(word) for part in path.relative_to(tree).with_suffix("").parts
+                   for word in re.split(r"[-_]", part))]
 
 
 def test_no_test_file_is_named_after_a_campaign() -> None:
     assert campaign_names(ROOT / "tests") == []
+
+
+def test_no_script_is_named_after_a_campaign() -> None:
+    """scripts/ holds tools (docs, screens, GPU checks), not the repros of a campaign: those are
+    tests (architecture review 4, change 9)."""
+    assert campaign_names(ROOT / "scripts", "*") == []
 
 
 def test_a_campaign_name_is_found(tmp_path: Path) -> None:
@@ -474,3 +483,13 @@ def test_a_campaign_name_is_found(tmp_path: Path) -> None:
     assert campaign_names(tmp_path) == ["e2e/test_attack_signals.py", "e2e/test_d07_mirror.py",
                                         "index/test_client_attack3.py", "round2/test_x.py", "test_defects_fs.py",
                                         "test_issue_21.py"]
+
+
+def test_a_campaign_script_is_found(tmp_path: Path) -> None:
+    for name in ("attack4/README.md", "attack4/add.py", "rerun-defects.py", "rerun-attack3.py", "round-5.sh",
+                 "gen_screens.py", "gpu-fleet-check.sh", "doctor-gpu-check.sh", "gen_cli_docs.py",
+                 "__pycache__/gen_cli_docs.cpython-311.pyc"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    assert campaign_names(tmp_path, "*") == ["attack4/README.md", "attack4/add.py", "rerun-attack3.py",
+                                             "rerun-defects.py", "round-5.sh"]
