@@ -1,5 +1,5 @@
-"""The command line's settings, resolved once, as values for the layers below (issue 24;
-architecture-review-3, change 1), and the site configuration files (issue 26).
+"""The command line's settings, resolved once, as values for the layers below (issues 24
+and 28), and the site configuration files (issue 26).
 
 One precedence rule, for every setting, stated here only (docs/install.md repeats it):
 
