@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -22,11 +21,12 @@ from packaging.version import Version
 
 from torchfit.background import Background
 from torchfit.cache import fingerprint, read_record, write_record
+from torchfit.compat.companions import Companions
 from torchfit.compat.matrix import Build
 from torchfit.compat.plan import Plan
 from torchfit.compat.pyfit import judge_file_set
 from torchfit.compat.wheelfit import misfits, no_wheel_releases, requester, target_of
-from torchfit.compat.wheelonly import abi_line, kept_line, no_build_line
+from torchfit.compat.wheelonly import Passed, abi_line, kept_line, no_build_line
 from torchfit.errors import (
     BadInput,
     IndexUnavailable,
@@ -40,17 +40,18 @@ from torchfit.index.newer import passed_in_answer, start_reading, worth_reading
 from torchfit.index.project import SourcePackages, read_requires_pythons, torch_source_packages
 from torchfit.index.torchsource import is_flat
 from torchfit.lock.pages import format_pages_tried, solve_from_pages
-from torchfit.lock.platforms import fleet_targets, solve_for_all
-from torchfit.lock.uv import classify_failure, compile_project, explanation, find_uv, uv_version
+from torchfit.lock.platforms import Target, fleet_targets, solve_for_all
+from torchfit.lock.uv import (
+    Compiled,
+    classify_failure,
+    compile_project,
+    explanation,
+    find_uv,
+    uv_version,
+)
 from torchfit.planning.refusal import wheels_missing, without_wheels
 from torchfit.planning.sources import TorchSources, as_url
 from torchfit.runner import STALL_ENV, Runner, stall_timeout
-
-if TYPE_CHECKING:
-    from torchfit.compat.companions import Companions
-    from torchfit.compat.wheelonly import Passed
-    from torchfit.lock.platforms import Target
-    from torchfit.lock.uv import Compiled
 
 
 class UvPasses:

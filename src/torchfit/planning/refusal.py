@@ -12,28 +12,21 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from torchfit.compat.companions import Companions
 from torchfit.compat.cudapkgs import blocked_majors
 from torchfit.compat.facts import HostFacts
-from torchfit.compat.matrix import FAMILY_PACKAGES, Matrix
+from torchfit.compat.matrix import FAMILY_PACKAGES, Build, Matrix
 from torchfit.compat.plan import Plan
 from torchfit.compat.wheelfit import lead_with, no_wheel_releases
 from torchfit.errors import BadInput, IndexUnavailable, NoCompatibleSet, ResolveFailed
-from torchfit.index.client import check_file_redirects
-from torchfit.lock.platforms import group_refusal
-from torchfit.lock.uv import explanation, names_family, not_found
-
-if TYPE_CHECKING:
-    from torchfit.compat.companions import Companions
-    from torchfit.compat.matrix import Build
-    from torchfit.index.client import IndexClient
-    from torchfit.lock.platforms import Target
-    from torchfit.lock.uv import Compiled
+from torchfit.index.client import IndexClient, check_file_redirects
+from torchfit.lock.platforms import Target, group_refusal
+from torchfit.lock.uv import Compiled, explanation, names_family, not_found
 
 
 def explain_refusal(hosts: Sequence[HostFacts], arch: str, *, tried: Sequence[str], uv_said: Sequence[str],

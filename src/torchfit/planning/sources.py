@@ -24,7 +24,7 @@ from torchfit.compat.matrix import PYPI_SIMPLE, Matrix
 from torchfit.compat.plan import Plan
 from torchfit.compat.request import Request
 from torchfit.compat.resolver import resolve
-from torchfit.compat.served import describe_served, restrict_for_all
+from torchfit.compat.served import Served, describe_served, restrict_for_all
 from torchfit.errors import IndexUnavailable, NoCompatibleSet
 from torchfit.index.client import IndexClient
 from torchfit.index.pages import format_off_site
@@ -35,7 +35,6 @@ from torchfit.progress import Progress
 from torchfit.redact import redact, strip_credentials
 
 if TYPE_CHECKING:
-    from torchfit.compat.served import Served
     from torchfit.planning import PlanSettings
 
 # Seconds without an answer before a planning read of a torch source gives up (one retry).
