@@ -62,6 +62,7 @@ from torchfit.compat.facts import HostFacts
 from torchfit.compat.matrix import Matrix
 from torchfit.compat.plan import Plan
 from torchfit.compat.request import Request
+from torchfit.errors import NoCompatibleSet
 from torchfit.progress import Progress
 
 if TYPE_CHECKING:
@@ -95,7 +96,15 @@ def make_plan(hosts: Sequence[HostFacts], request: Request, matrix: Matrix, sett
     from torchfit.compat.resolver import resolve
 
     if not request.project.others and not settings.torch_given:
-        return resolve(hosts, request, matrix)
+        try:
+            return resolve(hosts, request, matrix)
+        except NoCompatibleSet as exc:
+            from torchfit.planning.sources import unknown_release
+
+            line = unknown_release(request, matrix, {})
+            if line is None:
+                raise
+            raise NoCompatibleSet([line, *exc.conflicts], exc.hints, exc.remedies) from None
     from torchfit.planning.planner import plan_with_sources
 
     return plan_with_sources(hosts, request, matrix, settings, progress or Progress())

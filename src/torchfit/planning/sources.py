@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -142,7 +142,8 @@ class TorchSources:
         """A refusal among served builds says what the sources had (variants a mirror does not
         hold on one line), then what uv said (`tried`)."""
         measured = self.measured()
-        if not measured and not tried:
+        unknown = self._unknown_release()
+        if not measured and not tried and not self.settings.torch_given and not unknown:
             return exc
         exc = NoCompatibleSet(exc.conflicts, self._served_hints(exc.hints), exc.remedies)
         measured = self.measured()
@@ -157,17 +158,39 @@ class TorchSources:
                 lines.append(f"no {'/'.join(empty)} torch wheel for {arch} on "
                              f"{', '.join(sorted(where)) if len(where) < 3 else 'the torch source'}")
         lead, fix = bare_groups(self.hosts, self.arch, measured)
-        return NoCompatibleSet(list(dict.fromkeys([*lead, *exc.conflicts, *lines, *tried])),
+        first = [unknown] if unknown else []  # the cause, before what the builds say
+        return NoCompatibleSet(list(dict.fromkeys([*lead, *first, *exc.conflicts, *lines, *tried])),
                                [*fix, *exc.hints] or ["give a torch source that holds a build for this host "
                                                       "(--torch-index-url; `torchfit docs mirrors`)"])
 
+    def _unknown_release(self) -> str | None:
+        served = {s.where: [Version(v.public) for v in self.present(s.variant)] for s in self.measured().values()}
+        return unknown_release(self.request, self.matrix, served)
+
     def _served_hints(self, hints: Sequence[str]) -> list[str]:
         """The resolver checked its hints against the matrix; with a torch source of the user's,
-        a hint whose build that source does not serve is dropped (its variant read to know)."""
+        a hint whose build that source does not serve is dropped (its variant read to know), and
+        a "would fit" names the newest release the source does serve instead (issue 35: "2.15.0
+        would fit" from a source holding 2.13.0 only)."""
         if not self.settings.torch_given:
             return list(hints)
         out = []
         for hint in hints:
+            fits = re.search(r"torch (\S+) (\S+?) would fit", hint)
+            if fits:
+                try:
+                    served = self.read_source(fits.group(2))
+                except IndexUnavailable:
+                    served = None
+                if served is not None:
+                    have = [v for v in sorted({Version(p.public) for p in self.present(fits.group(2))}, reverse=True)
+                            if all(served.for_build(v, a) for a in self.archs)]
+                    if not have:
+                        continue
+                    hint = (hint[:fits.start(1)] + str(have[0]) + hint[fits.end(1):]
+                            + f" ({served.where} serves it)")
+                out.append(hint)
+                continue
             m = re.search(r"to get torch (\S+) (\S+?)\b(?![.\d])", hint)
             if m:
                 try:
@@ -204,6 +227,24 @@ class TorchSources:
             indexes = [] if sources.no_index else [sources.index_url or PYPI_SIMPLE, *sources.extra_index_urls]
             self._sources_reader = SourcePackages(self.client, indexes, list(sources.find_links), self.arch)
         return self._sources_reader
+
+
+def unknown_release(request: Request, matrix: Matrix, served: Mapping[str, Sequence[Version]]) -> str | None:
+    """A refusal's line when the user pins torch to a release that does not exist (`torch==2.99`):
+    in no row of the matrix, and in none of the `served` lists (source -> its public versions)
+    that were read (issue 35: the refusal said only "outside torch==2.99")."""
+    pins = [sp.version for sp in request.spec("torch") if sp.operator in ("==", "===") and "*" not in sp.version]
+    if len(pins) != 1:
+        return None
+    try:
+        pin = Version(Version(pins[0]).public)
+    except InvalidVersion:
+        return None
+    if any(b.torch == pin for b in matrix.builds) or any(pin in vs for vs in served.values()):
+        return None
+    newest = max((b.torch for b in matrix.builds), default=None)
+    said = "".join(f"; {where} serves up to {max(vs)}" for where, vs in served.items() if vs)
+    return f"torch=={pins[0]}: no such torch release is known (data/matrix.toml lists releases up to {newest}{said})"
 
 
 def as_url(location: str) -> str:
