@@ -307,8 +307,7 @@ class AddJob:
         accepted, now or in an earlier add (the lock's `accepted-base-label`). A base's own
         problems (an adopted image's packages) are not add's to answer for."""
         names = {d.name for d in todo}
-        accepted = [*self.label_accepted, *(str(x) for h in self.lock.tool.get("added") or [] if isinstance(h, dict)
-                                            for x in h.get("accepted-base-label") or [])]
+        accepted = [*self.label_accepted, *self.lock.tool.accepted_base_labels()]
         pins = set()
         for entry in accepted:  # "pkg-b 1.0: torch==2.8.0"
             m = re.match(r"(\S+) (\S+): (.+)$", entry)
@@ -499,8 +498,8 @@ class AddJob:
                                          f"{_uv_reason(message)[:200]}; nothing was changed")
         culprits = self._find_culprits(ctx, uv, specs, family, work, message)
         if base and culprits and all(self._label_only(req) for _, _, req in culprits):
-            before = {str(x).split(" ", 1)[0] for h in self.lock.tool.get("added") or [] if isinstance(h, dict)
-                      for x in h.get("accepted-base-label") or []}  # accepted by an earlier add: they stay so
+            # accepted by an earlier add: they stay so
+            before = {x.split(" ", 1)[0] for x in self.lock.tool.accepted_base_labels()}
             if not self.accept_base_label and not all(n in before for n, _, _ in culprits):
                 self._refuse_label(culprits, family)
             # uv's override replaces each package's torch requirement by the base pin: the base stays
@@ -717,15 +716,7 @@ class AddJob:
         if self.routed:
             plan["routed"] = list(dict.fromkeys(self.routed))
         plan["resolved"] = {d.name: d.version for d in sorted_dists(list(merged.values())) if d.version}
-        tool = dict(self.lock.tool)
-        tool["plan"] = plan
-        history = [dict(h) for h in tool.get("added") or [] if isinstance(h, dict)]
-        entry = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "requirements": list(asked),
-                 "sources": self.sources.describe()}
-        if self.label_accepted:
-            entry["accepted-base-label"] = list(self.label_accepted)
-        history.append(entry)
-        tool["added"] = history
+        tool = self.lock.tool.with_added(plan, asked, self.sources.describe(), self.label_accepted)
         return replace(self.lock, packages=sorted_dists(list(merged.values())), tool=tool)
 
 
@@ -773,7 +764,7 @@ def _uv_reason(text: str) -> str:
 def _marker_env(lock: Lock) -> dict[str, str]:
     """The marker environment of the env's Python (its version from the lock), for Requires-Dist."""
     env = {k: str(v) for k, v in default_environment().items()}
-    full = str(lock.tool.get("python-version") or lock.plan().get("python_version") or "")
+    full = str(lock.tool.python_version or lock.plan().get("python_version") or "")
     if re.match(r"^\d+\.\d+", full):
         env["python_full_version"] = full
         env["python_version"] = ".".join(full.split(".")[:2])
