@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -28,7 +28,7 @@ from packaging.utils import canonicalize_name
 from torchfit import __version__
 from torchfit.access import find_unreplaceable
 from torchfit.background import Background
-from torchfit.compat.facts import HostFacts, facts_to_json
+from torchfit.compat.facts import HostFacts
 from torchfit.compat.matrix import Matrix
 from torchfit.compat.plan import Plan, plan_from_json, plan_to_json
 from torchfit.compat.request import Request
@@ -65,7 +65,8 @@ from torchfit.installer.prefix import (
     wait_unused,
 )
 from torchfit.lock.model import Lock, LockedDist, NcclPin, sorted_dists
-from torchfit.lock.pylock import LOCK_NAME, TOOL_SCHEMA, write_lock
+from torchfit.lock.pylock import LOCK_NAME, write_lock
+from torchfit.lock.tool import ToolTable
 from torchfit.owned import mounts_under, remove_tree
 from torchfit.progress import Progress
 from torchfit.redact import redact, strip_credentials
@@ -394,21 +395,14 @@ class InstallJob:
     def _make_lock(self, dists: Sequence[LockedDist], pin: NcclPin, report: BuildReport, backend: Backend) -> Lock:
         plan = self.plan
         family = [d.name for d in dists if d.is_family]
-        tool = torchfit_table(plan, pin, self.sources.torch_index, self.hosts, {
-            "torchfit-version": __version__,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "installer": backend.label,
-            "python-version": report.runtime.get("python"),
-            "family": family,
-            "request": {
-                "args": self.request.describe() if self.request else [],
-                "strict-driver": bool(self.request.strict_driver) if self.request else False,
-            },
-            "rebuilt-from": self.lock.path if self.lock else None,
-            "sources": self.sources.describe(),
+        tool = ToolTable.for_install(
+            plan, pin, self.sources.torch_index, self.hosts, installer=backend.label,
+            python_version=report.runtime.get("python"), family=family,
+            args=self.request.describe() if self.request else [],
+            strict_driver=bool(self.request.strict_driver) if self.request else False,
+            rebuilt_from=self.lock.path if self.lock else None, sources=self.sources.describe(),
             # `torchfit verify` compares torch, cuda, cudnn, nccl of this table with what runs.
-            "expected": {k: v for k, v in report.runtime.items() if v is not None},
-        })
+            expected={k: v for k, v in report.runtime.items() if v is not None})
         arch = (self.hosts[0].arch if self.hosts else None) or os.uname().machine
         dists = [replace(d, index=self.sources.torch_index) if d.is_family else d for d in dists]
         return Lock(
@@ -417,24 +411,6 @@ class InstallJob:
             requires_python=f"=={plan.python}.*",
             environments=(f"sys_platform == 'linux' and platform_machine == '{arch}'",),
         )
-
-
-# The keys of [tool.torchfit] in the order a lock writes them (TOML puts a table's own keys
-# before its sub-tables either way); a key not named here (an exported lock's own) goes first.
-_TABLE_ORDER = ("schema", "torchfit-version", "created", "installer", "python-version", "torch-index-url",
-                "family", "request", "rebuilt-from", "sources", "nccl", "expected", "plan", "hosts")
-
-
-def torchfit_table(plan: Plan, pin: NcclPin, torch_index: str | None, hosts: Sequence[HostFacts],
-                   recorded: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The one builder of a lock's [tool.torchfit]: what `install --lock` (and `install --pack`)
-    rebuilds an env from and checks a host against (the schema, the torch index with its
-    credentials redacted, the NCCL pin, the plan, the hosts' facts), plus `recorded`: what an
-    install adds (torchfit's version, when, the installer, the versions verify expects) or the
-    table an exported lock has already."""
-    table = {**(recorded or {}), "schema": TOOL_SCHEMA, "torch-index-url": redact(torch_index) if torch_index else None,
-             "nccl": pin.to_json(), "plan": plan_to_json(plan), "hosts": [facts_to_json(h) for h in hosts]}
-    return {k: table[k] for k in sorted(table, key=lambda k: _TABLE_ORDER.index(k) if k in _TABLE_ORDER else -1)}
 
 
 def _environment_conflicts(lock: Lock, host: HostFacts) -> list[str]:
