@@ -522,7 +522,7 @@ def apply_assumptions(
     return replace(facts, reasons=reasons, **changes)
 
 
-def _uv_pythons_from_json(raw: Any, where: str) -> UvPythons | None:
+def _uv_pythons_from_json(raw: object, where: str) -> UvPythons | None:
     """A facts file's "uv_pythons" object (null, or absent in a file older than issue 35: no uv)."""
     if raw is None:
         return None
