@@ -389,9 +389,11 @@ def load_hosts(args: argparse.Namespace) -> list[HostFacts]:
             hosts += group_hosts if group_hosts is not None else [facts_from_json(data, name)]
     else:
         from torchfit.host import probe_host
+        from torchfit.lock.uv import find_uv
         from torchfit.runner import Runner
 
-        hosts.append(probe_host(Runner()))
+        runner = Runner()
+        hosts.append(probe_host(runner, uv=find_uv(runner)))
     if exclude and not fleets:
         raise BadInput("--exclude needs a fleet file (--facts FLEET.json from `torchfit detect --slurm`)")
     names = load_gpu_names() if any(a.lower().startswith("gpu=") for a in args.assume) else {}

@@ -1,7 +1,7 @@
 """`resolve(hosts, request, matrix) -> Plan`: resolvelib over the matrix, hosts as virtual packages.
 
 Identifiers: `torch` (candidates are `Build`s: a release in one variant),
-`python` (interpreters present or installable by pyenv on the first host),
+`python` (interpreters present or installable by uv or pyenv on the first host),
 `torchvision`/`torchaudio` (when asked for), and the virtual packages
 `<driver>`, `<gpu-arch>`, `<glibc>`, `<platform>` and `<cudnn>`, each with exactly
 one candidate: the hosts (a build's requirement on each names the first host that
@@ -14,7 +14,7 @@ the driver fully supports (toolkit floor met) before one only minor-version
 compatibility allows; among fully supported variants the newer CUDA (or ROCm),
 among minor-version-compatibility-only ones the smallest CUDA gap (cu130 before
 cu132 on a 13.0 driver: the fewer APIs the driver lacks); Python: the newest
-interpreter present that has wheels, else the newest pyenv can install.
+interpreter present that has wheels, else the newest uv (then pyenv) can install.
 """
 
 from __future__ import annotations
@@ -244,6 +244,8 @@ def _why(ctx: Context, build: Build, py: PythonChoice, newer: Sequence[object]) 
     why["python"] = (
         f"Python {py.version}{ft} present at {py.path}" if py.source == "installed" and py.path else
         f"Python {py.version}{ft} present" if py.source == "installed" else
+        f"no present interpreter has {build.label} wheels; uv will install a prebuilt {py.version}{ft}"
+        f" ({ctx.hosts[0].uv_pythons.source if ctx.hosts[0].uv_pythons else ''})" if py.source == "uv" else
         f"no present interpreter has {build.label} wheels; pyenv will install {py.version}{ft}"
     )
     why["cudnn"] = f"bundled with {build.label}" + ("" if build.cudnn else " (version unknown in the matrix)")
@@ -258,11 +260,15 @@ def _why(ctx: Context, build: Build, py: PythonChoice, newer: Sequence[object]) 
 
 
 def _python_reasons(build: Build, py: PythonChoice) -> list[str]:
-    """What the plan says of its interpreter: pyenv will build it; it is free-threaded."""
+    """What the plan says of its interpreter: uv will fetch it, or pyenv build it; it is free-threaded."""
     ft = "t" if py.free_threaded else ""
     reasons = []
     if py.source == "pyenv":
-        reasons.append(f"Python {py.shown} is not present: `pyenv install {py.version}{ft}` will provide it")
+        reasons.append(f"Python {py.shown} is not present: `pyenv install {py.version}{ft}` will provide it "
+                       "(a CPython build from source: minutes and a compiler)")
+    if py.source == "uv":
+        reasons.append(f"Python {py.shown} is not present: `uv python install {py.version}{ft}` will provide it "
+                       "(a prebuilt uv-managed Python, no compiler)")
     if py.free_threaded:
         reasons.append(f"Python {py.shown} is free-threaded: {build.label} and every package of the plan have "
                        f"cp{py.minor[0]}{py.minor[1]}t wheels (matrix: python_freethreaded, "

@@ -3,7 +3,7 @@
 The steps, in order; any failure, Ctrl-C or SIGTERM removes the temporary env and
 leaves PREFIX as it was:
 
-  interpreter (present, or pyenv install -s)  ->  venv beside PREFIX under a temp name
+  interpreter (present, uv python install, or pyenv install -s)  ->  venv beside PREFIX under a temp name
   ->  the torch family from the torch index, the rest from the user's sources
   ->  the build check  ->  bin/torchfit-env + activate hook  ->  pylock.toml
   ->  relocate the env's scripts to PREFIX  ->  atomic swap into PREFIX
@@ -123,16 +123,19 @@ class InstallResult:
 
 def find_interpreter(plan: Plan, runner: Runner, observer: Progress, log: InstallLog,
                      timings: dict[str, float], timeout: float) -> str:
-    """The plan's Python: its path when present, else pyenv install -s."""
+    """The plan's Python: its path when present; else uv's managed Python (prebuilt, seconds:
+    installer/python.py), then pyenv install -s where the plan says pyenv or uv cannot provide it."""
     path = plan.python_path
-    if plan.python_source != "pyenv" and path and os.access(path, os.X_OK):
+    if plan.python_source not in ("pyenv", "uv") and path and os.access(path, os.X_OK):
         return path
     from torchfit.host.pythons import interpreter_in, pyenv_root
     from torchfit.installer.pyenv import ensure_python
+    from torchfit.installer.python import no_python, provide_python
 
     # A free-threaded plan needs pyenv's "3.13.2t" build, python3.13t on PATH.
     ft = "t" if plan.free_threaded else ""
     version = plan.python_version + ft
+    why_not_uv = ""
     if plan.python_source != "pyenv":
         minor = ".".join(plan.python_version.split(".")[:2])
         found = shutil.which(f"python{minor}{ft}")
@@ -140,6 +143,22 @@ def find_interpreter(plan: Plan, runner: Runner, observer: Progress, log: Instal
         pyenv_copy = interpreter_in(os.path.join(root, "versions", version), version) if root else None
         if pyenv_copy or found:
             return pyenv_copy or found  # type: ignore[return-value]
+        observer.step("python", f"uv python install {version} (a prebuilt uv-managed Python)")
+        start = time.monotonic()
+        with observer.running("python"):
+            got = provide_python(runner, plan.python_version, plan.free_threaded, timeout=timeout)
+        log.write(f"== python: {' '.join(got.argv) or 'uv python find'} -> {got.path or got.why_not}\n{got.output}")
+        if got.path:
+            timings["python"] = time.monotonic() - start
+            observer.done("python", timings["python"], got.path)
+            return got.path
+        why_not_uv = got.why_not
+    from torchfit.host.pythons import find_pyenv
+
+    if why_not_uv and find_pyenv(runner) is None:
+        raise no_python(version, why_not_uv)
+    if why_not_uv:
+        observer.warn(f"uv cannot provide Python {version} ({why_not_uv}): pyenv builds it from source")
     observer.step("python", f"pyenv install -s {version} (a CPython build takes minutes)")
     start = time.monotonic()
     try:

@@ -254,7 +254,7 @@ def _install(args: argparse.Namespace, prefix: str, probing: Background[list[Hos
     for w in plan.warnings:
         observer.warn(w)
     observer.info(f"plan: torch {plan.torch} {plan.variant}, Python {plan.python_version}"
-                  f"{' (pyenv)' if plan.python_source == 'pyenv' else ''}, NCCL {pin.describe()}")
+                  f"{' (pyenv)' if plan.python_source == 'pyenv' else ' (uv-managed)' if plan.python_source == 'uv' else ''}, NCCL {pin.describe()}")
     job = InstallJob(prefix=prefix, plan=plan, hosts=hosts, request=request, sources=sources, pin=pin,
                      installer=installer_choice(args, os.environ), observer=observer, timeout=args.timeout, lock=lock,
                      nccl_override=nccl_override, seed=args.seed, wait=args.wait)

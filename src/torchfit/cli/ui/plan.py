@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 
 
 
+# The plan's python_source, when the interpreter is not present yet (issue 35).
+_WILL_INSTALL = {"uv": " (uv will install a prebuilt Python)", "pyenv": " (pyenv will build it)"}
+
+
 def render_plan(plan: Plan, explain: bool = False) -> None:
     """The plan as aligned lines: component, version, why (wrapped under itself on a
     terminal or with $COLUMNS; one line per component when piped)."""
@@ -26,7 +30,7 @@ def render_plan(plan: Plan, explain: bool = False) -> None:
     width = terminal_width(sys.stdout)
     # a fleet of 2,000 groups is named by a few of them and the count (issue 34, R6); --json lists all
     con.print(f"[bold]torchfit resolve: the stack for {esc(format_host_names(plan.hosts))}[/]", soft_wrap=True)
-    py = f"{plan.python_version}{'t' if plan.free_threaded else ''}" + (" (pyenv will install)" if plan.python_source == "pyenv" else "")
+    py = f"{plan.python_version}{'t' if plan.free_threaded else ''}" + _WILL_INSTALL.get(plan.python_source, "")
     rows: Sequence[tuple[str, str | None, str]] = [
         ("Python", py, plan.why.get("python", "")),
         ("torch", plan.torch, plan.why.get("torch", "")),
