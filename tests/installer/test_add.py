@@ -229,7 +229,7 @@ def test_a_companion_whose_binary_is_the_torch_index_s_is_routed_there() -> None
     routed packages stay routed."""
     from packaging.requirements import Requirement
 
-    from torchfit.installer.add import AddJob
+    from torchfit.installer.add import routed_for
     from torchfit.lock.model import Artifact, Lock, LockedDist
     from torchfit.lock.tool import ToolTable
     from torchfit.lock.uv import uv_project
@@ -237,16 +237,14 @@ def test_a_companion_whose_binary_is_the_torch_index_s_is_routed_there() -> None
 
     torch = LockedDist("torch", "2.8.0+cu126", (Artifact("wheel", "a" * 64, "https://x/torch.whl"),))
     lock = Lock(packages=(torch,), tool=ToolTable(plan={"variant": "cu126", "routed": ["some-routed"]}))
-    job = AddJob(prefix="/env", lock=lock, requirements=[], sources=None, installer="uv",  # type: ignore[arg-type]
-                 observer=Progress(), timeout=60)
-    routed = job._routed({"torch": torch}, [Requirement("xformers"), Requirement("pure-pkg")])
+    routed = routed_for(lock, {"torch": torch}, [Requirement("xformers"), Requirement("pure-pkg")], Progress())
     assert routed == ["some-routed", "xformers"]
     doc = tomllib.loads(uv_project(["torch==2.8.0+cu126", "xformers", "pure-pkg"], "https://idx/cu126", routed))
     assert set(doc["tool"]["uv"]["sources"]) == {"torch", "xformers"}
     # a CPU env: PyPI's xformers is no CPU build either, but the torch index has none: not routed
     cpu = LockedDist("torch", "2.13.0+cpu", (Artifact("wheel", "a" * 64, "https://x/torch.whl"),))
-    job.lock = Lock(packages=(cpu,), tool=ToolTable(plan={"variant": "cpu"}))
-    assert job._routed({"torch": cpu}, [Requirement("xformers")]) == []
+    lock = Lock(packages=(cpu,), tool=ToolTable(plan={"variant": "cpu"}))
+    assert routed_for(lock, {"torch": cpu}, [Requirement("xformers")], Progress()) == []
 
 
 def _immutable(path: Path, on: bool) -> bool:

@@ -46,6 +46,7 @@ from torchfit.compat.versions import is_pep440
 from torchfit.errors import AddRefused, BadInput
 from torchfit.index.sources import Sources
 from torchfit.index.wheelmeta import read_wheel_member
+from torchfit.installer.add_refusals import AddRefusals, parses, uv_reason
 from torchfit.installer.backends import (
     PipBackend,
     StepContext,
@@ -201,6 +202,11 @@ class AddJob:
                 log.write(f"== failed: {type(exc).__name__}: {exc}")
             raise
 
+    @property
+    def says(self) -> AddRefusals:
+        """What add says when it refuses, from this job's env, lock and request (installer/add_refusals.py)."""
+        return AddRefusals(self.prefix, self.lock, self.requirements, self.sources, self.observer, self.source_args)
+
     # -- the steps ------------------------------------------------------------------------------
     def _run(self, ctx: StepContext, log: InstallLog) -> AddResult:
         family = {d.name: d for d in self.lock.family()}
@@ -215,7 +221,7 @@ class AddJob:
         backend = pick_backend(self.installer, ctx)
         uv = backend if isinstance(backend, UvBackend) else self._uv_for_resolving(ctx)
         with temp_dir("add") as work:
-            base = self._base_installed()
+            base = self.says.base_installed()
             if base:  # an adopted env: its installed distributions are what uv resolves around
                 stubs = write_base_stubs(self.lock, os.path.join(work, "base"))
                 self.sources = replace(self.sources, torch_index=stubs, find_links=(*self.sources.find_links, stubs))
@@ -236,7 +242,7 @@ class AddJob:
                         and Version(d.version or "0").public == self.companions[d.name]:
                     continue  # the matching companion asked for: new, from the torch index
                 if d.is_family and (d.name not in family or _files(d) != _files(family[d.name])):
-                    self._refuse_family_change(d, family)
+                    self.says.refuse_family_change(d, family)
             added = [d for d in result if d.name not in locked]
             changed = [(locked[d.name], d) for d in result if d.name in locked and not d.is_family
                        and _files(d) != _files(locked[d.name])]
@@ -276,7 +282,7 @@ class AddJob:
                 start = time.monotonic()
                 self.observer.step("lock", f"{LOCK_NAME}: {len(added)} added, {len(changed)} changed "
                                            "(atomic rewrite)")
-                grown = self._grown_lock(result, [str(r) for r in new])
+                grown = grown_lock(self, result, [str(r) for r in new])
                 # The rename is the commit: a signal arriving around it waits until `committed`
                 # says which side of it the env is on (rolled back before it, kept after it).
                 with signals_deferred():
@@ -311,13 +317,13 @@ class AddJob:
         pins = set()
         for entry in accepted:  # "pkg-b 1.0: torch==2.8.0"
             m = re.match(r"(\S+) (\S+): (.+)$", entry)
-            if m and _parses(m.group(3)):
+            if m and parses(m.group(3)):
                 pins.add((canonicalize_name(m.group(1)), m.group(2), str(Requirement(m.group(3)))))
 
         def judged(problem: str) -> bool:
             m = re.match(r"(\S+) (\S+) requires (.+?), but ", problem)
             name = canonicalize_name(problem.split(" ", 1)[0])
-            if m and _parses(m.group(3)) and (name, m.group(2), str(Requirement(m.group(3)))) in pins:
+            if m and parses(m.group(3)) and (name, m.group(2), str(Requirement(m.group(3)))) in pins:
                 return False
             return name in names
 
@@ -383,18 +389,6 @@ class AddJob:
         what += [f"restored {', '.join(f'{o.name} {o.version}' for o, _ in changed)}"] if changed else []
         self.observer.warn(f"rolled back: {'; '.join(what)}; the env matches its lock again")
 
-    def _matching_companion(self, name: str, family: dict[str, LockedDist]) -> str | None:
-        """The torchvision/torchaudio release the matrix pairs with the locked torch build, if any."""
-        from torchfit.cache import load_matrix
-
-        torch = family.get("torch")
-        if torch is None or not torch.version or name not in ("torchvision", "torchaudio"):
-            return None
-        version = Version(torch.version)
-        variant = str(self.lock.plan().get("variant") or version.local or "")
-        build = load_matrix().find_build(version.public, variant)
-        return getattr(build, name, None) if build is not None else None
-
     def _check_family_requests(self, family: dict[str, LockedDist]) -> list[Requirement]:
         """A family package asked for by name is fine only as the locked build; else refused."""
         out = []
@@ -414,14 +408,14 @@ class AddJob:
             if have is not None and _contains(req, have.version):
                 self.observer.info(f"{req}: the env has {name} {have.version} already")
                 continue
-            if have is not None and self._base_installed() and self._label_only(str(req)):
+            if have is not None and self.says.base_installed() and self.says.label_only(str(req)):
                 # a project's `torch==2.8.0` on a base of 2.8.0a0+...nv25.08: the same rule as a package's pin
                 if not self.accept_base_label:
-                    self._refuse_label([(name, "", str(req))], family, asked=True)
+                    self.says.refuse_label([(name, "", str(req))], family, asked=True)
                 self.observer.warn(f"--accept-base-label: {req} is met by the base's {name} {have.version}")
                 self.label_accepted.append(f"{req} (asked): {name} {have.version}")
                 continue
-            pair = self._matching_companion(name, family) if have is None else None
+            pair = matching_companion(self.lock, name, family) if have is None else None
             if pair is not None and req.specifier.contains(pair, prereleases=True):
                 # The build that matches the locked torch (data/matrix.toml), from the torch index.
                 self.companions[name] = pair
@@ -429,7 +423,7 @@ class AddJob:
                                    "(data/matrix.toml), from the torch index")
                 out.append(Requirement(f"{name}=={pair}"))
                 continue
-            self._refuse([(name, "", str(req))], family, asked=True)
+            self.says.refuse([(name, "", str(req))], family, asked=True)
         return out
 
     def _check_redirects(self, todo: Sequence[LockedDist]) -> None:
@@ -454,17 +448,17 @@ class AddJob:
                  new: Sequence[Requirement], work: str) -> tuple[list[LockedDist], bool]:
         """uv's answer for the locked set plus `new`: (the set, whether every locked version held)."""
         asked = {canonicalize_name(r.name) for r in new}
-        self.routed = self._routed(family, new)
+        self.routed = routed_for(self.lock, family, new, self.observer)
         # Everything the env has stays in the set; the family exactly as locked.
         # The project's recorded requirements hold as they were asked for (unless asked anew).
         project = [p for p in (str(x) for x in self.lock.plan().get("project") or [])
-                   if _parses(p) and canonicalize_name(Requirement(p).name) not in asked]
+                   if parses(p) and canonicalize_name(Requirement(p).name) not in asked]
         named = asked | {canonicalize_name(Requirement(p).name) for p in project}
         specs = [f"{d.name}=={d.version}" for d in family.values()] + project
         specs += [d.name + (f" ; {d.marker}" if d.marker else "") for d in self.lock.rest() if d.name not in named]
         specs += [str(r) for r in new]
         keep = [f"{d.name}=={d.version}" for d in self.lock.rest() if d.name not in asked and d.version]
-        base = self._base_installed()
+        base = self.says.base_installed()
         # A base distribution whose version is not PEP 440 cannot be pinned (uv refuses the whole
         # constraints file); left free, it is still never replaced: `moved` below refuses that.
         keep += [f"{n}=={v}" for n, v in base.items() if n not in family and is_pep440(v)]
@@ -478,11 +472,11 @@ class AddJob:
         if "No solution found" not in message:  # a build that failed, a package that does not exist
             raise ctx.failed("resolve", [], res.returncode, tail(res.stderr or res.stdout),
                              what=f"uv cannot add {', '.join(str(r) for r in new)} to this env: "
-                                     f"{_uv_reason(message)[:200]}; nothing was changed")
+                                     f"{uv_reason(message)[:200]}; nothing was changed")
         if not _is_family_conflict(message) and base:
             raise ctx.failed("resolve", [], res.returncode, tail(res.stderr or res.stdout),
                              what=f"uv cannot add {', '.join(str(r) for r in new)} around the adopted base "
-                                  f"(its packages as installed, its constraints): {_uv_reason(message)[:300]}; "
+                                  f"(its packages as installed, its constraints): {uv_reason(message)[:300]}; "
                                   "nothing was changed")
         if not _is_family_conflict(message):
             # Outside the family (a locked dependency too old for a new package): let them move.
@@ -495,49 +489,24 @@ class AddJob:
             if not _is_family_conflict(message):
                 raise ctx.failed("resolve", [], res.returncode, tail(res.stderr or res.stdout),
                                  what=f"uv cannot add {', '.join(str(r) for r in new)} to this env: "
-                                         f"{_uv_reason(message)[:200]}; nothing was changed")
+                                         f"{uv_reason(message)[:200]}; nothing was changed")
         culprits = self._find_culprits(ctx, uv, specs, family, work, message)
-        if base and culprits and all(self._label_only(req) for _, _, req in culprits):
+        if base and culprits and all(self.says.label_only(req) for _, _, req in culprits):
             # accepted by an earlier add: they stay so
             before = {x.split(" ", 1)[0] for x in self.lock.tool.accepted_base_labels()}
             if not self.accept_base_label and not all(n in before for n, _, _ in culprits):
-                self._refuse_label(culprits, family)
+                self.says.refuse_label(culprits, family)
             # uv's override replaces each package's torch requirement by the base pin: the base stays
             if self.accept_base_label:
-                self._caveat(culprits, family)
+                self.says.caveat(culprits, family)
             pins = [f"{d.name}=={d.version}" for d in family.values()]
             res, out = self._compile(ctx, uv, specs, work, "label", constraints=keep, overrides=pins,
                                      detail="the new packages around the base, its label accepted (--accept-base-label)")
             if res.returncode == 0:
                 self.label_accepted += [f"{n} {v}: {r}" for n, v, r in culprits]
                 return read_resolution(out, log_path=ctx.log.path), True
-        self._refuse(culprits, family, uv_message=message)
+        self.says.refuse(culprits, family, uv_message=message)
         raise AssertionError("unreachable")
-
-    def _routed(self, family: dict[str, LockedDist], new: Sequence[Requirement]) -> list[str]:
-        """The packages uv must take from the torch index besides the family: those the lock
-        routed there, and the new ones whose binary for the locked build lives there
-        (companions.toml: xformers' cuXXX wheels; PyPI's wheel is another CUDA build), as
-        install routes them (compat.resolver, `Plan.routed`)."""
-        from torchfit.cache import load_companions
-        from torchfit.compat.matrix import DEFAULT_INDEX
-
-        routed: list[str] = [canonicalize_name(str(x)) for x in self.lock.plan().get("routed") or []]
-        variant = str(self.lock.plan().get("variant") or "")
-        try:
-            torch = Version(family["torch"].version or "")
-        except InvalidVersion:
-            return routed
-        companions = load_companions()
-        for req in new:
-            name = canonicalize_name(req.name)
-            comp = companions.get(name)
-            if comp is not None and comp.route == DEFAULT_INDEX and name not in routed \
-                    and companions.routing(name, torch=torch, variant=variant):
-                self.observer.info(f"{name}: its {variant} binary for torch {torch.public} comes from the torch "
-                                   "index, like torch (companions.toml)")
-                routed.append(name)
-        return routed
 
     def _compile(self, ctx: StepContext, uv: UvBackend, specs: Sequence[str], work: str, name: str, *,
                  detail: str, constraints: Sequence[str] = (), overrides: Sequence[str] = (),
@@ -570,7 +539,7 @@ class AddJob:
         culprits: list[tuple[str, str, str]] = []
         if res.returncode == 0:
             locked = {d.name: d for d in self.lock.packages}
-            base = self._base_installed()
+            base = self.says.base_installed()
             env = _marker_env(self.lock)
             for d in read_resolution(out, log_path=ctx.log.path):
                 if d.is_family or (d.name in locked and _files(d) == _files(locked[d.name])) or d.name in base:
@@ -585,139 +554,76 @@ class AddJob:
                     culprits.append((canonicalize_name(m.group(1)), m.group(2) or "", m.group(3) + m.group(4)))
         return list(dict.fromkeys(culprits))
 
-    # -- refusals -------------------------------------------------------------------------------
-    def _refuse(self, culprits: Sequence[tuple[str, str, str]], family: dict[str, LockedDist], *,
-                asked: bool = False, uv_message: str = "") -> None:
-        torch = family["torch"]
-        where = f"{self.prefix} is locked to " + ", ".join(f"{d.name} {d.version}" for d in family.values())
-        if asked:
-            (name, _, req), = culprits
-            what = (f"{req} asks for another {name} than the env's" if name in family else
-                    f"{req}: this env has no {name}, and a companion's build must match the locked torch")
-        elif culprits:
-            what = "; ".join(f"{n}{' ' + v if v else ''} requires {r}" for n, v, r in culprits)
-        else:
-            what = f"uv cannot add it with torch {torch.version} pinned: {_uv_reason(uv_message)}"
-        message = f"{what}; {where}, and `torchfit add` never replaces the torch family"
-        adopted = ("nothing was changed; the adopted base's torch is never replaced (torchfit adopt): pick a "
-                   f"release of the package built for torch {torch.version}") if self._base_installed() else None
-        raise AddRefused(message, culprits, self.rebuild_command([n for n, _, _ in culprits]),
-                         {d.name: d.version or "" for d in family.values()}, hint=adopted)
 
-    # -- an adopted base (torchfit adopt) ------------------------------------------------------------
-    def _base_installed(self) -> dict[str, str]:
-        """name -> version of every distribution an adopted env had (empty for an env torchfit built)."""
-        raw = self.lock.base().get("installed")
-        return {canonicalize_name(str(n)): str(v) for n, v in raw.items()} if isinstance(raw, dict) else {}
+# --- the new lock, the torch index's packages, a companion's pair: functions of values ---------
 
-    def _label_only(self, req: str) -> bool:
-        """Does a culprit's torch-family requirement refuse the base only for its prerelease/local label?"""
-        from torchfit.compat.versions import differs_only_by_label
 
-        try:
-            r = Requirement(req)
-        except InvalidRequirement:
-            return False
-        have = next((d.version for d in self.lock.family() if d.name == canonicalize_name(r.name)), None)
-        return have is not None and differs_only_by_label(r, have)
+def grown_lock(job: AddJob, result: Sequence[LockedDist], asked: Sequence[str]) -> Lock:
+    """The lock with uv's answer merged in and the plan's project grown (same family entries)."""
+    locked = {d.name: d for d in job.lock.packages}
+    merged = dict(locked)
+    index = strip_credentials(job.lock.torch_index_url())
+    for d in result:
+        if d.is_family and d.name in job.companions and d.name not in locked:
+            merged[d.name] = replace(d, index=d.index or index or None)  # the companion added
+            continue
+        if d.is_family:
+            continue  # the locked entries (with their index) stay as they are
+        merged[d.name] = d
+    plan = dict(job.lock.plan())
+    for name, version in job.companions.items():
+        plan["packages"] = list(dict.fromkeys([*(plan.get("packages") or ["torch"]), name]))
+        plan[name] = version
+    project = [str(p) for p in plan.get("project") or []]
+    for text in asked:
+        name = canonicalize_name(Requirement(text).name)
+        project = [p for p in project if not (parses(p) and canonicalize_name(Requirement(p).name) == name)]
+        project.append(ProjectReq(Requirement(text), "PKG").public_text)  # a URL's credentials never on disk
+    plan["project"] = project
+    if job.routed:
+        plan["routed"] = list(dict.fromkeys(job.routed))
+    plan["resolved"] = {d.name: d.version for d in sorted_dists(list(merged.values())) if d.version}
+    tool = job.lock.tool.with_added(plan, asked, job.sources.describe(), job.label_accepted)
+    return replace(job.lock, packages=sorted_dists(list(merged.values())), tool=tool)
 
-    def _refuse_label(self, culprits: Sequence[tuple[str, str, str]], family: dict[str, LockedDist], *,
-                      asked: bool = False) -> None:
-        torch = family["torch"]
-        what = "; ".join(f"{r} is asked for" if asked else f"{n}{' ' + v if v else ''} requires {r}"
-                         for n, v, r in culprits)
-        raise AddRefused(
-            f"{what}: the base's torch {torch.version} is that release with a prerelease/local label "
-            f"({torch.version} is not =={'.'.join(str(x) for x in Version(torch.version or '0').release)} to pip or uv), the "
-            "build the image ships; nothing was changed", culprits, "",
-            {d.name: d.version or "" for d in family.values()},
-            hint="add it anyway with --accept-base-label (the base's torch stays; the package was built against "
-                 "the release, so a compiled extension may not load: verify it)")
 
-    def _caveat(self, culprits: Sequence[tuple[str, str, str]], family: dict[str, LockedDist]) -> None:
-        names = ", ".join(dict.fromkeys(n for n, _, _ in culprits))
-        self.observer.warn(f"--accept-base-label: {names} pinned the release, and gets the base's torch "
-                           f"{family['torch'].version}; a package with compiled code built against the release "
-                           "may not match its ABI (C++ symbols, CUDA kernels): `torchfit verify --env "
-                           f"{shlex.quote(self.prefix)}` and an import of it are the proof")
+def routed_for(lock: Lock, family: dict[str, LockedDist], new: Sequence[Requirement], observer: Progress) -> list[str]:
+    """The packages uv must take from the torch index besides the family: those the lock
+    routed there, and the new ones whose binary for the locked build lives there
+    (companions.toml: xformers' cuXXX wheels; PyPI's wheel is another CUDA build), as
+    install routes them (compat.resolver, `Plan.routed`)."""
+    from torchfit.cache import load_companions
+    from torchfit.compat.matrix import DEFAULT_INDEX
 
-    def _refuse_family_change(self, d: LockedDist, family: dict[str, LockedDist]) -> None:
-        have = family.get(d.name)
-        if have is None:
-            why = (f"the new packages need {d.name}, which this env does not have; torchfit add does not add "
-                   f"to the torch family (its build must match torch {family['torch'].version})")
-        elif d.version != have.version:
-            why = f"uv's answer has {d.name} {d.version} instead of the locked {have.version}"
-        else:  # the same version from another file: the index serves another build under that name
-            got = ", ".join(a.sha256[:12] for a in d.artifacts if a.sha256) or "no sha256"
-            want = ", ".join(a.sha256[:12] for a in have.artifacts if a.sha256) or "no sha256"
-            where = redact(strip_credentials(self.sources.torch_index)) or "the torch index"
-            why = (f"{where} serves {d.name} {d.version} as another file than the locked one (sha256 {got}..., "
-                   f"the lock has {want}...): the same version, another build")
-        raise AddRefused(f"{why}; nothing was changed", [(d.name, d.version or "", d.name)],
-                         self.rebuild_command([d.name]), {n: x.version or "" for n, x in family.items()})
+    routed: list[str] = [canonicalize_name(str(x)) for x in lock.plan().get("routed") or []]
+    variant = str(lock.plan().get("variant") or "")
+    try:
+        torch = Version(family["torch"].version or "")
+    except InvalidVersion:
+        return routed
+    companions = load_companions()
+    for req in new:
+        name = canonicalize_name(req.name)
+        comp = companions.get(name)
+        if comp is not None and comp.route == DEFAULT_INDEX and name not in routed \
+                and companions.routing(name, torch=torch, variant=variant):
+            observer.info(f"{name}: its {variant} binary for torch {torch.public} comes from the torch "
+                          "index, like torch (companions.toml)")
+            routed.append(name)
+    return routed
 
-    def rebuild_command(self, extra_names: Sequence[str] = ()) -> str:
-        """`torchfit install --force --prefix PREFIX ...`: the lock's recorded request, the
-        family unpinned (the joint resolution picks the build the packages need), the
-        project so far and the new requirements."""
-        args: list[str] = []
-        reqs: list[str] = []
-        for item in self.lock.request().get("args") or []:
-            text = str(item)
-            if text.startswith("--"):
-                flag, _, value = text.partition(" ")
-                args += [flag, value] if value else [flag]
-                continue
-            try:
-                req = Requirement(text)
-            except InvalidRequirement:
-                continue
-            name = canonicalize_name(req.name)
-            reqs.append(name if name in FAMILY_PACKAGES else text)
-        project = [str(p) for p in self.lock.plan().get("project") or []]
-        asked = [str(r) for r in self.requirements]
-        # A family package asked for with a version replaces the recorded bare name.
-        asked_family = {canonicalize_name(Requirement(x).name) for x in asked} & set(FAMILY_PACKAGES)
-        reqs = [r for r in reqs if r not in asked_family]
-        names = {canonicalize_name(Requirement(x).name) for x in [*reqs, *project, *asked] if _parses(x)}
-        extra = [n for n in extra_names if n in FAMILY_PACKAGES and n not in names]
-        index = strip_credentials(self.lock.torch_index_url()).rstrip("/")
-        plan_index = str(self.lock.plan().get("index_url") or "").rstrip("/")
-        if index and index != plan_index and "--torch-index-url" not in self.source_args:
-            args += ["--torch-index-url", index]  # the mirror the env was built from
-        words = ["torchfit", "install", "--force", "--prefix", self.prefix, *args, *self.source_args,
-                 *dict.fromkeys([*reqs, *extra, *project, *asked])]
-        return " ".join(shlex.quote(w) for w in words)
 
-    # -- the new lock ---------------------------------------------------------------------------
-    def _grown_lock(self, result: Sequence[LockedDist], asked: Sequence[str]) -> Lock:
-        """The lock with uv's answer merged in and the plan's project grown (same family entries)."""
-        locked = {d.name: d for d in self.lock.packages}
-        merged = dict(locked)
-        index = strip_credentials(self.lock.torch_index_url())
-        for d in result:
-            if d.is_family and d.name in self.companions and d.name not in locked:
-                merged[d.name] = replace(d, index=d.index or index or None)  # the companion added
-                continue
-            if d.is_family:
-                continue  # the locked entries (with their index) stay as they are
-            merged[d.name] = d
-        plan = dict(self.lock.plan())
-        for name, version in self.companions.items():
-            plan["packages"] = list(dict.fromkeys([*(plan.get("packages") or ["torch"]), name]))
-            plan[name] = version
-        project = [str(p) for p in plan.get("project") or []]
-        for text in asked:
-            name = canonicalize_name(Requirement(text).name)
-            project = [p for p in project if not (_parses(p) and canonicalize_name(Requirement(p).name) == name)]
-            project.append(ProjectReq(Requirement(text), "PKG").public_text)  # a URL's credentials never on disk
-        plan["project"] = project
-        if self.routed:
-            plan["routed"] = list(dict.fromkeys(self.routed))
-        plan["resolved"] = {d.name: d.version for d in sorted_dists(list(merged.values())) if d.version}
-        tool = self.lock.tool.with_added(plan, asked, self.sources.describe(), self.label_accepted)
-        return replace(self.lock, packages=sorted_dists(list(merged.values())), tool=tool)
+def matching_companion(lock: Lock, name: str, family: dict[str, LockedDist]) -> str | None:
+    """The torchvision/torchaudio release the matrix pairs with the locked torch build, if any."""
+    from torchfit.cache import load_matrix
+
+    torch = family.get("torch")
+    if torch is None or not torch.version or name not in ("torchvision", "torchaudio"):
+        return None
+    version = Version(torch.version)
+    variant = str(lock.plan().get("variant") or version.local or "")
+    build = load_matrix().find_build(version.public, variant)
+    return getattr(build, name, None) if build is not None else None
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -736,12 +642,6 @@ def _contains(req: Requirement, version: str | None) -> bool:
         return False
 
 
-def _parses(text: str) -> bool:
-    try:
-        Requirement(text)
-    except InvalidRequirement:
-        return False
-    return True
 
 
 def _uv_error(text: str) -> str:
@@ -755,10 +655,6 @@ def _is_family_conflict(message: str) -> bool:
     return "No solution found" in message and bool(_FAMILY_CONFLICT.search(message))
 
 
-def _uv_reason(text: str) -> str:
-    """uv's message without its "No solution found" header: the reason, first."""
-    text = re.sub(r"^error: No solution found when resolving dependencies:?\s*(cause:)?\s*", "", text.strip())
-    return text[:400] or "no output"
 
 
 def _marker_env(lock: Lock) -> dict[str, str]:
