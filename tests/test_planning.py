@@ -743,10 +743,13 @@ def test_a_companion_table_holds_both_ways_before_uv_solves(tmp_path: Path) -> N
     assert "torchcodec==0.10.0: its binary needs torch==2.10.*" in text and "2.9.1" in text, text
 
 
-def _facts(tmp_path: Path, pythons: list[dict[str, object]], pyenv: object = None) -> Path:
+def _facts(tmp_path: Path, pythons: list[dict[str, object]], pyenv: object = None, uv: object = None) -> Path:
+    """This host's facts with its Pythons as given: present ones, pyenv's and uv's (none unless
+    given: uv's downloads list on this machine is whatever uv release is installed)."""
     facts = json.loads(run_cli("detect", "--json").stdout)
     path = tmp_path / "facts.json"
-    path.write_text(json.dumps({**facts, "pythons": pythons, "pyenv": pyenv, "glibc": "2.36", "arch": "x86_64"}))
+    path.write_text(json.dumps({**facts, "pythons": pythons, "pyenv": pyenv, "uv_pythons": uv, "glibc": "2.36",
+                                "arch": "x86_64"}))
     return path
 
 

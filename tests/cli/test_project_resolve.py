@@ -116,13 +116,21 @@ def test_a_pin_no_host_build_meets_is_named_with_the_arch_fact(indexes: dict[str
 
 def test_requires_python_of_a_package_chooses_the_interpreter(indexes: dict[str, Any], tmp_path: Path) -> None:
     facts = json.loads(run_cli("detect", "--json").stdout)
-    facts["pythons"] = [{"version": "3.12.1", "path": "/usr/bin/python3.12"}]
+    # The host's Pythons as given: uv's downloads list is whatever the installed uv knows
+    facts.update(pythons=[{"version": "3.12.1", "path": "/usr/bin/python3.12"}], uv_pythons=None)
     with_pyenv = tmp_path / "with-pyenv.json"
-    with_pyenv.write_text(json.dumps({**facts, "pyenv": {"path": "/opt/pyenv/bin/pyenv", "version": "2.4.0",
-                                                         "installable": ["3.12.1", "3.13.0"]}}))
+    pyenv = {"path": "/opt/pyenv/bin/pyenv", "version": "2.4.0", "installable": ["3.12.1", "3.13.0"]}
+    with_pyenv.write_text(json.dumps({**facts, "pyenv": pyenv}))
     code, plan, err = resolve(indexes, "--facts", str(with_pyenv), "--assume", "gpu=none", "pyonly")
     assert code == 0, err
     assert (plan["python"], plan["python_source"]) == ("3.13", "pyenv"), plan
+    # uv's managed Pythons beside pyenv: at the same minor, uv's prebuilt one (no compiler; issue 35)
+    with_uv = tmp_path / "with-uv.json"
+    with_uv.write_text(json.dumps({**facts, "pyenv": pyenv, "uv_pythons": {
+        "path": "/usr/bin/uv", "installable": ["3.13.9", "3.12.12"], "source": "uv's default"}}))
+    code, plan, err = resolve(indexes, "--facts", str(with_uv), "--assume", "gpu=none", "pyonly")
+    assert code == 0, err
+    assert (plan["python_version"], plan["python_source"]) == ("3.13.9", "uv"), plan
     no_pyenv = tmp_path / "no-pyenv.json"
     no_pyenv.write_text(json.dumps({**facts, "pyenv": None}))
     code, data, err = resolve(indexes, "--facts", str(no_pyenv), "--assume", "gpu=none", "pyonly")
