@@ -60,20 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from torchfit.export.uvlock import lock_with_uv
 
     pypi_url = (args.pypi_url or args.index_url or PYPI_SIMPLE).rstrip("/")
-    for opt, url in (("--torch-index-url", args.torch_index_url), ("--pypi-url", args.pypi_url)):
-        if url and not url.split("://", 1)[0] in ("http", "https", "file"):
-            raise BadInput(f"{opt} {url}: not an http(s):// or file:// URL")
-        if url:
-            from torchfit.inputs import check_index_url
-
-            check_index_url(url, opt, placeholders=opt == "--torch-index-url")
-    from torchfit.compat.matrix import TORCH_INDEX_ENV
-    from torchfit.index.sources import refuse_insecure
-
-    for opt, url in (("--torch-index-url", args.torch_index_url), ("--pypi-url", args.pypi_url),
-                     (TORCH_INDEX_ENV, None if args.torch_index_url else os.environ.get(TORCH_INDEX_ENV))):
-        if url:
-            refuse_insecure(url, opt, args.allow_insecure_index)
+    _check_sources(args)
     if args.format != "containerfile":
         extra = [o for o, v in (("--pack", args.pack), ("--base", args.base)) if v]
         if extra:
@@ -88,12 +75,9 @@ def run(args: argparse.Namespace) -> int:
                            "PREFIX/pylock.toml) or --pack DIR (a pack of torchfit pack)")
     sources: Sources | None = None  # the plan's: where uv finds the dependencies
     if args.lock:
-        resolving = [o for o, v in (("REQ", args.requirements), ("-r", args.requirement), ("--project", args.project),
-                                    ("--python", args.python), ("--cuda", args.cuda),
-                                    ("--variant", args.variant), ("--facts", args.facts),
-                                    ("--assume", args.assume), ("--strict-driver", args.strict_driver)) if v]
-        if resolving:
-            raise BadInput(f"--lock exports the lock as it is; drop {', '.join(resolving)}")
+        from torchfit.cli.settings import lock_conflicts
+
+        lock_conflicts(args, verb="exports")
         stack = load_lock(args.lock)
     else:
         stack, sources = _resolve_stack(args)
@@ -103,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
     template, _, given = torch_template(args, os.environ)
     stack = with_index(stack, template if given else None)
     if stack.index_url:  # a --lock's own index obeys the same rule
+        from torchfit.index.sources import refuse_insecure
+
         refuse_insecure(stack.index_url, "the lock's torch index", args.allow_insecure_index)
     if args.format == "pylock" and not stack.locked:
         from torchfit.progress import StderrProgress
@@ -139,6 +125,28 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_sources(args: argparse.Namespace) -> None:
+    """export's sources, before anything runs, by the settings' one precedence rule (flag,
+    environment, configuration files: cli/settings.py): the torch source in force is written into
+    the file, so it is an http(s):// or file:// URL whoever gave it; then every source is checked
+    as install checks it (options.check_source_options), and --pypi-url as a flag."""
+    from torchfit.cli.options import check_source_options
+    from torchfit.cli.settings import source_settings
+    from torchfit.index.sources import refuse_insecure
+    from torchfit.inputs import check_index_url
+    from torchfit.redact import redact
+
+    torch, _ = source_settings(args, os.environ)
+    for what, url in ((torch[1], torch[0]) if torch else ("", None), ("--pypi-url", args.pypi_url)):
+        if url and url.split("://", 1)[0] not in ("http", "https", "file"):
+            raise BadInput(f"{what} {redact(url)}: not an http(s):// or file:// URL")
+        if url:
+            check_index_url(url, what, placeholders=what != "--pypi-url")
+    check_source_options(args)
+    if args.pypi_url:
+        refuse_insecure(args.pypi_url, "--pypi-url", args.allow_insecure_index)
+
+
 def _containerfile(args: argparse.Namespace, stack: Stack, pypi_url: str) -> int:
     from torchfit import __version__
     from torchfit.export.container_context import write_context
@@ -160,14 +168,12 @@ def _containerfile(args: argparse.Namespace, stack: Stack, pypi_url: str) -> int
 def _resolve_stack(args: argparse.Namespace) -> tuple[Stack, Sources]:
     """The plan's stack, and the sources it was planned from (the plan's variant)."""
     from torchfit.cache import load_matrix
-    from torchfit.cli.options import check_source_options
     from torchfit.cli.settings import load_hosts, make_request, plan_settings
     from torchfit.export.stack import stack_from_plan
     from torchfit.planning import make_plan
     from torchfit.progress import StderrProgress
 
     matrix = load_matrix(args.matrix)
-    check_source_options(args)
     request = make_request(args, matrix)
     hosts = load_hosts(args)
     # The one planning step (NoCompatibleSet: exit 1 with the conflicts): what export writes is

@@ -123,10 +123,10 @@ def _validate(args: argparse.Namespace) -> None:
     elif args.group:
         raise BadInput("--group picks a group of a fleet's pack: give --pack DIR")
     if args.lock or args.pack:
-        given = [flag for flag, val in (
-            ("REQ", args.requirements), ("-r", args.requirement), ("--project", args.project), ("--python", args.python), ("--cuda", args.cuda),
-            ("--variant", args.variant), ("--strict-driver", args.strict_driver), ("--nccl", args.nccl),
-        ) if val]
+        from torchfit.cli.settings import lock_conflicts
+
+        # --facts and --assume name the host the lock is checked against
+        given = [*lock_conflicts(args, allowed=("--facts", "--assume")), *(["--nccl"] if args.nccl else [])]
         if given:
             raise BadInput(f"--lock rebuilds what the lock says; {', '.join(given)} cannot change it "
                            "(resolve a new plan without --lock instead)")
