@@ -55,35 +55,46 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 def run(args: argparse.Namespace) -> int:
     from torchfit.compat.matrix import PYPI_SIMPLE
-    from torchfit.export import render
-    from torchfit.export.stack import load_lock, with_index
-    from torchfit.export.uvlock import lock_with_uv
 
     pypi_url = (args.pypi_url or args.index_url or PYPI_SIMPLE).rstrip("/")
     _check_sources(args)
+    _check_format(args)
+    stack = _stack(args, pypi_url)
+    if args.format == "containerfile":
+        return _containerfile(args, stack, pypi_url)
+    _write(args, stack, pypi_url)
+    return 0
+
+
+def _check_format(args: argparse.Namespace) -> None:
+    """--pack and --base are the containerfile's, which builds the env of a lock (a pack's)."""
     if args.format != "containerfile":
         extra = [o for o, v in (("--pack", args.pack), ("--base", args.base)) if v]
         if extra:
             raise BadInput(f"{', '.join(extra)}: only for --format containerfile")
-    else:
-        if args.pack:
-            from torchfit.export.container_context import pack_lock
+        return
+    if args.pack:
+        from torchfit.export.container_context import pack_lock
 
-            args.lock = pack_lock(args.pack, args.lock, args.output)
-        if not args.lock:
-            raise BadInput("--format containerfile builds the env of a lock: give --lock FILE (an env's "
-                           "PREFIX/pylock.toml) or --pack DIR (a pack of torchfit pack)")
+        args.lock = pack_lock(args.pack, args.lock, args.output)
+    if not args.lock:
+        raise BadInput("--format containerfile builds the env of a lock: give --lock FILE (an env's "
+                       "PREFIX/pylock.toml) or --pack DIR (a pack of torchfit pack)")
+
+
+def _stack(args: argparse.Namespace, pypi_url: str) -> Stack:
+    """The stack to write: --lock's as it is, else the plan's; its torch index the one install
+    would use; locked with uv for a pylock of a plan."""
+    from torchfit.cli.settings import lock_conflicts, torch_template
+    from torchfit.export.stack import load_lock, with_index
+
     sources: Sources | None = None  # the plan's: where uv finds the dependencies
     if args.lock:
-        from torchfit.cli.settings import lock_conflicts
-
         lock_conflicts(args, verb="exports")
         stack = load_lock(args.lock)
     else:
         stack, sources = _resolve_stack(args)
     # The same mirror `torchfit install` would use (docs/mirrors.md), unless given here.
-    from torchfit.cli.settings import torch_template
-
     template, _, given = torch_template(args, os.environ)
     stack = with_index(stack, template if given else None)
     if stack.index_url:  # a --lock's own index obeys the same rule
@@ -91,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
 
         refuse_insecure(stack.index_url, "the lock's torch index", args.allow_insecure_index)
     if args.format == "pylock" and not stack.locked:
+        from torchfit.export.uvlock import lock_with_uv
         from torchfit.progress import StderrProgress
         from torchfit.runner import Runner
 
@@ -101,8 +113,11 @@ def run(args: argparse.Namespace) -> int:
         with progress.running("export"):
             stack = lock_with_uv(stack, Runner(), pypi_url=pypi_url if sources is None or args.pypi_url else None,
                                  sources=sources, on_wait=progress.waiting("export", what))
-    if args.format == "containerfile":
-        return _containerfile(args, stack, pypi_url)
+    return stack
+
+
+def _write(args: argparse.Namespace, stack: Stack, pypi_url: str) -> None:
+    """The file of --format (lmod: the module of --lock's env), to -o or stdout."""
     if args.format == "lmod":
         if not args.lock:
             raise BadInput("--format lmod writes the module of an env: give its lock, --lock PREFIX/pylock.toml")
@@ -112,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
         lock = load_pylock(args.lock)
         text = render_lmod(stack, lock_path=args.lock, pin=lock.pin(), plan=lock.plan())
     else:
+        from torchfit.export import render
+
         text = render(args.format, stack, pypi_url=pypi_url)
     if args.output:
         from torchfit.cli.ui.output import render_export_written, write_output
@@ -122,7 +139,6 @@ def run(args: argparse.Namespace) -> int:
         from torchfit.cli.ui.output import write_data
 
         write_data(text)
-    return 0
 
 
 def _check_sources(args: argparse.Namespace) -> None:
