@@ -1,9 +1,10 @@
-"""`torchfit install`: the command line of install_flow (options, checks, output).
+"""`torchfit install`: the command line of installer.job (options, checks, output).
 
 `add_parser` is cheap (argparse only); everything else is imported when the
-command runs. Bad input is one line and exit 2 before anything is created; the
-install itself runs under PREFIX.lock with SIGTERM/SIGHUP turned into the same
-clean interruption as Ctrl-C (exit 130).
+command runs. Bad input is one line and exit 2 before anything is created. The
+command is settings, then the plan or the lock, then the job (installer/job.py's
+PrefixInstall, which runs under PREFIX.lock with SIGTERM/SIGHUP turned into the
+same clean interruption as Ctrl-C, exit 130), then what cli/ui/install.py says.
 """
 
 from __future__ import annotations
