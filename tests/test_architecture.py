@@ -7,12 +7,12 @@ first two tests run both over the real tree. The others copy the tree to a tempo
 directory, plant one forbidden import, and show that the same command, with the same
 configuration, now fails and names the rule: a checker that cannot fail proves nothing.
 
-One owner per name (architecture-review-2 §9.1): every name is imported from the module
+One owner per name (issue 17; docs/architecture.md): every name is imported from the module
 that defines it. A module that imports a name only to hand it on needs `# noqa: F401`, a
 redundant alias (`import x as x`) or an `__all__` entry naming the import; `re_exports`
 finds all three in src/, and a planted shim shows that it does.
 
-The map names every module (review-2 §9.9): `mapped_modules` reads the tree block of
+The map names every module (issue 17): `mapped_modules` reads the tree block of
 docs/architecture.md (a package line `name/` opens a section; each `file.py` in it belongs
 to that package), and every src/torchfit/**/*.py but an `__init__.py` must be among them.
 """
@@ -276,13 +276,13 @@ ANY_ANNOTATION = re.compile(r": Any\b|-> Any\b")
 
 def any_annotations(src: Path) -> list[str]:
     """`path:line` of each line annotated with a bare `Any` (a parameter, a return, a variable)
-    outside workers/ (Python 3.6 syntax, no typing there): review-3's count, the same grep."""
+    outside workers/ (Python 3.6 syntax, no typing there): issue 28's count, the same grep."""
     return [f"{path.relative_to(src)}:{n}" for path in sorted(src.rglob("*.py")) if "workers" not in path.parts
             for n, line in enumerate(path.read_text().splitlines(), 1) if ANY_ANNOTATION.search(line)]
 
 
 def test_fewer_than_60_any_annotations_outside_the_workers() -> None:
-    # 99 at 06e855a (architecture-review-3, change 10); a type from a TYPE_CHECKING import
+    # 99 at 06e855a (issue 28); a type from a TYPE_CHECKING import
     # (Plan, Progress, Runner, ...) or `object` for a value only checked with isinstance.
     found = any_annotations(ROOT / "src" / "torchfit")
     assert len(found) < 60, found
@@ -322,6 +322,32 @@ def test_the_pages_layers_are_the_contracts() -> None:
         contract_layers((ROOT / "pyproject.toml").read_text())
 
 
+# A document cited in src/ or tests/ is one a reader of the tree can open: a `*.md` name (a file
+# of the tree, as written or as the tail of its path: `troubleshooting.md`, `docs/mirrors.md`), never
+# a review by its number (the reviews are not in the repository: cite the issue, or
+# docs/architecture.md). A URL cites a document outside the tree, as meant.
+CITED_DOCUMENT = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w-][\w.-]*\.md)(?![\w-])"
+                            r"|(?<![\w-])((?:architecture-)?review-\d+)(?!\w)")
+
+
+def unshipped_citations(root: Path, trees: tuple[str, ...] = ("src", "tests")) -> list[str]:
+    """`path:line: name` of each document cited in the .py files under `trees` of `root` that is
+    no file of `root` (its dot-directories aside): a `*.md` name no file's path ends with, or a
+    `review-N`."""
+    shipped = []
+    for top, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        shipped += [(Path(top) / f).relative_to(root).as_posix() for f in files if f.endswith(".md")]
+
+    def ships(name: str) -> bool:
+        return any(s == name or s.endswith(f"/{name}") for s in shipped) or (root / "src" / name).is_file()
+
+    return [f"{path.relative_to(root).as_posix()}:{n}: {m.group(0)}" for tree in trees
+            for path in sorted((root / tree).rglob("*.py"))
+            for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+            for m in CITED_DOCUMENT.finditer(line) if m.group(2) or not ships(m.group(1))]
+
+
 def test_only_documents_that_ship_are_cited() -> None:
     # The design notes and style guide the project grew from are not in this repository:
     # what the code relies on is in docs/architecture.md ("Contracts").
@@ -330,6 +356,24 @@ def test_only_documents_that_ship_are_cited() -> None:
              for path in sorted((ROOT / tree).rglob("*")) if path.suffix in (".py", ".md", ".toml", ".sh")
              for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1) if absent.search(line)]
     assert cited == []
+    assert unshipped_citations(ROOT) == []
+
+
+def test_a_planted_citation_of_a_document_that_does_not_ship_is_found(tmp_path: Path) -> None:
+    # planted in pieces, so that this file cites none of them itself
+    review, md = "architecture-" + "review-" + "3", "." + "md"
+    for name, text in (
+        ("docs/mirrors.md", ""),
+        ("src/pkg/__init__.py", f'"""Split from runner.py ({review}, change 10); see docs/mirrors.md."""\n'),
+        (f"src/pkg/docs/install{md}", ""),
+        ("tests/test_pkg.py", f"# mirrors.md, pkg/docs/install{md}, NOTES{md}, review-{2} \u00a79.1,\n"
+                              "# https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md\n"),
+        ("bench/notes.py", f"# {review}\n"),  # outside src/ and tests/
+    ):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert unshipped_citations(tmp_path) == [f"src/pkg/__init__.py:1: {review}", f"tests/test_pkg.py:1: NOTES{md}",
+                                             f"tests/test_pkg.py:1: review-{2}"]
 
 
 def verb_imports(graph_modules: dict[str, set[str]], verbs: tuple[str, ...]) -> list[str]:
@@ -370,7 +414,7 @@ def _is_json_dump(node: ast.expr) -> bool:
 
 def command_writes(commands: Path) -> list[str]:
     """`file:line` of each write to a standard stream in `commands` (src/torchfit/cli/commands)
-    that is not a JSON dump (architecture-review-3 change 6: the text of commands lives in cli/ui/).
+    that is not a JSON dump (issue 28: the text of commands lives in cli/ui/).
 
     The rule: a call of `print`, or of `.write`/`.writelines` on `sys.stdout`/`sys.stderr`, passes
     only when its one argument, with no keyword, is `json_text(...)` or `json.dumps(...)`; a
@@ -419,7 +463,7 @@ def test_a_planted_human_line_in_a_command_is_found(tree: Path) -> None:
     found = command_writes(tree / "src" / "torchfit" / "cli" / "commands")
     assert found == ["planted.py:5", "planted.py:13", "planted.py:14", "planted.py:15", "planted.py:16"]
 
-# --- the test tree follows the source (architecture-review-3, change 8) ------------------------
+# --- the test tree follows the source (issue 28) -----------------------------------------------
 
 # Modules with tests/<pkg>/test_<module>.py: 81 of 151 before the test tree was renamed and split
 # after the source; raise it as modules gain their file, never lower it.
@@ -449,20 +493,29 @@ def test_an_uncovered_module_is_found(tmp_path: Path) -> None:
     assert uncovered_modules(tmp_path / "src", tmp_path / "tests") == ["pkg/plan.py", "top.py"]
 
 
-# A test file is named after what it tests, never after the campaign that found the bug: a word
-# of one (attack, defects, round, campaign, issue, optionally numbered) or a bare number (#21, d07).
-CAMPAIGN_WORD = re.compile(r"(attack|defects?|rounds?|campaign|issues?|regressions?)\d*|d?\d+")
+# A test file is named after what it tests, and a script after what it does, never after the
+# campaign that found the bug: a word of one (attack, defects, round, campaign, issue, rerun,
+# optionally numbered) or a bare number (#21, d07).
+CAMPAIGN_WORD = re.compile(r"(attack|defects?|rounds?|campaign|issues?|regressions?|reruns?)\d*|d?\d+")
 
 
-def campaign_names(tests: Path) -> list[str]:
-    """The test files under `tests` whose path has a campaign word among its `_`-separated words."""
-    return [path.relative_to(tests).as_posix() for path in sorted(tests.rglob("*.py"))
-            if any(CAMPAIGN_WORD.fullmatch(word) for part in path.relative_to(tests).with_suffix("").parts
-                   for word in part.split("_"))]
+def campaign_names(tree: Path, pattern: str = "*.py") -> list[str]:
+    """The files under `tree` (matching `pattern`, outside __pycache__) whose path has a campaign
+    word among its `_`- or `-`-separated words."""
+    return [path.relative_to(tree).as_posix() for path in sorted(tree.rglob(pattern))
+            if path.is_file() and "__pycache__" not in path.parts
+            if any(CAMPAIGN_WORD.fullmatch(word) for part in path.relative_to(tree).with_suffix("").parts
+                   for word in re.split(r"[-_]", part))]
 
 
 def test_no_test_file_is_named_after_a_campaign() -> None:
     assert campaign_names(ROOT / "tests") == []
+
+
+def test_no_script_is_named_after_a_campaign() -> None:
+    """scripts/ holds tools (docs, screens, GPU checks), not the repros of a campaign: those are
+    tests (architecture review 4, change 9)."""
+    assert campaign_names(ROOT / "scripts", "*") == []
 
 
 def test_a_campaign_name_is_found(tmp_path: Path) -> None:
@@ -474,6 +527,16 @@ def test_a_campaign_name_is_found(tmp_path: Path) -> None:
     assert campaign_names(tmp_path) == ["e2e/test_attack_signals.py", "e2e/test_d07_mirror.py",
                                         "index/test_client_attack3.py", "round2/test_x.py", "test_defects_fs.py",
                                         "test_issue_21.py"]
+
+
+def test_a_campaign_script_is_found(tmp_path: Path) -> None:
+    for name in ("attack4/cases.txt", "attack4/add.py", "rerun-defects.py", "rerun-attack3.py", "round-5.sh",
+                 "gen_screens.py", "gpu-fleet-check.sh", "doctor-gpu-check.sh", "gen_cli_docs.py",
+                 "__pycache__/gen_cli_docs.cpython-311.pyc"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    assert campaign_names(tmp_path, "*") == ["attack4/add.py", "attack4/cases.txt", "rerun-attack3.py",
+                                             "rerun-defects.py", "round-5.sh"]
 
 
 # The commands stay thin (issue 36, change 4): a verb's module reads settings, asks the layer

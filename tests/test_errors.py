@@ -1,5 +1,5 @@
 """errors.py's rules, as pip asserts its own: every error's `reference` is kebab-case and is
-listed in docs/troubleshooting.md (review-2 §9.6); an error is complete when built."""
+listed in docs/troubleshooting.md (issue 17); an error is complete when built."""
 
 from __future__ import annotations
 

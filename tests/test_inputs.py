@@ -27,12 +27,14 @@ from tests.support.cli import bad_input, clean_env, run_clean
     ],
     ids=lambda a: "-".join(a),
 )
-def test_d14_numeric_flags_are_finite_and_in_range(args: list[str]) -> None:
+def test_numeric_flags_are_finite_and_in_range(args: list[str]) -> None:
+    """Defect #14 of the 2026-11 attack (issue 13)."""
     line = bad_input(run_clean(*args))
     assert "--" in line
 
 
-def test_d15_deep_and_endless_facts_and_locks(tmp_path: Path) -> None:
+def test_deep_and_endless_facts_and_locks_are_bad_input(tmp_path: Path) -> None:
+    """Defect #15 of the 2026-11 attack (issue 13)."""
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 100_000 + "]" * 100_000)
     assert "nested" in bad_input(run_clean("resolve", "--facts", str(deep)))
@@ -46,7 +48,8 @@ def test_d15_deep_and_endless_facts_and_locks(tmp_path: Path) -> None:
     assert "nested" in bad_input(run_clean("install", "--lock", str(deep_toml), "--prefix", str(tmp_path / "e")))
 
 
-def test_d29_huge_facts_refused_fast(tmp_path: Path) -> None:
+def test_huge_facts_refused_fast(tmp_path: Path) -> None:
+    """Defect #29 of the 2026-11 attack (issue 13)."""
     gpu = {"index": 0, "name": "NVIDIA H100", "compute_capability": "9.0"}
     facts = tmp_path / "huge.json"
     facts.write_text(json.dumps({"driver_version": "580.65.06", "gpus": [gpu] * 200_000}))
@@ -55,7 +58,8 @@ def test_d29_huge_facts_refused_fast(tmp_path: Path) -> None:
     assert time.monotonic() - start < 20 and len(line) < 300
 
 
-def test_d26_invalid_ipv6_url_is_bad_input() -> None:
+def test_invalid_ipv6_url_is_bad_input() -> None:
+    """Defect #26 of the 2026-11 attack (issue 13)."""
     assert "IPv6" in bad_input(run_clean("matrix", "check", "--index-url", "https://[::1/whl"))
 
 
@@ -70,7 +74,8 @@ def test_d26_invalid_ipv6_url_is_bad_input() -> None:
     ],
     ids=["gfx-garbage", "fullwidth-driver", "index-notaurl", "bad-placeholder", "pip-index-notaurl"],
 )
-def test_d27_lenient_values_are_bad_input(args: list[str]) -> None:
+def test_lenient_values_are_bad_input(args: list[str]) -> None:
+    """Defect #27 of the 2026-11 attack (issue 13)."""
     bad_input(run_clean(*args))
     assert not Path("/tmp/torchfit-d27-never").exists()
 
@@ -81,7 +86,8 @@ def _facts(tmp_path: Path, data: dict[str, object]) -> str:
     return str(path)
 
 
-def test_d30_ansi_in_facts_does_not_reach_the_terminal(tmp_path: Path) -> None:
+def test_ansi_in_facts_does_not_reach_the_terminal(tmp_path: Path) -> None:
+    """Defect #30 of the 2026-11 attack (issue 13)."""
     path = _facts(tmp_path, {"driver_version": "418.87.01", "glibc": "2.39", "arch": "x86_64",
                              "pythons": [{"version": "3.12.3"}],
                              "gpus": [{"name": "Evil\x1b[2J\x1b]0;pwned\x07GPU\x9b31m", "compute_capability": "9.0"}]})
@@ -92,7 +98,8 @@ def test_d30_ansi_in_facts_does_not_reach_the_terminal(tmp_path: Path) -> None:
         assert "EvilGPU" in proc.stderr or "EvilGPU" in proc.stdout
 
 
-def test_d30_terminal_text_strips_every_control() -> None:
+def test_terminal_text_strips_every_control() -> None:
+    """Defect #30 of the 2026-11 attack (issue 13)."""
     from torchfit.inputs import terminal_text
 
     assert terminal_text("a\x1b[31mb\x1b]8;;http://x\x1b\\c\x07d\re\tf\n") == "abcde\tf\n"

@@ -86,7 +86,8 @@ def test_attack3_mountinfo_escapes_round_trip(names: list[str]) -> None:
     assert parse_mount_points(text) == points
 
 
-def test_d12_only_a_marked_directory_of_a_dead_run_is_stale(tmp_path: Path) -> None:
+def test_only_a_marked_directory_of_a_dead_run_is_stale(tmp_path: Path) -> None:
+    """Defect #12 of the 2026-11 attack (issue 13)."""
     from torchfit.installer.prefix import scan_temps
     from torchfit.owned import make_marked_dir
 

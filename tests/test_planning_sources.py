@@ -138,3 +138,27 @@ def test_a_wheel_page_that_cannot_be_read_is_named_in_the_refusal(tmp_path: Path
     err = json.loads(proc.stdout)
     assert any("http://127.0.0.1:9/whl/torch-2.8.0+cu128.html" in h for h in err["hints"]), err
     assert not (tmp_path / "built").exists()
+
+
+def test_a_pin_to_no_release_says_so_and_the_hint_is_what_the_source_serves(tmp_path: Path) -> None:
+    """`torch==2.99` against a torch source that serves 2.13.0 only (issue 35, item 4): the
+    refusal leads with "no such torch release", and its hint names the release that source
+    serves (it said "torch 2.15.0 cpu would fit", a build nobody serves there); without a torch
+    source of the user's, the same first line, the matrix's hint."""
+    from tests.test_planning import CPU_HOST
+
+    index = torch_tree(tmp_path, "cpu", ["2.13.0"])
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    proc = run_cli("resolve", *CPU_HOST, "--torch-index-url", index.as_uri(), "torch==2.99", env=env)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert "no compatible set: torch==2.99: no such torch release is known (data/matrix.toml lists" in lines[0], lines
+    hint = next(ln for ln in lines if ln.lstrip().startswith("hint: loosen"))
+    assert f"torch 2.13.0 cpu would fit ({index.as_uri()} serves it)" in hint, hint
+    assert "2.15" not in hint, hint
+    bare = run_cli("resolve", *CPU_HOST, "torch==2.99", env=env)
+    assert bare.returncode == 1, bare.stderr
+    assert "no compatible set: torch==2.99: no such torch release is known" in bare.stderr.splitlines()[0], bare.stderr
+    # A release that exists but is not served: no such line.
+    served_not = run_cli("resolve", *CPU_HOST, "--torch-index-url", index.as_uri(), "torch==2.14.1", env=env)
+    assert served_not.returncode == 1 and "no such torch release" not in served_not.stderr

@@ -3,13 +3,17 @@ parameters), tried over generated URLs with the token in every position (issue 2
 
 from __future__ import annotations
 
+import json
 import re
+import sys
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.cli import clean_env, run_clean
 from torchfit.redact import has_credentials, is_secret_param, redact, strip_credentials
 from torchfit.runner import index_variables, without_index_variables
 
@@ -173,4 +177,18 @@ def test_fuzz_redact_is_idempotent(text: str) -> None:
 def test_strip_credentials() -> None:
     assert strip_credentials("https://u:p@h.example:8443/a?b") == "https://h.example:8443/a?b"
     assert strip_credentials("file:///x") == "file:///x"
+
+
+def test_an_install_error_under_json_keeps_a_private_token_out(tmp_path: Path) -> None:
+    """install --json against a mirror that refuses the connection, its URL carrying
+    ?private_token=: the JSON error names the mirror, never the token (issue 21, class 5)."""
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    proc = run_clean("install", "torch==2.13.0", "--variant", "cpu", "--python", python, "--prefix",
+                     str(tmp_path / "env"), "--allow-insecure-index", "--json", "--torch-index-url",
+                     "http://127.0.0.1:9/simple?private_token=SEKRET2",
+                     env=clean_env(XDG_STATE_HOME=str(tmp_path / "state")), timeout=300)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-800:]
+    assert "SEKRET2" not in proc.stdout + proc.stderr
+    error = json.loads(proc.stdout)
+    assert "127.0.0.1:9" in json.dumps(error) and "private_token=***" in json.dumps(error), error
 

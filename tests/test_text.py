@@ -1,5 +1,5 @@
-"""torchfit.text: the text helpers every layer shares, each defined once (architecture-review-3,
-change 5): two size formats with different units, the tail and first line of a child's output,
+"""torchfit.text: the text helpers every layer shares, each defined once (issue 28, item 7):
+two size formats with different units, the tail and first line of a child's output,
 the terminal escapes."""
 
 from __future__ import annotations

@@ -111,6 +111,13 @@ class NoCompatibleSet(TorchfitError):
         return {"conflicts": self.conflicts, "hints": self.hints}
 
 
+class MetadataMismatch(TorchfitError):
+    """A wheel of the plan whose index-served metadata (PEP 658 `.metadata`) disagrees with the
+    wheel's own METADATA: the plan would promise what the wheel does not install (exit 1)."""
+
+    reference = "metadata-mismatch"
+
+
 class ResolveFailed(TorchfitError):
     """uv could not resolve the project for a reason other than a conflict: a package's build
     failed, it was stopped (no progress, past the time limit), uv itself failed. uv's cause first."""

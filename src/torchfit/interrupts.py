@@ -4,7 +4,7 @@ The default action of SIGTERM and SIGHUP kills torchfit on the spot; `interrupts
 them into `Interrupted` (a KeyboardInterrupt, exit 130), so the runner kills the child's group,
 temporary directories are removed and `runner.kill_all` runs. `signals_deferred` and
 `take_pending` hold them back while the filesystem is between two states (install's swap of
-PREFIX, owned.py's marked removals). Split from runner.py (architecture-review-3, change 10):
+PREFIX, owned.py's marked removals). Split from runner.py (issue 28, item 10):
 signal handling, not processes; it imports nothing of torchfit, so every layer may use it.
 """
 

@@ -2,7 +2,7 @@
 belong to a process group (and how many bytes it moved, whether one is stopped), or hold a pipe.
 
 Pure readers, no signal sent: `runner.py` decides what to kill from their answers (split from
-runner.py, architecture-review-3 change 10). A process that ends while it is read is skipped.
+runner.py, issue 28 item 10). A process that ends while it is read is skipped.
 """
 
 from __future__ import annotations

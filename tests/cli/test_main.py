@@ -10,7 +10,8 @@ from tests.support.cli import clean_env, run_cli, start_cli
 
 @pytest.mark.parametrize("args", [["resolve", "--assume", "gpu=none"], ["detect", "--json"],
                                   ["matrix", "show", "--json"], ["matrix", "show"]])
-def test_d23_full_disk_on_stdout_is_not_a_bug(args: list[str]) -> None:
+def test_full_disk_on_stdout_is_not_a_bug(args: list[str]) -> None:
+    """Defect #23 of the 2026-11 attack (issue 13)."""
     with open("/dev/full", "w") as full:
         proc = run_cli(*args, stdout=full, base_env=clean_env(), timeout=120)
     assert proc.returncode == 2, proc.stderr
@@ -19,7 +20,8 @@ def test_d23_full_disk_on_stdout_is_not_a_bug(args: list[str]) -> None:
 
 
 @pytest.mark.parametrize("args", [["resolve", "--assume", "gpu=none"], ["matrix", "show"], ["detect"]])
-def test_d23_closed_pipe_exits_0(args: list[str]) -> None:
+def test_a_closed_pipe_on_stdout_exits_0(args: list[str]) -> None:
+    """Defect #23 of the 2026-11 attack (issue 13)."""
     proc = start_cli(*args, base_env=clean_env(), text=False)
     assert proc.stdout is not None
     proc.stdout.readline()

@@ -249,3 +249,18 @@ def test_a_url_requirement_over_plain_http_is_refused_and_its_credentials_never_
         assert out.returncode == 0, out.stderr
         assert "S3CRET" not in out.stdout + out.stderr
         assert "purelib" in out.stdout
+
+
+def test_each_group_of_a_fleet_gets_uvs_answer_for_the_project(indexes: dict[str, Any], tmp_path: Path) -> None:
+    """`resolve --each-group` plans each group through the planning step `resolve` takes
+    (architecture review 4, change 3): with a project, uv's resolved set for each group, not
+    the matrix's family-only answer (which has no `resolved` and ignores pinlib's torch pin)."""
+    from tests.support.fleets import fleet_file
+
+    code, data, err = resolve(indexes, "--facts", str(fleet_file(tmp_path, 4, 2)), "--each-group", "pinlib==1.0")
+    assert code == 0, err
+    assert data["ok"] and len(data["groups"]) == 2, data
+    for group in data["groups"]:
+        assert group["torch"] == "2.8.0", group
+        assert group["resolved"]["pinlib"] == "1.0" and group["resolved"]["torch"].startswith("2.8.0"), group
+        assert group["project"] == ["pinlib==1.0"]

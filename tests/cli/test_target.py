@@ -1,5 +1,5 @@
-"""cli.target.target_python: the one rule verify and doctor pick their interpreter by (review-2
-§9 change 8: verify preferred bin/python and expanded no `~`, doctor preferred bin/python3,
+"""cli.target.target_python: the one rule verify and doctor pick their interpreter by (issue 17:
+verify preferred bin/python and expanded no `~`, doctor preferred bin/python3,
 expanded `~` and followed the active env), and --log read through inputs.read_text_file."""
 
 from __future__ import annotations

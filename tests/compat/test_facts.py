@@ -155,12 +155,14 @@ def _facts(tmp_path: Path, data: dict[str, object]) -> str:
 
 
 
-def test_d19_unknown_key_in_facts_is_named(tmp_path: Path) -> None:
+def test_unknown_key_in_facts_is_named(tmp_path: Path) -> None:
+    """Defect #19 of the 2026-11 attack (issue 13)."""
     line = bad_input(run_clean("resolve", "--facts", _facts(tmp_path, {"driver": "550.54.14", "gpus": []})))
     assert "'driver'" in line and "driver_version" in line
 
 
-def test_d19_gpu_by_name_alone_gets_its_capability(tmp_path: Path) -> None:
+def test_gpu_by_name_alone_gets_its_capability(tmp_path: Path) -> None:
+    """Defect #19 of the 2026-11 attack (issue 13)."""
     path = _facts(tmp_path, {"driver_version": "570.124.06", "glibc": "2.39", "arch": "x86_64",
                              "pythons": [{"version": "3.12.3"}],
                              "gpus": [{"name": "NVIDIA GeForce RTX 4090"}]})
@@ -169,18 +171,21 @@ def test_d19_gpu_by_name_alone_gets_its_capability(tmp_path: Path) -> None:
     assert "sm unknown" not in proc.stdout and json.loads(proc.stdout)["variant"].startswith("cu")
 
 
-def test_d19_pyenv_installable_must_be_versions(tmp_path: Path) -> None:
+def test_pyenv_installable_must_be_versions(tmp_path: Path) -> None:
+    """Defect #19 of the 2026-11 attack (issue 13)."""
     path = _facts(tmp_path, {"pyenv": {"path": "/p", "installable": ["abc", "3.12.99999999999999999999"]}})
     assert "pyenv.installable" in bad_input(run_clean("resolve", "--facts", path))
 
 
-def test_d19_a_pyenv_object_with_a_typo_is_named_not_dropped(tmp_path: Path) -> None:
-    """{"pyenv": {"root": ...}} used to be read as "no pyenv" (and its list never checked)."""
+def test_a_pyenv_object_with_a_typo_is_named_not_dropped(tmp_path: Path) -> None:
+    """{"pyenv": {"root": ...}} used to be read as "no pyenv" (and its list never checked).
+    Defect #19 of the 2026-11 attack (issue 13)."""
     path = _facts(tmp_path, {"pyenv": {"root": "/r", "installable": ["abc"]}})
     assert "unknown key 'root'" in bad_input(run_clean("resolve", "--facts", path))
     assert "'path'" in bad_input(run_clean("resolve", "--facts", _facts(tmp_path, {"pyenv": {}})))
 
 
-def test_d27_endless_driver_version_from_facts(tmp_path: Path) -> None:
+def test_an_endless_driver_version_from_facts_is_bad_input(tmp_path: Path) -> None:
+    """Defect #27 of the 2026-11 attack (issue 13)."""
     bad_input(run_clean("resolve", "--facts", _facts(tmp_path, {"driver_version": ".".join(["1"] * 2001)})))
 

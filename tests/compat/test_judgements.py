@@ -16,7 +16,8 @@ from tests.support.fake_smi import HANGS, NVML_MISMATCH, fake_smi_env
 
 
 @pytest.mark.parametrize("script", [NVML_MISMATCH, HANGS], ids=["nvml-mismatch", "hung-smi"])
-def test_d02_broken_driver_resolve_refuses_with_cause_and_fix(tmp_path: Path, script: str) -> None:
+def test_broken_driver_resolve_refuses_with_cause_and_fix(tmp_path: Path, script: str) -> None:
+    """Defect #2 of the 2026-11 attack (issue 13)."""
     env = fake_smi_env(tmp_path, script)
     start = time.monotonic()
     proc = run_clean("resolve", "--json", env=env, timeout=90)
@@ -31,7 +32,8 @@ def test_d02_broken_driver_resolve_refuses_with_cause_and_fix(tmp_path: Path, sc
     assert out["ok"] is False and out["reference"] == "gpu-facts-unknown" and "variant" not in out
 
 
-def test_d02_broken_driver_install_refuses_before_building(tmp_path: Path) -> None:
+def test_broken_driver_install_refuses_before_building(tmp_path: Path) -> None:
+    """Defect #2 of the 2026-11 attack (issue 13)."""
     env = fake_smi_env(tmp_path, NVML_MISMATCH)
     prefix = tmp_path / "env"
     proc = run_clean("install", "torch==2.13.0", "--python", "3.11", "--prefix", str(prefix), env=env)
@@ -39,7 +41,8 @@ def test_d02_broken_driver_install_refuses_before_building(tmp_path: Path) -> No
     assert "gpu-facts-unknown" in proc.stderr and not prefix.exists()
 
 
-def test_d02_the_user_may_still_choose(tmp_path: Path) -> None:
+def test_a_broken_driver_host_may_still_choose_cpu_or_a_cuda(tmp_path: Path) -> None:
+    """Defect #2 of the 2026-11 attack (issue 13)."""
     env = fake_smi_env(tmp_path, NVML_MISMATCH)
     cpu = run_clean("resolve", "--variant", "cpu", "--json", env=env)
     assert cpu.returncode == 0, cpu.stderr
@@ -49,8 +52,9 @@ def test_d02_the_user_may_still_choose(tmp_path: Path) -> None:
     assert json.loads(gpu.stdout)["variant"].startswith("cu")
 
 
-def test_d02_one_judgement_for_resolve_and_doctor(tmp_path: Path) -> None:
-    """doctor fails the same host resolve refuses, through the same function."""
+def test_one_judgement_for_resolve_and_doctor(tmp_path: Path) -> None:
+    """doctor fails the same host resolve refuses, through the same function.
+    Defect #2 of the 2026-11 attack (issue 13)."""
     from torchfit.compat.facts import HostFacts
     from torchfit.compat.judgements import judge_gpu_host
     from torchfit.host import nvidia_failure
@@ -68,8 +72,9 @@ def test_d02_one_judgement_for_resolve_and_doctor(tmp_path: Path) -> None:
     assert smi["status"] == "fail" and "mismatch" in smi["evidence"]
 
 
-def test_d02_facts_file_keeps_the_unknown(tmp_path: Path) -> None:
-    """detect --json of a broken host, resolved elsewhere with --facts: still refused."""
+def test_facts_file_keeps_the_unknown(tmp_path: Path) -> None:
+    """detect --json of a broken host, resolved elsewhere with --facts: still refused.
+    Defect #2 of the 2026-11 attack (issue 13)."""
     env = fake_smi_env(tmp_path, NVML_MISMATCH)
     det = run_clean("detect", "--json", env=env)
     assert det.returncode == 0

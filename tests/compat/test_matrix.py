@@ -130,7 +130,7 @@ def test_embedded_matrix_covers_2_0_to_2_15(matrix: Any) -> None:
 
 
 def test_embedded_matrix_facts_from_wheel_metadata(matrix: Any) -> None:
-    """Spot checks against the PyPI wheels' METADATA (compat-facts.md section 2)."""
+    """Spot checks against the PyPI wheels' METADATA (the default Linux x86_64 wheels: CUDA and the pinned NVIDIA wheels)."""
     by = {(str(b.torch), b.variant): b for b in matrix.builds}
     assert by[("2.8.0", "cu128")].nccl == "2.27.3" and by[("2.8.0", "cu128")].cudnn == "9.10.2.21"
     assert by[("2.11.0", "cu130")].nccl == "2.28.9"

@@ -77,7 +77,8 @@ def test_the_full_parser_still_reads_what_the_plain_one_does_not() -> None:
 
 
 @pytest.mark.parametrize("req", ["torch @ https://x/y.whl", "torch[opt-einsum]", 'torch; python_version<"3"'])
-def test_d20_requirement_parts_are_not_dropped(req: str) -> None:
+def test_requirement_parts_are_not_dropped(req: str) -> None:
+    """Defect #20 of the 2026-11 attack (issue 13)."""
     line = bad_input(run_clean("resolve", req, "--assume", "gpu=none"))
     assert "requirement" in line
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 
-def test_d17_mi300x_plan_says_newer_builds_lack_data() -> None:
+def test_mi300x_plan_says_newer_builds_lack_data() -> None:
     """The matrix of 6e0c2fd: ROCm builds after 2.5 with gfx lists "unknown". The plan
     must say that newer builds were refused for missing data, not for incompatibility
-    (the data itself is being filled; the explanation must hold for whatever stays unknown)."""
+    (the data itself is being filled; the explanation must hold for whatever stays unknown).
+    Defect #17 of the 2026-11 attack (issue 13)."""
     from dataclasses import replace
 
     from tests.conftest import make_facts

@@ -139,10 +139,10 @@ def _cpu_seconds(fn):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("driver", ["580.159.04", "535.54.03", "450.80.02"])
-def test_d29_1024_identical_gpus_resolve_as_fast_as_one_and_say_it_once(matrix, driver: str) -> None:  # type: ignore[no-untyped-def]
+def test_1024_identical_gpus_resolve_as_fast_as_one_and_say_it_once(matrix, driver: str) -> None:  # type: ignore[no-untyped-def]
     """A 1024-GPU --facts file took ~15 s (every rule looped over every GPU, per build);
     now each distinct model is judged once. The answer is the one for a single GPU, and
-    the text names the model once, counted."""
+    the text names the model once, counted (defect #29 of the 2026-11 attack, issue 13)."""
     one = make_facts(driver=driver, gpus=["NVIDIA H100 80GB HBM3=sm_90"])
     many = make_facts(driver=driver, gpus=["NVIDIA H100 80GB HBM3=sm_90"] * 1024)
 
@@ -168,9 +168,9 @@ def test_d29_1024_identical_gpus_resolve_as_fast_as_one_and_say_it_once(matrix, 
         assert len(a.warnings) == len(b.warnings)  # type: ignore[union-attr]
 
 
-def test_d29_mixed_gpus_are_judged_per_model(matrix) -> None:  # type: ignore[no-untyped-def]
+def test_mixed_gpus_are_judged_per_model(matrix) -> None:  # type: ignore[no-untyped-def]
     """512 Kepler + 512 Hopper: the Kepler GPUs still rule out what they rule out (cuDNN 9
-    needs sm_50+), named once with their count."""
+    needs sm_50+), named once with their count (defect #29 of the 2026-11 attack, issue 13)."""
     facts = make_facts(gpus=["Tesla K80=sm_37", "NVIDIA H100=sm_90"] * 512)
     with pytest.raises(NoCompatibleSet) as err:
         _cpu_seconds(lambda: resolve([facts], Request(), matrix))

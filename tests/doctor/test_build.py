@@ -214,7 +214,8 @@ def test_worker_runs_on_old_pythons(tmp_path: Path, version: str) -> None:
 
 
 @pytest.mark.parametrize("python", ["/bin/false", "/bin/sleep", "script", "exit0"])
-def test_d09_uninspectable_python_is_not_a_clean_bill(host: Host, tmp_path: Path, python: str) -> None:
+def test_uninspectable_python_is_not_a_clean_bill(host: Host, tmp_path: Path, python: str) -> None:
+    """Defect #9 of the 2026-11 attack (issue 13)."""
     if python == "script":
         p = tmp_path / "notpython.sh"
         p.write_text("#!/bin/sh\necho hello\n")
@@ -233,8 +234,9 @@ def test_d09_uninspectable_python_is_not_a_clean_bill(host: Host, tmp_path: Path
 
 
 @pytest.mark.slow
-def test_d08_cpu_torch_on_a_gpu_host_same_verdict_in_verify_and_doctor(h200: Host, cpu_torch_env: Path) -> None:
-    """The one judgement (compat.judgements.judge_torch_build), from both commands."""
+def test_cpu_torch_on_a_gpu_host_same_verdict_in_verify_and_doctor(h200: Host, cpu_torch_env: Path) -> None:
+    """The one judgement (compat.judgements.judge_torch_build), from both commands.
+    Defect #8 of the 2026-11 attack (issue 13)."""
     doc = h200.doctor("--python", str(cpu_torch_env / "bin" / "python"))
     assert doc.status("torch-cpu-build") == "fail"
     env = dict(h200.env)

@@ -10,8 +10,9 @@ from pathlib import Path
 from tests.doctor.conftest import Host, raising_torch_env
 
 
-def test_d15_doctor_root_files_linked_to_dev_zero(host: Host) -> None:
-    """/proc and /sys files that are endless (links to /dev/zero) are read bounded."""
+def test_doctor_reads_root_files_linked_to_dev_zero_bounded(host: Host) -> None:
+    """/proc and /sys files that are endless (links to /dev/zero) are read bounded.
+    Defect #15 of the 2026-11 attack (issue 13)."""
     import time
 
     for path in ("proc/version", "proc/sys/kernel/osrelease", "proc/mounts", "proc/modules",
@@ -28,10 +29,11 @@ def test_d15_doctor_root_files_linked_to_dev_zero(host: Host) -> None:
     assert not [c for c in r.data["checks"] if "MemoryError" in c["evidence"]]
 
 
-def test_d09_a_daemon_holding_the_workers_pipe_does_not_hold_doctor(host: Host, tmp_path: Path) -> None:
+def test_a_daemon_holding_the_workers_pipe_does_not_hold_doctor(host: Host, tmp_path: Path) -> None:
     """`import torch` starts a daemon (setsid, double fork) that inherits the worker's stdout
     and stderr, then fails. Doctor used to wait its full 300 s on the pipe; it now stops
-    waiting 2 s after the worker exits, kills the daemon, and judges what the worker said."""
+    waiting 2 s after the worker exits, kills the daemon, and judges what the worker said.
+    Defect #9 of the 2026-11 attack (issue 13)."""
     import time
     import uuid
 

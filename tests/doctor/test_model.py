@@ -1,5 +1,5 @@
 """doctor.model.run_checks: a check that raises becomes `unknown` and its traceback goes to the
-progress the command passes (stderr under -v), never straight to a stream (review-2 §9 change 6)."""
+progress the command passes (stderr under -v), never straight to a stream (issue 17)."""
 
 from __future__ import annotations
 

@@ -24,8 +24,9 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 
 @pytest.mark.slow
 @needs_uv
-def test_d07_install_against_a_hung_mirror_says_what_it_waits_for_and_ends(
+def test_install_against_a_hung_mirror_says_what_it_waits_for_and_ends(
         tf: Tf, tmp_path: Path, hung_server: str) -> None:
+    """Defect #7 of the 2026-11 attack (issue 13)."""
     start = time.monotonic()
     run = tf.start(*install_args(hung_server + "/simple", tmp_path / "env", "--allow-insecure-index"),
                    env={"PIP_DEFAULT_TIMEOUT": "180", "TORCHFIT_STALL_TIMEOUT": "14"})
@@ -40,7 +41,8 @@ def test_d07_install_against_a_hung_mirror_says_what_it_waits_for_and_ends(
 
 @pytest.mark.slow
 @needs_uv
-def test_d07_export_against_a_hung_mirror_says_what_it_waits_for(tf: Tf, hung_server: str) -> None:
+def test_export_against_a_hung_mirror_says_what_it_waits_for(tf: Tf, hung_server: str) -> None:
+    """Defect #7 of the 2026-11 attack (issue 13)."""
     run = tf.start("export", "--format", "pylock", *CPU_ARGS, "--assume", "gpu=none",
                    "--torch-index-url", hung_server + "/whl/{variant}", "--allow-insecure-index", env=UV_ON_PATH)
     seen = run.read_until("still waiting for uv pip compile", timeout=40)
@@ -51,7 +53,8 @@ def test_d07_export_against_a_hung_mirror_says_what_it_waits_for(tf: Tf, hung_se
     assert run.left() == [] and run.temp_dirs() == []
 
 
-def test_d13_export_refuses_plain_http_unless_allowed(tf: Tf) -> None:
+def test_export_refuses_plain_http_unless_allowed(tf: Tf) -> None:
+    """Defect #13 of the 2026-11 attack (issue 13)."""
     args = ["export", "--format", "requirements", *CPU_ARGS, "--assume", "gpu=none",
             "--torch-index-url", "http://mirror.example/whl/{variant}"]
     code, out, err = tf.run(*args)
@@ -60,7 +63,8 @@ def test_d13_export_refuses_plain_http_unless_allowed(tf: Tf) -> None:
     assert code == 0 and "--index-url http://mirror.example/whl/cpu" in out, err
 
 
-def test_d13_matrix_check_sends_no_token_over_plain_http(tf: Tf) -> None:
+def test_matrix_check_sends_no_token_over_plain_http(tf: Tf) -> None:
+    """Defect #13 of the 2026-11 attack (issue 13)."""
     with http_server(lambda h: reply(h, 404)) as srv:
         code, _, err = tf.run("matrix", "check", "--variant", "cpu", "--torch", "2.13.0", "--no-cache",
                               "--index-url", srv.url.replace("http://", "http://u:TOKEN@") + "/whl")

@@ -92,8 +92,9 @@ def test_attack3_export_shows_the_file_it_wrote_escaped(tf: Tf, tmp_path: Path) 
 
 
 @pytest.mark.parametrize("plant", ["symlink", "dangling-symlink", "hardlink"])
-def test_d01_planted_prefix_lock_is_refused_and_its_target_untouched(
+def test_planted_prefix_lock_is_refused_and_its_target_untouched(
         tf: Tf, tmp_path: Path, torch_index: str, plant: str) -> None:
+    """Defect #1 of the 2026-11 attack (issue 13)."""
     victim = tmp_path / "victim"
     victim.write_text("precious\n")
     lock = tmp_path / "env.lock"
@@ -114,7 +115,8 @@ def test_d01_planted_prefix_lock_is_refused_and_its_target_untouched(
 
 @pytest.mark.slow
 @needs_uv
-def test_d03_apostrophe_and_space_in_prefix_give_a_working_env(tf: Tf, tmp_path: Path, torch_index: str) -> None:
+def test_apostrophe_and_space_in_prefix_give_a_working_env(tf: Tf, tmp_path: Path, torch_index: str) -> None:
+    """Defect #3 of the 2026-11 attack (issue 13)."""
     prefix = tmp_path / "o'brien" / "it's env"
     # --seed: pip in the env (no longer by default), a console script to run from the quoted prefix
     code, _, err = tf.run(*install_args(torch_index, prefix, "--installer", "uv", "--seed"))
@@ -130,8 +132,9 @@ def test_d03_apostrophe_and_space_in_prefix_give_a_working_env(tf: Tf, tmp_path:
 
 
 @pytest.mark.slow
-def test_d12_a_lookalike_directory_beside_prefix_is_never_deleted(
+def test_a_lookalike_directory_beside_prefix_is_never_deleted(
         tf: Tf, tmp_path: Path, torch_index: str) -> None:
+    """Defect #12 of the 2026-11 attack (issue 13)."""
     backup = tmp_path / ".env.torchfit-mybackup"
     backup.mkdir()
     (backup / "a.txt").write_text("notes\n")
@@ -144,8 +147,9 @@ def test_d12_a_lookalike_directory_beside_prefix_is_never_deleted(
     assert f"leaving {backup} alone" in err
 
 
-def test_d18_prefix_that_is_a_mount_point_is_refused_before_installing(
+def test_prefix_that_is_a_mount_point_is_refused_before_installing(
         tf: Tf, tmp_path: Path, torch_index: str) -> None:
+    """Defect #18 of the 2026-11 attack (issue 13)."""
     prefix = tmp_path / "env"
     mount_tmpfs(prefix, "16m")
     try:

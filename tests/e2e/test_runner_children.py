@@ -28,7 +28,8 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_d10_a_spawned_child_dies_when_its_parent_is_sigkilled() -> None:
+def test_a_spawned_child_dies_when_its_parent_is_sigkilled() -> None:
+    """Defect #10 of the 2026-11 attack (issue 13)."""
     code = ("import sys, subprocess; from torchfit.runner import spawn; "
             "p = spawn(['sleep', '600'], stdout=subprocess.DEVNULL); print(p.pid, flush=True); "
             "import time; time.sleep(600)")
@@ -45,7 +46,8 @@ def test_d10_a_spawned_child_dies_when_its_parent_is_sigkilled() -> None:
     assert not _alive(child), "the child outlived its SIGKILLed parent"
 
 
-def test_d07_a_silent_child_is_killed_as_stalled_and_progress_is_reported() -> None:
+def test_a_silent_child_is_killed_as_stalled_and_progress_is_reported() -> None:
+    """Defect #7 of the 2026-11 attack (issue 13)."""
     calls: list[tuple[float, int]] = []
     start = time.monotonic()
     with pytest.raises(ToolStalled, match=r"made no progress for 1\.5 s"):

@@ -144,8 +144,9 @@ def test_signal_at_a_random_moment_leaves_nothing(
 
 @pytest.mark.slow
 @needs_uv
-def test_d05_signal_after_the_exchange_is_reported_as_late_not_as_unchanged(
+def test_signal_after_the_exchange_is_reported_as_late_not_as_unchanged(
         tf: Tf, tmp_path: Path, torch_index: str) -> None:
+    """Defect #5 of the 2026-11 attack (issue 13)."""
     prefix = tmp_path / "env"
     code, _, err = tf.run(*install_args(torch_index, prefix))
     assert code == 0, err
@@ -169,7 +170,8 @@ def test_d05_signal_after_the_exchange_is_reported_as_late_not_as_unchanged(
 
 
 @pytest.mark.slow
-def test_d10_sigkill_of_install_leaves_no_pip_and_no_debris(tf: Tf, tmp_path: Path, torch_index: str) -> None:
+def test_sigkill_of_install_leaves_no_pip_and_no_debris(tf: Tf, tmp_path: Path, torch_index: str) -> None:
+    """Defect #10 of the 2026-11 attack (issue 13)."""
     prefix = tmp_path / "env"
     run = tf.start(*install_args(torch_index, prefix, "--installer", "pip"))
     wait_for_child(run.proc, is_pip_install)
@@ -186,7 +188,8 @@ def test_d10_sigkill_of_install_leaves_no_pip_and_no_debris(tf: Tf, tmp_path: Pa
 
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
-def test_d11_doctor_interrupted_exits_130_and_leaves_no_worker(tf: Tf, tmp_path: Path, sig: str) -> None:
+def test_doctor_interrupted_exits_130_and_leaves_no_worker(tf: Tf, tmp_path: Path, sig: str) -> None:
+    """Defect #11 of the 2026-11 attack (issue 13)."""
     env = hanging_torch_env(tmp_path)
     run = tf.start("doctor", "--env", str(env))
     wait_for_tagged(run, "doctor_worker")
@@ -198,7 +201,8 @@ def test_d11_doctor_interrupted_exits_130_and_leaves_no_worker(tf: Tf, tmp_path:
 
 
 @pytest.mark.slow
-def test_d11_verify_leaves_no_hung_nvidia_smi(tf: Tf, tmp_path: Path, cpu_torch_env: Path) -> None:
+def test_verify_leaves_no_hung_nvidia_smi(tf: Tf, tmp_path: Path, cpu_torch_env: Path) -> None:
+    """Defect #11 of the 2026-11 attack (issue 13)."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     smi = bindir / "nvidia-smi"
@@ -210,7 +214,8 @@ def test_d11_verify_leaves_no_hung_nvidia_smi(tf: Tf, tmp_path: Path, cpu_torch_
     assert run.left(grace=3) == []
 
 
-def test_d11_matrix_check_sigterm_exits_130(tf: Tf, hung_server: str) -> None:
+def test_matrix_check_sigterm_exits_130(tf: Tf, hung_server: str) -> None:
+    """Defect #11 of the 2026-11 attack (issue 13)."""
     run = tf.start("matrix", "check", "--variant", "cpu", "--torch", "2.13.0", "--no-cache",
                    "--index-url", hung_server + "/whl", "--allow-insecure-index", "--timeout", "60")
     time.sleep(3)
@@ -220,7 +225,8 @@ def test_d11_matrix_check_sigterm_exits_130(tf: Tf, hung_server: str) -> None:
 
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP"])
-def test_d25_interrupted_verify_removes_its_work_dir(tf: Tf, tmp_path: Path, sig: str) -> None:
+def test_interrupted_verify_removes_its_work_dir(tf: Tf, tmp_path: Path, sig: str) -> None:
+    """Defect #25 of the 2026-11 attack (issue 13)."""
     env = hanging_torch_env(tmp_path)
     run = tf.start("verify", "--env", str(env), "--timeout", "120")
     wait_for_tagged(run, "inspect_worker")
@@ -232,10 +238,11 @@ def test_d25_interrupted_verify_removes_its_work_dir(tf: Tf, tmp_path: Path, sig
 
 
 @pytest.mark.parametrize("json_out", [False, True])
-def test_d25_an_interrupted_verify_with_keep_says_once_where_its_work_dir_is(tf: Tf, tmp_path: Path,
+def test_an_interrupted_verify_with_keep_says_once_where_its_work_dir_is(tf: Tf, tmp_path: Path,
                                                                              json_out: bool) -> None:
     """The interruption carries the kept directory and the CLI's boundary prints it once, under
-    --json too (verify wrote it to stderr itself, beside the boundary's own line)."""
+    --json too (verify wrote it to stderr itself, beside the boundary's own line).
+    Defect #25 of the 2026-11 attack (issue 13)."""
     env = hanging_torch_env(tmp_path)
     run = tf.start("verify", "--env", str(env), "--timeout", "120", "--keep", *(["--json"] if json_out else []))
     wait_for_tagged(run, "inspect_worker")
@@ -253,7 +260,8 @@ def test_d25_an_interrupted_verify_with_keep_says_once_where_its_work_dir_is(tf:
     assert run.left() == []
 
 
-def test_d25_work_dir_of_a_sigkilled_verify_is_swept_by_the_next(tf: Tf, tmp_path: Path) -> None:
+def test_work_dir_of_a_sigkilled_verify_is_swept_by_the_next(tf: Tf, tmp_path: Path) -> None:
+    """Defect #25 of the 2026-11 attack (issue 13)."""
     env = hanging_torch_env(tmp_path)
     run = tf.start("verify", "--env", str(env), "--timeout", "120")
     wait_for_tagged(run, "inspect_worker")

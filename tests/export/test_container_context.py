@@ -89,3 +89,21 @@ def test_a_planted_containerfile_part_is_never_followed(tmp_path: Path) -> None:
     assert victim.read_text() == "the user's own file\n"
     assert (ctx / "Containerfile").read_text().startswith("#") and not (ctx / "Containerfile").is_symlink()
     assert "uv==1.9 --hash=sha256:" in (ctx / "torchfit-wheels" / "requirements.txt").read_text()
+
+
+def test_a_lock_of_local_files_is_refused_naming_a_pack_before_anything_is_written(tmp_path: Path) -> None:
+    """The lock a site's file:// mirror gives (every wheel a file:// URL or a path): an image
+    build cannot reach its files (it failed 18.7 s into the build with uv's "torch was not found
+    in the package registry", issue 35). Refused in one line that names the pack to make, before
+    anything is written; with that pack, the same export goes on."""
+    remote = container_lock(tmp_path).read_text()
+    lock = tmp_path / "site.toml"
+    lock.write_text(remote.replace("https://files.pythonhosted.org/f/", (tmp_path / "mirror").as_uri() + "/")
+                    .replace("https://download.pytorch.org/whl/cpu/", (tmp_path / "mirror").as_uri() + "/"))
+    ctx = tmp_path / "ctx"
+    line = one_line_error(_export(tmp_path, lock, ctx))
+    assert f"--lock {lock}: its files lie on this machine (filelock-4.3.1-py3-none-any.whl and 1 more)" in line, line
+    assert f"torchfit pack --lock {lock} -o {ctx / 'pack'}, then export with --pack {ctx / 'pack'}" in line, line
+    assert not ctx.exists() or not any(ctx.iterdir())  # nothing written
+    # The lock as PyPI and the PyTorch index serve it: not refused.
+    assert _export(tmp_path, container_lock(tmp_path), ctx).returncode == 0

@@ -47,8 +47,7 @@ def _export(lock: Path, out: Path, state: Path) -> None:
 def test_the_env_as_an_lmod_module_loads_imports_torch_and_unloads(
         lmod: Path, cpu_env: dict[str, Any], tmp_path: Path, state_home: Path) -> None:
     prefix: Path = cpu_env["prefix"]
-    moddir = tmp_path / "modules"
-    (moddir / "torch").mkdir(parents=True)
+    moddir = tmp_path / "modules"  # a new module tree: -o makes its directories (issue 35)
     _export(prefix / "pylock.toml", moddir / "torch" / "2.13.0-cpu.lua", state_home)
     text = (moddir / "torch" / "2.13.0-cpu.lua").read_text()
     assert 'family("torch")' in text and "Lock: " + str(prefix) in text

@@ -27,6 +27,7 @@ from torchfit.export import render
 from torchfit.export.stack import stack_from_lock, stack_from_plan
 from torchfit.lock.model import Artifact, Lock, LockedDist
 from torchfit.lock.pylock import file_name, parse_lock, render_lock
+from torchfit.lock.tool import ToolTable
 from torchfit.runner import Runner
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,7 +87,7 @@ def _project_lock() -> Lock:
                 _dist("needs-torch", "1.0", "c"), _dist("pure-pkg", "1.0", "d"), local)
     plan = {"python": "3.11", "python_version": "3.11.7", "torch": "2.13.0", "variant": "cpu",
             "index_url": TORCH_URL, "packages": ["torch"], "project": list(PROJECT)}
-    tool = {"schema": 1, "torch-index-url": TORCH_URL, "plan": plan}
+    tool = ToolTable.from_toml({"schema": 1, "torch-index-url": TORCH_URL, "plan": plan}, "test")
     text = render_lock(Lock(packages=packages, tool=tool, requires_python="==3.11.*"))
     return parse_lock(text, "pylock.toml")  # what a reader of the file gets
 
@@ -109,7 +110,7 @@ def test_a_lock_with_project_packages_in_each_format() -> None:
     by_name = {p["name"]: p for p in lock["packages"]}
     assert by_name["torch"]["index"] == TORCH_URL and by_name["needs-torch"]["version"] == "1.0"
     assert by_name["pure-pkg"]["wheels"][0]["hashes"]["sha256"] == "d" * 64
-    assert lock["tool"]["torchfit"]["project"] == list(PROJECT)
+    assert lock["tool"]["torchfit"]["plan"]["project"] == list(PROJECT)
 
 
 # --- the real uv, two indexes on 127.0.0.1 ---------------------------------------------------
@@ -202,7 +203,7 @@ def test_export_resolves_a_project_end_to_end(tmp_path: Path, indexes: dict[str,
     by_name = {p["name"]: p for p in lock["packages"]}
     assert by_name["torch"]["version"] == "2.13.0+cpu" and by_name["torch"]["index"] == indexes["torch"]
     assert by_name["needs-torch"]["index"] == indexes["pypi"] and len(by_name["pure-pkg"]["wheels"]) == 1
-    assert lock["tool"]["torchfit"]["project"] == list(PROJECT)
+    assert lock["tool"]["torchfit"]["plan"]["project"] == list(PROJECT)
 
 
 def test_the_pylock_export_of_a_project_keeps_its_constraints(indexes: dict[str, str]) -> None:
@@ -219,8 +220,8 @@ def test_the_pylock_export_of_a_project_keeps_its_constraints(indexes: dict[str,
     by_name = {p["name"]: p for p in lock["packages"]}
     assert by_name["helper-dep"]["version"] == "1.0" and by_name["helper-dep"]["index"] == indexes["pypi"]
     assert by_name["torch"]["version"] == "2.13.0+cpu" and by_name["torch"]["index"] == indexes["torch"]
-    assert lock["tool"]["torchfit"]["project"] == [*PROJECT, "accel-pkg"]
-    assert lock["tool"]["torchfit"]["constraints"] == ["helper-dep<2"]
+    assert lock["tool"]["torchfit"]["plan"]["project"] == [*PROJECT, "accel-pkg"]
+    assert lock["tool"]["torchfit"]["plan"]["constraints"] == ["helper-dep<2"]
     # the routed companion: the torch index's build (its METADATA requires pure-pkg), not PyPI's
     accel = by_name["accel-pkg"]
     assert accel["index"] == indexes["torch"]

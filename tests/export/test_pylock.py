@@ -29,7 +29,7 @@ def test_pylock_is_accepted_by_uv(capsys, tmp_path: Path, facts_file: Path, loca
     if local_index.real:  # the closure, each dependency from the default index
         assert {"sympy", "mpmath", "networkx", "jinja2"} <= set(pkgs)
         assert all(p["index"] == local_index.pypi for n, p in pkgs.items() if n != "torch")
-    assert doc["tool"]["torchfit"]["variant"] == "cpu"
+    assert doc["tool"]["torchfit"]["plan"]["variant"] == "cpu"
     run = subprocess.run([uv, "pip", "install", "--dry-run", "--no-progress", "-r", str(lock_path)],
                          capture_output=True, text=True, timeout=300, env=uv_env(uv_venv))
     assert run.returncode == 0, run.stderr

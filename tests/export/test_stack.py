@@ -75,7 +75,7 @@ def test_a_lock_written_by_torchfit_install(capsys, tmp_path: Path, fmt: str) ->
     else:
         doc = tomllib.loads(out)
         torch = next(p for p in doc["packages"] if p["name"] == "torch")
-        assert doc["tool"]["torchfit"]["variant"] == "cu128" and torch["wheels"][0]["hashes"]["sha256"] == "b" * 64
+        assert doc["tool"]["torchfit"]["plan"]["variant"] == "cu128" and torch["wheels"][0]["hashes"]["sha256"] == "b" * 64
 
 
 def test_the_install_mirror_variable_is_honoured(capsys, monkeypatch: pytest.MonkeyPatch, facts_file: Path) -> None:

@@ -11,7 +11,8 @@ import pytest
 from tests.support.cli import clean_env, run_clean
 
 
-def test_d21_export_finds_uv_beside_torchfit(tmp_path: Path) -> None:
+def test_export_finds_uv_beside_torchfit(tmp_path: Path) -> None:
+    """Defect #21 of the 2026-11 attack (issue 13)."""
     beside = Path(sys.executable).parent / "uv"
     if not os.access(beside, os.X_OK):
         pytest.skip("uv is not installed beside this Python")

@@ -50,6 +50,11 @@ def test_exclude_with_a_number_slurm_cannot_read_is_one_line(tmp_path: Path, exc
     {"torchfit_fleet": 1, "groups": [{"nodes": "n[1-", "facts": {}}]},
     {"torchfit_fleet": 1, "groups": [{"nodes": "n1", "facts": {}}, {"nodes": "n[1-2]", "facts": {}}]},
     {"torchfit_fleet": 1, "groups": [], "extra": 1},
+    # a group of no nodes was resolved (issue 25, "Fleets")
+    {"torchfit_fleet": 1, "groups": [{"nodes": "n1", "facts": node_facts("NVIDIA H100 80GB HBM3", "9.0", 8,
+                                                                         "580.65.06")},
+                                     {"nodes": "", "facts": node_facts("NVIDIA H100 80GB HBM3", "9.0", 8,
+                                                                       "580.65.06")}]},
 ])
 def test_malformed_fleet_files_are_bad_input(tmp_path: Path, data: dict) -> None:
     path = tmp_path / "fleet.json"

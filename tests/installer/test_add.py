@@ -231,11 +231,12 @@ def test_a_companion_whose_binary_is_the_torch_index_s_is_routed_there() -> None
 
     from torchfit.installer.add import AddJob
     from torchfit.lock.model import Artifact, Lock, LockedDist
+    from torchfit.lock.tool import ToolTable
     from torchfit.lock.uv import uv_project
     from torchfit.progress import Progress
 
     torch = LockedDist("torch", "2.8.0+cu126", (Artifact("wheel", "a" * 64, "https://x/torch.whl"),))
-    lock = Lock(packages=(torch,), tool={"plan": {"variant": "cu126", "routed": ["some-routed"]}})
+    lock = Lock(packages=(torch,), tool=ToolTable(plan={"variant": "cu126", "routed": ["some-routed"]}))
     job = AddJob(prefix="/env", lock=lock, requirements=[], sources=None, installer="uv",  # type: ignore[arg-type]
                  observer=Progress(), timeout=60)
     routed = job._routed({"torch": torch}, [Requirement("xformers"), Requirement("pure-pkg")])
@@ -244,7 +245,7 @@ def test_a_companion_whose_binary_is_the_torch_index_s_is_routed_there() -> None
     assert set(doc["tool"]["uv"]["sources"]) == {"torch", "xformers"}
     # a CPU env: PyPI's xformers is no CPU build either, but the torch index has none: not routed
     cpu = LockedDist("torch", "2.13.0+cpu", (Artifact("wheel", "a" * 64, "https://x/torch.whl"),))
-    job.lock = Lock(packages=(cpu,), tool={"plan": {"variant": "cpu"}})
+    job.lock = Lock(packages=(cpu,), tool=ToolTable(plan={"variant": "cpu"}))
     assert job._routed({"torch": cpu}, [Requirement("xformers")]) == []
 
 

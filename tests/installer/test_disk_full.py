@@ -103,7 +103,8 @@ def test_attack3_add_onto_a_full_env_filesystem(tmp_path: Path, torch_index: str
 # --- #24 of issue 13: the install log is never silently empty ----------------------------------
 
 
-def test_d24_install_log_on_a_full_filesystem_is_reported(tf: Tf, tmp_path: Path, torch_index: str) -> None:  # noqa: F811
+def test_install_log_on_a_full_filesystem_is_reported(tf: Tf, tmp_path: Path, torch_index: str) -> None:  # noqa: F811
+    """Defect #24 of the 2026-11 attack (issue 13)."""
     state = tmp_path / "fullstate"
     mount_tmpfs(state, "64k")
     try:

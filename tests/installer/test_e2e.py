@@ -227,11 +227,13 @@ def have_pyenv_version(version: str) -> bool:
 
 
 def _facts_without_python(tmp_path: Path, installable: list[str]) -> Path:
-    """This host's facts with no interpreter present and pyenv offering `installable`."""
+    """This host's facts with no interpreter present, no uv-managed Pythons, and pyenv offering
+    `installable` (the pyenv path: uv's come first where the facts have them, issue 35)."""
     out = run_tf("detect", "--json", state=tmp_path)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     data["pythons"] = []
+    data["uv_pythons"] = None
     data["pyenv"] = {"path": (data.get("pyenv") or {}).get("path") or "/root/.pyenv", "version": "2.6",
                      "installable": installable}
     path = tmp_path / "facts.json"

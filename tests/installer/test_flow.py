@@ -29,8 +29,9 @@ def _without(lock_text: str, name: str) -> str:
 
 
 @needs_uv
-def test_d06_install_lock_missing_a_dependency_fails_naming_it(cpu_env: dict[str, Any], tmp_path: Path,
+def test_install_lock_missing_a_dependency_fails_naming_it(cpu_env: dict[str, Any], tmp_path: Path,
                                                                state_home: Path) -> None:
+    """Defect #6 of the 2026-11 attack (issue 13)."""
     lock = tmp_path / "l.toml"
     lock.write_text(_without((cpu_env["prefix"] / "pylock.toml").read_text(), "sympy"))
     prefix = tmp_path / "env"
@@ -44,13 +45,15 @@ def test_d06_install_lock_missing_a_dependency_fails_naming_it(cpu_env: dict[str
 
 
 @needs_uv
-def test_d06_a_whole_lock_still_installs(cpu_env_relocked: dict[str, Any]) -> None:
+def test_a_whole_lock_still_installs_after_its_closure_check(cpu_env_relocked: dict[str, Any]) -> None:
+    """Defect #6 of the 2026-11 attack (issue 13)."""
     assert "[check-deps]" in cpu_env_relocked["stderr"]
 
 
 @needs_uv
-def test_d28_duplicate_package_in_a_lock_is_refused(cpu_env: dict[str, Any], tmp_path: Path,
+def test_duplicate_package_in_a_lock_is_refused(cpu_env: dict[str, Any], tmp_path: Path,
                                                      state_home: Path) -> None:
+    """Defect #28 of the 2026-11 attack (issue 13)."""
     text = (cpu_env["prefix"] / "pylock.toml").read_text()
     blocks = text.split("[[packages]]")
     torch = next(b for b in blocks if 'name = "torch"' in b.split("[[packages.wheels]]")[0])
@@ -62,8 +65,9 @@ def test_d28_duplicate_package_in_a_lock_is_refused(cpu_env: dict[str, Any], tmp
 
 
 @needs_uv
-def test_d28_requires_python_contradicting_the_plan_is_refused(cpu_env: dict[str, Any], tmp_path: Path,
+def test_requires_python_contradicting_the_plan_is_refused(cpu_env: dict[str, Any], tmp_path: Path,
                                                                state_home: Path) -> None:
+    """Defect #28 of the 2026-11 attack (issue 13)."""
     text = (cpu_env["prefix"] / "pylock.toml").read_text()
     lock = tmp_path / "py39.toml"
     lock.write_text(re.sub(r'^requires-python = ".*"$', 'requires-python = "==3.9.*"', text, flags=re.M))

@@ -86,7 +86,8 @@ def test_attack3_install_log_never_writes_through_a_planted_symlink(tmp_path: Pa
     assert log.path is None and len(said) == 1 and "exists already" in said[0] and "continuing without it" in said[0]
 
 
-def test_d03_relocate_rewrites_shell_quoted_forms(tmp_path: Path) -> None:
+def test_relocate_rewrites_shell_quoted_forms(tmp_path: Path) -> None:
+    """Defect #3 of the 2026-11 attack (issue 13)."""
     from torchfit.installer.prefix import relocate
 
     parent = tmp_path / "o'brien"
@@ -111,7 +112,8 @@ def test_d03_relocate_rewrites_shell_quoted_forms(tmp_path: Path) -> None:
     assert out.stdout == final, out
 
 
-def test_d03_relocate_refuses_to_leave_the_temporary_path(tmp_path: Path) -> None:
+def test_relocate_refuses_to_leave_the_temporary_path(tmp_path: Path) -> None:
+    """Defect #3 of the 2026-11 attack (issue 13)."""
     from torchfit.errors import RelocationFailed
     from torchfit.installer.prefix import relocate
 
@@ -123,7 +125,8 @@ def test_d03_relocate_refuses_to_leave_the_temporary_path(tmp_path: Path) -> Non
         relocate(str(built), str(tmp_path / "env"))
 
 
-def test_d05_signal_pending_before_the_exchange_cancels_it(tmp_path: Path) -> None:
+def test_signal_pending_before_the_exchange_cancels_it(tmp_path: Path) -> None:
+    """Defect #5 of the 2026-11 attack (issue 13)."""
     from torchfit.installer.prefix import TempEnv, swap_into_place
     from torchfit.interrupts import interrupts_raise
 

@@ -1,4 +1,4 @@
-"""lock.closure's judge, the one `install --lock` and `verify --lock` both use (review-2 §2:
+"""lock.closure's judge, the one `install --lock` and `verify --lock` both use (issue 17:
 they used to ignore different NCCL wheels, so one env could pass one and fail the other)."""
 
 from __future__ import annotations

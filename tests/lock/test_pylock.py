@@ -20,6 +20,7 @@ from torchfit.lock.pylock import (
     requirements_text,
 )
 from torchfit.lock.toml import Inline
+from torchfit.lock.tool import ToolTable
 
 
 def _dist(name: str, version: str, url: str) -> LockedDist:
@@ -30,8 +31,9 @@ def test_lock_round_trip_and_no_credentials() -> None:
     lock = Lock(
         packages=(_dist("torch", "2.13.0+cpu", "https://user:tok3n@mirror.example/files/torch-2.13.0%2Bcpu-cp311-cp311-linux_x86_64.whl"),
                   _dist("sympy", "1.14.0", "file:///opt/pypi/files/sympy-1.14.0-py3-none-any.whl")),
-        tool={"schema": 1, "torch-index-url": "https://user:tok3n@mirror.example/simple", "plan": {"torch": "2.13.0"},
-              "note": None, "nested": {"list": [1, 2], "inline": Inline(a="b")}},
+        tool=ToolTable.from_toml({"schema": 1, "torch-index-url": "https://user:tok3n@mirror.example/simple",
+                                  "plan": {"torch": "2.13.0"}, "note": None,
+                                  "nested": {"list": [1, 2], "inline": Inline(a="b")}}, "test"),
         requires_python="==3.11.*",
     )
     text = render_lock(lock)
@@ -39,7 +41,8 @@ def test_lock_round_trip_and_no_credentials() -> None:
     again = parse_lock(text, "pylock.toml")
     assert [d.name for d in again.packages] == ["torch", "sympy"]
     assert again.packages[0].artifacts[0].url == "https://mirror.example/files/torch-2.13.0%2Bcpu-cp311-cp311-linux_x86_64.whl"
-    assert again.tool["torch-index-url"] == "https://user:***@mirror.example/simple"
+    assert again.tool.torch_index_url == "https://user:***@mirror.example/simple"
+    assert again.tool.extra == {"nested": {"list": [1, 2], "inline": {"a": "b"}}}  # an unknown key kept
     assert requirements_text(again.packages[:1]) == f"torch==2.13.0+cpu --hash=sha256:{'a' * 64}\n"
 
 
@@ -72,7 +75,7 @@ def test_the_lenient_reader_takes_any_pep751_lock_and_keeps_every_hash() -> None
     assert torch.name == "torch" and torch.version == "2.13.0+cpu" and thing.version is None
     assert torch.artifacts[0].all_hashes() == {"sha256": "a" * 64, "blake2b": "cafe" * 32}
     assert thing.artifacts[0].kind == "sdist" and thing.artifacts[0].path == "dist/local_thing-1.0.tar.gz"
-    assert lock.tool == {} and lock.plan() == {} and lock.expected() == {}
+    assert lock.tool == ToolTable() and lock.plan() == {} and lock.expected() == {}
     # The strict reader (install --lock) refuses what is not a torchfit lock.
     with pytest.raises(BadInput, match=r"no \[tool.torchfit\] table"):
         parse_lock(UV_STYLE, "uv output")
@@ -99,7 +102,7 @@ def test_replace_lock_is_atomic(tmp_path: Path) -> None:
     def lock(n: int) -> Lock:
         pkgs = tuple(LockedDist(f"pkg-{i}", "1.0", (Artifact("wheel", "a" * 64, f"file:///w/pkg_{i}-1.0-py3-none-any.whl"),))
                      for i in range(n))
-        return Lock(packages=pkgs, tool={"schema": 1})
+        return Lock(packages=pkgs, tool=ToolTable(schema=1))
 
     path = tmp_path / "pylock.toml"
     replace_lock(str(path), lock(1))
@@ -111,12 +114,13 @@ def test_replace_lock_is_atomic(tmp_path: Path) -> None:
     code = (
         "import resource, signal, sys\n"
         "from torchfit.lock.pylock import Artifact, Lock, LockedDist, replace_lock\n"
+        "from torchfit.lock.tool import ToolTable\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         f"resource.setrlimit(resource.RLIMIT_FSIZE, ({len(before)}, {len(before)}))\n"
         "pkgs = tuple(LockedDist(f'pkg-{i}', '1.0', (Artifact('wheel', 'a' * 64, f'file:///w/{i}.whl'),))"
         " for i in range(50))\n"
         "try:\n"
-        f"    replace_lock({str(path)!r}, Lock(packages=pkgs, tool={{'schema': 1}}))\n"
+        f"    replace_lock({str(path)!r}, Lock(packages=pkgs, tool=ToolTable(schema=1)))\n"
         "except OSError as exc:\n"
         "    print('failed', exc.errno)\n"
     )

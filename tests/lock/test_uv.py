@@ -1,5 +1,5 @@
 """lock.uv, the one uv adapter: the routing both install and `export --format uv` write, the
-`uv pip compile` argv, and uv's pylock output read through the one PEP 751 reader (review-2 §9.3:
+`uv pip compile` argv, and uv's pylock output read through the one PEP 751 reader (issue 17:
 two generators of the routing, two readers of uv's output whose sdist rules differed)."""
 
 from __future__ import annotations

@@ -15,8 +15,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import struct
 import subprocess
+import time
 import zipfile
 from pathlib import Path
 
@@ -24,8 +26,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.cli import run_cli
-from tests.support.servers import RangeFiles, http_server
+from tests.support.cli import clean_env, run_clean, run_cli, start_cli
+from tests.support.servers import Answer, RangeFiles, http_server, reply
 from tests.support.wheels import metadata_bomb, sha256_file
 from torchfit.errors import WheelFormatError
 from torchfit.index.wheelmeta import FileSource, WheelArchive, parse_central_directory, parse_eocd
@@ -422,3 +424,51 @@ def test_a_bombed_metadata_over_http_is_refused_from_its_directory_entry(tmp_pat
     assert res.returncode == 1, res.stderr  # a server's answer: a no, as for any unreadable wheel it serves
     assert len(lines) == 1 and "at most 4194304" in lines[0] and "Traceback" not in res.stderr, res.stderr
     assert files.total < 200_000, files.total  # the tail of the file and the local header at most
+
+
+def _never_answers(request: object) -> None:
+    time.sleep(30)
+
+
+@pytest.mark.parametrize(("answer", "extra"), [
+    pytest.param(lambda h: reply(h, 404), (), id="404"),
+    pytest.param(lambda h: reply(h, 500), ("--timeout", "2"), id="500"),
+    pytest.param(lambda h: reply(h, 302, Location=h.path), (), id="redirects-to-itself"),
+    pytest.param(_never_answers, ("--timeout", "1"), id="never-answers"),
+])
+def test_a_probe_whose_index_fails_ends_with_exit_1_naming_it(answer: Answer, extra: tuple[str, ...]) -> None:
+    """An index that answers 404 or 500, redirects to itself or never answers (`--timeout 1`):
+    `matrix probe --torch` ends within a minute with exit 1, naming the index's host, and no
+    traceback (issue 21, class 3; each was a hang, a traceback or another exit)."""
+    with http_server(answer) as srv:
+        start = time.monotonic()
+        out = run_clean("matrix", "probe", "--torch", "2.13.0", "--variant", "cpu", "--index-url", srv.url,
+                        "--no-cache", "--backoff", "0", *extra, timeout=60)
+    assert out.returncode == 1 and "127.0.0.1" in out.stderr, (out.returncode, out.stdout[-300:], out.stderr[-800:])
+    assert "Traceback" not in out.stderr and time.monotonic() - start < 60
+
+
+@needs_wheel
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+@pytest.mark.parametrize("moment", [0.5, 2.0])
+def test_a_signal_during_a_probe_to_a_file_leaves_no_half_file(tmp_path: Path, sig: signal.Signals,
+                                                                moment: float) -> None:
+    """`matrix probe URL -o FILE` of a slow mirror, signalled at a moment of its run: never killed
+    by the signal's default action, no traceback, exit 130 (or its own answer, when it was done
+    first), and FILE either absent or whole; nothing of it in TMPDIR (issue 21, class 8)."""
+    assert LOCAL_WHEEL is not None
+    files = RangeFiles({LOCAL_WHEEL.name: LOCAL_WHEEL}, block=1 << 14, pause=0.05)
+    out, tmp = tmp_path / "probe.json", tmp_path / "tmp"
+    tmp.mkdir()
+    with http_server(files) as srv:
+        proc = start_cli("matrix", "probe", f"{srv.url}/{LOCAL_WHEEL.name}", "--allow-insecure-index", "--no-cache",
+                         "--json", "-o", str(out), base_env=clean_env(TMPDIR=str(tmp)))
+        time.sleep(moment)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode in (0, 130), (proc.returncode, err[-800:])
+    assert "Traceback" not in err, err[-800:]
+    if out.exists():
+        assert json.loads(out.read_text()), out.read_text()[-200:]
+    assert [p.name for p in tmp.iterdir() if p.name.startswith("torchfit-")] == []
+

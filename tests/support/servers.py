@@ -1,4 +1,4 @@
-"""Real servers on 127.0.0.1 for the tests and scripts/rerun-defects.py, one copy each.
+"""Real servers on 127.0.0.1 for the tests, one copy each.
 
 `http_server(answer)` is the tests' HTTP(S) server: each GET recorded, answered by a function;
 `RangeFiles` is such an answer that serves files with Range requests (206), counting the bytes sent.

@@ -257,7 +257,7 @@ class SlurmCluster:
 def forged_answer(node: str, record: str) -> str:
     """A sitecustomize.py for the tasks' PYTHONPATH: on `node` only, print `record` (the text
     between fleet.srun's answer markers) instead of torchfit's own answer, and exit. How the
-    tests and scripts/attack4/fleet.py play a hostile node (srun hands PYTHONPATH to every task)."""
+    tests play a hostile node (srun hands PYTHONPATH to every task)."""
     return (
         "import os, sys\n"
         f"if os.environ.get('SLURMD_NODENAME') == {node!r}:\n"

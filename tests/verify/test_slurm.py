@@ -38,14 +38,16 @@ def test_slurm_script_is_valid_bash() -> None:
     [["--partition", "gpu\necho pwned"], ["--account", "a b"], ["--time", "abc"], ["--time", "1:2:3:4"]],
     ids=["newline-partition", "space-account", "time-abc", "time-4-parts"],
 )
-def test_d22_slurm_values_are_checked(args: list[str]) -> None:
+def test_slurm_values_are_checked(args: list[str]) -> None:
+    """Defect #22 of the 2026-11 attack (issue 13)."""
     proc = run_clean("verify", "--slurm", "--print-script", "--nodes", "2", "--gpus-per-node", "8", "--python", sys.executable,
               *args)
     bad_input(proc)
     assert "pwned" not in proc.stdout
 
 
-def test_d22_good_slurm_values_still_work() -> None:
+def test_good_slurm_values_still_work() -> None:
+    """Defect #22 of the 2026-11 attack (issue 13)."""
     proc = run_clean("verify", "--slurm", "--print-script", "--nodes", "2", "--gpus-per-node", "8", "--python", sys.executable,
               "--partition", "gpu-h200", "--account", "ml_team", "--time", "1-12:00:00")
     assert proc.returncode == 0, proc.stderr

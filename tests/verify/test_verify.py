@@ -27,7 +27,8 @@ torch = "2.13.0+cpu"
 
 
 @pytest.mark.slow
-def test_d16_verify_lock_corrupt_fails(verify: Verify, cpu_torch_env: Path, tmp_path: Path) -> None:
+def test_verify_lock_corrupt_fails(verify: Verify, cpu_torch_env: Path, tmp_path: Path) -> None:
+    """Defect #16 of the 2026-11 attack (issue 13)."""
     for name, content in (("corrupt.toml", b"bad = [\n"), ("binary.bin", b"\xff\xfe\x00garbage")):
         lock = tmp_path / name
         lock.write_bytes(content)
@@ -37,8 +38,9 @@ def test_d16_verify_lock_corrupt_fails(verify: Verify, cpu_torch_env: Path, tmp_
         assert c["status"] == "fail" and str(lock) in c["summary"], c
 
 
-def test_d06_verify_lock_names_a_missing_dependency(verify: Verify, tmp_path: Path) -> None:
-    """An env whose torch requires sympy, and no sympy: the closure check fails naming it."""
+def test_verify_lock_names_a_missing_dependency(verify: Verify, tmp_path: Path) -> None:
+    """An env whose torch requires sympy, and no sympy: the closure check fails naming it.
+    Defect #6 of the 2026-11 attack (issue 13)."""
     prefix = tmp_path / "env"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True, timeout=120)
     site = next((prefix / "lib").glob("python3.*")) / "site-packages"

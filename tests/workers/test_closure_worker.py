@@ -1,5 +1,5 @@
 """workers/closure_worker.py run by real interpreters, judged by lock.closure: the one closure
-check `install --lock` and `verify --lock` share (review-2 §9 change 4; the two callers used to
+check `install --lock` and `verify --lock` share (issue 17; the two callers used to
 ignore different NCCL wheels, and the probe was a program in a string with its own marker)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The command line's settings, resolved once, as values for the layers below (issue 24;
-architecture-review-3, change 1), and the site configuration files (issue 26).
+"""The command line's settings, resolved once, as values for the layers below (issues 24
+and 28), and the site configuration files (issue 26).
 
 One precedence rule, for every setting, stated here only (docs/install.md repeats it):
 
@@ -395,9 +395,11 @@ def load_hosts(args: argparse.Namespace) -> list[HostFacts]:
             hosts += group_hosts if group_hosts is not None else [facts_from_json(data, name)]
     else:
         from torchfit.host import probe_host
+        from torchfit.lock.uv import find_uv
         from torchfit.runner import Runner
 
-        hosts.append(probe_host(Runner()))
+        runner = Runner()
+        hosts.append(probe_host(runner, uv=find_uv(runner)))
     if exclude and not fleets:
         raise BadInput("--exclude needs a fleet file (--facts FLEET.json from `torchfit detect --slurm`)")
     names = load_gpu_names() if any(a.lower().startswith("gpu=") for a in args.assume) else {}

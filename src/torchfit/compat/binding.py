@@ -5,13 +5,16 @@ With one host the plan's reasons say everything. With a fleet, the question an a
 asks is "why not cu130?", and the answer is a group of nodes: "gpu[07-09] (TITAN V
 (sm_70)) rules out cu130, cu132 (torch 2.9.0-2.11.0): have no sm_70 code". The
 verdicts are the host rules' own (compat.rules.host_checks through the provider's
-Context); this module only groups them by host.
+Context); this module only groups them by host, and folds the hosts that say the same
+(compat.hostlines: "a, b, c and 97 more groups (..., driver 470.0.02-470.99.02) rules out ...").
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from torchfit.compat.facts import HostFacts
+from torchfit.compat.hostlines import fold_host_lines
 from torchfit.compat.judgements import describe_gpus
 from torchfit.compat.matrix import Build
 from torchfit.compat.provider import Context
@@ -40,7 +43,7 @@ def binding_reasons(ctx: Context, preferred: Sequence[Build]) -> list[str]:
     builds, most preferred first, already narrowed to the hosts' kind of hardware)."""
     if len(ctx.hosts) < 2 or not preferred:
         return []
-    lines = []
+    lines: list[tuple[HostFacts, str]] = []
     for k in range(len(ctx.hosts)):
         refused: dict[Build, RuleResult] = {}
         for build in preferred:
@@ -53,5 +56,5 @@ def binding_reasons(ctx: Context, preferred: Sequence[Build]) -> list[str]:
         torches = sorted({b.torch for b in refused})
         span = str(torches[0]) if len(torches) == 1 else f"{torches[0]}\u2013{torches[-1]}"
         first, result = next(iter(refused.items()))
-        lines.append(f"{_host_label(ctx, k)} rules out {variants} (torch {span}): {_why(result, first)}")
-    return lines
+        lines.append((ctx.hosts[k], f"{_host_label(ctx, k)} rules out {variants} (torch {span}): {_why(result, first)}"))
+    return fold_host_lines(lines)  # a reason once, with the groups it concerns (issue 34, R6)

@@ -13,6 +13,7 @@ from packaging.version import Version
 
 from torchfit._backports import FROZEN
 from torchfit.compat.facts import Gpu, HostFacts, apply_assumptions
+from torchfit.compat.hostlines import fold_host_lines, format_host_names
 from torchfit.compat.judgements import describe_gpus
 from torchfit.compat.matrix import CONSERVATIVE_GLIBC, Build
 from torchfit.compat.project import ProjectReq
@@ -86,10 +87,12 @@ def explain_conflict(ctx: Context) -> tuple[list[str], list[Remedy]]:
     """
     conflicts: list[str] = []
     binding = _binding_hosts(ctx)
-    conflicts += binding.values()  # a group that alone rules out every build leads (issue 33)
-    for k, host in enumerate(ctx.hosts):
-        if k not in binding:
-            conflicts.append(f"{host.name}: {describe_host(host)}")
+    # a group that alone rules out every build leads (issue 33); groups that say the same are
+    # one line naming them (issue 34, R6: 2,000 groups, a line per reason, not per group)
+    conflicts += fold_host_lines(((ctx.hosts[k], line) for k, line in binding.items()),
+                                 many={"this group alone": "each of these groups alone"})
+    conflicts += fold_host_lines((host, f"{host.name}: {describe_host(host)}")
+                                 for k, host in enumerate(ctx.hosts) if k not in binding)
     grouped = _grouped_gpu_refusals(ctx) if ctx.request.describe() else []
     conflicts += grouped
     by_category: dict[str, list[tuple[Build, RuleResult]]] = {}
@@ -121,8 +124,9 @@ def explain_conflict(ctx: Context) -> tuple[list[str], list[Remedy]]:
     cpu = [c for b in ctx.ordered if b.kind == "cpu" and b not in kind for c in ctx.refusals(b)
            if c.category == "gpu"]
     if cpu:
-        conflicts.append(cpu[0].text + (f" (and {len(cpu) - 1} more builds for the same reason)"
-                                        if len(cpu) > 1 else ""))
+        more = len({b for b in ctx.ordered if b.kind == "cpu" and b not in kind
+                    and any(c.category == "gpu" for c in ctx.refusals(b))}) - 1  # builds, not builds x hosts
+        conflicts.append(cpu[0].text + (f" (and {more} more builds for the same reason)" if more else ""))
     remedies: list[Remedy] = []
     for cat in order:
         single = singles.get(cat)
@@ -208,24 +212,25 @@ def _grouped_gpu_refusals(ctx: Context) -> list[str]:
     """The GPU reason per build the user asked for (a pinned torch, a forced --variant),
     grouped over releases: "cu126 builds of torch 2.6-2.14 have no sm_120 code: arch
     list 5.0-9.0, no PTX". Builds the user's own constraints exclude are left out."""
-    groups: dict[tuple[str, str, str], list[Build]] = {}
+    groups: dict[tuple[int, str, str], list[Build]] = {}
     for b in ctx.ordered:
         if not all(c.ok for c in ctx.user_checks(b)):
             continue
-        for k, host in enumerate(ctx.hosts):
+        for k in range(len(ctx.hosts)):
             for _, check in ctx.host_checks(b, k):
                 if not check.ok and check.group:
-                    prefix = f"{host.name}: " if len(ctx.hosts) > 1 else ""
-                    groups.setdefault((prefix, b.variant, check.group), []).append(b)
+                    groups.setdefault((k, b.variant, check.group), []).append(b)
     out = []
-    for (prefix, variant, group), builds in groups.items():
+    for (k, variant, group), builds in groups.items():
+        host = ctx.hosts[k]
+        prefix = f"{host.name}: " if len(ctx.hosts) > 1 else ""
         releases = sorted({b.torch for b in builds})
         if len(releases) == 1:
             verb, _, rest = group.partition(" ")
-            out.append(f"{prefix}the {variant} build of torch {releases[0]} {_SINGULAR.get(verb, verb)} {rest}")
+            out.append((host, f"{prefix}the {variant} build of torch {releases[0]} {_SINGULAR.get(verb, verb)} {rest}"))
         else:
-            out.append(f"{prefix}{variant} builds of torch {_release_ranges(releases)} {group}")
-    return out
+            out.append((host, f"{prefix}{variant} builds of torch {_release_ranges(releases)} {group}"))
+    return fold_host_lines(out)  # the groups that say the same, once (issue 34, R6)
 
 
 def _release_ranges(releases: list[Version]) -> str:
@@ -249,7 +254,7 @@ def _remedy(ctx: Context, cat: str, b: Build) -> Remedy:
         # of several hosts (a fleet's groups), the ones whose driver is below: the hint says where
         low = [h.name for k, h in enumerate(ctx.hosts)
                if any(not c.ok and c.category == "driver" for _, c in ctx.host_checks(b, k))]
-        on = f" on {', '.join(low)}" if len(ctx.hosts) > 1 and low else ""
+        on = f" on {format_host_names(low)}" if len(ctx.hosts) > 1 and low else ""
         return Remedy(f"upgrade the NVIDIA driver{on} to >= {floor} ({what}) to get {b.label}",
                       assume=(f"driver={floor}",) if floor else ())
     if cat == "glibc":

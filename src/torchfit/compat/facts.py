@@ -111,6 +111,19 @@ class Pyenv:
 
 
 @dataclass(**FROZEN)
+class UvPythons:
+    """uv's managed Pythons on the host: prebuilt CPythons `uv python install` can fetch (issue 35).
+
+    `installable`: the CPython versions of uv's downloads list for this platform ("3.13.2t"
+    free-threaded); `source`: where uv fetches them from (a mirror setting, or uv's default).
+    """
+
+    path: str
+    installable: tuple[str, ...] = ()
+    source: str = ""
+
+
+@dataclass(**FROZEN)
 class HostFacts:
     """Everything the resolver needs to know about one host.
 
@@ -129,6 +142,7 @@ class HostFacts:
     arch: str | None = None
     pythons: tuple[PythonInstall, ...] = ()
     pyenv: Pyenv | None = None
+    uv_pythons: UvPythons | None = None
     rocm_version: str | None = None
     reasons: Mapping[str, str] = field(default_factory=dict)
     source: str = "host"
@@ -217,6 +231,15 @@ def facts_to_json(facts: HostFacts) -> dict[str, Any]:
                 "installable": list(facts.pyenv.installable),
             }
         ),
+        "uv_pythons": (
+            None
+            if facts.uv_pythons is None
+            else {
+                "path": facts.uv_pythons.path,
+                "installable": list(facts.uv_pythons.installable),
+                "source": facts.uv_pythons.source,
+            }
+        ),
         "rocm_version": facts.rocm_version,
         "nvidia_failure": facts.nvidia_failure,
         "reasons": dict(facts.reasons),
@@ -227,12 +250,13 @@ def facts_to_json(facts: HostFacts) -> dict[str, Any]:
 # typo or a file from something else, and a silently ignored key is a fact lost.
 FACTS_KEYS = frozenset(
     ("driver_version", "gpus", "topology", "glibc", "os", "wsl", "l4t", "arch", "pythons", "pyenv",
-     "rocm_version", "nvidia_failure", "reasons",
+     "uv_pythons", "rocm_version", "nvidia_failure", "reasons",
      "schema")  # what `detect --json` names its object by (docs/schemas/detect.schema.json)
 )
 GPU_KEYS = frozenset(("index", "name", "compute_capability", "memory_mib", "uuid", "pci_bus_id", "vendor", "gfx"))
 PYTHON_KEYS = frozenset(("version", "path", "source", "free_threaded"))
 PYENV_KEYS = frozenset(("path", "version", "installable"))
+UV_PYTHONS_KEYS = frozenset(("path", "installable", "source"))
 # No single host has more GPUs (an NVL72 rack is 18 hosts of 4); beyond this a file
 # is not a host's facts and only costs time (each GPU is judged against each build).
 MAX_GPUS = 1024
@@ -353,6 +377,7 @@ def facts_from_json(data: Any, source: str) -> HostFacts:
         pyenv = Pyenv(pyenv_raw["path"], _opt_str(pyenv_raw, "version", where), tuple(inst))
     elif pyenv_raw is not None and not isinstance(pyenv_raw, dict):
         raise BadInput(f"{where}: 'pyenv' must be an object or null")
+    uv_pythons = _uv_pythons_from_json(data.get("uv_pythons"), where)
     driver = _opt_str(data, "driver_version", where)
     if driver is not None:
         driver_version(driver)
@@ -379,6 +404,7 @@ def facts_from_json(data: Any, source: str) -> HostFacts:
         arch=_opt_str(data, "arch", where),
         pythons=tuple(pythons),
         pyenv=pyenv,
+        uv_pythons=uv_pythons,
         rocm_version=_opt_str(data, "rocm_version", where),
         reasons={str(k): str(v) for k, v in reasons.items()},
         nvidia_failure=None if gpus else nvidia_failure,
@@ -494,3 +520,18 @@ def apply_assumptions(
     if pythons:
         changes["pythons"] = tuple(pythons)
     return replace(facts, reasons=reasons, **changes)
+
+
+def _uv_pythons_from_json(raw: object, where: str) -> UvPythons | None:
+    """A facts file's "uv_pythons" object (null, or absent in a file older than issue 35: no uv)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise BadInput(f"{where}: 'uv_pythons' must be an object or null")
+    _check_keys(raw, UV_PYTHONS_KEYS, f"{where}: uv_pythons")
+    if not isinstance(raw.get("path"), str):
+        raise BadInput(f"{where}: 'uv_pythons' needs a 'path' (uv's executable, a string), or give null")
+    inst = raw.get("installable") or []
+    if not isinstance(inst, list) or not all(isinstance(v, str) and _PYENV_VERSION.match(v) for v in inst):
+        raise BadInput(f"{where}: 'uv_pythons.installable' must be a list of CPython versions like 3.12.7")
+    return UvPythons(raw["path"], tuple(inst), _opt_str(raw, "source", where) or "")

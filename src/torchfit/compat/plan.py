@@ -22,7 +22,7 @@ class Plan:
 
     python: str
     python_version: str
-    python_source: str  # "installed" | "pyenv"
+    python_source: str  # "installed" | "uv" (uv python install) | "pyenv" (a build)
     python_path: str | None
     torch: str
     variant: str

@@ -59,11 +59,11 @@ HOST_FACTS = ("driver", "gpu-arch", "cudnn", "glibc", "platform")
 
 @dataclass(**FROZEN)
 class PythonChoice:
-    """An interpreter the plan could use: present on the host, or installable with pyenv."""
+    """An interpreter the plan could use: present on the host, or installable with uv or pyenv."""
 
     minor: tuple[int, int]
     version: str
-    source: str  # "installed" | "pyenv"
+    source: str  # "installed" | "uv" | "pyenv"
     path: str | None
     free_threaded: bool = False  # takes only cpXYt wheels
 
@@ -330,7 +330,11 @@ class Context:
     def _python_refusal(self, build: Build, choices: list[PythonChoice]) -> str:
         wheels = ", ".join(f"{a}.{b}" for a, b in build.pythons_for(self.primary_platform))
         present = ", ".join(sorted({p.version for p in self.pythons if p.source == "installed"})) or "none"
-        pyenv = "pyenv can install none of them" if self.hosts[0].pyenv else "no pyenv to install one"
+        host = self.hosts[0]
+        pyenv = ("uv and pyenv can install none of them" if host.uv_pythons and host.pyenv else
+                 "uv can install none of them, and no pyenv" if host.uv_pythons else
+                 "pyenv can install none of them, and no uv Pythons" if host.pyenv else
+                 "neither uv's managed Pythons nor pyenv to install one")
         user = f" within --python {self.request.python}" if self.request.python else ""
         why = "; ".join(dict.fromkeys(f"{p.version}: {self.python_refusal_reason(build, p)}"
                                       for p in choices if p.source == "installed"
@@ -462,19 +466,25 @@ def _python_choices(host: HostFacts) -> list[PythonChoice]:
         if cur is None or version_key(p.version) > version_key(cur.version):
             present[key] = PythonChoice(key[0], p.version, "installed", p.path, p.free_threaded)
     installable: dict[tuple[tuple[int, int], bool], PythonChoice] = {}
-    if host.pyenv is not None:
-        for v in host.pyenv.installable:
+    # uv's prebuilt Pythons first (seconds, no compiler: issue 35); pyenv's builds only
+    # for a minor uv's downloads list lacks (or with uv's downloads off).
+    tools = [("uv", host.uv_pythons.installable if host.uv_pythons else ()),
+             ("pyenv", host.pyenv.installable if host.pyenv else ())]
+    for source, versions in tools:
+        offered: dict[tuple[tuple[int, int], bool], PythonChoice] = {}
+        for v in versions:
             ft = v.endswith("t")
             number = v[:-1] if ft else v
             try:
                 key = (python_version(number), ft)
             except BadInput:
                 continue
-            if key in present and present[key].version == number:
+            if key in installable or (key in present and present[key].version == number):
                 continue
-            cur = installable.get(key)
+            cur = offered.get(key)
             if cur is None or version_key(number) > version_key(cur.version):
-                installable[key] = PythonChoice(key[0], number, "pyenv", None, ft)
+                offered[key] = PythonChoice(key[0], number, source, None, ft)
+        installable.update(offered)
 
     def order(p: PythonChoice) -> tuple[int, int, bool]:
         return (-p.minor[0], -p.minor[1], p.free_threaded)

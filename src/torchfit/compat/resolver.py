@@ -1,7 +1,7 @@
 """`resolve(hosts, request, matrix) -> Plan`: resolvelib over the matrix, hosts as virtual packages.
 
 Identifiers: `torch` (candidates are `Build`s: a release in one variant),
-`python` (interpreters present or installable by pyenv on the first host),
+`python` (interpreters present or installable by uv or pyenv on the first host),
 `torchvision`/`torchaudio` (when asked for), and the virtual packages
 `<driver>`, `<gpu-arch>`, `<glibc>`, `<platform>` and `<cudnn>`, each with exactly
 one candidate: the hosts (a build's requirement on each names the first host that
@@ -14,7 +14,7 @@ the driver fully supports (toolkit floor met) before one only minor-version
 compatibility allows; among fully supported variants the newer CUDA (or ROCm),
 among minor-version-compatibility-only ones the smallest CUDA gap (cu130 before
 cu132 on a 13.0 driver: the fewer APIs the driver lacks); Python: the newest
-interpreter present that has wheels, else the newest pyenv can install.
+interpreter present that has wheels, else the newest uv (then pyenv) can install.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from resolvelib.resolvers import ResolutionTooDeep
 from torchfit.compat.binding import binding_reasons
 from torchfit.compat.explain import Remedy, apply_remedy, explain_conflict, explain_project_conflict
 from torchfit.compat.facts import HostFacts
+from torchfit.compat.hostlines import fold_host_lines
 from torchfit.compat.judgements import refuse_unknown_gpus
 from torchfit.compat.matrix import EVIDENCE_WORDS, WEAK_EVIDENCE, Build, Matrix
 from torchfit.compat.plan import Plan
@@ -204,29 +205,28 @@ def _make_plan(ctx: Context, build: Build, py: PythonChoice, chosen: Sequence[Pr
 def _host_notes(ctx: Context, build: Build) -> tuple[dict[str, str], list[str], list[str]]:
     """Per host: why this variant, CUDA and glibc (`why`), the CPU-build reason of a host with no
     GPU, and the host rules' warnings (`compat.rules.host_warnings`), each prefixed with the host's
-    name when there are several."""
-    reasons: list[str] = []
-    warnings: list[str] = []
-    why: dict[str, str] = {}
+    name when there are several, and folded by reason (`compat.hostlines`: a fleet's 2,000 groups
+    say each reason once, naming the groups)."""
+    reasons: list[tuple[HostFacts, str]] = []
+    warnings: list[tuple[HostFacts, str]] = []
+    notes: dict[str, list[tuple[HostFacts, str]]] = {}
     for k, host in enumerate(ctx.hosts):
         checks = dict(ctx.host_checks(build, k))
         prefix = f"{host.name}: " if len(ctx.hosts) > 1 else ""
         why_gpu = checks["gpu-arch"].text
         if build.kind == "cpu" and not host.gpus and not ctx.want_cpu:
             why_gpu = f"no GPU detected on {host.name}, so the CPU build"
-            reasons.append(
+            reasons.append((host,
                 f"{prefix}no GPU found ({host.reasons.get('gpus', 'nvidia-smi and ROCm list none')}): "
                 "resolved for CPU; use --facts or --assume gpu=... to resolve for a GPU host"
-            )
-        why.setdefault("variant", "")
-        why["variant"] += prefix + why_gpu + "; "
+            ))
+        notes.setdefault("variant", []).append((host, prefix + why_gpu))
         if "driver" in checks:
-            why.setdefault("cuda", "")
-            why["cuda"] += prefix + checks["driver"].text + "; "
-        warnings += [prefix + w for w in host_warnings(build, host, ctx.matrix)]
-        why.setdefault("glibc", "")
-        why["glibc"] += prefix + checks["glibc"].text + "; "
-    return {k: v.rstrip("; ") for k, v in why.items()}, reasons, warnings
+            notes.setdefault("cuda", []).append((host, prefix + checks["driver"].text))
+        warnings += [(host, prefix + w) for w in host_warnings(build, host, ctx.matrix)]
+        notes.setdefault("glibc", []).append((host, prefix + checks["glibc"].text))
+    why = {key: "; ".join(fold_host_lines(pairs)) for key, pairs in notes.items()}
+    return why, fold_host_lines(reasons), fold_host_lines(warnings)
 
 
 def _why(ctx: Context, build: Build, py: PythonChoice, newer: Sequence[object]) -> dict[str, str]:
@@ -244,6 +244,8 @@ def _why(ctx: Context, build: Build, py: PythonChoice, newer: Sequence[object]) 
     why["python"] = (
         f"Python {py.version}{ft} present at {py.path}" if py.source == "installed" and py.path else
         f"Python {py.version}{ft} present" if py.source == "installed" else
+        f"no present interpreter has {build.label} wheels; uv will install a prebuilt {py.version}{ft}"
+        f" ({ctx.hosts[0].uv_pythons.source if ctx.hosts[0].uv_pythons else ''})" if py.source == "uv" else
         f"no present interpreter has {build.label} wheels; pyenv will install {py.version}{ft}"
     )
     why["cudnn"] = f"bundled with {build.label}" + ("" if build.cudnn else " (version unknown in the matrix)")
@@ -258,11 +260,15 @@ def _why(ctx: Context, build: Build, py: PythonChoice, newer: Sequence[object]) 
 
 
 def _python_reasons(build: Build, py: PythonChoice) -> list[str]:
-    """What the plan says of its interpreter: pyenv will build it; it is free-threaded."""
+    """What the plan says of its interpreter: uv will fetch it, or pyenv build it; it is free-threaded."""
     ft = "t" if py.free_threaded else ""
     reasons = []
     if py.source == "pyenv":
-        reasons.append(f"Python {py.shown} is not present: `pyenv install {py.version}{ft}` will provide it")
+        reasons.append(f"Python {py.shown} is not present: `pyenv install {py.version}{ft}` will provide it "
+                       "(a CPython build from source: minutes and a compiler)")
+    if py.source == "uv":
+        reasons.append(f"Python {py.shown} is not present: `uv python install {py.version}{ft}` will provide it "
+                       "(a prebuilt uv-managed Python, no compiler)")
     if py.free_threaded:
         reasons.append(f"Python {py.shown} is free-threaded: {build.label} and every package of the plan have "
                        f"cp{py.minor[0]}{py.minor[1]}t wheels (matrix: python_freethreaded, "
@@ -288,10 +294,7 @@ def _ruled_out(ctx: Context, build: Build) -> tuple[list[Build], list[str], list
     # Builds for this kind of hardware first (what --explain lists); the rest is counted.
     relevant = [b for b in preferred if _fits_hardware(b, ctx.hosts)]
     others = [b for b in preferred if not _fits_hardware(b, ctx.hosts)]
-    ruled = [
-        f"{b.label}: " + "; ".join(_strip(c.text, b) for c in ctx.refusals(b))
-        for b in relevant + others
-    ]
+    ruled = [f"{b.label}: " + "; ".join(_refusal_parts(ctx, b)) for b in relevant + others]
     # Newer builds for this hardware refused only because the matrix lacks a fact
     # (a gfx or arch list "unknown"): say so, or an old pick looks like incompatibility.
     missing = [b for b in relevant if all("unknown in the matrix" in c.text for c in ctx.refusals(b))]
@@ -304,6 +307,16 @@ def _ruled_out(ctx: Context, build: Build) -> tuple[list[Build], list[str], list
         f"{what} are unknown in the matrix, not because they were found incompatible "
         "(`torchfit resolve --explain` lists them)"
     ]
+
+
+def _refusal_parts(ctx: Context, build: Build) -> list[str]:
+    """Why `build` was refused, each host's reasons folded by reason (`compat.hostlines`), then
+    the rest (Python, companions, the user's constraints)."""
+    mine = [(host, _strip(c.text, build)) for k, host in enumerate(ctx.hosts)
+            for _, c in ctx.host_checks(build, k) if not c.ok]
+    # Context.refusals lists the hosts' refusals first, in this order: the rest follows them.
+    rest = [_strip(c.text, build) for c in ctx.refusals(build)[len(mine):]]
+    return fold_host_lines(mine) + rest
 
 
 def _smallest_gap_reason(ctx: Context, build: Build) -> str | None:

@@ -50,7 +50,7 @@ def parse_linux_tag(tag: str) -> LinuxTag | None:
 
 
 # torch's Linux wheels are tagged manylinux2014 (glibc 2.17) through 2.5 and manylinux_2_28
-# from 2.6 on (compat-facts.md, the Python/platform table: FILES, PR#143423): the two floors
+# from 2.6 on (the wheel files' own tags on PyPI, pytorch/pytorch PR#143423): the two floors
 # a lock for torch is made for, newest first.
 TORCH_MANYLINUX_FLOORS = ((2, 28), (2, 17))
 

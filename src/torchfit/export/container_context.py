@@ -32,6 +32,7 @@ from torchfit.files import existing_file, open_beneath, write_beside, write_into
 from torchfit.lock.pylock import load_lock, sha256_file
 
 if TYPE_CHECKING:
+    from torchfit.lock.model import Lock
     from torchfit.runner import Runner
 
 
@@ -69,6 +70,23 @@ def pack_lock(pack: str, lock: str | None, output: str | None) -> str:
     return inside
 
 
+def _refuse_local_files(lock: Lock, lock_path: str, context: str) -> None:
+    """A lock whose files lie on this machine (file:// URLs or paths: what a site's file://
+    mirror gives) builds no image from the lock alone: the build cannot reach them. Refused in
+    one line naming a pack, before anything is written (issue 35)."""
+    local = [(d, a) for d in lock.packages for a in d.artifacts
+             if a.path or (a.url or "").lower().startswith("file:")]
+    if not local:
+        return
+    d, a = local[0]
+    name = a.filename or os.path.basename(a.path or a.url or "") or f"{d.name} {d.version}"
+    more = f" and {len(local) - 1} more" if len(local) > 1 else ""
+    pack = os.path.join(context, "pack")
+    raise BadInput(f"--lock {lock_path}: its files lie on this machine ({name}{more}), out of an image build's "
+                   f"reach: pack them into the build context and build from the pack (torchfit pack --lock "
+                   f"{lock_path} -o {pack}, then export with --pack {pack}); nothing was written")
+
+
 def write_context(stack: Stack, lock_path: str, output: str | None, *, pack: str | None, base: str | None,
                   pypi_url: str, runner: Runner, fetch: Callable[[str, Any], tuple[int, str]],
                   say: Callable[[str], None], version: str) -> Context:
@@ -89,7 +107,9 @@ def write_context(stack: Stack, lock_path: str, output: str | None, *, pack: str
     if pack:
         source = Source(pack=os.path.relpath(os.path.abspath(pack), context), lock="")
     else:
+        _refuse_local_files(lock, lock_path, context)
         source = Source(pack=None, lock="pylock.toml")
+
     def render(wheels_sha256: str) -> str:
         return render_containerfile(stack, source=source, pin=lock.pin(), plan=lock.plan(),
                                     lock_sha256=sha256_file(lock_path), base=base, base_why=why, version=version,

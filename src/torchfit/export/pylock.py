@@ -2,8 +2,8 @@
 
 From `--lock` the lock's packages are re-rendered; without one `export.uvlock`
 computes the closure first. Written by the one TOML writer, in the same shape as
-the lock `torchfit install` writes (`lock.pylock`), with `[tool.torchfit]` naming
-the stack (torch, variant, python, index-url).
+the lock `torchfit install` writes (`lock.pylock`), with `[tool.torchfit]` in the same
+schema (lock.tool.ToolTable.for_export: the torch index and the stack as a plan, no hosts).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import Any
 from torchfit.errors import ExportFailed
 from torchfit.export.stack import Stack, comment, environments, header, public_url
 from torchfit.lock.pylock import LOCK_VERSION, package_table
-from torchfit.lock.toml import dumps_toml
+from torchfit.lock.toml import drop_none, dumps_toml
+from torchfit.lock.tool import ToolTable
 from torchfit.redact import redact
 
 
@@ -39,10 +40,9 @@ def render_pylock(stack: Stack, *, today: _dt.date | None = None) -> str:
         "requires-python": f"=={stack.python}.*" if stack.python else None,
         "created-by": "torchfit",
         "packages": packages,
-        "tool": {"torchfit": {"torch": stack.torch or None, "variant": stack.variant or None,
-                              "python": stack.python or None, "index-url": index or None,
-                              # the project the stack was resolved (or the env grown) for
-                              "project": list(stack.project) or None,
-                              "constraints": list(stack.constraints) or None}},
+        # the stack as a plan (what it was resolved, or the env grown, for), the torch index
+        "tool": {"torchfit": drop_none(ToolTable.for_export(
+            torch=stack.torch, variant=stack.variant, python=stack.python, torch_index=index,
+            project=stack.project, constraints=stack.constraints).to_toml())},
     }
     return comment(head) + dumps_toml(doc)

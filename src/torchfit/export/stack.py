@@ -80,17 +80,17 @@ def stack_from_lock(lock: Lock, path: str) -> Stack:
         tv = Version(torch.version)
     except InvalidVersion:
         raise BadInput(f"{where}: torch version {torch.version!r} is not a version") from None
-    # [tool.torchfit]: an exported lock's own keys, or the plan `torchfit install`
-    # records ([tool.torchfit.plan] = `resolve --json`, plus its "torch-index-url").
-    meta, plan = lock.tool, lock.plan()
-    variant = str(meta.get("variant") or plan.get("variant") or tv.local or "")
+    # [tool.torchfit]: the plan `torchfit install` records ([tool.torchfit.plan] = `resolve
+    # --json`) or an export's (lock.tool reads an older export's own keys into it too).
+    plan = lock.plan()
+    variant = str(plan.get("variant") or tv.local or "")
     if not variant:
         raise BadInput(f"{where}: torch {torch.version} has no local label (+cu128) and the lock names no "
                        "[tool.torchfit] variant")
-    index = torch.index or str(meta.get("index-url") or lock.torch_index_url() or plan.get("index_url") or "")
+    index = torch.index or lock.torch_index_url() or str(plan.get("index_url") or "")
     if not index:
         raise BadInput(f"{where}: says nowhere which index torch came from (packages.index)")
-    python = str(meta.get("python") or plan.get("python") or "")
+    python = str(plan.get("python") or "")
     m = re.match(r"^\s*==\s*(\d+\.\d+)(\.\*)?\s*$", lock.requires_python or "")
     if not python and m:
         python = m.group(1)

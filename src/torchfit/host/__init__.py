@@ -28,7 +28,7 @@ from torchfit.host.nvidia import (
     probe_topology,
 )
 from torchfit.host.pci import find_pci_gpus
-from torchfit.host.pythons import _probe_all_pythons
+from torchfit.host.pythons import _probe_all_pythons, probe_uv_pythons
 from torchfit.host.system import probe_arch, probe_glibc, probe_l4t, probe_os, probe_wsl
 from torchfit.runner import Runner
 
@@ -80,16 +80,19 @@ def _gpus_reason(nvidia: NvidiaProbe, amd_cause: str | None, found: bool, on_bus
     return _unknown("; ".join(parts))
 
 
-def probe_host(runner: Runner, root: str = "/", *, timeout: float = DEFAULT_TIMEOUT) -> HostFacts:
+def probe_host(runner: Runner, root: str = "/", *, timeout: float = DEFAULT_TIMEOUT,
+               uv: str | None = None) -> HostFacts:
     """Probe this host (or the tree at `root`) and return its HostFacts.
 
     Pythons/pyenv, AMD and glibc probes run in daemon threads while nvidia-smi
     (the one that can hang) runs in the calling thread, so Ctrl-C kills it at once
     and waits for no probe (the CLI's boundary kills the children still running).
-    `timeout` bounds every command.
+    `timeout` bounds every command. `uv` (lock.uv.find_uv's answer, given by the caller: host/
+    does not import lock/) is asked which managed Pythons it can fetch.
     """
     reasons: dict[str, str] = {}
     f_py = Background(_probe_all_pythons, runner, timeout)
+    f_uv = Background(probe_uv_pythons, runner, uv, None, timeout=timeout)
     f_amd = Background(probe_amd_gpus, runner, root, timeout=timeout)
     f_glibc = Background(probe_glibc, runner, root, timeout=timeout)
     nvidia = probe_nvidia_gpus(runner, timeout=timeout)
@@ -133,6 +136,9 @@ def probe_host(runner: Runner, root: str = "/", *, timeout: float = DEFAULT_TIME
         reasons["pythons"] = why
     if pyenv_why:
         reasons["pyenv"] = pyenv_why
+    uv_pythons, why = f_uv.result()
+    if why:
+        reasons["uv_pythons"] = why
     return HostFacts(
         driver_version=driver,
         gpus=gpus,
@@ -144,6 +150,7 @@ def probe_host(runner: Runner, root: str = "/", *, timeout: float = DEFAULT_TIME
         arch=arch,
         pythons=pythons,
         pyenv=pyenv,
+        uv_pythons=uv_pythons,
         rocm_version=probe_rocm_version(root),
         reasons=reasons,
         source="host: probes",

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from torchfit import cache
-from torchfit.compat.facts import Pyenv, PythonInstall
+from torchfit.compat.facts import Pyenv, PythonInstall, UvPythons
 from torchfit.host._io import DEFAULT_TIMEOUT, _run_tool, _unknown
 from torchfit.runner import Runner
 
@@ -283,6 +283,65 @@ def _pyenv_stats(real_exe: str, root: str, env: dict[str, str]) -> dict[str, Any
     paths += [root, os.path.join(root, "versions"), os.path.join(root, ".git")]
     paths += [d for d in env.get("PYTHON_BUILD_DEFINITIONS", "").split(":") if d]
     return {p: cache.fingerprint(p) for p in dict.fromkeys(paths)}
+
+
+# uv's own settings for where its managed Pythons come from (uv 0.13.10, `uv help python install`:
+# --mirror [env: UV_PYTHON_INSTALL_MIRROR] replaces python-build-standalone's GitHub releases
+# URL, file:// included; --python-downloads-json-url [env: UV_PYTHON_DOWNLOADS_JSON_URL] is a
+# downloads list of the site's own). UV_PYTHON_DOWNLOADS=never turns uv's downloads off.
+UV_PYTHON_SETTINGS = ("UV_PYTHON_INSTALL_MIRROR", "UV_PYTHON_DOWNLOADS_JSON_URL")
+
+
+def describe_uv_python_source(env: Mapping[str, str]) -> str:
+    """Where `uv python install` fetches from, in words: the site's settings, else uv's default."""
+    from torchfit.redact import redact
+
+    named = [f"{k}={redact(env[k])}" for k in UV_PYTHON_SETTINGS if env.get(k)]
+    return ", ".join(named) or "python-build-standalone's releases (uv's default downloads)"
+
+
+def parse_uv_downloads(text: str, arch: str | None) -> tuple[str, ...]:
+    """`uv python list --only-downloads --all-versions --output-format json` -> the CPython
+    versions uv can fetch for a Linux glibc host of `arch` ("3.13.2", "3.13.2t"), in uv's order.
+
+    Pre-releases, PyPy/GraalPy, musl and debug builds are left out. Garbage gives ().
+    """
+    try:
+        rows = json.loads(text)
+    except ValueError:
+        return ()
+    out: dict[str, None] = {}
+    for row in rows if isinstance(rows, list) else ():
+        if not isinstance(row, dict) or row.get("implementation") != "cpython":
+            continue
+        if row.get("os") != "linux" or row.get("libc") != "gnu" or (arch and row.get("arch") != arch):
+            continue
+        version, variant = row.get("version"), row.get("variant")
+        if not isinstance(version, str) or not _PY_FINAL.fullmatch(version):
+            continue
+        if variant == "default":
+            out.setdefault(version, None)
+        elif variant == "freethreaded":
+            out.setdefault(version + "t", None)
+    return tuple(out)
+
+
+def probe_uv_pythons(runner: Runner, uv: str | None, arch: str | None, *,
+                     timeout: float = DEFAULT_TIMEOUT) -> tuple[UvPythons | None, str | None]:
+    """What uv's managed Pythons offer here: one `uv python list --only-downloads` (~0.1 s: it reads
+    uv's downloads list, or the site's UV_PYTHON_DOWNLOADS_JSON_URL; it inspects no interpreter)."""
+    env = runner.environ()
+    if uv is None:
+        return None, _unknown("uv not found")
+    if env.get("UV_PYTHON_DOWNLOADS", "").lower() == "never":
+        return None, "UV_PYTHON_DOWNLOADS=never: uv's managed Pythons are turned off"
+    argv = [uv, "python", "list", "--only-downloads", "--all-versions", "--output-format", "json"]
+    res, cause = _run_tool(runner, argv, timeout)
+    if res is None or cause is not None:
+        return None, _unknown(f"`uv python list` failed: {cause}")
+    installable = parse_uv_downloads(res.stdout, arch or os.uname().machine)
+    why = None if installable else "uv's downloads list names no CPython for this platform"
+    return UvPythons(uv, installable, describe_uv_python_source(env)), why
 
 
 def _is_venv_bin(directory: str) -> bool:

@@ -502,6 +502,39 @@ class _NoFallbackSource(HttpRangeSource):
         self.size = 0
 
 
+def read_wheel_member(location: str, member: str, *, filename: str | None = None, sha256: str | None = None,
+                      remote: bool = False) -> str | None:
+    """`*.dist-info/MEMBER` of the wheel at `location` (a path, a file:// URL, an http(s) URL):
+    a local file read directly; a remote one's METADATA with range requests (`remote`; nothing
+    downloaded whole, `wheel_metadata`). None where unreadable or not asked (a remote file and
+    `remote` off, or another member than METADATA). add reads a locked wheel's METADATA and
+    RECORD through here (lock.closure.find_family_drift, installer.add)."""
+    from urllib.parse import unquote, urlsplit
+
+    from torchfit.errors import IndexUnavailable
+
+    parts = urlsplit(location)
+    try:
+        if parts.scheme in ("", "file"):
+            src = FileSource(unquote(parts.path) if parts.scheme == "file" else location)
+            try:
+                archive = WheelArchive(src)
+                found = archive.find(rf"^[^/]+\.dist-info/{member}$")
+                return archive.read(found[0]).decode("utf-8", "replace") if found else None
+            finally:
+                src.close()
+        if not remote or member != "METADATA":
+            return None
+        from torchfit.index.client import IndexClient
+        from torchfit.index.pages import IndexFile
+
+        client = IndexClient(timeout=30.0, retries=1)
+        name = filename or location.rsplit("/", 1)[-1]
+        return wheel_metadata(client, IndexFile(name, location, {"sha256": sha256} if sha256 else {}))
+    except (WheelFormatError, IndexUnavailable, OSError):
+        return None
+
+
 def sha256_of(source: ByteSource) -> str | None:
     """The sha256 of a local file source; None for sources that would have to download it."""
     if isinstance(source, FileSource):

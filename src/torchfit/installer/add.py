@@ -45,6 +45,7 @@ from torchfit.compat.project import ProjectReq
 from torchfit.compat.versions import is_pep440
 from torchfit.errors import AddRefused, BadInput
 from torchfit.index.sources import Sources
+from torchfit.index.wheelmeta import read_wheel_member
 from torchfit.installer.backends import (
     PipBackend,
     StepContext,
@@ -55,8 +56,11 @@ from torchfit.installer.backends import (
     read_resolution,
 )
 from torchfit.installer.buildcheck import check_closure
+from torchfit.installer.journal import clear_pending, read_pending, write_pending
 from torchfit.installer.prefix import InstallLog, state_dir
 from torchfit.interrupts import signals_deferred
+from torchfit.lock.adopted import write_base_stubs
+from torchfit.lock.closure import check_env_matches_lock, read_metadata, same_version
 from torchfit.lock.model import Lock, LockedDist, sorted_dists
 from torchfit.lock.pylock import LOCK_NAME, load_env_lock_file, replace_lock
 from torchfit.lock.uv import find_uv, uv_version, write_compile_inputs, write_private
@@ -201,7 +205,7 @@ class AddJob:
     def _run(self, ctx: StepContext, log: InstallLog) -> AddResult:
         family = {d.name: d for d in self.lock.family()}
         self._recover(ctx)  # an add killed (SIGKILL, power) between its install and its lock
-        check_env_matches_lock(self.prefix, self.lock)  # before anything: the base is what the lock says
+        check_env_matches_lock(self.prefix, self.lock, read_wheel_member)  # before anything: the base is what the lock says
         new = self._check_family_requests(family)
         lock_path = os.path.join(self.prefix, LOCK_NAME)
         if not new:  # only the locked family asked for: nothing to resolve, nothing written
@@ -216,7 +220,7 @@ class AddJob:
                 stubs = write_base_stubs(self.lock, os.path.join(work, "base"))
                 self.sources = replace(self.sources, torch_index=stubs, find_links=(*self.sources.find_links, stubs))
             result, kept = self._resolve(ctx, uv, family, new, work)
-            moved = [d for d in result if d.name in base and not _same_version(d.version, base[d.name])]
+            moved = [d for d in result if d.name in base and not same_version(d.version, base[d.name])]
             if moved:
                 raise AddRefused(
                     "; ".join(f"{d.name} {d.version} would replace the base's {d.name} {base[d.name]}" for d in moved)
@@ -303,8 +307,7 @@ class AddJob:
         accepted, now or in an earlier add (the lock's `accepted-base-label`). A base's own
         problems (an adopted image's packages) are not add's to answer for."""
         names = {d.name for d in todo}
-        accepted = [*self.label_accepted, *(str(x) for h in self.lock.tool.get("added") or [] if isinstance(h, dict)
-                                            for x in h.get("accepted-base-label") or [])]
+        accepted = [*self.label_accepted, *self.lock.tool.accepted_base_labels()]
         pins = set()
         for entry in accepted:  # "pkg-b 1.0: torch==2.8.0"
             m = re.match(r"(\S+) (\S+): (.+)$", entry)
@@ -495,8 +498,8 @@ class AddJob:
                                          f"{_uv_reason(message)[:200]}; nothing was changed")
         culprits = self._find_culprits(ctx, uv, specs, family, work, message)
         if base and culprits and all(self._label_only(req) for _, _, req in culprits):
-            before = {str(x).split(" ", 1)[0] for h in self.lock.tool.get("added") or [] if isinstance(h, dict)
-                      for x in h.get("accepted-base-label") or []}  # accepted by an earlier add: they stay so
+            # accepted by an earlier add: they stay so
+            before = {x.split(" ", 1)[0] for x in self.lock.tool.accepted_base_labels()}
             if not self.accept_base_label and not all(n in before for n, _, _ in culprits):
                 self._refuse_label(culprits, family)
             # uv's override replaces each package's torch requirement by the base pin: the base stays
@@ -572,7 +575,7 @@ class AddJob:
             for d in read_resolution(out, log_path=ctx.log.path):
                 if d.is_family or (d.name in locked and _files(d) == _files(locked[d.name])) or d.name in base:
                     continue
-                for req in _family_requirements(read_metadata(d), env):
+                for req in _family_requirements(read_metadata(d, read_wheel_member), env):
                     have = family.get(canonicalize_name(req.name))
                     if have is None or not _contains(req, have.version):
                         culprits.append((d.name, d.version or "", str(req)))
@@ -713,15 +716,7 @@ class AddJob:
         if self.routed:
             plan["routed"] = list(dict.fromkeys(self.routed))
         plan["resolved"] = {d.name: d.version for d in sorted_dists(list(merged.values())) if d.version}
-        tool = dict(self.lock.tool)
-        tool["plan"] = plan
-        history = [dict(h) for h in tool.get("added") or [] if isinstance(h, dict)]
-        entry = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "requirements": list(asked),
-                 "sources": self.sources.describe()}
-        if self.label_accepted:
-            entry["accepted-base-label"] = list(self.label_accepted)
-        history.append(entry)
-        tool["added"] = history
+        tool = self.lock.tool.with_added(plan, asked, self.sources.describe(), self.label_accepted)
         return replace(self.lock, packages=sorted_dists(list(merged.values())), tool=tool)
 
 
@@ -769,7 +764,7 @@ def _uv_reason(text: str) -> str:
 def _marker_env(lock: Lock) -> dict[str, str]:
     """The marker environment of the env's Python (its version from the lock), for Requires-Dist."""
     env = {k: str(v) for k, v in default_environment().items()}
-    full = str(lock.tool.get("python-version") or lock.plan().get("python_version") or "")
+    full = str(lock.tool.python_version or lock.plan().get("python_version") or "")
     if re.match(r"^\d+\.\d+", full):
         env["python_full_version"] = full
         env["python_version"] = ".".join(full.split(".")[:2])
@@ -790,211 +785,3 @@ def _family_requirements(metadata: str | None, env: dict[str, str]) -> list[Requ
         if canonicalize_name(req.name) in FAMILY_PACKAGES and (req.marker is None or req.marker.evaluate(env)):
             out.append(req)
     return out
-
-
-def read_metadata(d: LockedDist) -> str | None:
-    """A resolved package's METADATA, from its wheel: a local file read directly, a remote one
-    with range requests (index.wheelmeta; nothing downloaded whole). None where unreadable."""
-    return _wheel_member(d, "METADATA", remote=True)
-
-
-def _wheel_member(d: LockedDist, member: str, *, remote: bool) -> str | None:
-    """`*.dist-info/MEMBER` of `d`'s locked wheel: a local file read directly; a remote one's
-    METADATA with range requests (`remote`). None where unreadable or not asked."""
-    from urllib.parse import unquote, urlsplit
-
-    from torchfit.errors import IndexUnavailable, WheelFormatError
-    from torchfit.index.wheelmeta import FileSource, WheelArchive
-
-    wheel = next((a for a in d.artifacts if a.kind == "wheel"), None)
-    if wheel is None:
-        return None
-    location = wheel.url or wheel.path or ""
-    parts = urlsplit(location)
-    try:
-        if parts.scheme in ("", "file"):
-            src = FileSource(unquote(parts.path) if parts.scheme == "file" else location)
-            try:
-                archive = WheelArchive(src)
-                found = archive.find(rf"^[^/]+\.dist-info/{member}$")
-                return archive.read(found[0]).decode("utf-8", "replace") if found else None
-            finally:
-                src.close()
-        if not remote or member != "METADATA":
-            return None
-        from torchfit.index.client import IndexClient
-        from torchfit.index.pages import IndexFile
-        from torchfit.index.wheelmeta import wheel_metadata
-
-        client = IndexClient(timeout=30.0, retries=1)
-        name = wheel.filename or location.rsplit("/", 1)[-1]
-        return wheel_metadata(client, IndexFile(name, location, {"sha256": wheel.sha256} if wheel.sha256 else {}))
-    except (WheelFormatError, IndexUnavailable, OSError):
-        return None
-
-
-# --- the env against its lock -------------------------------------------------------------------
-
-
-def find_family_drift(prefix: str, lock: Lock) -> list[str]:
-    """How the env's installed torch family differs from its lock, one phrase each ([] when it
-    matches), read from the env's files as verify and doctor read them (lock.closure): each
-    family package's dist-info (one copy, the locked version) and, where the locked wheel is
-    a local file, its installed RECORD against the wheel's own (a same-version build from
-    another index has other hashes). The files themselves are not hashed here (a second or
-    more per GB on every add): `verify --lock` and doctor's torch-files do that."""
-    from torchfit.lock.closure import (
-        dist_info_version,
-        env_site_dirs,
-        find_dist_infos,
-        record_rows,
-    )
-
-    sites = env_site_dirs(prefix) + [str(s) for s in lock.base().get("site") or []]
-    family = {d.name: d for d in lock.family()}
-    drift: list[str] = []
-    for name in FAMILY_PACKAGES:
-        infos = find_dist_infos(sites, name)
-        locked = family.get(name)
-        versions = [dist_info_version(i) or "?" for i in infos]
-        if locked is None:
-            if infos:
-                drift.append(f"{name} {versions[0]} is installed and the lock has none")
-            continue
-        if not infos:
-            drift.append(f"{name} is not installed (the lock has {locked.version})")
-            continue
-        if len(infos) > 1:
-            drift.append(f"{len(infos)} copies of {name} are installed ({', '.join(versions)}; another installer "
-                         f"left one half-replaced), the lock has {locked.version}")
-            continue
-        if not _same_version(versions[0], locked.version):
-            drift.append(f"{name} {versions[0]} is installed where the lock has {locked.version}")
-            continue
-        wheel_record = _wheel_member(locked, "RECORD", remote=False)
-        if wheel_record is None:
-            continue  # the locked wheel is not a local file: the version is what can be compared
-        try:
-            with open(os.path.join(infos[0], "RECORD"), encoding="utf-8", errors="replace") as fh:
-                installed = record_rows(fh.read(64 << 20))
-        except OSError:
-            drift.append(f"{name} {versions[0]} has no readable RECORD")
-            continue
-        want = record_rows(wheel_record)
-        if installed != want:
-            n = len(installed ^ want)
-            drift.append(f"{name} {versions[0]} is installed from another file than the locked wheel "
-                         f"({n} RECORD entries differ from {locked.artifacts[0].filename or 'its RECORD'}'s)")
-    return drift
-
-
-def check_env_matches_lock(prefix: str, lock: Lock) -> None:
-    """EnvDrifted (exit 1) when the env's torch family is not what its lock records."""
-    from torchfit.errors import EnvDrifted
-
-    drift = find_family_drift(prefix, lock)
-    if drift:
-        raise EnvDrifted(prefix, drift, os.path.join(prefix, LOCK_NAME))
-
-
-def _same_version(a: str | None, b: str | None) -> bool:
-    try:
-        return Version(a or "") == Version(b or "")
-    except InvalidVersion:
-        return a == b
-
-
-def write_base_stubs(lock: Lock, directory: str) -> str:
-    """A flat directory of stand-in wheels, one per distribution an adopted env has installed
-    (its METADATA, so uv reads its real requirements): uv resolves new packages around them,
-    each pinned to its installed version. They are never installed: add drops them from uv's
-    answer (they are the base's own)."""
-    import zipfile
-
-    from torchfit.lock.closure import find_dist_infos
-
-    os.makedirs(directory, exist_ok=True)
-    sites = [str(s) for s in lock.base().get("site") or []]
-    installed = lock.base().get("installed") or {}
-    for name, version in sorted(installed.items()) if isinstance(installed, dict) else []:
-        infos = find_dist_infos(sites, str(name))
-        try:
-            with open(os.path.join(infos[0], "METADATA"), "rb") as fh:
-                metadata = fh.read(4 << 20)
-        except (OSError, IndexError):
-            continue
-        # The file name carries the normalised version (the binary distribution format spec):
-        # uv splits the name at '-', so `2.8.0+cu128-custom` as written is no wheel of torch at
-        # all; METADATA keeps the version as installed, which the normalised one equals.
-        if not is_pep440(str(version)):  # no wheel can carry it: uv finds none, `moved` refuses a new one
-            continue
-        version = str(Version(str(version)))
-        dist = re.sub(r"[-_.]+", "_", str(name))
-        info = f"{dist}-{version}.dist-info"
-        wheel = b"Wheel-Version: 1.0\nGenerator: torchfit adopt (stand-in)\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-        with zipfile.ZipFile(os.path.join(directory, f"{dist}-{version}-py3-none-any.whl"), "w") as zf:
-            zf.writestr(f"{info}/METADATA", metadata)
-            zf.writestr(f"{info}/WHEEL", wheel)
-            zf.writestr(f"{info}/RECORD", f"{info}/METADATA,,\n{info}/WHEEL,,\n{info}/RECORD,,\n")
-    return directory
-
-
-# --- the journal: an add that was killed between its install and its lock ------------------------
-
-PENDING = ".torchfit-add-pending.json"
-
-
-def _pending_paths(prefix: str) -> list[str]:
-    """Where the journal goes: beside the lock (every user of the env sees it), else, when the
-    env's directory takes no new file (read-only, immutable), this user's state directory."""
-    import hashlib
-
-    key = hashlib.sha256(os.path.realpath(prefix).encode()).hexdigest()[:24]
-    return [os.path.join(prefix, PENDING),
-            os.path.join(os.path.dirname(state_dir()), "pending", f"add-{key}.json")]
-
-
-def write_pending(prefix: str, lock: Lock, added: Sequence[LockedDist],
-                  changed: Sequence[tuple[LockedDist, LockedDist]]) -> None:
-    """Before installing: what this add will change, and the digest of the lock it starts from.
-    Removed when the lock is rewritten or the roll-back is done; found by the next add
-    otherwise (a SIGKILL, a power cut), which undoes it (`AddJob._recover`). OSError when
-    neither place takes it."""
-    import hashlib
-    import json
-
-    from torchfit.files import write_atomic
-
-    with open(os.path.join(prefix, LOCK_NAME), "rb") as fh:
-        digest = hashlib.sha256(fh.read()).hexdigest()
-    text = json.dumps({"lock_sha256": digest, "added": [d.name for d in added],
-                       "changed": [old.name for old, _ in changed], "pid": os.getpid()}) + "\n"
-    first, fallback = _pending_paths(prefix)
-    try:
-        write_atomic(first, text)
-    except OSError:
-        os.makedirs(os.path.dirname(fallback), mode=0o700, exist_ok=True)
-        write_atomic(fallback, text, private=True)
-
-
-def read_pending(prefix: str) -> dict[str, Any] | None:
-    import json
-
-    from torchfit.inputs import read_text_file
-
-    for path in _pending_paths(prefix):
-        if not os.path.lexists(path):
-            continue
-        try:
-            data = json.loads(read_text_file(path, "the pending add record", limit=1 << 16))
-        except (BadInput, ValueError, OSError):
-            return {}
-        return data if isinstance(data, dict) else {}
-    return None
-
-
-def clear_pending(prefix: str) -> None:
-    for path in _pending_paths(prefix):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-

@@ -3,7 +3,7 @@
 The steps, in order; any failure, Ctrl-C or SIGTERM removes the temporary env and
 leaves PREFIX as it was:
 
-  interpreter (present, or pyenv install -s)  ->  venv beside PREFIX under a temp name
+  interpreter (present, uv python install, or pyenv install -s)  ->  venv beside PREFIX under a temp name
   ->  the torch family from the torch index, the rest from the user's sources
   ->  the build check  ->  bin/torchfit-env + activate hook  ->  pylock.toml
   ->  relocate the env's scripts to PREFIX  ->  atomic swap into PREFIX
@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -28,7 +28,7 @@ from packaging.utils import canonicalize_name
 from torchfit import __version__
 from torchfit.access import find_unreplaceable
 from torchfit.background import Background
-from torchfit.compat.facts import HostFacts, facts_to_json
+from torchfit.compat.facts import HostFacts
 from torchfit.compat.matrix import Matrix
 from torchfit.compat.plan import Plan, plan_from_json, plan_to_json
 from torchfit.compat.request import Request
@@ -65,7 +65,8 @@ from torchfit.installer.prefix import (
     wait_unused,
 )
 from torchfit.lock.model import Lock, LockedDist, NcclPin, sorted_dists
-from torchfit.lock.pylock import LOCK_NAME, TOOL_SCHEMA, write_lock
+from torchfit.lock.pylock import LOCK_NAME, write_lock
+from torchfit.lock.tool import ToolTable
 from torchfit.owned import mounts_under, remove_tree
 from torchfit.progress import Progress
 from torchfit.redact import redact, strip_credentials
@@ -122,16 +123,19 @@ class InstallResult:
 
 def find_interpreter(plan: Plan, runner: Runner, observer: Progress, log: InstallLog,
                      timings: dict[str, float], timeout: float) -> str:
-    """The plan's Python: its path when present, else pyenv install -s."""
+    """The plan's Python: its path when present; else uv's managed Python (prebuilt, seconds:
+    installer/python.py), then pyenv install -s where the plan says pyenv or uv cannot provide it."""
     path = plan.python_path
-    if plan.python_source != "pyenv" and path and os.access(path, os.X_OK):
+    if plan.python_source not in ("pyenv", "uv") and path and os.access(path, os.X_OK):
         return path
     from torchfit.host.pythons import interpreter_in, pyenv_root
     from torchfit.installer.pyenv import ensure_python
+    from torchfit.installer.python import no_python, provide_python
 
     # A free-threaded plan needs pyenv's "3.13.2t" build, python3.13t on PATH.
     ft = "t" if plan.free_threaded else ""
     version = plan.python_version + ft
+    why_not_uv = ""
     if plan.python_source != "pyenv":
         minor = ".".join(plan.python_version.split(".")[:2])
         found = shutil.which(f"python{minor}{ft}")
@@ -139,6 +143,22 @@ def find_interpreter(plan: Plan, runner: Runner, observer: Progress, log: Instal
         pyenv_copy = interpreter_in(os.path.join(root, "versions", version), version) if root else None
         if pyenv_copy or found:
             return pyenv_copy or found  # type: ignore[return-value]
+        observer.step("python", f"uv python install {version} (a prebuilt uv-managed Python)")
+        start = time.monotonic()
+        with observer.running("python"):
+            got = provide_python(runner, plan.python_version, plan.free_threaded, timeout=timeout)
+        log.write(f"== python: {' '.join(got.argv) or 'uv python find'} -> {got.path or got.why_not}\n{got.output}")
+        if got.path:
+            timings["python"] = time.monotonic() - start
+            observer.done("python", timings["python"], got.path)
+            return got.path
+        why_not_uv = got.why_not
+    from torchfit.host.pythons import find_pyenv
+
+    if why_not_uv and find_pyenv(runner) is None:
+        raise no_python(version, why_not_uv)
+    if why_not_uv:
+        observer.warn(f"uv cannot provide Python {version} ({why_not_uv}): pyenv builds it from source")
     observer.step("python", f"pyenv install -s {version} (a CPython build takes minutes)")
     start = time.monotonic()
     try:
@@ -394,21 +414,14 @@ class InstallJob:
     def _make_lock(self, dists: Sequence[LockedDist], pin: NcclPin, report: BuildReport, backend: Backend) -> Lock:
         plan = self.plan
         family = [d.name for d in dists if d.is_family]
-        tool = torchfit_table(plan, pin, self.sources.torch_index, self.hosts, {
-            "torchfit-version": __version__,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "installer": backend.label,
-            "python-version": report.runtime.get("python"),
-            "family": family,
-            "request": {
-                "args": self.request.describe() if self.request else [],
-                "strict-driver": bool(self.request.strict_driver) if self.request else False,
-            },
-            "rebuilt-from": self.lock.path if self.lock else None,
-            "sources": self.sources.describe(),
+        tool = ToolTable.for_install(
+            plan, pin, self.sources.torch_index, self.hosts, installer=backend.label,
+            python_version=report.runtime.get("python"), family=family,
+            args=self.request.describe() if self.request else [],
+            strict_driver=bool(self.request.strict_driver) if self.request else False,
+            rebuilt_from=self.lock.path if self.lock else None, sources=self.sources.describe(),
             # `torchfit verify` compares torch, cuda, cudnn, nccl of this table with what runs.
-            "expected": {k: v for k, v in report.runtime.items() if v is not None},
-        })
+            expected={k: v for k, v in report.runtime.items() if v is not None})
         arch = (self.hosts[0].arch if self.hosts else None) or os.uname().machine
         dists = [replace(d, index=self.sources.torch_index) if d.is_family else d for d in dists]
         return Lock(
@@ -417,24 +430,6 @@ class InstallJob:
             requires_python=f"=={plan.python}.*",
             environments=(f"sys_platform == 'linux' and platform_machine == '{arch}'",),
         )
-
-
-# The keys of [tool.torchfit] in the order a lock writes them (TOML puts a table's own keys
-# before its sub-tables either way); a key not named here (an exported lock's own) goes first.
-_TABLE_ORDER = ("schema", "torchfit-version", "created", "installer", "python-version", "torch-index-url",
-                "family", "request", "rebuilt-from", "sources", "nccl", "expected", "plan", "hosts")
-
-
-def torchfit_table(plan: Plan, pin: NcclPin, torch_index: str | None, hosts: Sequence[HostFacts],
-                   recorded: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The one builder of a lock's [tool.torchfit]: what `install --lock` (and `install --pack`)
-    rebuilds an env from and checks a host against (the schema, the torch index with its
-    credentials redacted, the NCCL pin, the plan, the hosts' facts), plus `recorded`: what an
-    install adds (torchfit's version, when, the installer, the versions verify expects) or the
-    table an exported lock has already."""
-    table = {**(recorded or {}), "schema": TOOL_SCHEMA, "torch-index-url": redact(torch_index) if torch_index else None,
-             "nccl": pin.to_json(), "plan": plan_to_json(plan), "hosts": [facts_to_json(h) for h in hosts]}
-    return {k: table[k] for k in sorted(table, key=lambda k: _TABLE_ORDER.index(k) if k in _TABLE_ORDER else -1)}
 
 
 def _environment_conflicts(lock: Lock, host: HostFacts) -> list[str]:

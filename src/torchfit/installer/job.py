@@ -170,9 +170,10 @@ def _steps(prefix: str, plan: Plan, hosts: Sequence[HostFacts], sources: Sources
 
 
 def format_plan_line(plan: Plan, pin: NcclPin) -> str:
-    """`plan: torch 2.8.0 cu128, Python 3.12 (pyenv), NCCL ...`: what is about to be installed."""
-    return (f"plan: torch {plan.torch} {plan.variant}, Python {plan.python_version}"
-            f"{' (pyenv)' if plan.python_source == 'pyenv' else ''}, NCCL {pin.describe()}")
+    """`plan: torch 2.8.0 cu128, Python 3.12 (pyenv), NCCL ...`: what is about to be installed
+    (a Python to be installed says by whom: pyenv, or uv's managed Pythons)."""
+    source = {"pyenv": " (pyenv)", "uv": " (uv-managed)"}.get(plan.python_source, "")
+    return f"plan: torch {plan.torch} {plan.variant}, Python {plan.python_version}{source}, NCCL {pin.describe()}"
 
 
 def refuse_builds(lock: Lock, path: str) -> None:

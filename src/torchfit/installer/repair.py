@@ -308,7 +308,7 @@ def apply_env_script(prefix: str, names: Sequence[str]) -> str:
     """The lines of bin/torchfit-env that set `names` removed, every other byte kept (written
     atomically beside it); its path. BadInput when the file changed since the plan into one
     that may not be edited (a symlink now, a line that does more)."""
-    from torchfit.files import write_atomic
+    from torchfit.files import open_beneath, write_beside
 
     path = os.path.join(prefix, "bin", ENV_SCRIPT)
     text, why = read_env_script(prefix)
@@ -316,8 +316,12 @@ def apply_env_script(prefix: str, names: Sequence[str]) -> str:
     if why is not None or line is not None:
         raise BadInput(f"--fix: {why or shown(path) + ' sets ' + ', '.join(names) + ' in ' + shown(line or '')}; "
                        "it was not changed")
-    if edited != text:
-        write_atomic(path, edited.encode("utf-8", "surrogateescape"))
+    if edited != text:  # through bin/ opened beneath PREFIX: a link planted since the read is refused
+        dfd = open_beneath(prefix, "bin", create=False)
+        try:
+            write_beside(dfd, ENV_SCRIPT, edited.encode("utf-8", "surrogateescape"), where=path)
+        finally:
+            os.close(dfd)
     return path
 
 

@@ -13,10 +13,17 @@ Whole also means undamaged: `record_mismatches` hashes a distribution's files ag
 its wheel's RECORD (PEP 376/427). uv links files from its cache into every env, so one
 file damaged there breaks each env built from it; doctor (torch-files) and verify (an
 inspection that fails importing torch) name the files that differ and the fix.
+
+Whole also means as locked: `find_family_drift` compares an env's torch family with its
+lock (the installed dist-info, its RECORD against the locked wheel's), before `torchfit add`
+touches it (`check_env_matches_lock`). The wheel is read through a `WheelReader`
+(index.wheelmeta.read_wheel_member, passed by the caller): lock/ and index/ are siblings
+that do not import each other (docs/architecture.md, The layering).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -26,6 +33,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from torchfit._backports import FROZEN
+from torchfit.compat.matrix import FAMILY_PACKAGES
+from torchfit.errors import EnvDrifted
+from torchfit.lock.model import Lock, LockedDist
+from torchfit.lock.pylock import LOCK_NAME
 from torchfit.runner import RunResult
 from torchfit.workers import last_record, read_records, worker_argv
 
@@ -148,8 +159,6 @@ def parse_record(text: str) -> list[tuple[str, str, str]]:
 def find_record(roots: Sequence[str], project: str = "torch") -> str | None:
     """`project`'s `*.dist-info/RECORD` in the first of `roots` (site directories) that has one."""
     import glob
-    import os
-
     for root in dict.fromkeys(roots):
         found = sorted(glob.glob(os.path.join(glob.escape(root), f"{project}-*.dist-info", "RECORD")))
         if found:
@@ -160,8 +169,6 @@ def find_record(roots: Sequence[str], project: str = "torch") -> str | None:
 def env_site_dirs(prefix: str) -> list[str]:
     """The site-packages directories of the env at `prefix` (lib/pythonX.Y/site-packages)."""
     import glob
-    import os
-
     return sorted(glob.glob(os.path.join(glob.escape(prefix), "lib", "python*", "site-packages")))
 
 
@@ -173,8 +180,6 @@ def record_mismatches(record: str) -> tuple[int, list[tuple[str, str]]]:
     """
     import base64
     import hashlib
-    import os
-
     site = os.path.dirname(os.path.dirname(record))
     try:
         with open(record, encoding="utf-8", errors="replace") as fh:
@@ -224,8 +229,6 @@ def find_dist_infos(roots: Sequence[str], project: str) -> list[str]:
 
     Two of one project in one site directory is an install another installer left half
     done (a bare `pip install` over uv's files); the caller says so."""
-    import os
-
     want = canonicalize_name(project)
     out = []
     for root in dict.fromkeys(roots):
@@ -241,8 +244,6 @@ def find_dist_infos(roots: Sequence[str], project: str) -> list[str]:
 
 def dist_info_version(dist_info: str) -> str | None:
     """The `Version:` of a dist-info's METADATA (its header only, bounded), None if unreadable."""
-    import os
-
     try:
         with open(os.path.join(dist_info, "METADATA"), encoding="utf-8", errors="replace") as fh:
             for _ in range(200):
@@ -269,3 +270,88 @@ def record_rows(text: str) -> set[tuple[str, str]]:
 
     return {(path, f"{algo}={digest.rstrip('=')}") for path, algo, digest in parse_record(text)
             if not path.startswith(("../", "/")) and own(path)}
+
+
+# --- the env against its lock -------------------------------------------------------------------
+
+
+class WheelReader(Protocol):
+    """Reads `*.dist-info/MEMBER` of the wheel at a location: index.wheelmeta.read_wheel_member."""
+
+    def __call__(self, location: str, member: str, *, filename: str | None = None, sha256: str | None = None,
+                 remote: bool = False) -> str | None: ...
+
+
+def read_locked_member(d: LockedDist, member: str, read: WheelReader, *, remote: bool) -> str | None:
+    """`*.dist-info/MEMBER` of `d`'s locked wheel: a local file read directly; a remote one's
+    METADATA with range requests (`remote`). None where unreadable or not asked."""
+    wheel = next((a for a in d.artifacts if a.kind == "wheel"), None)
+    if wheel is None:
+        return None
+    return read(wheel.url or wheel.path or "", member, filename=wheel.filename, sha256=wheel.sha256, remote=remote)
+
+
+def read_metadata(d: LockedDist, read: WheelReader) -> str | None:
+    """A resolved package's METADATA, from its wheel: a local file read directly, a remote one
+    with range requests (index.wheelmeta; nothing downloaded whole). None where unreadable."""
+    return read_locked_member(d, "METADATA", read, remote=True)
+
+
+def find_family_drift(prefix: str, lock: Lock, read: WheelReader) -> list[str]:
+    """How the env's installed torch family differs from its lock, one phrase each ([] when it
+    matches), read from the env's files as verify and doctor read them: each family package's
+    dist-info (one copy, the locked version) and, where the locked wheel is a local file, its
+    installed RECORD against the wheel's own (a same-version build from another index has other
+    hashes). The files themselves are not hashed here (a second or more per GB on every add):
+    `verify --lock` and doctor's torch-files do that."""
+    sites = env_site_dirs(prefix) + [str(s) for s in lock.base().get("site") or []]
+    family = {d.name: d for d in lock.family()}
+    drift: list[str] = []
+    for name in FAMILY_PACKAGES:
+        infos = find_dist_infos(sites, name)
+        locked = family.get(name)
+        versions = [dist_info_version(i) or "?" for i in infos]
+        if locked is None:
+            if infos:
+                drift.append(f"{name} {versions[0]} is installed and the lock has none")
+            continue
+        if not infos:
+            drift.append(f"{name} is not installed (the lock has {locked.version})")
+            continue
+        if len(infos) > 1:
+            drift.append(f"{len(infos)} copies of {name} are installed ({', '.join(versions)}; another installer "
+                         f"left one half-replaced), the lock has {locked.version}")
+            continue
+        if not same_version(versions[0], locked.version):
+            drift.append(f"{name} {versions[0]} is installed where the lock has {locked.version}")
+            continue
+        wheel_record = read_locked_member(locked, "RECORD", read, remote=False)
+        if wheel_record is None:
+            continue  # the locked wheel is not a local file: the version is what can be compared
+        try:
+            with open(os.path.join(infos[0], "RECORD"), encoding="utf-8", errors="replace") as fh:
+                installed = record_rows(fh.read(64 << 20))
+        except OSError:
+            drift.append(f"{name} {versions[0]} has no readable RECORD")
+            continue
+        want = record_rows(wheel_record)
+        if installed != want:
+            n = len(installed ^ want)
+            drift.append(f"{name} {versions[0]} is installed from another file than the locked wheel "
+                         f"({n} RECORD entries differ from {locked.artifacts[0].filename or 'its RECORD'}'s)")
+    return drift
+
+
+def check_env_matches_lock(prefix: str, lock: Lock, read: WheelReader) -> None:
+    """EnvDrifted (exit 1) when the env's torch family is not what its lock records."""
+    drift = find_family_drift(prefix, lock, read)
+    if drift:
+        raise EnvDrifted(prefix, drift, os.path.join(prefix, LOCK_NAME))
+
+
+def same_version(a: str | None, b: str | None) -> bool:
+    """Equal as PEP 440 versions (`2.8.0` and `2.8`), else as text."""
+    try:
+        return Version(a or "") == Version(b or "")
+    except InvalidVersion:
+        return a == b

@@ -14,6 +14,7 @@ from typing import Any
 
 from torchfit._backports import FROZEN
 from torchfit.compat.matrix import FAMILY_PACKAGES
+from torchfit.lock.tool import ToolTable
 
 EXPECTED_KEYS = ("torch", "cuda", "cudnn", "nccl")
 
@@ -62,16 +63,12 @@ class LockedDist:
         return bool(self.artifacts) and all(a.kind == "sdist" for a in self.artifacts)
 
 
-def _table(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 @dataclass(**FROZEN)
 class Lock:
-    """A lock's packages and its `[tool.torchfit]` table (plain data, as in the file)."""
+    """A lock's packages and its `[tool.torchfit]` table (lock.tool.ToolTable)."""
 
     packages: tuple[LockedDist, ...]
-    tool: Mapping[str, Any] = field(default_factory=dict)
+    tool: ToolTable = field(default_factory=ToolTable)
     requires_python: str | None = None
     environments: tuple[str, ...] = ()
     path: str | None = None
@@ -82,44 +79,38 @@ class Lock:
     def find(self, name: str) -> LockedDist | None:
         return next((d for d in self.packages if d.name == name), None)
 
-    # --- [tool.torchfit] accessors: the only readers of its keys ------------------------
+    # --- [tool.torchfit], through lock.tool.ToolTable (its one reader) ---------------------
 
     def plan(self) -> Mapping[str, Any]:
         """[tool.torchfit.plan]: `torchfit resolve --json` as recorded at install ({} if none)."""
-        return _table(self.tool.get("plan"))
+        return self.tool.plan or {}
 
     def pin(self) -> Mapping[str, Any]:
         """[tool.torchfit.nccl]: the NCCL pin the env was built with ({} if none)."""
-        return _table(self.tool.get("nccl"))
+        return self.tool.nccl or {}
 
     def request(self) -> Mapping[str, Any]:
         """[tool.torchfit.request]: the options the plan was resolved with ({} if none)."""
-        return _table(self.tool.get("request"))
+        return self.tool.request or {}
 
     def torch_index_url(self) -> str:
         """The torch index the family came from ("" if the lock does not say)."""
-        return str(self.tool.get("torch-index-url") or "")
-
-    def host(self) -> Mapping[str, Any]:
-        """[tool.torchfit.host]: the host facts the lock was made for ({} if none)."""
-        return _table(self.tool.get("host"))
+        return self.tool.torch_index_url or ""
 
     def hosts(self) -> list[Mapping[str, Any]]:
         """The host facts the lock was made for: [tool.torchfit.host], or install's [[tool.torchfit.hosts]]."""
-        many = self.tool.get("hosts")
-        listed = [_table(h) for h in many] if isinstance(many, list) else []
-        return [h for h in [self.host(), *listed] if h]
+        return [h for h in [self.tool.host or {}, *(self.tool.hosts or ())] if h]
 
     def base(self) -> Mapping[str, Any]:
         """[tool.torchfit.base]: an env torchfit adopted (`torchfit adopt`) rather than built: its
         torch family as installed (`family`: name -> version), never replaced, every other
         distribution installed then (`installed`), the pip constraints it honours ({} if none)."""
-        return _table(self.tool.get("base"))
+        return self.tool.base or {}
 
     def family(self) -> list[LockedDist]:
         """The torch family: the locked entries, or an adopted base's (no files: installed)."""
-        base = _table(self.base().get("family"))
-        if base:
+        base = self.base().get("family")
+        if isinstance(base, Mapping) and base:
             return [LockedDist(str(n), str(v), ()) for n, v in sorted(base.items())]
         return [d for d in self.packages if d.is_family]
 
@@ -128,9 +119,7 @@ class Lock:
 
         Only torch, cuda, cudnn and nccl; empty values are left out.
         """
-        raw = self.tool.get("expected")
-        if not isinstance(raw, Mapping):
-            return {}
+        raw = self.tool.expected or {}
         return {k: str(v) for k, v in raw.items() if k in EXPECTED_KEYS and v not in (None, "")}
 
 

@@ -31,12 +31,12 @@ from torchfit.errors import BadInput
 from torchfit.inputs import MAX_LOCK_BYTES, loads_toml, read_text_file, shown, terminal_text
 from torchfit.lock.model import Artifact, Lock, LockedDist
 from torchfit.lock.toml import Inline, drop_none, dumps_toml
+from torchfit.lock.tool import ToolTable, find_table
 from torchfit.redact import redact, strip_credentials
 
 __all__ = [
     "LOCK_NAME",
     "LOCK_VERSION",
-    "TOOL_SCHEMA",
     "artifact_table",
     "file_name",
     "load_expected",
@@ -55,7 +55,6 @@ __all__ = [
 
 LOCK_NAME = "pylock.toml"
 LOCK_VERSION = "1.0"
-TOOL_SCHEMA = 1
 
 # Every field of a lock that can reach an installer is checked against these (whole
 # match: `$` would accept a trailing newline). PEP 508 names; hex digests.
@@ -63,8 +62,6 @@ _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 _HEX = re.compile(r"[0-9a-f]+")
 _HASH_NAME = re.compile(r"[a-z0-9_-]{1,32}")
 _URL_SCHEMES = ("https", "http", "file")
-# A [tool.torchfit] key holding an index URL (install --lock and export read them).
-_TOOL_URLS = ("torch-index-url", "index-url")
 
 
 # --- reading ------------------------------------------------------------------------
@@ -90,16 +87,10 @@ def parse_pylock(text: str, source: str, *, local_root: str | None = None) -> Lo
     if not isinstance(raw, list) or not raw:
         raise BadInput(f"{source}: no [[packages]]")
     dists = [_read_package(p, f"{source}: packages[{i}]", local_root) for i, p in enumerate(raw)]
-    tool = data.get("tool")
-    torchfit = tool.get("torchfit") if isinstance(tool, dict) else None
-    torchfit = torchfit if isinstance(torchfit, dict) else {}
-    for key in _TOOL_URLS:
-        if torchfit.get(key) is not None:
-            _check_url(torchfit[key], f"{source}: [tool.torchfit]", key)
     envs = data.get("environments") or []
     return Lock(
         packages=tuple(dists),
-        tool=torchfit,
+        tool=ToolTable.from_toml(find_table(data), source, _check_url),
         requires_python=_check_text(_str(data.get("requires-python")), source, "requires-python"),
         environments=tuple(_check_marker(e, source, "environments") or "" for e in envs if isinstance(e, str)),
         path=source,
@@ -299,17 +290,13 @@ def parse_lock(text: str, source: str) -> Lock:
     """
     lock = parse_pylock(text, source)
     tool = lock.tool
-    if not tool:
-        raise BadInput(f"{source}: no [tool.torchfit] table: not a lock written by `torchfit install`")
-    if tool.get("schema") != TOOL_SCHEMA:
-        raise BadInput(f"{source}: [tool.torchfit] schema {tool.get('schema')!r}; this torchfit reads {TOOL_SCHEMA}")
-    if not isinstance(tool.get("plan"), dict):
-        raise BadInput(f"{source}: [tool.torchfit.plan] is missing")
+    tool.check_current(source)
+    assert tool.plan is not None  # check_current's
     # The plan table is input too: every command that reads it (install --lock, add, export,
     # pack, verify) gets it checked here, once (compat.plan.plan_from_json).
     from torchfit.compat.plan import check_plan_table
 
-    check_plan_table(tool["plan"], f"{source}: [tool.torchfit.plan]")
+    check_plan_table(tool.plan, f"{source}: [tool.torchfit.plan]")
     _check_consistent(lock, source)
     for i, d in enumerate(lock.packages):
         where = f"{source}: packages[{i}]"
@@ -386,9 +373,8 @@ def load_env_lock_file(path: str) -> Lock:
     installed one). Everything else is `parse_lock`'s to judge."""
     text = _read_text(path)
     data = loads_toml(text, shown(path))
-    tool = data.get("tool", {}).get("torchfit") if isinstance(data.get("tool"), dict) else None
-    if (isinstance(tool, dict) and isinstance(tool.get("base"), dict) and not data.get("packages")
-            and tool.get("schema") == TOOL_SCHEMA and isinstance(tool.get("plan"), dict)):
+    tool = ToolTable.from_toml(find_table(data), shown(path))
+    if tool.base is not None and not data.get("packages") and tool.is_current:
         return Lock(packages=(), tool=tool, path=path)
     return parse_lock(text, shown(path))
 
@@ -412,10 +398,10 @@ def load_expected(path: str) -> tuple[dict[str, str] | None, str | None]:
         data = loads_toml(_read_text(path), shown(path))
     except BadInput as exc:
         return None, exc.message
-    tool = data.get("tool", {}).get("torchfit", {}) if isinstance(data.get("tool"), dict) else {}
-    if isinstance(tool, dict) and "expected" in tool and not isinstance(tool["expected"], dict):
+    raw = find_table(data)
+    if "expected" in raw and not isinstance(raw["expected"], dict):
         return None, f"{path}: [tool.torchfit] expected is not a table"
-    lock = Lock(packages=(), tool=tool if isinstance(tool, dict) else {}, path=path)
+    lock = Lock(packages=(), tool=ToolTable.from_toml(raw, shown(path)), path=path)
     return lock.expected(), None
 
 
@@ -426,9 +412,8 @@ def load_pin_mechanism(path: str) -> str | None:
         data = loads_toml(_read_text(path), shown(path))
     except (BadInput, OSError):
         return None
-    tool = data.get("tool", {}).get("torchfit", {}) if isinstance(data.get("tool"), dict) else {}
-    nccl = tool.get("nccl") if isinstance(tool, dict) else None
-    return str(nccl["mechanism"]) if isinstance(nccl, dict) and nccl.get("mechanism") else None
+    nccl = ToolTable.from_toml(find_table(data), shown(path)).nccl or {}
+    return str(nccl["mechanism"]) if nccl.get("mechanism") else None
 
 
 # --- writing ------------------------------------------------------------------------
@@ -443,7 +428,7 @@ def render_lock(lock: Lock) -> str:
         "requires-python": lock.requires_python,
         "environments": list(lock.environments) or None,
         "packages": packages,
-        "tool": {"torchfit": drop_none(lock.tool)},
+        "tool": {"torchfit": drop_none(lock.tool.to_toml())},
     }
     header = (
         "# PEP 751 lock written by `torchfit install`. Rebuild this env elsewhere with\n"

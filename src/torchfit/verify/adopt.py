@@ -122,7 +122,8 @@ def adopt(prefix: str, *, force: bool, timeout: float, environ: Mapping[str, str
     from torchfit.access import find_unwritable
     from torchfit.files import write_atomic
     from torchfit.lock.model import Lock
-    from torchfit.lock.pylock import LOCK_NAME, TOOL_SCHEMA, render_lock
+    from torchfit.lock.pylock import LOCK_NAME, render_lock
+    from torchfit.lock.tool import ToolTable, utc_now
 
     python = os.path.join(prefix, "bin", "python")
     if not os.path.isdir(prefix):
@@ -186,23 +187,16 @@ def adopt(prefix: str, *, force: bool, timeout: float, environ: Mapping[str, str
     from torchfit.verify.inspection import code_text
 
     version = str(torch["version"])
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    now = utc_now()
     label = release_label(version)
     base: dict[str, Any] = {"family": family, "installed": installed, "cuda": cuda, "hip": torch.get("hip"),
             "arch_list": list(facts.get("arch_list") or []), "nccl": code_text(nccl) if nccl else None,
             "label": label, "site": sites, "constraint_files": files,
             "constraints": constraints, "adopted": now, "python": python}
-    from torchfit import __version__
-
-    tool: dict[str, Any] = {"schema": TOOL_SCHEMA, "torchfit-version": __version__, "created": now, "installer": "adopted",
-            "python-version": py.get("version"), "family": sorted(family),
-            "base": base, "request": {"args": []},
-            "expected": {k: v for k, v in {"torch": version, "cuda": cuda, "nccl": base["nccl"],
-                                           "python": py.get("version")}.items() if v},
-            "plan": {"ok": True, "python": ".".join(str(py.get("version") or "").split(".")[:2]),
-                     "python_version": py.get("version"), "torch": Version(version).public, "variant": variant,
-                     "packages": sorted(family), "project": [], "constraints": [], "routed": [],
-                     "resolved": dict(sorted(installed.items()))}}
+    expected = {k: v for k, v in {"torch": version, "cuda": cuda, "nccl": base["nccl"],
+                                  "python": py.get("version")}.items() if v}
+    tool = ToolTable.for_adopt(python=py.get("version"), torch=Version(version).public, variant=variant,
+                               family=family, installed=installed, base=base, expected=expected, created=now)
     write_atomic(lock_path, render_lock(Lock(packages=(), tool=tool)))
     return Adopted(prefix=prefix, lock_path=lock_path, family=family, torch=dict(torch), checks=checks,
                    constraint_files=files, constraints=constraints, installed=len(installed),

@@ -59,8 +59,9 @@ def sweep(
 ) -> list:
     """All-reduce bus bandwidth per size, as nccl-tests computes it.
 
-    busbw = algbw * 2(n-1)/n (nccl-tests doc/PERFORMANCE.md, "AllReduce"); the time
-    per call is the slowest rank's (all-reduce MAX), after warmup, float32.
+    busbw = algbw * 2(n-1)/n (nccl-tests, "AllReduce" in
+    https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md); the time per call is
+    the slowest rank's (all-reduce MAX), after warmup, float32.
     """
     t = torch
     d = dist

@@ -192,7 +192,8 @@ def lines_of(text: str) -> list[str]:
 
 @pytest.mark.parametrize("how", [["--env", "raise"], ["--env", "./raise"], ["--python", "raise/bin/python"],
                                  ["VIRTUAL_ENV=."]])
-def test_d04_relative_env_is_inspected(host: Host, tmp_path: Path, how: list[str]) -> None:
+def test_relative_env_is_inspected(host: Host, tmp_path: Path, how: list[str]) -> None:
+    """Defect #4 of the 2026-11 attack (issue 13)."""
     raising_torch_env(tmp_path)
     env = dict(host.env)
     cwd = tmp_path

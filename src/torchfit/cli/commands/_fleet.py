@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from torchfit.compat.matrix import Matrix
     from torchfit.compat.plan import Plan
     from torchfit.compat.request import Request
+    from torchfit.planning import PlanSettings
+    from torchfit.progress import Progress
 
 
 def fleet_task(data: dict[str, Any]) -> int:
@@ -51,17 +53,19 @@ def run_detect_slurm(args: argparse.Namespace) -> int:
     return 0 if fleet.groups else 1
 
 
-def resolve_each_group(args: argparse.Namespace, hosts: list[HostFacts], request: Request, matrix: Matrix) -> int:
-    """`resolve --each-group`: one plan per group; exit 1 when any group has none."""
+def resolve_each_group(args: argparse.Namespace, hosts: list[HostFacts], request: Request, matrix: Matrix,
+                       settings: PlanSettings, progress: Progress | None = None) -> int:
+    """`resolve --each-group`: one plan per group, each through the planning step `resolve` takes
+    (`make_plan`: with a project, uv's answer for that group); exit 1 when any group has none."""
     from torchfit.compat.plan import plan_to_json
-    from torchfit.compat.resolver import resolve
+    from torchfit.planning import make_plan
 
     if not args.facts or (len(hosts) < 2 and not any(h.source.startswith("fleet: ") for h in hosts)):
         raise BadInput("--each-group needs a fleet file (--facts FLEET.json from `torchfit detect --slurm`)")
     results: list[tuple[HostFacts, Plan | None, TorchfitError | None]] = []
     for host in hosts:
         try:
-            results.append((host, resolve([host], request, matrix), None))
+            results.append((host, make_plan([host], request, matrix, settings, progress=progress), None))
         except BadInput:
             raise
         except TorchfitError as exc:  # NoCompatibleSet, GpuFactsUnknown: that group's answer

@@ -43,7 +43,10 @@ def run(args: argparse.Namespace) -> int:
         return run_detect_slurm(args)
     if args.partition or args.nodelist or args.output or args.deadline is not None:
         raise BadInput("--partition, --nodelist, --output and --deadline go with --slurm")
-    facts = probe_host(Runner(), timeout=args.timeout)
+    from torchfit.lock.uv import find_uv
+
+    runner = Runner()
+    facts = probe_host(runner, timeout=args.timeout, uv=find_uv(runner))
     data = facts_to_json(facts)
     if args.fleet_task:
         from torchfit.cli.commands._fleet import fleet_task

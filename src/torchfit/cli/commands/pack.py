@@ -85,12 +85,12 @@ def _installable(path: str, plan: Plan, host: HostFacts) -> str:
     installs a group of the pack as it installs the pack of one env's lock."""
     from dataclasses import replace
 
-    from torchfit.installer.flow import nccl_pin_for, torchfit_table
+    from torchfit.installer.flow import nccl_pin_for
     from torchfit.lock.pylock import load_pylock, render_lock
 
     lock = load_pylock(path)
     pin, _ = nccl_pin_for(plan, None, None)
-    return render_lock(replace(lock, tool=torchfit_table(plan, pin, lock.tool.get("index-url"), [host], lock.tool)))
+    return render_lock(replace(lock, tool=lock.tool.installable(plan, pin, lock.tool.torch_index_url, [host])))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -36,7 +36,8 @@ def run(args: argparse.Namespace) -> int:
     if args.each_group:
         from torchfit.cli.commands._fleet import resolve_each_group
 
-        return resolve_each_group(args, load_hosts(args), request, matrix)
+        return resolve_each_group(args, load_hosts(args), request, matrix, plan_settings(args, request.project),
+                                  StderrProgress())
     hosts = load_hosts(args)
     # NoCompatibleSet: the boundary prints it (exit 1)
     plan = make_plan(hosts, request, matrix, plan_settings(args, request.project), progress=StderrProgress())

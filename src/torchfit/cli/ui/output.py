@@ -22,13 +22,17 @@ def write_output(path: str, text: str, option: str = "-o", *, follow: bool = Tru
     in a directory torchfit does not own outright (a modulefile in a site's module tree), written
     by files.write_into: a symlink, FIFO or device at the path is refused naming it (NotOurs, exit 2).
 
-    A path that cannot be written (no such directory, no permission) is BadInput
+    Missing directories on the way are made. A path that cannot be written (a file where a
+    directory must be, no permission) is BadInput
     (exit 2, one line); a full disk or quota is DiskFull (torchfit.space: where, what is
     left), another failure of the device OutputFailed (both exit 1).
     """
     from torchfit.files import write_atomic, write_into
 
     try:
+        # The directories the user named are made where missing (`-o modulefiles/torch/2.13.lua`
+        # in a new module tree, issue 35), as `pack -o DIR` makes its directory.
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         if follow:
             write_atomic(path, text)
         else:

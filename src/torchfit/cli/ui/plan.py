@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from torchfit.cli.ui.console import console, esc, esc_plain, terminal_width, wrap
+from torchfit.compat.hostlines import format_host_names
 from torchfit.compat.plan import Plan
 from torchfit.inputs import terminal_text
 from torchfit.redact import redact
@@ -16,6 +17,10 @@ if TYPE_CHECKING:
 
 
 
+# The plan's python_source, when the interpreter is not present yet (issue 35).
+_WILL_INSTALL = {"uv": " (uv will install a prebuilt Python)", "pyenv": " (pyenv will build it)"}
+
+
 def render_plan(plan: Plan, explain: bool = False) -> None:
     """The plan as aligned lines: component, version, why (wrapped under itself on a
     terminal or with $COLUMNS; one line per component when piped)."""
@@ -23,8 +28,9 @@ def render_plan(plan: Plan, explain: bool = False) -> None:
 
     con = console()
     width = terminal_width(sys.stdout)
-    con.print(f"[bold]torchfit resolve: the stack for {esc(', '.join(plan.hosts))}[/]", soft_wrap=True)
-    py = f"{plan.python_version}{'t' if plan.free_threaded else ''}" + (" (pyenv will install)" if plan.python_source == "pyenv" else "")
+    # a fleet of 2,000 groups is named by a few of them and the count (issue 34, R6); --json lists all
+    con.print(f"[bold]torchfit resolve: the stack for {esc(format_host_names(plan.hosts))}[/]", soft_wrap=True)
+    py = f"{plan.python_version}{'t' if plan.free_threaded else ''}" + _WILL_INSTALL.get(plan.python_source, "")
     rows: Sequence[tuple[str, str | None, str]] = [
         ("Python", py, plan.why.get("python", "")),
         ("torch", plan.torch, plan.why.get("torch", "")),
