@@ -537,3 +537,33 @@ def test_a_campaign_script_is_found(tmp_path: Path) -> None:
         (tmp_path / name).write_text("")
     assert campaign_names(tmp_path, "*") == ["attack4/add.py", "attack4/cases.txt", "rerun-attack3.py",
                                              "rerun-defects.py", "round-5.sh"]
+
+
+# The commands stay thin (issue 36, change 4): a verb's module reads settings, asks the layer
+# below (installer/, export/, verify/ ...) and hands the answer to cli/ui. A function past this
+# many lines is doing a layer's work; argparse's set-up (`add_parser`) is a list of options.
+COMMAND_FUNCTION_LINES = 60
+
+
+def long_command_functions(commands: Path) -> list[str]:
+    """`file:line name (N lines)` for each function of `commands`/*.py over COMMAND_FUNCTION_LINES,
+    parser set-up (`add_parser`) excepted."""
+    found = []
+    for path in sorted(commands.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name != "add_parser":
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > COMMAND_FUNCTION_LINES:
+                    found.append(f"{path.name}:{node.lineno} {node.name} ({lines} lines)")
+    return found
+
+
+def test_no_command_function_is_over_60_lines() -> None:
+    assert long_command_functions(ROOT / "src" / "torchfit" / "cli" / "commands") == []
+
+
+def test_a_long_command_function_is_found(tmp_path: Path) -> None:
+    body = "\n".join(f"    x{i} = {i}" for i in range(COMMAND_FUNCTION_LINES))
+    (tmp_path / "verb.py").write_text(f"def add_parser():\n{body}\n\n\ndef run():\n{body}\n\n\n"
+                                      f"def _short():\n{body[:-len(body.splitlines()[-1]) - 1]}\n")
+    assert long_command_functions(tmp_path) == [f"verb.py:{COMMAND_FUNCTION_LINES + 4} run (61 lines)"]

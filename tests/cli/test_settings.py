@@ -142,6 +142,27 @@ def test_a_file_value_is_checked_as_its_flag_is(tmp_path: Path) -> None:
         "resolve", *CPU_HOST, env=_site(tmp_path / "same", None, f'torch-index-url = "{missing}"\n'), timeout=60))
 
 
+def test_a_bad_torch_index_from_a_file_alone_is_refused_as_the_flag_is(tmp_path: Path) -> None:
+    """Issue 36 change 7: export checked `--torch-index-url` and TORCHFIT_TORCH_INDEX_URL by hand,
+    never the files: `torch-index-url = "ftp://..."` in a file was written into the export, and a
+    plain http:// one was blamed on "the lock's torch index". The check now takes the run's answer
+    (flag > environment > files): the file's bad value is refused, exit 2, one line, for the
+    reason the flag's is, naming the file and key in place of the flag."""
+    lock = tmp_path / "pylock.toml"
+    lock.write_text('lock-version = "1.0"\n[[packages]]\nname = "torch"\nversion = "2.13.0+cpu"\n')
+    export = ("export", "--format", "requirements", "--lock", str(lock))
+    for n, (value, needle) in enumerate((("ftp://mirror.example/whl/{variant}", "not an http(s):// or file:// URL"),
+                                         ("http://mirror.example/whl/{variant}", "plain http://"))):
+        flag = bad_input(run_cli(*export, "--torch-index-url", value, env=_site(tmp_path / f"flag{n}", None, None),
+                                 timeout=60))
+        site = tmp_path / f"file{n}"
+        line = bad_input(run_cli(*export, env=_site(site, None, f'torch-index-url = "{value}"\n'), timeout=60))
+        assert line.startswith(f"torchfit: error: {site / 'sys' / 'torchfit' / 'config.toml'}: torch-index-url ")
+        assert needle in line and flag.split("--torch-index-url ", 1)[1] == line.split(": torch-index-url ", 1)[1]
+        if needle == "plain http://":  # resolve (one check for every command) refuses it in the same words
+            assert bad_input(run_cli("resolve", *CPU_HOST, env=_site(site, None, None), timeout=60)) == line
+
+
 def test_the_stall_limit_config_shows_is_the_one_in_force(tmp_path: Path) -> None:
     """Issue 34 C2: TORCHFIT_STALL_TIMEOUT=abc was shown by `config` as in force while the runner
     took its 120 s default (not even the file's 45). One reading (runner.parse_stall) for the
@@ -213,3 +234,24 @@ def test_config_escapes_what_a_terminal_would_obey(tmp_path: Path) -> None:
     assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout, proc.stdout
     assert "https://mirror.example/\\x1b[2J/simple" in proc.stdout
     assert "https://x.example/\\x1b]0;owned\\x07/whl/{variant}" in proc.stdout
+
+
+def test_one_list_of_what_a_lock_makes_moot_serves_export_pack_and_install() -> None:
+    """Issue 36 change 7: export's and pack's "--lock ... the lock as it is; drop ..." lists had
+    different members (pack let --cuda, --assume and --strict-driver pass unsaid): one list now,
+    in one order; install lets through the options that name the host it checks the lock on."""
+    import pytest
+
+    from torchfit.cli.options import build_parser
+    from torchfit.cli.settings import lock_conflicts
+    from torchfit.errors import BadInput
+
+    argv = ["--lock", "L", "torch", "--cuda", "12.8", "--assume", "driver=580.0", "--strict-driver"]
+    for verb in ("export", "pack"):
+        extra = ["--format", "requirements"] if verb == "export" else ["-o", "D"]
+        args = build_parser().parse_args([verb, *extra, *argv])
+        with pytest.raises(BadInput) as err:
+            lock_conflicts(args, verb=f"{verb}s")
+        assert str(err.value) == f"--lock {verb}s the lock as it is; drop REQ, --cuda, --assume, --strict-driver"
+    args = build_parser().parse_args(["install", *argv, "--facts", "F"])
+    assert lock_conflicts(args, allowed=("--facts", "--assume")) == ["REQ", "--cuda", "--strict-driver"]

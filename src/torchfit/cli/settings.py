@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -217,19 +217,32 @@ def install_prefix(args: argparse.Namespace, environ: Mapping[str, str]) -> tupl
     return os.path.join(os.path.expanduser(root), DEFAULT_PREFIX), origin
 
 
+def torch_setting(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[str, str, str] | None:
+    """The torch source the user or the site named, by the one precedence rule (flag > environment
+    > files), as given: (value, where it came from: `--torch-index-url`, `TORCHFIT_TORCH_INDEX_URL`
+    or the file's path, its key in that file or ""); None for no one. `torch_template` (the run)
+    and `source_settings` (the checks) both take their answer from here."""
+    from torchfit.compat.matrix import TORCH_INDEX_ENV
+
+    if getattr(args, "torch_index_url", None):
+        return args.torch_index_url, "--torch-index-url", ""
+    if environ.get(TORCH_INDEX_ENV):
+        return environ[TORCH_INDEX_ENV], TORCH_INDEX_ENV, ""
+    config = site_config(environ)
+    if config.get("torch-index-url"):
+        return config.get("torch-index-url"), config.origins["torch-index-url"], "torch-index-url"
+    return None
+
+
 def torch_template(args: argparse.Namespace, environ: Mapping[str, str],
                    fallback: str | None = None) -> tuple[str, str, bool]:
     """(template, the flag or file to blame, whether the user or the site named it) of the torch source."""
-    from torchfit.compat.matrix import DEFAULT_INDEX, TORCH_INDEX_ENV
+    from torchfit.compat.matrix import DEFAULT_INDEX
 
-    flag_value = getattr(args, "torch_index_url", None)
-    if flag_value:
-        return as_url(flag_value), "--torch-index-url", True
-    if environ.get(TORCH_INDEX_ENV):
-        return as_url(environ[TORCH_INDEX_ENV]), TORCH_INDEX_ENV, True
-    config = site_config(environ)
-    if config.get("torch-index-url"):
-        return as_url(config.get("torch-index-url")), f"torch-index-url in {config.origins['torch-index-url']}", True
+    given = torch_setting(args, environ)
+    if given is not None:
+        value, origin, key = given
+        return as_url(value), f"{key} in {origin}" if key else origin, True
     if fallback:
         return fallback, "the lock's torch index", True
     return DEFAULT_INDEX, "the torch index", False
@@ -241,20 +254,13 @@ def source_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> tup
     (a flag, `TORCHFIT_TORCH_INDEX_URL`, `FILE: key`): (the torch source in force, or None for
     the default; [(key, value, where)] of index-url, extra-index-url and find-links in force, the
     files' lists after the flags'), for options.check_source_options to hold each to its flag's rule."""
-    from torchfit.compat.matrix import TORCH_INDEX_ENV
-
     config = site_config(environ)
 
     def origin(key: str, path: str | None = None) -> str:
         return f"{path or config.origins[key]}: {key}"  # as the files' other errors say it
 
-    torch: tuple[str, str] | None = None
-    if getattr(args, "torch_index_url", None):
-        torch = (args.torch_index_url, "--torch-index-url")
-    elif environ.get(TORCH_INDEX_ENV):
-        torch = (environ[TORCH_INDEX_ENV], TORCH_INDEX_ENV)
-    elif config.get("torch-index-url"):
-        torch = (config.get("torch-index-url"), origin("torch-index-url"))
+    given = torch_setting(args, environ)  # the run's own answer (torch_template's)
+    torch = None if given is None else (given[0], origin(given[2], given[1]) if given[2] else given[1])
     others: list[tuple[str, str, str]] = []
     if getattr(args, "index_url", None):
         others.append(("index-url", args.index_url, "--index-url"))
@@ -450,6 +456,25 @@ def load_project_files(args: argparse.Namespace, spec: ProjectSpec | None = None
             raise BadInput(f"{r.origin}: {r.text!r}: environment markers on the torch family are not evaluated; "
                            "give the requirement without one, and --python/--assume for the target")
     return spec
+
+
+# The options that resolve a new plan (resolve's), as a message lists them: beside `--lock`, which
+# takes the lock as it is, each is refused (`lock_conflicts`).
+RESOLVING_OPTIONS: tuple[tuple[str, str], ...] = (
+    ("REQ", "requirements"), ("-r", "requirement"), ("--project", "project"), ("--python", "python"),
+    ("--cuda", "cuda"), ("--variant", "variant"), ("--facts", "facts"), ("--assume", "assume"),
+    ("--strict-driver", "strict_driver"),
+)
+
+
+def lock_conflicts(args: argparse.Namespace, allowed: Collection[str] = (), verb: str | None = None) -> list[str]:
+    """The resolving options given beside `--lock` but not in `allowed` (install's `--facts` and
+    `--assume` name the host a lock is checked against). With `verb` ("exports", "packs"), any is
+    refused here: BadInput, one line."""
+    given = [opt for opt, dest in RESOLVING_OPTIONS if opt not in allowed and getattr(args, dest, None)]
+    if given and verb is not None:
+        raise BadInput(f"--lock {verb} the lock as it is; drop {', '.join(given)}")
+    return given
 
 
 def make_request(args: argparse.Namespace, matrix: Matrix) -> Request:

@@ -39,14 +39,14 @@ from dataclasses import dataclass, replace
 from urllib.parse import quote
 
 from torchfit.compat.matrix import FAMILY_PACKAGES
-from torchfit.errors import BadInput
+from torchfit.errors import BadInput, LockMismatch
 from torchfit.files import commit, existing_file, open_beneath, open_existing, write_beside
 from torchfit.index.pages import format_off_site, off_site_hosts
 from torchfit.index.sources import refuse_insecure
 from torchfit.inputs import decode_json, shown
 from torchfit.lock.artifacts import copy_local, local_location, lock_dir, size_limit
 from torchfit.lock.model import Artifact, Lock, LockedDist
-from torchfit.lock.pylock import artifact_size, file_name, sha256_file
+from torchfit.lock.pylock import artifact_size, file_name, load_lock, sha256_file
 from torchfit.redact import redact
 from torchfit.space import Place, from_oserror, is_no_space
 
@@ -404,6 +404,30 @@ def find_group(groups: dict[str, tuple[str, str]], wanted: str) -> str | None:
 def format_groups(groups: dict[str, tuple[str, str]]) -> str:
     """`group-1 (x86[01-02]), group-2 (aar[01-02])`: the groups a message lists."""
     return ", ".join(f"{n} ({h})" if h else n for n, (_, h) in groups.items())
+
+
+def pick_group(pack: str, groups: dict[str, tuple[str, str]], fits: Callable[[Lock], object],
+               say: Callable[[str], None]) -> str:
+    """The lock of the one group of a fleet's pack that fits this host, said; `fits(lock)` raises
+    LockMismatch for a lock this host contradicts (install's own rule, installer.flow.check_lock_host).
+    BadInput listing the groups when none or several fit."""
+    found, why = [], []
+    for name, (path, _) in groups.items():
+        try:
+            fits(load_lock(path))
+            found.append(name)
+        except LockMismatch as exc:
+            why.append(f"{name}: {exc.conflicts[0] if exc.conflicts else exc}")
+    if len(found) == 1:
+        name = found[0]
+        say(f"pack: installing group {name}{f' ({groups[name][1]})' if groups[name][1] else ''}, "
+            f"the one whose lock fits this host ({shown(groups[name][0])})")
+        return groups[name][0]
+    if found:
+        raise BadInput(f"--pack {shown(pack)}: {len(found)} of its groups fit this host ({', '.join(found)}); "
+                       f"give --group NAME (its groups: {format_groups(groups)})")
+    raise BadInput(f"--pack {shown(pack)}: none of its groups fits this host ({'; '.join(why)}); give --group NAME "
+                   f"with --force to install one anyway (its groups: {format_groups(groups)})")
 
 
 def lock_in_pack(lock: Lock, pack: str) -> Lock:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 def run_probe(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     from torchfit.cli.settings import index_client
     from torchfit.cli.ui.matrix import mb
-    from torchfit.errors import IndexUnavailable, WheelFormatError, WheelsUnread
+    from torchfit.errors import IndexUnavailable, WheelFormatError
     from torchfit.matrixcheck import probe as pr
 
     failures: list[tuple[str, str]] = []  # (what, why): index pages, then wheels
@@ -64,6 +64,17 @@ def run_probe(args: argparse.Namespace, say: Callable[[str], None]) -> int:
         results.append(facts)
         say(f"{facts.file}: {facts.arch_flags or 'no arch list'}; read {mb(facts.bytes_read)} of "
             f"{mb(facts.size)} in {facts.seconds:g} s")
+    _report(args, results, failures, bad)
+    if not targets:
+        say("nothing to probe")
+    return 0
+
+
+def _report(args: argparse.Namespace, results: list[Any], failures: list[tuple[str, str]], bad: bool) -> None:
+    """What was read: --output's file, then the table (or --json); WheelsUnread after them for
+    what was not (exit 2 when a local file was no wheel, `bad`)."""
+    from torchfit.errors import WheelsUnread
+
     data = [f.to_json() for f in results]
     if args.output:
         from torchfit.cli.ui.output import write_output
@@ -82,9 +93,6 @@ def run_probe(args: argparse.Namespace, say: Callable[[str], None]) -> int:
         from torchfit.cli.ui.matrix import render_probe
 
         render_probe(results)
-    if not targets:
-        say("nothing to probe")
-    return 0
 
 
 def _url_wheel(file: IndexFile) -> Wheel:
@@ -133,59 +141,22 @@ def _targets(args: argparse.Namespace, failures: list[tuple[str, str]]) -> list[
 
 
 def _index_targets(args: argparse.Namespace, failures: list[tuple[str, str]]) -> list[tuple[str, Any, list[str]]]:
-    from torchfit.cache import load_matrix
-    from torchfit.compat.matrix import PYPI_SIMPLE
-    from torchfit.matrixcheck import check as mc
+    """The wheels of the index pages the selection names (`_wanted`), each once; a page that
+    cannot be read, or a release asked for by name that is not on it, is added to `failures`."""
+    from torchfit.cli.settings import index_client
+    from torchfit.errors import IndexMalformed, IndexUnavailable
     from torchfit.matrixcheck.probe import find_index_wheels
+    from torchfit.redact import redact
 
-    base = mc.check_base_url(args.index_url, "--index-url") if args.index_url else None
-    pypi_url = mc.check_base_url(args.pypi_url, "--pypi-url") if args.pypi_url else PYPI_SIMPLE
     plats = ("x86_64", "aarch64") if args.platform == "all" else (args.platform,)
     client = None
     pages: dict[str, Any] = {}
-    # (index URL, pypi?, torch, variant, newer_than)
-    wanted: list[tuple[str, bool, str | None, str | None, Any]] = []
-    matrix = load_matrix(args.matrix)
-    if args.unknown or args.new:
-        builds = mc.select_builds(matrix, args.torch, args.variant)
-        if args.unknown:
-            for b in builds:
-                if b.kind == "cpu":
-                    continue
-                arm = "aarch64" in b.platforms and b.kind == "cuda" and b.arch_aarch64 is None
-                unknown = (b.arch is None and b.gfx is None) or arm or (
-                    b.kind == "cuda" and (b.cudnn is None or b.nccl is None))
-                if unknown:
-                    wanted.append((mc.variant_index(b, base), False, str(b.torch), b.variant, None))
-        if args.new:
-            newest = matrix.releases[0]
-            for name in sorted({b.variant for b in matrix.builds if b.torch == newest}):
-                if args.variant and name != args.variant:
-                    continue
-                idx = base.replace("{variant}", name) if base and "{variant}" in base else \
-                    f"{(base or mc.DEFAULT_BASE).rstrip('/')}/{name}"
-                wanted.append((idx, False, None, name, newest))
-            wanted.append((pypi_url, True, None, None, newest))
-    elif args.pypi:
-        wanted.append((pypi_url, True, args.torch, None, None))
-    else:
-        if not args.variant:
-            raise BadInput("--torch needs --variant NAME or --pypi")
-        idx = base.replace("{variant}", args.variant) if base and "{variant}" in base else \
-            f"{(base or mc.DEFAULT_BASE).rstrip('/')}/{args.variant}"
-        wanted.append((idx, False, args.torch, args.variant, None))
-    from torchfit.redact import redact
-
     out: list[tuple[str, Any, list[str]]] = []
     seen: set[str] = set()
     failed_pages: set[str] = set()
-    for idx, pypi, torch, variant, newer in wanted:
+    for idx, pypi, torch, variant, newer in _wanted(args):
         if idx not in pages:
-            from torchfit.cli.settings import index_client
-
             client = client or index_client(args)
-            from torchfit.errors import IndexMalformed, IndexUnavailable
-
             try:
                 pages[idx] = client.project_page(idx, "torch")
             except (IndexUnavailable, IndexMalformed) as exc:
@@ -211,6 +182,50 @@ def _index_targets(args: argparse.Namespace, failures: list[tuple[str, str]]) ->
                 seen.add(wheel.file.url)
                 out.append(("index", wheel, pys))
     return out
+
+
+def _wanted(args: argparse.Namespace) -> list[tuple[str, bool, str | None, str | None, Any]]:
+    """The index pages to read: the matrix's builds with unknown facts (--unknown), the newest
+    release's variants and PyPI (--new), PyPI (--pypi), or one variant's index (--variant): each
+    (index URL, PyPI's?, torch, variant, newer than)."""
+    from torchfit.cache import load_matrix
+    from torchfit.compat.matrix import PYPI_SIMPLE
+    from torchfit.matrixcheck import check as mc
+
+    base = mc.check_base_url(args.index_url, "--index-url") if args.index_url else None
+    pypi_url = mc.check_base_url(args.pypi_url, "--pypi-url") if args.pypi_url else PYPI_SIMPLE
+
+    def variant_index(name: str) -> str:
+        return base.replace("{variant}", name) if base and "{variant}" in base else \
+            f"{(base or mc.DEFAULT_BASE).rstrip('/')}/{name}"
+
+    wanted: list[tuple[str, bool, str | None, str | None, Any]] = []
+    matrix = load_matrix(args.matrix)
+    if args.unknown or args.new:
+        builds = mc.select_builds(matrix, args.torch, args.variant)
+        if args.unknown:
+            for b in builds:
+                if b.kind == "cpu":
+                    continue
+                arm = "aarch64" in b.platforms and b.kind == "cuda" and b.arch_aarch64 is None
+                unknown = (b.arch is None and b.gfx is None) or arm or (
+                    b.kind == "cuda" and (b.cudnn is None or b.nccl is None))
+                if unknown:
+                    wanted.append((mc.variant_index(b, base), False, str(b.torch), b.variant, None))
+        if args.new:
+            newest = matrix.releases[0]
+            for name in sorted({b.variant for b in matrix.builds if b.torch == newest}):
+                if args.variant and name != args.variant:
+                    continue
+                wanted.append((variant_index(name), False, None, name, newest))
+            wanted.append((pypi_url, True, None, None, newest))
+    elif args.pypi:
+        wanted.append((pypi_url, True, args.torch, None, None))
+    else:
+        if not args.variant:
+            raise BadInput("--torch needs --variant NAME or --pypi")
+        wanted.append((variant_index(args.variant), False, args.torch, args.variant, None))
+    return wanted
 
 
 def run_update_from_probe(args: argparse.Namespace, matrix_text: Callable[[str | None], tuple[str, str]]) -> int:

@@ -99,23 +99,18 @@ def run(args: argparse.Namespace) -> int:
         prefix, lock = fix_target(prefix, source)
     # The end of the log (its error is there): its last MAX_LOG_BYTES, "-" is standard input.
     log_text = read_text_file(args.log, "--log", limit=MAX_LOG_BYTES, tail=True) if args.log else None
-    ctx = Context(
-        root=root,
-        environ=environ,
-        python=python,
-        python_source=source,
-        log_path=args.log,
-        log_text=log_text,
-        timeout=args.timeout,
-        worker_timeout=max(300.0, args.timeout),
-    )
+
+    def context() -> Context:  # what the checks look at; --fix looks again after its repairs
+        return Context(root=root, environ=environ, python=python, python_source=source, log_path=args.log,
+                       log_text=log_text, timeout=args.timeout, worker_timeout=max(300.0, args.timeout))
+
+    ctx = context()
     checks = diagnose(ctx, _traces(args))
     if args.fix:
         from torchfit.cli.commands._doctor_fix import run_fix
 
         def again() -> tuple[list[Check], Context]:
-            fresh = Context(root=root, environ=environ, python=python, python_source=source, log_path=args.log,
-                            log_text=log_text, timeout=args.timeout, worker_timeout=max(300.0, args.timeout))
+            fresh = context()
             return diagnose(fresh, _traces(args)), fresh
 
         assert prefix is not None and lock is not None  # fix_target returned both

@@ -55,56 +55,54 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 def run(args: argparse.Namespace) -> int:
     from torchfit.compat.matrix import PYPI_SIMPLE
-    from torchfit.export import render
-    from torchfit.export.stack import load_lock, with_index
-    from torchfit.export.uvlock import lock_with_uv
 
     pypi_url = (args.pypi_url or args.index_url or PYPI_SIMPLE).rstrip("/")
-    for opt, url in (("--torch-index-url", args.torch_index_url), ("--pypi-url", args.pypi_url)):
-        if url and not url.split("://", 1)[0] in ("http", "https", "file"):
-            raise BadInput(f"{opt} {url}: not an http(s):// or file:// URL")
-        if url:
-            from torchfit.inputs import check_index_url
+    _check_sources(args)
+    _check_format(args)
+    stack = _stack(args, pypi_url)
+    if args.format == "containerfile":
+        return _containerfile(args, stack, pypi_url)
+    _write(args, stack, pypi_url)
+    return 0
 
-            check_index_url(url, opt, placeholders=opt == "--torch-index-url")
-    from torchfit.compat.matrix import TORCH_INDEX_ENV
-    from torchfit.index.sources import refuse_insecure
 
-    for opt, url in (("--torch-index-url", args.torch_index_url), ("--pypi-url", args.pypi_url),
-                     (TORCH_INDEX_ENV, None if args.torch_index_url else os.environ.get(TORCH_INDEX_ENV))):
-        if url:
-            refuse_insecure(url, opt, args.allow_insecure_index)
+def _check_format(args: argparse.Namespace) -> None:
+    """--pack and --base are the containerfile's, which builds the env of a lock (a pack's)."""
     if args.format != "containerfile":
         extra = [o for o, v in (("--pack", args.pack), ("--base", args.base)) if v]
         if extra:
             raise BadInput(f"{', '.join(extra)}: only for --format containerfile")
-    else:
-        if args.pack:
-            from torchfit.export.container_context import pack_lock
+        return
+    if args.pack:
+        from torchfit.export.container_context import pack_lock
 
-            args.lock = pack_lock(args.pack, args.lock, args.output)
-        if not args.lock:
-            raise BadInput("--format containerfile builds the env of a lock: give --lock FILE (an env's "
-                           "PREFIX/pylock.toml) or --pack DIR (a pack of torchfit pack)")
+        args.lock = pack_lock(args.pack, args.lock, args.output)
+    if not args.lock:
+        raise BadInput("--format containerfile builds the env of a lock: give --lock FILE (an env's "
+                       "PREFIX/pylock.toml) or --pack DIR (a pack of torchfit pack)")
+
+
+def _stack(args: argparse.Namespace, pypi_url: str) -> Stack:
+    """The stack to write: --lock's as it is, else the plan's; its torch index the one install
+    would use; locked with uv for a pylock of a plan."""
+    from torchfit.cli.settings import lock_conflicts, torch_template
+    from torchfit.export.stack import load_lock, with_index
+
     sources: Sources | None = None  # the plan's: where uv finds the dependencies
     if args.lock:
-        resolving = [o for o, v in (("REQ", args.requirements), ("-r", args.requirement), ("--project", args.project),
-                                    ("--python", args.python), ("--cuda", args.cuda),
-                                    ("--variant", args.variant), ("--facts", args.facts),
-                                    ("--assume", args.assume), ("--strict-driver", args.strict_driver)) if v]
-        if resolving:
-            raise BadInput(f"--lock exports the lock as it is; drop {', '.join(resolving)}")
+        lock_conflicts(args, verb="exports")
         stack = load_lock(args.lock)
     else:
         stack, sources = _resolve_stack(args)
     # The same mirror `torchfit install` would use (docs/mirrors.md), unless given here.
-    from torchfit.cli.settings import torch_template
-
     template, _, given = torch_template(args, os.environ)
     stack = with_index(stack, template if given else None)
     if stack.index_url:  # a --lock's own index obeys the same rule
+        from torchfit.index.sources import refuse_insecure
+
         refuse_insecure(stack.index_url, "the lock's torch index", args.allow_insecure_index)
     if args.format == "pylock" and not stack.locked:
+        from torchfit.export.uvlock import lock_with_uv
         from torchfit.progress import StderrProgress
         from torchfit.runner import Runner
 
@@ -115,8 +113,11 @@ def run(args: argparse.Namespace) -> int:
         with progress.running("export"):
             stack = lock_with_uv(stack, Runner(), pypi_url=pypi_url if sources is None or args.pypi_url else None,
                                  sources=sources, on_wait=progress.waiting("export", what))
-    if args.format == "containerfile":
-        return _containerfile(args, stack, pypi_url)
+    return stack
+
+
+def _write(args: argparse.Namespace, stack: Stack, pypi_url: str) -> None:
+    """The file of --format (lmod: the module of --lock's env), to -o or stdout."""
     if args.format == "lmod":
         if not args.lock:
             raise BadInput("--format lmod writes the module of an env: give its lock, --lock PREFIX/pylock.toml")
@@ -126,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
         lock = load_pylock(args.lock)
         text = render_lmod(stack, lock_path=args.lock, pin=lock.pin(), plan=lock.plan())
     else:
+        from torchfit.export import render
+
         text = render(args.format, stack, pypi_url=pypi_url)
     if args.output:
         from torchfit.cli.ui.output import render_export_written, write_output
@@ -136,7 +139,28 @@ def run(args: argparse.Namespace) -> int:
         from torchfit.cli.ui.output import write_data
 
         write_data(text)
-    return 0
+
+
+def _check_sources(args: argparse.Namespace) -> None:
+    """export's sources, before anything runs, by the settings' one precedence rule (flag,
+    environment, configuration files: cli/settings.py): the torch source in force is written into
+    the file, so it is an http(s):// or file:// URL whoever gave it; then every source is checked
+    as install checks it (options.check_source_options), and --pypi-url as a flag."""
+    from torchfit.cli.options import check_source_options
+    from torchfit.cli.settings import source_settings
+    from torchfit.index.sources import refuse_insecure
+    from torchfit.inputs import check_index_url
+    from torchfit.redact import redact
+
+    torch, _ = source_settings(args, os.environ)
+    for what, url in ((torch[1], torch[0]) if torch else ("", None), ("--pypi-url", args.pypi_url)):
+        if url and url.split("://", 1)[0] not in ("http", "https", "file"):
+            raise BadInput(f"{what} {redact(url)}: not an http(s):// or file:// URL")
+        if url:
+            check_index_url(url, what, placeholders=what != "--pypi-url")
+    check_source_options(args)
+    if args.pypi_url:
+        refuse_insecure(args.pypi_url, "--pypi-url", args.allow_insecure_index)
 
 
 def _containerfile(args: argparse.Namespace, stack: Stack, pypi_url: str) -> int:
@@ -160,14 +184,12 @@ def _containerfile(args: argparse.Namespace, stack: Stack, pypi_url: str) -> int
 def _resolve_stack(args: argparse.Namespace) -> tuple[Stack, Sources]:
     """The plan's stack, and the sources it was planned from (the plan's variant)."""
     from torchfit.cache import load_matrix
-    from torchfit.cli.options import check_source_options
     from torchfit.cli.settings import load_hosts, make_request, plan_settings
     from torchfit.export.stack import stack_from_plan
     from torchfit.planning import make_plan
     from torchfit.progress import StderrProgress
 
     matrix = load_matrix(args.matrix)
-    check_source_options(args)
     request = make_request(args, matrix)
     hosts = load_hosts(args)
     # The one planning step (NoCompatibleSet: exit 1 with the conflicts): what export writes is

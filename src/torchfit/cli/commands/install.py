@@ -1,9 +1,10 @@
-"""`torchfit install`: the command line of install_flow (options, checks, output).
+"""`torchfit install`: the command line of installer.job (options, checks, output).
 
 `add_parser` is cheap (argparse only); everything else is imported when the
-command runs. Bad input is one line and exit 2 before anything is created; the
-install itself runs under PREFIX.lock with SIGTERM/SIGHUP turned into the same
-clean interruption as Ctrl-C (exit 130).
+command runs. Bad input is one line and exit 2 before anything is created. The
+command is settings, then the plan or the lock, then the job (installer/job.py's
+PrefixInstall, which runs under PREFIX.lock with SIGTERM/SIGHUP turned into the
+same clean interruption as Ctrl-C, exit 130), then what cli/ui/install.py says.
 """
 
 from __future__ import annotations
@@ -13,16 +14,13 @@ import contextlib
 import os
 from typing import TYPE_CHECKING
 
-from torchfit.compat.matrix import DEFAULT_INDEX as DEFAULT_TORCH_INDEX
-
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from torchfit.background import Background
     from torchfit.compat.facts import HostFacts
     from torchfit.compat.matrix import Matrix
-    from torchfit.installer.flow import InstallJob
-    from torchfit.lock.model import Lock
+    from torchfit.compat.project import ProjectSpec
+    from torchfit.index.sources import Sources
+    from torchfit.installer.job import InstallOptions, PrefixInstall, SourcesFor
     from torchfit.progress import Progress
 
 
@@ -123,10 +121,10 @@ def _validate(args: argparse.Namespace) -> None:
     elif args.group:
         raise BadInput("--group picks a group of a fleet's pack: give --pack DIR")
     if args.lock or args.pack:
-        given = [flag for flag, val in (
-            ("REQ", args.requirements), ("-r", args.requirement), ("--project", args.project), ("--python", args.python), ("--cuda", args.cuda),
-            ("--variant", args.variant), ("--strict-driver", args.strict_driver), ("--nccl", args.nccl),
-        ) if val]
+        from torchfit.cli.settings import lock_conflicts
+
+        # --facts and --assume name the host the lock is checked against
+        given = [*lock_conflicts(args, allowed=("--facts", "--assume")), *(["--nccl"] if args.nccl else [])]
         if given:
             raise BadInput(f"--lock rebuilds what the lock says; {', '.join(given)} cannot change it "
                            "(resolve a new plan without --lock instead)")
@@ -139,7 +137,7 @@ def _validate(args: argparse.Namespace) -> None:
     check_source_options(args)
 
 
-_JOB: list[InstallJob] = []  # the running InstallJob, so an interruption can say what happened
+_JOB: list[PrefixInstall] = []  # the running install, so an interruption can say what happened
 
 
 def run(args: argparse.Namespace) -> int:
@@ -179,182 +177,72 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _install(args: argparse.Namespace, prefix: str, probing: Background[list[HostFacts]]) -> int:
+    """Settings, then the plan or the lock, then the job (installer.job), then what it did."""
     from torchfit.cache import load_matrix
-    from torchfit.cli.settings import make_request
-    from torchfit.errors import BadInput
-    from torchfit.installer.flow import (
-        InstallJob,
-        check_ld_preload_lib,
-        check_lock_host,
-        check_prefix,
-        locked_torch_index,
-        nccl_pin_for,
-    )
-    from torchfit.installer.prefix import PrefixLock, scan_temps, wait_unused
-    from torchfit.interrupts import interrupts_raise
-    from torchfit.lock.model import NcclPin, pin_from_json
-    from torchfit.lock.pylock import load_lock
-    from torchfit.owned import TreeNotRemoved, remove_marked
+    from torchfit.cli.ui.install import render_install_result
+    from torchfit.cli.ui.progress import install_progress
+    from torchfit.installer.flow import check_prefix
 
     check_prefix(prefix, args.force)
-    from torchfit.cli.ui.progress import install_progress
-
     observer = install_progress()  # a bar on a terminal, plain step lines elsewhere
     matrix = load_matrix(args.matrix)
-    hosts = probing.result()
-    lock = None
-    request = None
+    job = _job(args, prefix, probing.result(), matrix, observer)
+    _JOB.append(job)
+    result = job.run()
+    render_install_result(result, job.late_signals, as_json=args.json)
+    return 0
+
+
+def _job(args: argparse.Namespace, prefix: str, hosts: list[HostFacts], matrix: Matrix,
+         observer: Progress) -> PrefixInstall:
+    """The install of --lock (a pack's: its group that fits this host, unless --group named one),
+    else of the plan of the request (the one planning step: NoCompatibleSet is exit 1)."""
+    from torchfit.cli.settings import make_request, plan_settings
+    from torchfit.installer.flow import check_lock_host
+    from torchfit.installer.job import PrefixInstall
+    from torchfit.lock.pylock import load_lock
+
+    options = _options(args)
     if args.pack and not args.lock:  # a fleet's pack, no --group
-        args.lock = _pick_group(args.pack, args.pack_groups, hosts, matrix, observer)
+        from torchfit.export.pack import pick_group
+
+        args.lock = pick_group(args.pack, args.pack_groups,
+                               lambda lock: check_lock_host(lock, hosts, matrix, False, observer), observer.info)
     if args.lock:
         lock = load_lock(args.lock)
         if args.pack:  # every file from where the pack now is
             from torchfit.export.pack import lock_in_pack
 
             lock = lock_in_pack(lock, args.pack)
-        if args.no_build:
-            _refuse_builds(lock, args.lock)
-        plan = check_lock_host(lock, hosts, matrix, args.force, observer)
-        pin = pin_from_json(lock.pin())
-        if args.nccl_lib:
-            pin = NcclPin("ld-preload", None, None, args.nccl_lib)
-        pin = check_ld_preload_lib(pin, lock)
-        nccl_override = None
-        fallback = locked_torch_index(lock)
-    else:
-        request = make_request(args, matrix)
-        from torchfit.cli.settings import plan_settings
-        from torchfit.planning import make_plan
+        return PrefixInstall.from_lock(prefix, lock, args.lock, hosts, matrix, _sources_for(args, None), options,
+                                       observer)
+    request = make_request(args, matrix)
+    from torchfit.planning import make_plan
 
-        # The one planning step: uv's whole set is the plan, installed exactly (NoCompatibleSet: exit 1)
-        # check_downloads: the plan's files are fetched next; where they redirect is checked first
-        plan = make_plan(hosts, request, matrix, plan_settings(args, request.project, check_downloads=True),
-                         progress=observer)
-        pin, nccl_override = nccl_pin_for(plan, args.nccl, args.nccl_lib)
-        fallback = plan.index_url or DEFAULT_TORCH_INDEX
-    from torchfit.cli.settings import installer_choice, sources_for
-
-    # the index lines of -r files join the sources; the torch source's precedence is settings'
-    sources = sources_for(args, os.environ, project=request.project if request is not None else None,
-                          variant=plan.variant, fallback=fallback)
-    if not args.offline and not args.allow_insecure_index and sources.torch_index.lower().startswith("https://"):
-        # uv and pip follow an https -> http redirect silently (uv 0.13.9, measured): the torch
-        # index is read once here, each hop checked, before either is asked.
-        from torchfit.index.client import IndexClient, check_no_downgrade
-
-        check_no_downgrade(IndexClient(retries=1, honor_max_age=True), sources.torch_index)
-    if lock is not None and not args.offline:
-        # the lock's files are fetched by URL next: an https one that redirects to plain http is
-        # refused first, as a plan's are (planning) and add's (uv and pip follow it silently)
-        from torchfit.index.client import IndexClient, check_file_redirects
-
-        check_file_redirects(IndexClient(retries=1, timeout=min(30.0, args.timeout), progress=observer,
-                                         allow_insecure=args.allow_insecure_index),
-                             [a.url for d in lock.packages for a in d.artifacts if a.url])
-    for w in plan.warnings:
-        observer.warn(w)
-    observer.info(f"plan: torch {plan.torch} {plan.variant}, Python {plan.python_version}"
-                  f"{' (pyenv)' if plan.python_source == 'pyenv' else ' (uv-managed)' if plan.python_source == 'uv' else ''}, NCCL {pin.describe()}")
-    job = InstallJob(prefix=prefix, plan=plan, hosts=hosts, request=request, sources=sources, pin=pin,
-                     installer=installer_choice(args, os.environ), observer=observer, timeout=args.timeout, lock=lock,
-                     nccl_override=nccl_override, seed=args.seed, wait=args.wait)
-    parent = os.path.dirname(prefix)
-    try:
-        os.makedirs(parent, exist_ok=True)
-    except OSError as exc:
-        raise BadInput(f"--prefix {args.prefix}: cannot create {parent} ({exc.strerror})") from None
-    _warn_unshared(prefix, observer)
-    _JOB.append(job)
-    with interrupts_raise(), PrefixLock(prefix, args.wait, observer.info):
-        check_prefix(prefix, args.force)  # again, now that no other install can race us
-        scan = scan_temps(prefix)
-        if args.force:
-            wait_unused(prefix, args.wait, observer.info)
-        for stale in scan.stale:
-            # Its marker proves a torchfit run made it, and that run is gone.
-            observer.info(f"removing {stale}, left by a torchfit install that was killed")
-            try:
-                remove_marked(stale)
-            except TreeNotRemoved as exc:
-                observer.warn(f"leaving {stale}: {exc.strerror}")
-        for other in scan.unproven:
-            observer.warn(f"leaving {other} alone: its name looks like a torchfit temporary env, "
-                          "but nothing proves torchfit made it")
-        result = job.run()
-    if args.json:
-        out = result.to_json()
-        if job.late_signals:
-            out["late_signals"] = job.late_signals
-        from torchfit.cli.ui.jsonout import json_text
-
-        print(json_text("install", out))
-    else:
-        from torchfit.cli.ui.install import render_install_summary
-
-        render_install_summary(result)
-    if job.late_signals:
-        from torchfit.cli.ui.install import render_late_signals
-
-        render_late_signals(job.late_signals, prefix)
-    return 0
+    # check_downloads: the plan's files are fetched next; where they redirect is checked first
+    plan = make_plan(hosts, request, matrix, plan_settings(args, request.project, check_downloads=True),
+                     progress=observer)
+    return PrefixInstall.from_plan(prefix, plan, hosts, request, _sources_for(args, request.project), options,
+                                   observer)
 
 
-def _refuse_builds(lock: Lock, path: str) -> None:
-    """--no-build with a lock: BadInput naming the first package the lock installs from a
-    source distribution only (installing it runs its build)."""
-    from torchfit.errors import BadInput
+def _options(args: argparse.Namespace) -> InstallOptions:
+    from torchfit.cli.settings import installer_choice
+    from torchfit.installer.job import InstallOptions
 
-    for d in lock.packages:
-        if d.needs_build:
-            name = next((a.filename for a in d.artifacts if a.filename), d.name)
-            raise BadInput(f"--no-build: {path} installs {d.name} {d.version} from a source distribution "
-                           f"({name}), which would be built; lock a wheel of it, or drop --no-build")
+    return InstallOptions(given=args.prefix, installer=installer_choice(args, os.environ), timeout=args.timeout,
+                          seed=args.seed, wait=args.wait, force=args.force, offline=args.offline,
+                          allow_insecure=args.allow_insecure_index, no_build=args.no_build, nccl=args.nccl,
+                          nccl_lib=args.nccl_lib)
 
 
-def _pick_group(pack: str, groups: dict[str, tuple[str, str]], hosts: Sequence[HostFacts], matrix: Matrix,
-                observer: Progress) -> str:
-    """The lock of the one group of a fleet's pack that fits this host (install's own rule,
-    check_lock_host), said; BadInput listing the groups when none or several fit."""
-    from torchfit.errors import BadInput, LockMismatch
-    from torchfit.export.pack import format_groups
-    from torchfit.inputs import shown
-    from torchfit.installer.flow import check_lock_host
-    from torchfit.lock.pylock import load_lock
+def _sources_for(args: argparse.Namespace, project: ProjectSpec | None) -> SourcesFor:
+    """The sources of a variant: the index lines of -r files join them; the torch source's
+    precedence is settings' (the plan's or the lock's torch index after the flag, the environment
+    and the files)."""
+    from torchfit.cli.settings import sources_for
 
-    fits, why = [], []
-    for name, (path, _) in groups.items():
-        try:
-            check_lock_host(load_lock(path), hosts, matrix, False, observer)
-            fits.append(name)
-        except LockMismatch as exc:
-            why.append(f"{name}: {exc.conflicts[0] if exc.conflicts else exc}")
-    if len(fits) == 1:
-        name = fits[0]
-        observer.info(f"pack: installing group {name}{f' ({groups[name][1]})' if groups[name][1] else ''}, "
-                      f"the one whose lock fits this host ({shown(groups[name][0])})")
-        return groups[name][0]
-    if fits:
-        raise BadInput(f"--pack {shown(pack)}: {len(fits)} of its groups fit this host ({', '.join(fits)}); "
-                       f"give --group NAME (its groups: {format_groups(groups)})")
-    raise BadInput(f"--pack {shown(pack)}: none of its groups fits this host ({'; '.join(why)}); give --group NAME "
-                   f"with --force to install one anyway (its groups: {format_groups(groups)})")
+    def sources(variant: str, fallback: str) -> Sources:
+        return sources_for(args, os.environ, project=project, variant=variant, fallback=fallback)
 
-
-def _warn_unshared(prefix: str, observer: Progress) -> None:
-    """A shared machine: the env is built with this process's umask; say so when the group
-    that shares PREFIX's parent directory could then not use it (umask 077 in a team's directory)."""
-    import stat
-
-    from torchfit.access import shared_group, umask
-    from torchfit.inputs import shown
-
-    parent = os.path.dirname(prefix)
-    group = shared_group(parent)
-    mask = umask()
-    if group is None or not mask & 0o050:  # the group keeps r-x: nothing lost
-        return
-    mode = stat.filemode(os.stat(parent).st_mode)
-    observer.warn(f"umask {mask:04o}: the env will be usable by you only, though {shown(parent)} ({mode}) is shared "
-                  f"with group {group}: its members could not run it; install under `umask 002` (or 022), or "
-                  f"run `chmod -R g+rX {shown(prefix)}` afterwards")
-
+    return sources

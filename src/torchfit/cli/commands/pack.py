@@ -107,12 +107,10 @@ def run(args: argparse.Namespace) -> int:
                          allow_insecure=args.allow_insecure_index, use_cache=False)
 
     out = os.path.abspath(args.output)
-    resolving = [o for o, v in (("REQ", args.requirements), ("-r", args.requirement), ("--project", args.project),
-                                ("--facts", args.facts), ("--python", args.python), ("--variant", args.variant))
-                 if v]
     if args.lock:
-        if resolving:
-            raise BadInput(f"--lock packs the lock as it is; drop {', '.join(resolving)}")
+        from torchfit.cli.settings import lock_conflicts
+
+        lock_conflicts(args, verb="packs")
         lock = load_lock(args.lock)
         result = make_pack(lock, args.lock, out, fetch=client.download, say=progress.info, warn=progress.warn,
                            version=__version__, allow_insecure=args.allow_insecure_index)

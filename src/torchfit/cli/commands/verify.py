@@ -257,20 +257,7 @@ def _slurm_run(args: argparse.Namespace) -> int:
     if args.nnodes != 1 or args.rdzv_endpoint or args.master_addr:
         raise BadInput("--slurm sets the nodes and the rendezvous itself: drop --nnodes/--rdzv-endpoint/--master-addr")
     _options(args, python, prefix)  # the same checks a node will make, here, once
-    task = [sys.executable, "-m", "torchfit", "verify", "--slurm-task", "--json",
-            "--rdzv-port", str(args.rdzv_port), "--timeout", f"{args.timeout:g}",
-            "--rdzv-timeout", f"{args.rdzv_timeout:g}"]
-    task += ["--env", prefix] if prefix else ["--python", python]
-    for flag, value in (("--nproc", args.nproc), ("--backend", args.backend), ("--iters", args.iters),
-                        ("--warmup", args.warmup), ("--lock", args.lock)):
-        if value is not None:
-            task += [flag, str(value)]
-    if args.bandwidth is not None:
-        task.append("--bandwidth" if args.bandwidth else "--no-bandwidth")
-    if args.sizes:
-        task += ["--sizes", *args.sizes]
-    if args.keep:
-        task.append("--keep")
+    task = _task_argv(args, python, prefix)
     # doctor's judgement of what srun will export to every node, here, before anything starts;
     # each node judges its own interfaces itself (its task runs the same check).
     from torchfit.verify.environment import judge_environment
@@ -308,6 +295,25 @@ def _slurm_run(args: argparse.Namespace) -> int:
 
         render_slurm_run(run)
     return 0 if run.ok else 1
+
+
+def _task_argv(args: argparse.Namespace, python: str, prefix: str | None) -> list[str]:
+    """The command each node's task runs: `verify --slurm-task --json` with this run's options."""
+    task = [sys.executable, "-m", "torchfit", "verify", "--slurm-task", "--json",
+            "--rdzv-port", str(args.rdzv_port), "--timeout", f"{args.timeout:g}",
+            "--rdzv-timeout", f"{args.rdzv_timeout:g}"]
+    task += ["--env", prefix] if prefix else ["--python", python]
+    for flag, value in (("--nproc", args.nproc), ("--backend", args.backend), ("--iters", args.iters),
+                        ("--warmup", args.warmup), ("--lock", args.lock)):
+        if value is not None:
+            task += [flag, str(value)]
+    if args.bandwidth is not None:
+        task.append("--bandwidth" if args.bandwidth else "--no-bandwidth")
+    if args.sizes:
+        task += ["--sizes", *args.sizes]
+    if args.keep:
+        task.append("--keep")
+    return task
 
 
 def _slurm(args: argparse.Namespace) -> int:

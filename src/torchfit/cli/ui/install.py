@@ -34,6 +34,22 @@ def render_install_summary(result: InstallResult) -> None:
     _write(lines)
 
 
+def render_install_result(result: InstallResult, late_signals: Sequence[str], *, as_json: bool) -> None:
+    """`install`'s answer: the JSON object on stdout (`late_signals` in it), or the summary on
+    stderr; then, either way, the signals that came after the swap."""
+    if as_json:
+        from torchfit.cli.ui.jsonout import json_text
+
+        out = result.to_json()
+        if late_signals:
+            out["late_signals"] = list(late_signals)
+        print(json_text("install", out))
+    else:
+        render_install_summary(result)
+    if late_signals:
+        render_late_signals(late_signals, result.prefix)
+
+
 def render_add_summary(result: AddResult) -> None:
     """`add`: the packages added and changed, the rewritten lock, the log."""
     added = ", ".join(f"{d.name} {d.version}" for d in result.added) or "nothing new"
