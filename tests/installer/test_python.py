@@ -101,3 +101,25 @@ def test_a_missing_python_is_uvs_before_pyenvs(matrix) -> None:  # type: ignore[
     only_pyenv = resolve([replace(host, uv_pythons=UvPythons("/usr/bin/uv", ("3.11.7",)))], request, matrix)
     assert (only_pyenv.python_version, only_pyenv.python_source) == ("3.12.4", "pyenv")
     assert resolve([host], request, matrix).python_source == "pyenv"
+
+
+def test_uvs_downloads_list_is_asked_once_until_what_decides_it_changes(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`uv python list --only-downloads` ran in every command (~0.1 s, issue 37): its answer is kept
+    in the start-up cache, keyed by uv's binary and the settings that replace its list; a real
+    (stand-in) uv process, each call recorded."""
+    from torchfit.host.pythons import probe_uv_pythons
+    from torchfit.runner import Runner
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    calls = tmp_path / "calls"
+    listing = [_row("3.13.9")]
+    uv = tmp_path / "uv"
+    uv.write_text(f"#!/bin/sh\necho \"$*\" >> {calls}\ncat <<'EOF'\n{json.dumps(listing)}\nEOF\n")
+    uv.chmod(0o755)
+    first, why = probe_uv_pythons(Runner(), str(uv), "x86_64")
+    assert first is not None and first.installable == ("3.13.9",), (first, why)
+    again, _ = probe_uv_pythons(Runner(), str(uv), "x86_64")
+    assert again == first and len(calls.read_text().splitlines()) == 1  # from the cache
+    monkeypatch.setenv("UV_PYTHON_INSTALL_MIRROR", "file:///srv/pythons")  # another source: asked again
+    probe_uv_pythons(Runner(), str(uv), "x86_64")
+    assert len(calls.read_text().splitlines()) == 2

@@ -230,6 +230,9 @@ _PYENV_CALLS = {
 # pyenv-install, python-build --definitions).
 _PYENV_ENV = ("PYENV_ROOT", "HOME", "PYTHON_BUILD_DEFINITIONS", "PYENV_HOOK_PATH")
 _PYENV_MAX_AGE = 24 * 3600.0
+# What decides uv's downloads list besides its binary (uv help python install, uv 0.13.10).
+_UV_PYTHON_ENV = ("UV_PYTHON_DOWNLOADS_JSON_URL", "UV_PYTHON_INSTALL_MIRROR", "UV_PYPY_INSTALL_MIRROR")
+_UV_LIST_MAX_AGE = 3600.0
 
 
 class _Answer:
@@ -335,11 +338,28 @@ def probe_uv_pythons(runner: Runner, uv: str | None, arch: str | None, *,
         return None, _unknown("uv not found")
     if env.get("UV_PYTHON_DOWNLOADS", "").lower() == "never":
         return None, "UV_PYTHON_DOWNLOADS=never: uv's managed Pythons are turned off"
-    argv = [uv, "python", "list", "--only-downloads", "--all-versions", "--output-format", "json"]
-    res, cause = _run_tool(runner, argv, timeout)
-    if res is None or cause is not None:
-        return None, _unknown(f"`uv python list` failed: {cause}")
-    installable = parse_uv_downloads(res.stdout, arch or os.uname().machine)
+    machine = arch or os.uname().machine
+    # Kept in the start-up cache (issue 37: ~0.1 s of every command, a plan's Python assumed or
+    # not): keyed by uv's binary (its built-in list) and the settings that replace the list; a
+    # list read from a URL is asked again after _UV_LIST_MAX_AGE, a local one when it changes.
+    listing = env.get("UV_PYTHON_DOWNLOADS_JSON_URL", "")
+    local = listing[len("file://"):] if listing.startswith("file://") else listing if listing.startswith("/") else ""
+    key = cache.sha256_hex(json.dumps([os.path.realpath(uv), cache.fingerprint(os.path.realpath(uv)), machine,
+                                       [env.get(k) for k in _UV_PYTHON_ENV],
+                                       cache.fingerprint(local) if local else None]).encode())
+    record = cache.read_record("uv-pythons-" + key[:16], key)
+    if (isinstance(record, dict) and isinstance(record.get("installable"), list)
+            and isinstance(record.get("time"), float)
+            and (local or not listing or 0 <= time.time() - record["time"] < _UV_LIST_MAX_AGE)
+            and all(isinstance(v, str) for v in record["installable"])):
+        installable = tuple(record["installable"])
+    else:
+        argv = [uv, "python", "list", "--only-downloads", "--all-versions", "--output-format", "json"]
+        res, cause = _run_tool(runner, argv, timeout)
+        if res is None or cause is not None:
+            return None, _unknown(f"`uv python list` failed: {cause}")
+        installable = tuple(parse_uv_downloads(res.stdout, machine))
+        cache.write_record("uv-pythons-" + key[:16], key, {"time": time.time(), "installable": list(installable)})
     why = None if installable else "uv's downloads list names no CPython for this platform"
     return UvPythons(uv, installable, describe_uv_python_source(env)), why
 
