@@ -15,6 +15,8 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from tests.support.cli import run_clean
 from tests.support.fleets import KINDS, distinct_fleet_data, node_facts
 from torchfit.compat.facts import HostFacts
@@ -97,6 +99,7 @@ def test_a_plan_for_2000_distinct_groups_says_each_reason_once_naming_its_groups
     assert variant.count("more groups") == len({k[2] for k in KINDS}), variant  # one per compute capability
 
 
+@pytest.mark.slow  # ~20 s: the refusal's host checks and hints for 2,000 groups (before and after R6)
 def test_a_refusal_for_2000_groups_names_the_groups_that_rule_out_every_build_once(tmp_path: Path) -> None:
     # 1,900 distinct groups that could share a build, and 100 T4 groups on driver 470 (each its own
     # 470.N.02) under torch>=2.8: every CUDA build of 2.8 on needs driver >= 525.60.13
