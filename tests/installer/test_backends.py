@@ -370,7 +370,8 @@ def test_a_step_failure_names_the_install_log_when_it_is_built(ctx: StepContext,
     """Every InstallFailed of a step is complete when raised (no clone adds the log later): the
     runner's failures through StepContext, and the readers' own through their `log_path`."""
     from torchfit.errors import InstallFailed
-    from torchfit.installer.backends import read_resolution
+    from torchfit.installer.backends import uv_answer
+    from torchfit.lock.uv import Compiled, read_uv_lock
 
     assert ctx.log.path
     with pytest.raises(InstallFailed) as info:
@@ -379,5 +380,6 @@ def test_a_step_failure_names_the_install_log_when_it_is_built(ctx: StepContext,
     garbage = tmp_path / "pylock.resolved.toml"
     garbage.write_text("lock-version = [unclosed\n")
     with pytest.raises(InstallFailed) as info:
-        read_resolution(str(garbage), log_path=ctx.log.path)
+        uv_answer(lambda: Compiled(True, tuple(read_uv_lock(str(garbage))), "", (), 0.0), str(garbage),
+                  log_path=ctx.log.path)
     assert info.value.step == "resolve" and info.value.hint == f"the full log: {ctx.log.path}"

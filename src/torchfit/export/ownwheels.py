@@ -133,11 +133,12 @@ def best_wheel(d: LockedDist, tags: Sequence[Tag]) -> Artifact:
 def lock_own_dependencies(runner: Runner, *, python: str, arch: str, glibc: tuple[int, int],
                           pypi_url: str) -> list[LockedDist]:
     """torchfit's dependency closure for the image, locked by uv from `pypi_url` alone."""
+    from torchfit.index.sources import one_index
     from torchfit.lock.toml import dumps_toml
-    from torchfit.lock.uv import find_uv, read_uv_lock, write_compile_inputs
+    from torchfit.lock.uv import compile_project, find_uv
     from torchfit.owned import temp_dir
     from torchfit.redact import redact
-    from torchfit.runner import index_variables
+    from torchfit.runner import without_index_variables
 
     uv = find_uv(runner)
     if uv is None:
@@ -145,17 +146,18 @@ def lock_own_dependencies(runner: Runner, *, python: str, arch: str, glibc: tupl
                            hint="pip install uv (on PATH or into torchfit's own venv)")
     project = dumps_toml({"project": {"name": "torchfit-image", "version": "0", "dependencies": own_requirements()}})
     with temp_dir("export") as tmp:
-        out = os.path.join(tmp, "pylock.toml")
-        inputs = write_compile_inputs(uv, tmp, project_text=project, target=(python, uv_platform(arch, glibc)))
-        env = {"UV_PREVIEW_FEATURES": "pylock", "UV_DEFAULT_INDEX": pypi_url,
-               "UV_HTTP_TIMEOUT": os.environ.get("UV_HTTP_TIMEOUT", "30")}
-        result = runner.run(inputs.argv(["--no-config"], out, quiet=True), timeout=600.0, cwd=tmp, env=env,
-                            unset=[k for k in index_variables() if k != "UV_DEFAULT_INDEX"])
-        if not result.ok:
-            tail = " ".join(redact((result.stderr or result.stdout).strip()).split())[-400:]
+        # `pypi_url` alone: the user's uv/pip index variables stay out of uv's environment
+        env = one_index(pypi_url, http_timeout="30").uv_env(without_index_variables(), family=False)
+        compiled = compile_project(runner, uv, work=tmp, name="", env=env, options=["--no-config"],
+                                   project_text=project, target=(python, uv_platform(arch, glibc)),
+                                   timeout=600.0, cwd=tmp, quiet=True, preview=["pylock"])
+        if not compiled.ok:
+            res = compiled.result
+            text = (res.stderr or res.stdout) if res is not None else compiled.stderr
+            tail = " ".join(redact(text.strip()).split())[-400:]
             raise ExportFailed(f"uv pip compile could not lock torchfit's own dependencies for Python {python}: "
                                f"{tail or 'no output'}")
-        return read_uv_lock(out)
+        return list(compiled.locked)
 
 
 def write_own_wheels(dest_dir: str, *, python: str, arch: str, glibc: tuple[int, int], pypi_url: str,

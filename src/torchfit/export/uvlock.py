@@ -46,47 +46,46 @@ def lock_with_uv(stack: Stack, runner: Runner, *, pypi_url: str | None = None, o
     if not stack.python:
         raise BadInput("the stack names no Python version to lock for")
     # The uv `install` uses: beside torchfit's own Python, else on PATH.
-    from torchfit.lock.uv import find_uv, read_uv_lock, write_compile_inputs
+    from torchfit.lock.uv import compile_project, find_uv
 
     uv = find_uv(runner)
     if uv is None:
         raise ExportFailed("exporting a pylock.toml without --lock needs uv to lock the dependencies",
                            hint="pip install uv (on PATH or into torchfit's own venv), or export from an "
                                 "existing lock with --lock FILE")
+    from torchfit.index.sources import one_index
     from torchfit.owned import temp_dir
-    from torchfit.runner import index_variables, stall_timeout
+    from torchfit.runner import stall_timeout, without_index_variables
 
     with temp_dir("export") as tmp:
-        out = os.path.join(tmp, "pylock.toml")  # uv insists on this file name
         if sources is not None:
             # The plan's sources, as every compile gets them: the index in uv's environment, not
             # its argv (public, in `ps`: it may carry a token); extra indexes, find-links, trusted hosts.
-            options, uv_env = sources.uv_compile(os.environ, tmp)
-            pypi_url = pypi_url or uv_env["UV_DEFAULT_INDEX"]
-            unset = [k for k in os.environ if k not in uv_env]
+            # `--pypi-url` takes the place of their default index.
+            told = replace(sources, index_url=pypi_url, no_index=False) if pypi_url else sources
+            options, uv_env = replace(told, http_timeout="30").uv_compile(os.environ, tmp)
         else:
-            # No index but these two (as --no-config intends): the user's uv/pip index variables are unset.
-            pypi_url = pypi_url or PYPI_SIMPLE
-            options, uv_env = ["--no-config"], {}
-            unset = [k for k in index_variables() if k != "UV_DEFAULT_INDEX"]
-        uv_env.update({"UV_PREVIEW_FEATURES": "pylock", "UV_DEFAULT_INDEX": pypi_url,
-                       "UV_HTTP_TIMEOUT": os.environ.get("UV_HTTP_TIMEOUT", "30")})
+            # No index but this one (as --no-config intends): the user's uv/pip index variables are unset.
+            options = ["--no-config"]
+            uv_env = one_index(pypi_url or PYPI_SIMPLE, http_timeout="30").uv_env(without_index_variables(),
+                                                                                  family=False)
+        pypi_url = uv_env["UV_DEFAULT_INDEX"]
         # The index URL keeps its credentials here (uv needs them); the files are private and temporary.
         # [tool.uv] constraint-dependencies is a project setting `uv pip` ignores: -c instead.
-        inputs = write_compile_inputs(uv, tmp, project_text=render_uv(stack, pypi_url=pypi_url, keep_credentials=True),
-                                      constraints=constraint_lines(stack),
-                                      target=(stack.python,
-                                              uv_platform(stack.arches[0], torch_manylinux_floor(stack.glibc))))
-        argv = inputs.argv(options, out, quiet=True)
         # Bounded and visible: uv's per-request timeout, a stall limit (no bytes moved), and
         # `on_wait` for a progress line naming what is awaited.
-        result = runner.run(argv, timeout=UV_TIMEOUT, cwd=tmp, env=uv_env, stall=stall_timeout(), on_wait=on_wait,
-                            unset=unset)
-        if not result.ok:
-            tail = redact((result.stderr or result.stdout).strip())
+        compiled = compile_project(
+            runner, uv, work=tmp, name="", env=uv_env, options=options,
+            project_text=render_uv(stack, pypi_url=pypi_url, keep_credentials=True),
+            constraints=constraint_lines(stack),
+            target=(stack.python, uv_platform(stack.arches[0], torch_manylinux_floor(stack.glibc))),
+            timeout=UV_TIMEOUT, stall=stall_timeout(), cwd=tmp, on_wait=on_wait, quiet=True, preview=["pylock"])
+        if not compiled.ok:
+            res = compiled.result
+            tail = redact(((res.stderr or res.stdout) if res is not None else compiled.stderr).strip())
             raise ExportFailed(f"uv pip compile could not lock {stack.variant} torch {stack.torch} "
                                f"for Python {stack.python}: {' '.join(tail.split())[-400:] or 'no output'}")
-        locked = read_uv_lock(out)
+        locked = compiled.locked
     family = {n for n, _ in stack.family}
     missing = family - {d.name for d in locked}
     if missing:

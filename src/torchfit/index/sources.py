@@ -200,6 +200,9 @@ class Sources:
     # `--no-build`: wheels only in every step (uv's --no-build, pip's --only-binary :all:),
     # in place of the configured only-binary/no-binary (uv refuses --no-build beside them)
     no_build: bool = False
+    # uv's per-request timeout when the environment sets none (export's own locks: "30"); it
+    # takes the place of pip's configured timeout
+    http_timeout: str | None = None
 
     def describe(self) -> list[str]:
         """Lines for the log and --json: every source, redacted."""
@@ -329,6 +332,8 @@ class Sources:
         timeout = self.pip.get("timeout") or self.pip.get("default-timeout")
         if timeout and "UV_HTTP_TIMEOUT" not in env:
             env["UV_HTTP_TIMEOUT"] = timeout.split(".")[0] or "30"
+        if self.http_timeout:
+            env["UV_HTTP_TIMEOUT"] = base.get("UV_HTTP_TIMEOUT", self.http_timeout)
         return env
 
     def uv_compile(self, base: Mapping[str, str], work: str, *, no_build: bool = False,
@@ -371,6 +376,14 @@ def uv_find_links(links: Sequence[str]) -> str:
             link = link.replace(",", "%2C") if "://" in link else "file://" + quote(os.path.abspath(link))
         out.append(link)
     return ",".join(out)
+
+
+def one_index(index_url: str, torch_index: str = "", *, http_timeout: str | None = None) -> Sources:
+    """Sources of one index and no pip configuration: what a lock of export's own reads
+    (`--no-config`: no user setting adds an index)."""
+    return Sources(torch_index=torch_index, index_url=index_url, extra_index_urls=(), find_links=(),
+                   no_index=False, trusted_hosts=(), constraints=(), offline=False, pip=PipConfig(),
+                   http_timeout=http_timeout)
 
 
 def make_sources(

@@ -43,7 +43,7 @@ from packaging.version import InvalidVersion, Version
 from torchfit.compat.matrix import FAMILY_PACKAGES
 from torchfit.compat.project import ProjectReq
 from torchfit.compat.versions import is_pep440
-from torchfit.errors import AddRefused, BadInput
+from torchfit.errors import AddRefused, BadInput, InstallFailed
 from torchfit.index.sources import Sources
 from torchfit.index.wheelmeta import read_wheel_member
 from torchfit.installer.add_refusals import AddRefusals, parses, uv_reason
@@ -54,7 +54,7 @@ from torchfit.installer.backends import (
     env_python,
     install_lock_text,
     pick_backend,
-    read_resolution,
+    with_hashes,
 )
 from torchfit.installer.buildcheck import check_closure
 from torchfit.installer.journal import clear_pending, read_pending, write_pending
@@ -64,11 +64,11 @@ from torchfit.lock.adopted import write_base_stubs
 from torchfit.lock.closure import check_env_matches_lock, read_metadata, same_version
 from torchfit.lock.model import Lock, LockedDist, sorted_dists
 from torchfit.lock.pylock import LOCK_NAME, load_env_lock_file, replace_lock
-from torchfit.lock.uv import find_uv, uv_version, write_compile_inputs, write_private
+from torchfit.lock.uv import Compiled, compile_project, find_uv, uv_version
 from torchfit.owned import temp_dir
 from torchfit.progress import Progress
 from torchfit.redact import redact, strip_credentials
-from torchfit.runner import Runner, stall_timeout
+from torchfit.runner import Runner, RunResult, stall_timeout
 from torchfit.space import (
     from_oserror,
     is_no_space,
@@ -464,10 +464,10 @@ class AddJob:
         keep += [f"{n}=={v}" for n, v in base.items() if n not in family and is_pep440(v)]
         keep += [str(c) for c in self.lock.base().get("constraints") or []]  # the image's pip constraints
         keep += list(self.constraints)  # the project's own (-c in a requirements file)
-        res, out = self._compile(ctx, uv, specs, work, "keep", constraints=keep,
+        res, compiled = self._compile(ctx, uv, specs, work, "keep", constraints=keep,
                                  detail="the locked set plus the new packages, every locked version kept")
         if res.returncode == 0:
-            return read_resolution(out, log_path=ctx.log.path), True
+            return with_hashes(compiled.locked, log_path=ctx.log.path), True
         message = _uv_error(res.stderr or res.stdout)
         if "No solution found" not in message:  # a build that failed, a package that does not exist
             raise ctx.failed("resolve", [], res.returncode, tail(res.stderr or res.stdout),
@@ -481,10 +481,10 @@ class AddJob:
         if not _is_family_conflict(message):
             # Outside the family (a locked dependency too old for a new package): let them move.
             self.observer.info("the locked versions cannot all be kept; resolving with the torch family pinned alone")
-            res, out = self._compile(ctx, uv, specs, work, "free", prefer=True, constraints=self.constraints,
+            res, compiled = self._compile(ctx, uv, specs, work, "free", prefer=True, constraints=self.constraints,
                                      detail="the locked set plus the new packages, the torch family pinned")
             if res.returncode == 0:
-                return read_resolution(out, log_path=ctx.log.path), False
+                return with_hashes(compiled.locked, log_path=ctx.log.path), False
             message = _uv_error(res.stderr or res.stdout)
             if not _is_family_conflict(message):
                 raise ctx.failed("resolve", [], res.returncode, tail(res.stderr or res.stdout),
@@ -500,48 +500,58 @@ class AddJob:
             if self.accept_base_label:
                 self.says.caveat(culprits, family)
             pins = [f"{d.name}=={d.version}" for d in family.values()]
-            res, out = self._compile(ctx, uv, specs, work, "label", constraints=keep, overrides=pins,
+            res, compiled = self._compile(ctx, uv, specs, work, "label", constraints=keep, overrides=pins,
                                      detail="the new packages around the base, its label accepted (--accept-base-label)")
             if res.returncode == 0:
                 self.label_accepted += [f"{n} {v}: {r}" for n, v, r in culprits]
-                return read_resolution(out, log_path=ctx.log.path), True
+                return with_hashes(compiled.locked, log_path=ctx.log.path), True
         self.says.refuse(culprits, family, uv_message=message)
         raise AssertionError("unreachable")
 
     def _compile(self, ctx: StepContext, uv: UvBackend, specs: Sequence[str], work: str, name: str, *,
                  detail: str, constraints: Sequence[str] = (), overrides: Sequence[str] = (),
-                 prefer: bool = False) -> tuple[Any, str]:
+                 prefer: bool = False) -> tuple[RunResult, Compiled]:
         s = self.sources
         from torchfit.index.torchsource import is_flat
 
         out = os.path.join(work, f"pylock.{name}.toml")  # uv insists on pylock.*.toml
-        if prefer:
-            # uv prefers the versions of an existing output file: the env's lock, so that only
-            # what must move moves (measured: without it uv also moved mpmath and sympy).
-            write_private(work, os.path.basename(out), install_lock_text(self.lock.packages, log_path=ctx.log.path))
-        inputs = write_compile_inputs(uv.uv, os.path.join(work, name), specs=specs, torch_index=s.torch_index,
-                                      routed=self.routed, flat=is_flat(s.torch_index), constraints=constraints,
-                                      overrides=overrides, python=env_python(self.prefix))
         # no --no-index (it would drop the explicit torch index too): an empty default index instead
         options, env = s.uv_compile(os.environ, work, no_build=self.no_build)
-        argv = inputs.argv(options, out, quiet=True)
-        res = ctx.run("resolve", argv, env, detail, check=False)
+        # prefer: uv prefers the versions of an existing output file: the env's lock, so that only
+        # what must move moves (measured: without it uv also moved mpmath and sympy).
+        preferred = install_lock_text(self.lock.packages, log_path=ctx.log.path) if prefer else None
+        argvs: list[list[str]] = []
+
+        def step(argv: list[str], uv_env: dict[str, str]) -> RunResult:
+            argvs.append(argv)
+            return ctx.run("resolve", argv, uv_env, detail, check=False)
+
+        try:
+            compiled = compile_project(ctx.runner, uv.uv, work=work, name=name, env=env, options=options, specs=specs,
+                                       torch_index=s.torch_index, routed=self.routed, flat=is_flat(s.torch_index),
+                                       constraints=constraints, overrides=overrides, python=env_python(self.prefix),
+                                       out=out, prefer=preferred, quiet=True, run=step)
+        except BadInput as exc:
+            raise InstallFailed("resolve", [], None, f"cannot read uv's lock {out}: {exc.message}",
+                                log_path=ctx.log.path) from None
+        res = compiled.result
+        assert res is not None  # `step` ran uv
         if res.returncode < 0:
-            raise ctx.failed("resolve", argv, res.returncode, redact((res.stderr or res.stdout)[-3000:]))
-        return res, out
+            raise ctx.failed("resolve", argvs[0], res.returncode, redact((res.stderr or res.stdout)[-3000:]))
+        return res, compiled
 
     def _find_culprits(self, ctx: StepContext, uv: UvBackend, specs: Sequence[str], family: dict[str, LockedDist],
                        work: str, message: str) -> list[tuple[str, str, str]]:
         """Which new packages require another torch family, from their METADATA (uv's message as fallback)."""
         pins = [f"{d.name}=={d.version}" for d in family.values()]
-        res, out = self._compile(ctx, uv, specs, work, "why", overrides=pins, prefer=True, constraints=self.constraints,
+        res, compiled = self._compile(ctx, uv, specs, work, "why", overrides=pins, prefer=True, constraints=self.constraints,
                                  detail="which package needs another torch (the family pin as an override)")
         culprits: list[tuple[str, str, str]] = []
         if res.returncode == 0:
             locked = {d.name: d for d in self.lock.packages}
             base = self.says.base_installed()
             env = _marker_env(self.lock)
-            for d in read_resolution(out, log_path=ctx.log.path):
+            for d in with_hashes(compiled.locked, log_path=ctx.log.path):
                 if d.is_family or (d.name in locked and _files(d) == _files(locked[d.name])) or d.name in base:
                     continue
                 for req in _family_requirements(read_metadata(d, read_wheel_member), env):

@@ -61,10 +61,10 @@ from torchfit.lock.pylock import (
 from torchfit.lock.toml import dumps_toml
 from torchfit.lock.uv import (
     UV_MIN,
+    Compiled,
+    compile_project,
     find_uv,
-    read_uv_lock,
     uv_version,
-    write_compile_inputs,
     write_private,
 )
 from torchfit.progress import Progress
@@ -464,37 +464,41 @@ class UvBackend(Backend):
         torch_index = s.torch_index
         if "://" not in torch_index:  # a directory given as a path: uv wants a URL
             torch_index = "file://" + quote(local_path(torch_index) or torch_index)
-        # the project, the -c constraints (`uv pip` reads no [tool.uv] constraints) and the NCCL
-        # override: 0600 (may hold the index's credentials), removed with the work directory
-        inputs = write_compile_inputs(
-            self.uv, work, specs=specs, torch_index=torch_index, routed=self.routed, flat=is_flat(s.torch_index),
-            pages=dict(self.pages), constraints=self.constraints, overrides=[nccl_override] if nccl_override else (), python=python,
-            target=target)
-        out = os.path.join(work, "pylock.resolved.toml")
         args, env = s.uv_compile(os.environ, work)  # no --no-index: it would drop the torch index too
-
-        def argv(options: Sequence[str], output: str) -> list[str]:
-            return inputs.argv(options, output)
-
         detail = f"the torch family from {redact(s.torch_index)} only, the rest from your sources"
+        log_path = self.ctx.log.path
+
+        def compile_to(out: str, step: Callable[[list[str], dict[str, str]], RunResult],
+                       cached: bool = False) -> Compiled:
+            # the project, the -c constraints (`uv pip` reads no [tool.uv] constraints) and the NCCL
+            # override: 0600 (may hold the index's credentials), removed with the work directory
+            return compile_project(
+                self.ctx.runner, self.uv, work=work, name="", env=env, options=args, specs=specs,
+                torch_index=torch_index, routed=self.routed, flat=is_flat(s.torch_index), pages=dict(self.pages),
+                constraints=self.constraints, overrides=[nccl_override] if nccl_override else (), python=python,
+                target=target, out=os.path.join(work, out), cached=cached, run=step)
+
         obs = self.ctx.observer
         obs.step("resolve", detail)
         start = time.monotonic()
         with obs.running("resolve"):
             if on_hint is not None and _any_remote(s):
-                cached = os.path.join(work, "pylock.cached.toml")
-                res = self.ctx.run("resolve", argv([*args, "--offline"], cached),
-                                   {k: v for k, v in env.items() if k != "UV_FIND_LINKS"},
-                                   detail + " (uv's cache)", check=False, show=False)
                 hint = None
-                self.cache_answered = res.returncode == 0
-                if res.returncode == 0:
-                    with contextlib.suppress(InstallFailed):  # a file without sha256: no hint
-                        hint = read_resolution(cached, log_path=self.ctx.log.path)
+                try:
+                    first = compile_to("pylock.cached.toml", lambda argv, uv_env: self.ctx.run(
+                        "resolve", argv, uv_env, detail + " (uv's cache)", check=False, show=False), cached=True)
+                except BadInput:  # uv answered, in a lock that cannot be read: no hint
+                    self.cache_answered = True
+                else:
+                    self.cache_answered = first.ok
+                    if first.ok:
+                        with contextlib.suppress(InstallFailed):  # a file without sha256: no hint
+                            hint = with_hashes(first.locked, log_path=log_path)
                 if hint:
                     on_hint(hint)
-            self.ctx.run("resolve", argv(args, out), env, detail, show=False)
-            locked = read_resolution(out, log_path=self.ctx.log.path)
+            out = os.path.join(work, "pylock.resolved.toml")
+            locked = uv_answer(lambda: compile_to(out, lambda argv, uv_env: self.ctx.run(
+                "resolve", argv, uv_env, detail, show=False)), out, log_path=log_path)
         obs.done("resolve", time.monotonic() - start)
         names = [canonicalize_name(Requirement(x).name) for x in specs]
         missing = {n for n, x in zip(names, specs) if Requirement(x).marker is None} - {d.name for d in locked}
@@ -594,20 +598,26 @@ def install_lock_text(dists: Sequence[LockedDist], *, log_path: str | None) -> s
                        "packages": [package_table(d, verbatim=True) for d in dists]})
 
 
-def read_resolution(path: str, *, log_path: str | None) -> list[LockedDist]:
-    """uv's answer at `path` (lock.uv.read_uv_lock), every file with a sha256, or InstallFailed
-    (step "resolve", naming the install log `log_path`)."""
+def uv_answer(compile: Callable[[], Compiled], out: str, *, log_path: str | None) -> list[LockedDist]:
+    """The distributions of `compile()` (a `lock.uv.compile_project` writing uv's lock `out`),
+    every file with a sha256, or InstallFailed (step "resolve", naming the install log `log_path`):
+    a lock that cannot be read, a file without sha256."""
     try:
-        locked = read_uv_lock(path)
+        compiled = compile()
     except BadInput as exc:
-        raise InstallFailed("resolve", [], None, f"cannot read uv's lock {path}: {exc.message}",
+        raise InstallFailed("resolve", [], None, f"cannot read uv's lock {out}: {exc.message}",
                             log_path=log_path) from None
+    return with_hashes(compiled.locked, log_path=log_path)
+
+
+def with_hashes(locked: Sequence[LockedDist], *, log_path: str | None) -> list[LockedDist]:
+    """`locked`, every file with a sha256, or InstallFailed naming the install log `log_path`."""
     for d in locked:
         for a in d.artifacts:
             if not a.sha256:
                 raise InstallFailed("resolve", [], None, f"no sha256 for {redact(a.url or a.path or d.name)}: "
                                     "the index gives none (try --installer pip)", log_path=log_path)
-    return locked
+    return list(locked)
 
 
 # --- pip -----------------------------------------------------------------------------------

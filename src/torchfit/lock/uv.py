@@ -13,7 +13,10 @@ So the knowledge lives here once:
   `[tool.uv.sources]` routes to it, and a routed package is looked for nowhere else;
   `uv_project` is the whole pyproject.toml `install` resolves, through the one TOML writer;
 - `compile_argv`: the argv of `uv pip compile --format pylock.toml`;
-- `read_uv_lock`: uv's pylock.toml through the one PEP 751 reader (`lock.pylock`).
+- `read_uv_lock`: uv's pylock.toml through the one PEP 751 reader (`lock.pylock`);
+- `compile_project`: the one compile step every caller above goes through (inputs written,
+  uv run once, its lock read); a caller with its own step runner (install's, add's logged
+  steps) passes it as `run`, and gets its sources' options and environment from `Sources`.
 
 What uv writes (uv 0.13.9, measured: `uv pip compile --format pylock.toml` of
 pyyaml 6.0.2 and six 1.16.0 from PyPI for one target): each registry package's
@@ -34,7 +37,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -47,7 +50,7 @@ from torchfit.errors import BadInput, ToolMissing, ToolTimeout
 from torchfit.lock.model import LockedDist
 from torchfit.lock.pylock import file_name, load_pylock
 from torchfit.lock.toml import Inline, dumps_toml
-from torchfit.runner import Runner, index_variables
+from torchfit.runner import Runner, RunResult, index_variables
 
 UV_MIN = Version("0.8.0")  # `uv pip compile --format pylock.toml`, explicit indexes
 TORCH_INDEX_NAME = "torchfit-torch"
@@ -207,6 +210,8 @@ class Compiled:
     stderr: str
     argv: tuple[str, ...]
     seconds: float
+    result: RunResult | None = None  # uv's run as it ended (its exit code, stdout and stderr apart)
+    out: str = ""  # the lock uv wrote (or would have)
 
 
 def write_private(work: str, name: str, text: str) -> str:
@@ -258,32 +263,56 @@ def write_compile_inputs(uv: str, where: str, *, specs: Sequence[str] = (), torc
     return CompileInputs(uv, pyproject, cons, over, python, target)
 
 
-def compile_project(runner: Runner, uv: str, *, specs: Sequence[str], torch_index: str, work: str,
-                    env: Mapping[str, str], options: Sequence[str] = (), routed: Sequence[str] = (),
+def compile_project(runner: Runner, uv: str, *, work: str, env: Mapping[str, str], specs: Sequence[str] = (),
+                    torch_index: str = "", options: Sequence[str] = (), routed: Sequence[str] = (),
                     flat: bool = False, pages: Mapping[str, str] | None = None, python: str | None = None,
-                    target: tuple[str, str] | None = None,
+                    target: tuple[str, str] | None = None, project_text: str | None = None,
                     constraints: Sequence[str] = (), overrides: Sequence[str] = (), timeout: float = 600.0,
-                    stall: float | None = None, name: str = "plan") -> Compiled:
-    """`uv pip compile` of `specs` into a pylock: the inputs written under `work/name/`
-    (`write_compile_inputs`), uv run once (a failure is a result, read by the caller).
+                    stall: float | None = None, name: str = "plan", out: str | None = None,
+                    prefer: str | None = None, cached: bool = False, quiet: bool = False,
+                    preview: Sequence[str] = (), cwd: str | None = None,
+                    on_wait: Callable[[float, int], None] | None = None,
+                    run: Callable[[list[str], dict[str, str]], RunResult] | None = None) -> Compiled:
+    """`uv pip compile` of `specs` (or `project_text`) into a pylock: the inputs written under
+    `work/name/` (`work` itself for an empty `name`; `write_compile_inputs`), uv run once (a
+    failure is a result, read by the caller), its lock read (`read_uv_lock`: BadInput when unreadable).
 
     `target`: (Python version, uv platform) when resolving for a host rather than for the
     interpreter `python`; `env`: uv's whole environment (what it lacks of ours is unset).
+    `out`: uv's output file (`where/pylock.toml`); `prefer`: a lock's text written there first,
+    whose versions uv then prefers (add: only what must move moves). `cached`: uv's cache alone
+    (`--offline`, the find-links directories left out: install's early hint). `preview`: uv's
+    preview features to enable (UV_PREVIEW_FEATURES). `run`: the caller's own step runner
+    (argv, env) -> RunResult (install and add log and report through theirs); without it,
+    `runner.run` with `timeout`, `stall`, `cwd` and `on_wait`.
     """
     import time
 
-    where = os.path.join(work, name)
+    where = os.path.join(work, name) if name else work
     os.makedirs(where, mode=0o700, exist_ok=True)
     inputs = write_compile_inputs(uv, where, specs=specs, torch_index=torch_index, routed=routed, flat=flat,
-                                  pages=pages, constraints=constraints, overrides=overrides, python=python, target=target)
-    out = os.path.join(where, "pylock.toml")
-    argv = inputs.argv(options, out)
+                                  pages=pages, project_text=project_text, constraints=constraints,
+                                  overrides=overrides, python=python, target=target)
+    out = out or os.path.join(where, "pylock.toml")
+    if prefer is not None:
+        write_private(os.path.dirname(out), os.path.basename(out), prefer)
+    uv_env = dict(env)
+    if cached:
+        options = [*options, "--offline"]
+        uv_env.pop("UV_FIND_LINKS", None)
+    if preview:
+        uv_env["UV_PREVIEW_FEATURES"] = ",".join(preview)
+    argv = inputs.argv(options, out, quiet=quiet)
     start = time.monotonic()
-    res = runner.run(argv, timeout=timeout, env=env, unset=[k for k in os.environ if k not in env], stall=stall)
+    if run is not None:
+        res = run(argv, uv_env)
+    else:
+        res = runner.run(argv, timeout=timeout, env=uv_env, unset=[k for k in os.environ if k not in uv_env],
+                         stall=stall, cwd=cwd, on_wait=on_wait)
     seconds = time.monotonic() - start
     if res.returncode != 0:
-        return Compiled(False, (), res.stderr + res.stdout, tuple(argv), seconds)
-    return Compiled(True, tuple(read_uv_lock(out)), res.stderr, tuple(argv), seconds)
+        return Compiled(False, (), res.stderr + res.stdout, tuple(argv), seconds, res, out)
+    return Compiled(True, tuple(read_uv_lock(out)), res.stderr, tuple(argv), seconds, res, out)
 
 
 # uv's words for a source it could not reach (uv 0.13.9, measured against an unresolvable
