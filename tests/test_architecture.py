@@ -567,3 +567,18 @@ def test_a_long_command_function_is_found(tmp_path: Path) -> None:
     (tmp_path / "verb.py").write_text(f"def add_parser():\n{body}\n\n\ndef run():\n{body}\n\n\n"
                                       f"def _short():\n{body[:-len(body.splitlines()[-1]) - 1]}\n")
     assert long_command_functions(tmp_path) == [f"verb.py:{COMMAND_FUNCTION_LINES + 4} run (61 lines)"]
+
+
+def test_no_module_over_800_lines_and_no_class_over_400() -> None:
+    """The rooms stay their size (issue 36: planning.py had one class of 756 lines, installer/add.py
+    1,002 lines): every module of src/ under 800 lines, every class under 400."""
+    too_big = []
+    for path in sorted((ROOT / "src" / "torchfit").rglob("*.py")):
+        text = path.read_text()
+        rel = path.relative_to(ROOT)
+        if len(text.splitlines()) > 800:
+            too_big.append(f"{rel}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef) and node.end_lineno and node.end_lineno - node.lineno + 1 > 400:
+                too_big.append(f"{rel}: class {node.name}, {node.end_lineno - node.lineno + 1} lines")
+    assert too_big == [], too_big

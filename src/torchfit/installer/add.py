@@ -219,7 +219,7 @@ class AddJob:
                              changed=(), kept_locked=True, lock_path=lock_path, installer="none",
                              log_path=log.path, timings=self.timings)
         backend = pick_backend(self.installer, ctx)
-        uv = backend if isinstance(backend, UvBackend) else self._uv_for_resolving(ctx)
+        uv = backend if isinstance(backend, UvBackend) else uv_for_resolving(ctx)
         with temp_dir("add") as work:
             base = self.says.base_installed()
             if base:  # an adopted env: its installed distributions are what uv resolves around
@@ -257,7 +257,7 @@ class AddJob:
             if not todo:
                 self.observer.info("nothing to install: every package asked for is in the env already")
             elif not self.sources.offline:
-                self._check_redirects(todo)
+                check_redirects(self, todo)
             self._check_users(changed)
             committed = False
             try:
@@ -354,7 +354,7 @@ class AddJob:
         self.observer.warn(f"an earlier add into {self.prefix} was stopped before it rewrote {LOCK_NAME} "
                            f"(pid {pending.get('pid', '?')}): undoing it first")
         with temp_dir("add-recover") as work:
-            self._roll_back(ctx, self._uv_for_resolving(ctx), added, changed, work)
+            self._roll_back(ctx, uv_for_resolving(ctx), added, changed, work)
 
     def _check_users(self, changed: Sequence[tuple[LockedDist, LockedDist]]) -> None:
         """Processes using the env: replacing an installed package under them waits (--wait)
@@ -425,23 +425,6 @@ class AddJob:
                 continue
             self.says.refuse([(name, "", str(req))], family, asked=True)
         return out
-
-    def _check_redirects(self, todo: Sequence[LockedDist]) -> None:
-        """IndexUnavailable before anything changes when an https file of `todo` redirects to plain
-        http: uv and pip would follow it silently (index.client.check_file_redirects, as install)."""
-        from torchfit.index.client import IndexClient, check_file_redirects
-
-        client = IndexClient(retries=1, timeout=min(30.0, self.timeout), allow_insecure=self.allow_insecure,
-                             progress=self.observer)
-        check_file_redirects(client, [a.url for d in todo for a in d.artifacts if a.url])
-
-    def _uv_for_resolving(self, ctx: StepContext) -> UvBackend:
-        """uv resolves even when pip installs (--installer pip): the family pin needs its routing."""
-        uv = find_uv(ctx.runner)
-        version = uv_version(ctx.runner, uv) if uv else None
-        if not uv or version is None:
-            raise BadInput("torchfit add resolves with uv, which is not installed here (pip install uv)")
-        return UvBackend(ctx, uv, version)
 
     # -- the resolution ---------------------------------------------------------------------------
     def _resolve(self, ctx: StepContext, uv: UvBackend, family: dict[str, LockedDist],
@@ -566,6 +549,25 @@ class AddJob:
 
 
 # --- the new lock, the torch index's packages, a companion's pair: functions of values ---------
+
+
+def check_redirects(job: AddJob, todo: Sequence[LockedDist]) -> None:
+    """IndexUnavailable before anything changes when an https file of `todo` redirects to plain
+    http: uv and pip would follow it silently (index.client.check_file_redirects, as install)."""
+    from torchfit.index.client import IndexClient, check_file_redirects
+
+    client = IndexClient(retries=1, timeout=min(30.0, job.timeout), allow_insecure=job.allow_insecure,
+                         progress=job.observer)
+    check_file_redirects(client, [a.url for d in todo for a in d.artifacts if a.url])
+
+
+def uv_for_resolving(ctx: StepContext) -> UvBackend:
+    """uv resolves even when pip installs (--installer pip): the family pin needs its routing."""
+    uv = find_uv(ctx.runner)
+    version = uv_version(ctx.runner, uv) if uv else None
+    if not uv or version is None:
+        raise BadInput("torchfit add resolves with uv, which is not installed here (pip install uv)")
+    return UvBackend(ctx, uv, version)
 
 
 def grown_lock(job: AddJob, result: Sequence[LockedDist], asked: Sequence[str]) -> Lock:
