@@ -63,3 +63,51 @@ def test_sigint_at_every_line_of_starting_and_waiting_for_a_thread(what: str) ->
     counts = json.loads(res.stdout.strip().splitlines()[-1])
     assert counts["errors"] == [], counts["errors"][:3]
     assert counts["interrupted"] > 10, counts
+
+
+def test_map_in_threads_keeps_order_bounds_the_threads_and_reraises() -> None:
+    """background.map_in_threads (host/pythons.py's probes, which used a thread pool whose joins
+    raced once in CI): results in the items' order, at most `workers` at once, an error re-raised."""
+    import threading
+    import time
+
+    from torchfit.background import map_in_threads
+
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def slow_square(x: int) -> int:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.02)
+        with lock:
+            running[0] -= 1
+        return x * x
+
+    assert map_in_threads(slow_square, list(range(10)), 3) == [x * x for x in range(10)]
+    assert peak[0] <= 3
+
+    def boom(x: int) -> int:
+        raise ValueError(f"bad {x}")
+
+    import pytest
+
+    with pytest.raises(ValueError, match="bad 0"):
+        map_in_threads(boom, [0, 1], 2)
+
+
+def test_an_internal_error_says_where_it_was_raised() -> None:
+    """A bug's one line names the innermost frame (issue 36: a CI run showed only "RuntimeError:
+    release unlocked lock", from a probe's thread, and no -v run reproduced it)."""
+    from torchfit.background import Background
+    from torchfit.cli.main import _raised_at
+
+    def fails() -> None:
+        raise RuntimeError("release unlocked lock")
+
+    import pytest
+
+    with pytest.raises(RuntimeError) as info:
+        Background(fails).result()
+    where = _raised_at(info.value)
+    assert where.startswith(" (raised in test_background.py:") and where.endswith(" fails)"), where

@@ -68,6 +68,16 @@ class Background(Generic[T]):
         return self._value  # type: ignore[return-value]
 
 
+def map_in_threads(fn: Callable[[Any], T], items: list[Any], workers: int = 8) -> list[T]:
+    """`[fn(x) for x in items]`, at most `workers` at a time, each in a Background: what a thread
+    pool's map does, without its joins (see the module's docstring); the first error re-raised."""
+    out: list[T] = []
+    for start in range(0, len(items), workers):
+        batch = [Background(fn, x) for x in items[start:start + workers]]
+        out += [b.result() for b in batch]
+    return out
+
+
 class Wake:
     """threading.Event's set/wait/clear for one waiting thread, on a bare lock (see the module's
     docstring): set() from any thread, wait(timeout) in the main thread, safe to interrupt."""

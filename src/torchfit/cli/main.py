@@ -169,7 +169,20 @@ def _internal_error(exc: BaseException, verbose: bool, as_json: bool = False) ->
         import traceback
 
         traceback.print_exc()
-    print_json_error(as_json, {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}",
+    where = _raised_at(exc)
+    print_json_error(as_json, {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}{where}",
                                "reference": "internal-error", "hint": "run with -v, please report"})
-    _say(f"torchfit: internal error: {type(exc).__name__}: {exc} (run with -v, please report)\n")
+    _say(f"torchfit: internal error: {type(exc).__name__}: {exc}{where} (run with -v, please report)\n")
     return 1
+
+
+def _raised_at(exc: BaseException) -> str:
+    """" (raised in FILE:LINE FUNCTION)": the innermost frame, so that a report of a rare failure
+    says where it happened without -v (issue 36: a CI run showed only the exception's words)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return ""
+    code = tb.tb_frame.f_code
+    return f" (raised in {code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno} {code.co_name})"

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from torchfit import cache
+from torchfit.background import map_in_threads
 from torchfit.compat.facts import Pyenv, PythonInstall, UvPythons
 from torchfit.host._io import DEFAULT_TIMEOUT, _run_tool, _unknown
 from torchfit.runner import Runner
@@ -259,11 +260,11 @@ def _pyenv_answers(runner: Runner, exe: str, timeout: float) -> dict[str, tuple[
     # when they name that root and nothing changed meanwhile.
     guess = pyenv_root(env).rstrip("/")
     before = _pyenv_stats(real, guess, env)
-    from concurrent.futures import ThreadPoolExecutor  # here: logging comes with it (~5 ms)
-
-    with ThreadPoolExecutor(max_workers=len(_PYENV_CALLS)) as pool:
-        futures = {k: pool.submit(_run_tool, runner, [exe, *args], timeout) for k, args in _PYENV_CALLS.items()}
-        results = {k: f.result() for k, f in futures.items()}
+    # torchfit's own threads (background.py), not a thread pool: the pool's joins of its workers
+    # raced ("RuntimeError: release unlocked lock" from this probe's thread, once in a CI run)
+    calls = list(_PYENV_CALLS.items())
+    answered = map_in_threads(lambda call: _run_tool(runner, [exe, *call[1]], timeout), calls, len(calls))
+    results = {k: answer for (k, _), answer in zip(calls, answered)}
     if all(res is not None and cause is None for res, cause in results.values()):
         answers = {k: res.stdout for k, (res, _) in results.items() if res is not None}
         if answers["root"].strip() == guess and os.path.isdir(guess) and _pyenv_stats(real, guess, env) == before:
@@ -475,10 +476,7 @@ def probe_pythons(
     if len(missing) == 1:
         answers[missing[0]] = ask(missing[0])
     elif missing:
-        from concurrent.futures import ThreadPoolExecutor  # here: logging comes with it (~5 ms)
-
-        with ThreadPoolExecutor(max_workers=min(8, len(missing))) as pool:
-            answers.update(zip(missing, pool.map(ask, missing)))
+        answers.update(zip(missing, map_in_threads(ask, missing, 8)))
     found: list[PythonInstall] = []
     for candidate, p in answers.items():
         if p is None:
