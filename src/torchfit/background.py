@@ -17,8 +17,12 @@ ever released twice. `Wake` is an Event built the same way, for the main thread'
 `Thread.start()` itself waits on an Event: the handler defers a signal that lands inside
 threading's code by a few milliseconds (interrupts.interrupts_raise).
 
-(concurrent.futures would do, but importing it imports `logging`: ~5 ms of every
-start-up, where every step of `install` counts.)
+concurrent.futures is not used at all: importing it imports `logging` (~5 ms of every
+start-up), and its thread pool raced with this process's own subprocesses: the pool's module
+registers fork hooks on its global shutdown lock, a child started with a preexec_fn from
+another thread runs them, and `submit` then failed with "RuntimeError: release unlocked
+lock" (measured: once in 4 cold `resolve`s on a loaded machine, 3.11.7; issue 36's flaky
+test). `map_in_threads` is the pool's map on these threads.
 """
 
 from __future__ import annotations

@@ -559,7 +559,7 @@ def check_file_redirects(client: IndexClient, urls: Iterable[str]) -> int:
     is asked with --allow-insecure-index (`client.allow_insecure`), nor for http://, file:// or
     path URLs (refused or allowed where the sources are judged). Returns how many were asked, and
     says it (`client.progress`)."""
-    from concurrent.futures import ThreadPoolExecutor
+    from torchfit.background import map_in_threads
 
     if client.allow_insecure:
         return 0
@@ -576,8 +576,7 @@ def check_file_redirects(client: IndexClient, urls: Iterable[str]) -> int:
 
     if not todo:
         return 0
-    with ThreadPoolExecutor(min(REDIRECT_CHECK_WORKERS, len(todo)), thread_name_prefix="torchfit-redirects") as pool:
-        refused = [exc for exc in pool.map(probe, todo) if exc is not None]
+    refused = [exc for exc in map_in_threads(probe, todo, REDIRECT_CHECK_WORKERS) if exc is not None]
     if refused:
         raise refused[0]
     client.progress.info(f"checked the redirects of {len(todo)} file URL{'s' * (len(todo) != 1)}: none to plain http")

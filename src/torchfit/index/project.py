@@ -280,8 +280,7 @@ def read_requires_pythons(client: Callable[[], IndexClient],
     What a file's METADATA says never changes while its bytes do not: a Requires-Python read is
     kept by the wheel's sha256 (the lock's hash) in the cache, so a warm resolve reads none.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
+    from torchfit.background import map_in_threads
     from torchfit.cache import read_record, write_record
 
     known = read_record("requires-python", "by-sha256")
@@ -302,8 +301,7 @@ def read_requires_pythons(client: Callable[[], IndexClient],
             return item[0], None
 
     if todo:
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            got = dict(pool.map(one, todo))
+        got = dict(map_in_threads(one, todo, 8))
         out.update(got)
         fresh = {sha: got[key] for key, _, sha in todo if sha is not None}
         if fresh and len(known) < 50_000:
