@@ -21,19 +21,16 @@ from torchfit.compat.matrix import DEFAULT_INDEX, Build
 from torchfit.compat.plan import Plan
 from torchfit.compat.served import allowed_for_all, torch_constraint
 from torchfit.lock.model import LockedDist
-from torchfit.planning.sources import TorchSources
+from torchfit.planning.sources import OnSources, TorchSources
 
 
-class Constraints:
+class Constraints(OnSources):
     """torchfit's facts as uv's constraints, for one planning. `held`: torch narrowed by the
     user's companion pins, said in the plan; a pin that leaves no torch build is said through
     `refuse` (the planner's record of what each attempt said) and sets `companion_refused`."""
 
     def __init__(self, torch: TorchSources, refuse: Callable[[str], None]) -> None:
         self.torch = torch
-        self.request = torch.request
-        self.matrix = torch.matrix
-        self.hosts = torch.hosts
         self.refuse = refuse
         self._companions: Companions | None = None
         self.held: list[str] = []  # torch narrowed by the user's companion pins (companions.toml), said

@@ -48,7 +48,7 @@ from torchfit.planning.refusal import (
     refuse_plain_http,
     wheels_missing,
 )
-from torchfit.planning.sources import TorchSources, family_request
+from torchfit.planning.sources import OnSources, TorchSources, family_request
 from torchfit.progress import Progress
 from torchfit.redact import strip_credentials
 
@@ -68,18 +68,13 @@ def plan_with_sources(hosts: Sequence[HostFacts], request: Request, matrix: Matr
     return ProjectPlanner(torch).plan()
 
 
-class ProjectPlanner:
+class ProjectPlanner(OnSources):
     """One project's planning: what each attempt said (`tried`, `uv_said`: for a refusal), the
     family members made direct dependencies, the companions the torch source lacks and the
     releases without a wheel for the host (`misfits`)."""
 
     def __init__(self, torch: TorchSources) -> None:
         self.torch = torch
-        self.hosts = torch.hosts
-        self.request = torch.request
-        self.matrix = torch.matrix
-        self.settings = torch.settings
-        self.arch = torch.arch
         self.passes = UvPasses(torch)
         self.constraints = Constraints(torch, lambda line: self.tried.append(line))
         self.tried: list[str] = []  # what each uv run said, for a refusal

@@ -50,11 +50,11 @@ from torchfit.lock.uv import (
     uv_version,
 )
 from torchfit.planning.refusal import wheels_missing, without_wheels
-from torchfit.planning.sources import TorchSources, as_url
+from torchfit.planning.sources import OnSources, TorchSources, as_url
 from torchfit.runner import STALL_ENV, Runner, stall_timeout
 
 
-class UvPasses:
+class UvPasses(OnSources):
     """uv's passes over the project for one planning, and what they learned: the releases kept
     out per interpreter (`pyfit`), the platforms the last answer was checked on, a fleet group
     with no answer, the wheel pages used, the packages planned from source (issue 33) and the
@@ -62,11 +62,6 @@ class UvPasses:
 
     def __init__(self, torch: TorchSources) -> None:
         self.torch = torch
-        self.hosts = torch.hosts
-        self.request = torch.request
-        self.settings = torch.settings
-        self.progress = torch.progress
-        self.arch = torch.arch
         self.fleet_refused: list[tuple[Target, str, Compiled]] = []  # a group whose platform has no answer, uv's words
         self.platforms: tuple[Target, ...] = ()  # the platforms the last answer was checked on
         self.routed: list[str] = []  # project packages sent to the torch index (companions.toml)

@@ -46,6 +46,37 @@ def family_request(request: Request) -> Request:
     return replace(request, project=replace(request.project, requirements=()))
 
 
+class OnSources:
+    """Planning's parts that work on one `TorchSources` (`self.torch`): its host facts, request,
+    matrix, settings and progress read through it, never copied (one planning's facts, one place)."""
+
+    torch: TorchSources
+
+    @property
+    def hosts(self) -> list[HostFacts]:
+        return self.torch.hosts
+
+    @property
+    def request(self) -> Request:
+        return self.torch.request
+
+    @property
+    def matrix(self) -> Matrix:
+        return self.torch.matrix
+
+    @property
+    def settings(self) -> PlanSettings:
+        return self.torch.settings
+
+    @property
+    def progress(self) -> Progress:
+        return self.torch.progress
+
+    @property
+    def arch(self) -> str:
+        return self.torch.arch
+
+
 class TorchSources:
     """The torch sources as the planner knows them: `served` (variant -> what its source serves;
     None: not read, the public index the matrix tracks), `force_read` (variants uv's answer asks
