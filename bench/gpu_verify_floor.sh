@@ -4,6 +4,9 @@
 # UUID) and one kept verify's timeline.
 #
 #   bash bench/gpu_verify_floor.sh [ROUNDS]      (from the repo root; writes into $OUT)
+#
+# BASE_SRC=DIR (another checkout's src/) adds a third timing per round, "verify-base": the same
+# verify from that tree, in the same rounds (an A/B on one machine).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-5}
@@ -21,11 +24,16 @@ timed() {  # NAME CMD...: one line "NAME SECONDS EXIT"
 }
 "$PY" bench/verify_floor.py > /dev/null 2>&1   # one unmeasured round of each (page cache)
 "$PY" -m torchfit verify --python "$PY" --json > /dev/null 2>&1
+base() {
+    if [ -n "${BASE_SRC:-}" ]; then
+        PYTHONPATH="$BASE_SRC:${PYTHONPATH#*:}" timed verify-base "$PY" -m torchfit verify --python "$PY" --json
+    fi
+}
 for i in $(seq 1 "$ROUNDS"); do
     if [ $((i % 2)) = 1 ]; then
-        timed floor "$PY" bench/verify_floor.py; timed verify "$PY" -m torchfit verify --python "$PY" --json
+        timed floor "$PY" bench/verify_floor.py; timed verify "$PY" -m torchfit verify --python "$PY" --json; base
     else
-        timed verify "$PY" -m torchfit verify --python "$PY" --json; timed floor "$PY" bench/verify_floor.py
+        base; timed verify "$PY" -m torchfit verify --python "$PY" --json; timed floor "$PY" bench/verify_floor.py
     fi
     cat "$OUT/last-floor.out" >> "$OUT/floor.jsonl"
 done
@@ -44,8 +52,10 @@ for name, sec, rc in rows:
 for name, v in by.items():
     print(f"{name:10s} median {statistics.median(v):.2f} s  ({', '.join(f'{x:.2f}' for x in v)})")
 if "floor" in by and "verify" in by:
-    print(f"verify / floor: {statistics.median(by['verify']) / statistics.median(by['floor']):.2f}x")
+    for v in ("verify", "verify-base"):
+        if v in by:
+            print(f"{v} / floor: {statistics.median(by[v]) / statistics.median(by['floor']):.2f}x")
 PYEOF
 cat "$OUT/summary.txt"
 rm -f "$OUT"/last-*
-ps -eo pid,args | grep -E '[d]dp_worker.py|[i]nspect_worker.py|[t]orch.distributed.run' || echo "no process left"
+ps -eo pid,args | grep -E '[d]dp_worker.py|[l]aunch_worker.py|[i]nspect_worker.py|[t]orch.distributed.run' || echo "no process left"

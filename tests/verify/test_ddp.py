@@ -122,3 +122,24 @@ def test_no_rank_started() -> None:
 @given(st.text(max_size=400))
 def test_torchrun_summary_parser_never_raises(text: str) -> None:
     vddp.parse_torchrun_exitcodes(text)
+
+
+def test_a_ranks_fatal_signal_is_read_from_its_own_log() -> None:
+    """The end of a rank log after SIGABRT (faulthandler's words, as the CPU machine wrote them
+    with TORCHFIT_VERIFY_FAULT=abort:1), and logs that name no fatal signal."""
+    from torchfit.verify.ddp import fatal_signal
+
+    log = [
+        "injected fault TORCHFIT_VERIFY_FAULT=abort:1 (abort at allreduce)",
+        "Fatal Python error: Aborted",
+        "",
+        "Thread 0x00007fee8043e6c0 (most recent call first):",
+        "",
+        "Current thread 0x00007fee9b02fb80 (most recent call first):",
+        "Extension modules: torch._C, torch._C._fft (total: 2)",
+    ]
+    assert fatal_signal(log) == ("SIGABRT", "Aborted")
+    assert fatal_signal(["Fatal Python error: Segmentation fault"]) == ("SIGSEGV", "Segmentation fault")
+    assert fatal_signal(["Fatal Python error: init_fs_encoding: failed"]) is None
+    assert fatal_signal(["RuntimeError: Aborted", "print('Fatal Python error: Aborted!')"]) is None
+    assert fatal_signal([]) is None

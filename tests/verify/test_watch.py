@@ -10,10 +10,11 @@ def test_torchrun_argv_single_and_several_nodes() -> None:
     one = vwatch.torchrun_argv(
         "/e/bin/python", vmodel.Options(python="/e/bin/python"), 2, "/w/config.json"
     )
-    assert one[:8] == [
+    assert one[1].endswith("workers/launch_worker.py")  # torchrun's own main, its ranks forked
+    assert [one[0], *one[2:9]] == [
         "/e/bin/python",
-        "-m",
-        "torch.distributed.run",
+        "--start-method",
+        "forkserver",
         "--nproc-per-node",
         "2",
         "--max-restarts",

@@ -276,11 +276,14 @@ def _culprit_check(r: RankState, ranks: Sequence[RankState], codes: Mapping[int,
     stage, step, _t = last_stage(r.records)
     code = codes.get(r.rank)
     watchdog = r.first("watchdog")
+    fatal = fatal_signal(tail_file(r.log, 40)) if code is None else None
     why = (
         f"its watchdog ended it ({watchdog.get('reason')})"
         if watchdog
         else f"exit {exit_text(code)}"
         if code is not None
+        else f"{fatal[0]}: its log says 'Fatal Python error: {fatal[1]}'"
+        if fatal
         else "exit code unknown"
     )
     where = f"stage '{stage}'" + (f" ({step})" if step else "")
@@ -291,6 +294,24 @@ def _culprit_check(r: RankState, ranks: Sequence[RankState], codes: Mapping[int,
         tuple(f"rank {r.rank} log: {line}" for line in tail_file(r.log, 12)) + tuple(others),
         hint="a signal or a native crash: the log lines above are the end of that rank's stdout/stderr",
     )
+
+
+# faulthandler's names of the fatal signals (Modules/faulthandler.c), as a rank's log ends.
+_FATAL = {"Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT", "Bus error": "SIGBUS",
+          "Floating point exception": "SIGFPE", "Illegal instruction": "SIGILL"}
+
+
+def fatal_signal(lines: Sequence[str]) -> tuple[str, str] | None:
+    """(signal, faulthandler's words) from a rank log's 'Fatal Python error: Aborted' line.
+
+    torchrun's summary holds one exit code per failed rank where it starts scripts, but only
+    the first it saw where it forks functions (torch.multiprocessing's ProcessContext.join):
+    a second rank's signal is then read from its own log."""
+    for line in reversed(lines):
+        words = line.strip().removeprefix("Fatal Python error: ")
+        if words != line.strip() and words in _FATAL:
+            return _FATAL[words], words
+    return None
 
 
 def _stall_check(
@@ -363,6 +384,8 @@ def rank_to_json(r: RankState) -> dict[str, Any]:
         else None,
         "checks": {c.get("name"): c.get("ok") for c in r.kind("check")},
         "timings": {x.get("what"): x.get("seconds") for x in r.kind("timing")},
+        # True: forked from torchrun's agent with torch imported (workers/launch_worker.py).
+        "torch_inherited": next((x.get("inherited") for x in r.kind("timing") if x.get("what") == "import"), None),
         # What the worker saw: proof that NCCL_*, LD_PRELOAD, CUDA_VISIBLE_DEVICES reached it.
         "env": ((r.first("runtime") or {}).get("info") or {}).get("env"),
         "nccl": {

@@ -1,16 +1,18 @@
 """The two watched children of a verify run and what they write.
 
 `Inspection` runs inspect_worker.py in the target interpreter; `DdpRun` runs
-torchrun, which starts ddp_worker.py once per rank. Both write JSON lines
+torchrun (workers/launch_worker.py: torchrun's own main), whose fork server forks
+ddp_worker's `entry` once per rank. Both write JSON lines
 (`torchfit.workers.JsonlTail` reads them while they grow); a child with no heartbeat for the
 stage timeout is stalled and killed. Also here: torchrun's argv and rendezvous
 configuration, and the text helpers (log tails, exit codes) the judges quote.
 
 Two children run for minutes and must be watched while they run (heartbeats,
 stall detection), so they are started with `runner.spawn` (own session, PDEATHSIG) rather than through
-`Runner.run`, which blocks until exit. torchrun starts each worker in a session
-of its own (torch/distributed/elastic/multiprocessing/subprocess_handler:
-start_new_session), so killing torchrun's process group does not reach them:
+`Runner.run`, which blocks until exit. Forked ranks stay in torchrun's session (the fork server is torchrun's child), but
+where torchrun runs the script instead (an old torch: launch_worker.py) it starts each
+worker in a session of its own (torch/distributed/elastic/multiprocessing/subprocess_handler:
+start_new_session), where killing torchrun's process group does not reach them: so
 every process whose command line holds this run's unique work path is killed by
 pid, and each worker also ends itself when its parent dies or its deadline passes.
 """
@@ -291,11 +293,14 @@ def rdzv_conf(opts: Options) -> str:
 
 
 def torchrun_argv(python: str, opts: Options, nproc: int, config_path: str) -> list[str]:
-    """`python -m torch.distributed.run ...`: the env's own torchrun, whatever its PATH."""
+    """The env's own torchrun, whatever its PATH, through workers/launch_worker.py: torchrun's
+    `main` with the ranks forked from a fork server that imported torch while torchrun did
+    (`--start-method forkserver`), not a new interpreter importing torch again for each rank."""
     argv = [
         python,
-        "-m",
-        "torch.distributed.run",
+        script("launch"),
+        "--start-method",
+        "forkserver",
         "--nproc-per-node",
         str(nproc),
         "--max-restarts",

@@ -1,6 +1,8 @@
 """torchfit verify, DDP smoke test and bandwidth sweep: one torchrun worker per rank.
 
-Usage (by the orchestrator): PYTHON -m torch.distributed.run ... ddp_worker.py CONFIG.json
+Usage (by the orchestrator): PYTHON launch_worker.py --start-method forkserver ... ddp_worker.py CONFIG.json
+(torchrun with `entry` as its function entrypoint), or as torchrun's script:
+PYTHON -m torch.distributed.run ... ddp_worker.py CONFIG.json
 
 Each rank appends JSON lines to RESULTS/rank-<RANK>.jsonl: a `stage` heartbeat
 before every stage (and `step: "collective"` right before it enters a
@@ -108,10 +110,11 @@ def run(cfg: dict, rep: rt.Reporter, ids: dict) -> None:
 
     rep.stage("import")
     start = time.perf_counter()
+    inherited = "torch" in sys.modules  # forked from a fork server that imported it (launch_worker.py)
     import torch
     import torch.distributed as dist
 
-    rep.line("timing", what="import", seconds=round(time.perf_counter() - start, 3))
+    rep.line("timing", what="import", seconds=round(time.perf_counter() - start, 3), inherited=inherited)
 
     rep.stage("device")
     if backend == "nccl":
@@ -226,8 +229,9 @@ def run(cfg: dict, rep: rt.Reporter, ids: dict) -> None:
         rep.line("timing", what="bandwidth", seconds=round(time.perf_counter() - start, 3))
 
 
-def main(argv: list) -> int:
-    with open(argv[1], encoding="utf-8") as fh:
+def rank(config_path: str) -> int:
+    """One rank, from torchrun's environment: 0 when it reported `done`, else 1."""
+    with open(config_path, encoding="utf-8") as fh:
         cfg = json.load(fh)
     ids = {
         "rank": int(os.environ["RANK"]),
@@ -251,6 +255,21 @@ def main(argv: list) -> int:
     rep.close()
     sys.stdout.flush()
     sys.stderr.flush()
+    return code
+
+
+def entry(config_path: str) -> None:
+    """The rank as torchrun's function entrypoint (launch_worker.py), in a process forked
+    from torchrun's fork server: a failure leaves with its exit code at once; success returns to
+    torchrun's wrapper, which hands the return value over and ends the process with os._exit
+    (multiprocessing's forkserver start): no interpreter teardown either way."""
+    code = rank(config_path)
+    if code:
+        os._exit(code)
+
+
+def main(argv: list) -> int:
+    code = rank(argv[1])
     # No interpreter teardown: see the module docstring.
     os._exit(code)
 

@@ -1,0 +1,122 @@
+"""torchfit verify's launcher: torchrun itself, its ranks started from a fork server that has
+imported torch while torchrun did.
+
+Usage (by the orchestrator): PYTHON launch_worker.py --start-method forkserver TORCHRUN-ARGS... ddp_worker.py CONFIG.json
+
+`python -m torch.distributed.run` imports torch (3-4 s on a GPU host), then starts each rank as
+a new interpreter that imports torch again. Here torchrun's own `main` runs unchanged (its
+parser, rendezvous, elastic agent, failure summary and exit code), with one difference: its
+`config_from_args` hands the agent ddp_worker's `entry` function instead of the script, so the
+agent starts the ranks with torchrun's own `--start-method forkserver`
+(torch/distributed/elastic/multiprocessing/api.py, MultiprocessContext). The fork server is
+started first, told to import torch (multiprocessing.set_forkserver_preload), so it imports
+torch at the same time as torchrun does, and every rank is a fork of it with torch imported.
+Not `fork` from the agent: torchrun's LaunchConfig asks torch.cuda.is_available(), and a CUDA
+device count taken before a fork makes CUDA unusable in the child ("Cannot re-initialize CUDA
+in forked subprocess", measured on an H100 with torch 2.11); the fork server never touches CUDA.
+Where this torch's torchrun lacks `config_from_args`, torchrun runs the script as
+`python -m torch.distributed.run` would.
+Standard library and torch only (never torchfit); Python 3.8+.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from multiprocessing import forkserver
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+AGENT = "TORCHFIT_VERIFY_AGENT_PID"
+
+
+def _die_with_the_agent() -> None:
+    """In the fork server, which imports this module first (its preload list): end with
+    torchrun's agent at once (PR_SET_PDEATHSIG), not when it next looks at its pipe, which it
+    does only after importing torch, or after its own teardown. Its ranks end themselves when
+    their parent dies (torchfit_runtime.start_watchdog)."""
+    agent = os.environ.get(AGENT)
+    if not agent or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if str(os.getppid()) != agent:  # the agent died before the line above
+        os._exit(0)
+
+
+if __name__ == "launch_worker":  # the fork server's preload; not a rank's `__mp_main__` re-run
+    _die_with_the_agent()
+
+
+def _short_temp_dir() -> None:
+    """The fork server listens on a Unix socket in multiprocessing's temp dir, and AF_UNIX
+    paths end at 108 bytes: under a long TMPDIR (verify gives its children one inside its work
+    directory) the bind fails, "AF_UNIX path too long". Python 3.12 falls back to /tmp itself
+    (multiprocessing.util._get_base_temp_dir); the same here, for every Python."""
+    import tempfile
+    from multiprocessing import util
+
+    if len(tempfile.gettempdir()) <= 64:  # + "/pymp-XXXXXXXX/listener-XXXXXXXX" fits
+        return
+    for short in ("/tmp", "/var/tmp", "/usr/tmp"):
+        if os.path.isdir(short) and os.access(short, os.W_OK | os.X_OK):
+            given, tempfile.tempdir = tempfile.tempdir, short
+            try:
+                util.get_temp_dir()  # made now, kept for this process, removed at its exit
+            finally:
+                tempfile.tempdir = given
+            return
+
+
+def main(argv: list) -> None:
+    os.environ[AGENT] = str(os.getpid())
+    multiprocessing.set_forkserver_preload(["launch_worker", "torch", "torch.distributed", "ddp_worker"])
+    _short_temp_dir()
+    try:
+        forkserver.ensure_running()  # imports torch while this process does
+        serving = True
+    except OSError as exc:  # no fork server: torchrun starts the script, as it would alone
+        sys.stderr.write(f"torchfit: no fork server ({exc}); torchrun starts the ranks as scripts\n")
+        serving = False
+    import ddp_worker
+    import torch.distributed.run as torchrun
+
+    given = getattr(torchrun, "config_from_args", None)
+    if serving and given is not None:
+
+        def config_from_args(args):
+            config, _cmd, _cmd_args = given(args)
+            return config, ddp_worker.entry, [args.training_script_args[-1]]
+
+        torchrun.config_from_args = config_from_args
+    torchrun.main(argv)
+
+
+def run(argv: list) -> None:
+    """main, then os._exit: an interpreter exit would first wait for the fork server to finish
+    its own (multiprocessing's finalizer waits for it); os._exit ends it at once through its
+    parent-death signal."""
+    code = 0
+    try:
+        main(argv)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # torchrun's ChildFailedError: its summary, as Python would print it
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    run(sys.argv[1:])
