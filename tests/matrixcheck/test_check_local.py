@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_cli
-from tests.support.indexes import SMALL_MATRIX, write_pytorch_tree
+from tests.support.indexes import SMALL_MATRIX, write_pypi_tree, write_pytorch_tree
 from torchfit.matrixcheck.known import load_known
 
 CHECK = ("matrix", "check", "--matrix", str(SMALL_MATRIX), "--backoff", "0", "--timeout", "5")
@@ -62,6 +62,22 @@ def test_the_site_configuration_names_the_mirror(site: Path) -> None:
     # the environment outranks the files, as for every command
     code, out, _ = check(site, TORCHFIT_TORCH_INDEX_URL=url.replace("/mirror/", "/elsewhere/"))
     assert code == 1 and "has no torch page" in out and f"{site}/elsewhere/cu128/torch/" in out
+
+
+def test_pypi_is_the_site_configurations_index_url(site: Path) -> None:
+    """--pypi reads the files' index-url (the site's PyPI mirror) unless --pypi-url names another."""
+    url = write_pypi_tree(site / "pypi")
+    config = site / "site.toml"
+    config.write_text(f'index-url = "{url}"\n')
+    code, out, err = check(site, "--pypi", "--json", TORCHFIT_CONFIG=str(config))
+    assert code == 0, out + err
+    data = json.loads(out)
+    assert data["ok"] is True and data["builds_checked"] == 1 and data["target"].startswith(f"{url} (PyPI-default")
+    assert f"{url}/torch/" in data["pages"]
+    # the METADATA file on disk was read and its pins agreed with the matrix
+    assert not [f for f in data["findings"] if f["fact"] in ("cudnn", "nccl", "metadata")], data["findings"]
+    code, out, _ = check(site, "--pypi", "--pypi-url", f"file://{site}/elsewhere", TORCHFIT_CONFIG=str(config))
+    assert code == 1 and f"file://{site}/elsewhere/torch/" in out, out
 
 
 def _known(path: Path, *entries: dict[str, str]) -> str:

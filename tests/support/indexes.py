@@ -116,3 +116,23 @@ def write_pytorch_tree(root: Path, *, edit: dict[str, PageEdit] | None = None) -
         page.write_text(text.replace('"/whl/', f'"{up}'), "utf-8")
     (root / "cu128" / CU128_META).write_text(body(f"download.pytorch.org/{CU128_META}"), "utf-8")
     return f"file://{root}/{{variant}}"
+
+
+def write_pypi_tree(root: Path) -> str:
+    """The recorded pypi.org pages of torch, torchvision and torchaudio as a PEP 503 tree on disk
+    (ROOT/PROJECT/index.html, the files linked as ROOT/files/NAME, torch 2.8.0's cp311 x86_64
+    METADATA beside where its wheel would be): a site's PyPI mirror. Returns its file:// URL."""
+    import html
+    import json
+
+    name = "torch-2.8.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    for project in ("torch", "torchvision", "torchaudio"):
+        files = json.loads(body(f"pypi.org/{project}.json"))["files"]
+        anchors = "".join(f'<a href="../files/{html.escape(f["filename"])}#sha256={f["hashes"]["sha256"]}">'
+                          f'{html.escape(f["filename"])}</a><br/>\n' for f in files)
+        page = root / project / "index.html"
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text(f"<!DOCTYPE html>\n<html>\n  <body>\n{anchors}  </body>\n</html>\n", "utf-8")
+    (root / "files").mkdir(exist_ok=True)
+    (root / "files" / f"{name}.metadata").write_text(body(f"pypi.org/{name}.metadata"), "utf-8")
+    return f"file://{root}"
