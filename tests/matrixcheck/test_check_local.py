@@ -17,6 +17,7 @@ from torchfit.matrixcheck.known import load_known
 CHECK = ("matrix", "check", "--matrix", str(SMALL_MATRIX), "--backoff", "0", "--timeout", "5")
 REPO = Path(__file__).resolve().parents[2]
 CP312 = "torch-2.8.0%2Bcu128-cp312-cp312-manylinux_2_28_x86_64"
+REAL = ("matrix", "check", "--backoff", "0", "--timeout", "5")
 
 
 def _drop_cp312(page: str) -> str:
@@ -28,13 +29,14 @@ def site(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def check(site: Path, *args: str, **env: str) -> tuple[int, str, str]:
-    """`torchfit matrix check ARGS` as a real process; no site configuration of this machine's or
-    user's reaches it (its HOME and XDG directories are the test's), `env` laid over."""
+def check(site: Path, *args: str, matrix: tuple[str, ...] = CHECK, **env: str) -> tuple[int, str, str]:
+    """`torchfit matrix check ARGS` (of the small matrix, or `matrix=REAL` the package's) as a real
+    process; no site configuration of this machine's or user's reaches it (its HOME and XDG
+    directories are the test's), `env` laid over."""
     base = {k: v for k, v in os.environ.items() if k not in ("TORCHFIT_CONFIG", "TORCHFIT_TORCH_INDEX_URL")}
     base.update(HOME=str(site / "home"), XDG_CONFIG_HOME=str(site / "home" / ".config"),
                 XDG_CONFIG_DIRS=str(site / "etc-xdg"), XDG_CACHE_HOME=str(site / "cache"), **env)
-    done = run_cli(*CHECK, *args, base_env=base)
+    done = run_cli(*matrix, *args, base_env=base)
     return done.returncode, done.stdout, done.stderr
 
 
@@ -159,3 +161,49 @@ def test_the_repos_known_findings_are_the_documented_four() -> None:
     assert {(k.package, k.version) for k in known} <= pairs
     assert all(k.fact == k.package and k.reason for k in known)
     assert "--known .github/matrix-known-findings.toml" in (REPO / ".github" / "workflows" / "nightly.yml").read_text()
+
+
+def _pypi_25_tree(root: Path) -> str:
+    """A PyPI mirror (PEP 503 on disk) as PyPI is for the matrix's 2.5 rows: torch 2.5.0/2.5.1
+    wheels for every CPython the matrix claims, with METADATA pinning its cuDNN and NCCL;
+    torchvision 0.20.x and torchaudio 2.5.x without cp313 wheels (what docs/matrix-maintenance.md
+    reports of the real PyPI on 2026-11-30). Built from the matrix itself."""
+    from torchfit.cache import load_matrix
+
+    builds = [b for b in load_matrix(None).builds if b.pypi_default and str(b.torch).startswith("2.5.")]
+    assert {str(b.torch) for b in builds} == {"2.5.0", "2.5.1"}
+    pages: dict[str, list[str]] = {"torch": [], "torchvision": [], "torchaudio": []}
+    (root / "files").mkdir(parents=True)
+    for b in builds:
+        for major, minor in b.pythons_for("x86_64"):
+            tag = f"cp{major}{minor}"
+            name = f"torch-{b.torch}-{tag}-{tag}-manylinux1_x86_64.whl"
+            pages["torch"].append(name)
+            marker = 'platform_system == "Linux" and platform_machine == "x86_64"'
+            (root / "files" / f"{name}.metadata").write_text(
+                f"Metadata-Version: 2.1\nName: torch\nVersion: {b.torch}\n"
+                f"Requires-Dist: nvidia-cudnn-cu12=={b.cudnn}; {marker}\n"
+                f"Requires-Dist: nvidia-nccl-cu12=={b.nccl}; {marker}\n")
+            if (major, minor) != (3, 13):
+                pages["torchvision"].append(f"torchvision-{b.torchvision}-{tag}-{tag}-manylinux1_x86_64.whl")
+                pages["torchaudio"].append(f"torchaudio-{b.torchaudio}-{tag}-{tag}-manylinux1_x86_64.whl")
+    for project, names in pages.items():
+        (root / project).mkdir()
+        (root / project / "index.html").write_text(
+            "".join(f'<a href="../files/{n}#sha256={"0" * 64}">{n}</a><br/>\n' for n in names))
+    return f"file://{root}"
+
+
+def test_the_nightlys_known_file_accepts_exactly_the_four_findings(site: Path) -> None:
+    """The identities in .github/matrix-known-findings.toml are the ones `matrix check --pypi` gives
+    the documented findings: all four known, nothing stale, exit 0; without the file, exit 1 on them."""
+    args = ("--pypi", "--torch", "2.5", "--pypi-url", _pypi_25_tree(site / "pypi"), "--json")
+    code, out, err = check(site, *args, matrix=REAL)
+    assert code == 1, out + err
+    drift = [(f["fact"], f["package"], f["version"]) for f in json.loads(out)["findings"] if f["level"] == "drift"]
+    assert sorted(drift) == [("torchaudio", "torchaudio", "2.5.0"), ("torchaudio", "torchaudio", "2.5.1"),
+                             ("torchvision", "torchvision", "0.20.0"), ("torchvision", "torchvision", "0.20.1")]
+    code, out, err = check(site, *args, "--known", str(REPO / ".github" / "matrix-known-findings.toml"), matrix=REAL)
+    data = json.loads(out)
+    assert code == 0, out + err
+    assert data["ok"] is True and data["drift"] == 0 and len(data["known"]) == 4 and data["stale"] == []
