@@ -46,18 +46,48 @@ from torchfit.export.stack import load_lock
 
 __all__ = ["cpu_env", "cpu_wheel", "state_home", "torch_index"]  # the installer's fixtures, used here
 
-BASE_NAME = "localhost/torchfit-test-base:bookworm"
-IMAGE = "localhost/torchfit-test-torch:cpu"
+# Names of this run's own (two engineers' podman tests may share a machine).
+BASE_NAME = f"localhost/torchfit-test-base:bookworm-{os.getpid()}"
+IMAGE = f"localhost/torchfit-test-torch:cpu-{os.getpid()}"
+DIGEST = "sha256:" + "0123456789abcdef" * 4
 
 
-def _render(lock: Path, *, pack: str | None = "pack") -> str:
+def _render(lock: Path, *, pack: str | None = "pack", base: str | None = None) -> str:
     from torchfit.lock.pylock import load_lock as load_pylock
 
     stack, parsed = load_lock(str(lock)), load_pylock(str(lock))
-    base, why = choose_base(stack.python, glibc_floor(stack), ["debian"])
+    chosen, why = choose_base(stack.python, glibc_floor(stack), ["debian"])
     return render_containerfile(stack, source=Source(pack=pack, lock="pylock.toml"), pin=parsed.pin(),
-                                plan=parsed.plan(), lock_sha256="c" * 64, base=base.image, base_why=why,
+                                plan=parsed.plan(), lock_sha256="c" * 64, base=base or chosen.image, base_why=why,
                                 version="0.1.0", wheels_sha256="d" * 64)
+
+
+def test_a_digest_pinned_base_is_kept_verbatim_and_labelled(tmp_path: Path) -> None:
+    ref = f"docker.io/library/python:3.11-slim-bookworm@{DIGEST}"
+    text = _render(container_lock(tmp_path), base=ref)
+    assert f"FROM {ref}" in text.splitlines()
+    assert f'org.opencontainers.image.base.name="{ref}"' in text
+    assert f'org.opencontainers.image.base.digest="{DIGEST}"' in text
+    assert "base.digest" not in _render(container_lock(tmp_path))  # a tag pins nothing: no digest label
+    # through the command: exported as given, said in the file's head
+    out = tmp_path / "ctx" / "Containerfile"
+    proc = run_tf("export", "--format", "containerfile", "--lock", str(container_lock(tmp_path)), "--base", ref,
+                  "-o", str(out), state=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert f"FROM {ref}\n" in out.read_text() and f"# Base: {ref} (--base, pinned by its digest)." in out.read_text()
+
+
+def test_the_env_and_the_entry_run_as_an_unprivileged_user(tmp_path: Path) -> None:
+    lines = _render(container_lock(tmp_path)).splitlines()
+    install = next(i for i, ln in enumerate(lines) if "torchfit install --offline --pack" in ln)
+    user = lines.index("USER 10001:10001")
+    # root (USER 0 after FROM) for the install steps only; the user is made after them, then taken
+    assert lines.index("USER 0") < install < user and lines[-1] == 'CMD ["torchfit", "verify"]'
+    assert not [ln for ln in lines[user + 1:] if ln.startswith(("USER", "RUN"))]
+    made = "\n".join(lines[install:user])
+    assert "useradd --no-log-init --uid 10001 --gid 10001 --create-home --home-dir /home/torchfit" in made
+    assert "echo 'torchfit:x:10001:10001::/home/torchfit:/bin/sh' >> /etc/passwd" in made  # a base without useradd
+    assert "ENV HOME=/home/torchfit" in lines and 'io.torchfit.user="torchfit (10001:10001)" \\' in "\n".join(lines)
 
 
 def test_the_text_pins_the_lock_labels_the_stack_and_installs_with_the_build_check(tmp_path: Path) -> None:
@@ -100,6 +130,10 @@ def test_the_base_follows_python_glibc_and_the_os_family(tmp_path: Path) -> None
 @pytest.mark.parametrize(("args", "needle"), [
     (("--lock", "LOCK"), "give -o DIR/Containerfile"),
     (("--lock", "LOCK", "-o", "OUT", "--base", "a b"), "--base 'a b': not an image reference"),
+    (("--lock", "LOCK", "-o", "OUT", "--base", "python:3.11@sha256:abc"), "IMAGE@sha256:<64 lowercase hex digits>"),
+    (("--lock", "LOCK", "-o", "OUT", "--base", "python@" + DIGEST.upper()), "IMAGE@sha256:<64 lowercase hex"),
+    (("--lock", "LOCK", "-o", "OUT", "--base", "python@md5:" + "0" * 32), "IMAGE@sha256:<64 lowercase hex"),
+    (("--lock", "LOCK", "-o", "OUT", "--base", f"python@{DIGEST}@{DIGEST}"), "IMAGE@sha256:<64 lowercase hex"),
     (("--lock", "LOCK", "-o", "OUT", "--pack", "NOPACK"), "not a pack"),
     (("-o", "OUT"), "give --lock FILE"),
     (("--lock", "LDLOCK", "-o", "OUT"), "LD_PRELOAD of /usr/lib/x86_64-linux-gnu/libnccl.so.2"),
@@ -198,7 +232,11 @@ def test_an_image_of_the_cpu_lock_builds_offline_and_verifies(
     ctx = tmp_path / "ctx"
     packed = run_tf("pack", "--lock", str(lock), "-o", str(ctx / "pack"), state=state_home, timeout=1800)
     assert packed.returncode == 0, packed.stderr
-    out = run_tf("export", "--format", "containerfile", "--pack", str(ctx / "pack"), "--base", base_image,
+    # the base pinned by its digest, as a site pins it (the imported image's own manifest digest)
+    digest = _podman(podman, "image", "inspect", "--format", "{{.Digest}}", base_image).stdout.strip()
+    assert digest.startswith("sha256:"), digest
+    pinned = f"{base_image}@{digest}"
+    out = run_tf("export", "--format", "containerfile", "--pack", str(ctx / "pack"), "--base", pinned,
                  "-o", str(ctx / "Containerfile"), state=state_home, timeout=900)
     assert out.returncode == 0, out.stderr
     assert "podman build --network none" in out.stderr
@@ -220,7 +258,12 @@ def test_an_image_of_the_cpu_lock_builds_offline_and_verifies(
         assert labels["io.torchfit.torch"] == "2.13.0" and labels["io.torchfit.variant"] == "cpu"
         assert labels["io.torchfit.lock-sha256"] == sha256_file(lock)
         assert labels["io.torchfit.cuda"] == "none" and labels["io.torchfit.nccl"] == "none"
-        assert labels["org.opencontainers.image.base.name"] == base_image
+        assert labels["org.opencontainers.image.base.name"] == pinned
+        assert labels["org.opencontainers.image.base.digest"] == digest
+        # the entry runs as the unprivileged user; the env is root's, not writable by it
+        who = _podman(podman, "run", "--rm", "--network", "none", IMAGE, "sh", "-c",
+                      "id -u; id -g; echo $HOME; test -w /opt/torch/bin || echo read-only", timeout=300)
+        assert who.stdout.split() == ["10001", "10001", "/home/torchfit", "read-only"], who.stdout + who.stderr
         # doctor in the image: a podman container, no GPU passed in
         doc = _podman(podman, "run", "--rm", "--network", "none", IMAGE, "torchfit", "doctor", "--json", timeout=600)
         check = next(c for c in json.loads(doc.stdout)["checks"] if c["id"] == "container-gpu-access")

@@ -222,7 +222,7 @@ def test_pypi_pin_drift(rsps, capsys, tmp_path) -> None:
     [
         (("--variant", "cu999"), "no such variant"),
         (("--torch", "9.9"), "no matching release"),
-        (("--index-url", "ftp://example.com/whl"), "not an http(s) URL"),
+        (("--index-url", "ftp://example.com/whl"), "not an http(s) or file:// URL"),
         (("--timeout", "0"), "--timeout"),
         (("--pypi", "--index-url", "https://example.com"), "--pypi-url"),
     ],

@@ -84,3 +84,55 @@ def serve_pypi(rsps: object) -> None:
     wheel = next(f for f in doc["files"] if f["filename"] == "torch-2.8.0-cp311-cp311-manylinux_2_28_x86_64.whl")
     rsps.add("GET", wheel["url"] + ".metadata",  # type: ignore[attr-defined]
              body=body("pypi.org/torch-2.8.0-cp311-cp311-manylinux_2_28_x86_64.whl.metadata"))
+
+
+def write_pytorch_tree(root: Path, *, edit: dict[str, PageEdit] | None = None) -> str:
+    """The recorded download.pytorch.org pages as a PEP 503 tree on disk (a site's `file://`
+    mirror): ROOT/{cu128,cpu}/PROJECT/index.html, the combined ROOT/torch/index.html, and
+    cu128's PEP 658 METADATA file beside where its wheel would be. The PEP 691 JSON pages
+    are written as the HTML a mirror would serve; every link is made relative to the tree.
+    `edit` as serve_pytorch's. Returns the `{variant}` template of the tree's URL."""
+    import html
+    import json
+
+    edit = edit or {}
+    pages = {
+        "cu128-torch": "cu128-torch.html", "cu128-torchvision": "cu128-torchvision.html",
+        "cu128-torchaudio": "cu128-torchaudio.html", "cpu-torch": "cpu-torch.json",
+        "cpu-torchvision": "cpu-torchvision.json", "cpu-torchaudio": "cpu-torchaudio.json", "torch": "torch.html",
+    }
+    for key, fname in pages.items():
+        text = body(f"download.pytorch.org/{fname}")
+        if fname.endswith(".json"):
+            anchors = "".join(
+                f'<a href="{html.escape(f["url"])}#sha256={f["hashes"]["sha256"]}">{html.escape(f["filename"])}</a><br/>\n'
+                for f in json.loads(text)["files"])
+            text = f"<!DOCTYPE html>\n<html>\n  <body>\n{anchors}  </body>\n</html>\n"
+        text = edit.get(key, lambda t: t)(text)
+        variant, _, project = key.rpartition("-")
+        up = "../../" if variant else "../"
+        page = root / variant / project / "index.html" if variant else root / project / "index.html"
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text(text.replace('"/whl/', f'"{up}'), "utf-8")
+    (root / "cu128" / CU128_META).write_text(body(f"download.pytorch.org/{CU128_META}"), "utf-8")
+    return f"file://{root}/{{variant}}"
+
+
+def write_pypi_tree(root: Path) -> str:
+    """The recorded pypi.org pages of torch, torchvision and torchaudio as a PEP 503 tree on disk
+    (ROOT/PROJECT/index.html, the files linked as ROOT/files/NAME, torch 2.8.0's cp311 x86_64
+    METADATA beside where its wheel would be): a site's PyPI mirror. Returns its file:// URL."""
+    import html
+    import json
+
+    name = "torch-2.8.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    for project in ("torch", "torchvision", "torchaudio"):
+        files = json.loads(body(f"pypi.org/{project}.json"))["files"]
+        anchors = "".join(f'<a href="../files/{html.escape(f["filename"])}#sha256={f["hashes"]["sha256"]}">'
+                          f'{html.escape(f["filename"])}</a><br/>\n' for f in files)
+        page = root / project / "index.html"
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text(f"<!DOCTYPE html>\n<html>\n  <body>\n{anchors}  </body>\n</html>\n", "utf-8")
+    (root / "files").mkdir(exist_ok=True)
+    (root / "files" / f"{name}.metadata").write_text(body(f"pypi.org/{name}.metadata"), "utf-8")
+    return f"file://{root}"

@@ -279,7 +279,8 @@ def as_url(location: str) -> str:
         return location
     from urllib.parse import quote
 
-    return "file://" + quote(os.path.abspath(os.path.expanduser(location)))
+    # `{variant}` stays a placeholder (quoted, `/srv/mirror/{variant}` would never be substituted)
+    return "file://" + quote(os.path.abspath(os.path.expanduser(location))).replace("%7Bvariant%7D", "{variant}")
 
 
 def sources_for(args: argparse.Namespace, environ: Mapping[str, str], *, project: ProjectSpec | None,
@@ -351,19 +352,30 @@ def describe_sources(args: argparse.Namespace) -> list[str]:
     return out
 
 
-def index_client(args: argparse.Namespace) -> IndexClient:
+def matrix_indexes(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """`matrix check|update`'s indexes by the one precedence rule, as the other commands read them:
+    (the variant indexes: --index-url > TORCHFIT_TORCH_INDEX_URL > the files' torch-index-url, a
+    path as file://; the PyPI index of --pypi: --pypi-url > the files' index-url); None: the default."""
+    given = torch_setting(argparse.Namespace(torch_index_url=args.index_url), environ)
+    base = as_url(given[0]) if given is not None else None
+    pypi = args.pypi_url or (site_config(environ).get("index-url") if args.pypi else None)
+    return base, as_url(pypi) if pypi else None
+
+
+def index_client(args: argparse.Namespace, *, read_local: bool = False) -> IndexClient:
     """The index client of `matrix check|update|probe`, from --timeout, --backoff, --no-cache,
-    --allow-insecure-index and -v (progress on a terminal or with -v)."""
+    --allow-insecure-index and -v (progress on a terminal or with -v); `read_local`: the index
+    read is a file:// tree (`matrix_indexes`), whose pages and files are read from disk."""
     import sys
 
     from torchfit.errors import BadInput
-    from torchfit.index.client import IndexClient
+    from torchfit.index.client import IndexClient, LocalIndexClient
     from torchfit.progress import StderrProgress
 
     if not args.timeout > 0:
         raise BadInput(f"--timeout {args.timeout:g}: must be a positive number of seconds")
     verbose = getattr(args, "verbose", False)
-    return IndexClient(
+    return (LocalIndexClient if read_local else IndexClient)(
         timeout=args.timeout,
         backoff=max(0.0, args.backoff),
         use_cache=not args.no_cache,

@@ -22,6 +22,8 @@ from torchfit.errors import BadInput
 from torchfit.export.containerfile import (
     WHEELS,
     Source,
+    base_digest,
+    check_base,
     choose_base,
     glibc_floor,
     os_family,
@@ -98,9 +100,8 @@ def write_context(stack: Stack, lock_path: str, output: str | None, *, pack: str
         raise BadInput(f"--lock {lock_path}: names no Python version; an image needs the one its wheels are for")
     floor = glibc_floor(stack)
     if base is not None:
-        if not base.strip() or any(c.isspace() for c in base):
-            raise BadInput(f"--base {base!r}: not an image reference (like docker.io/library/python:3.11-slim)")
-        why = "--base"
+        base = check_base(base)
+        why = "--base, pinned by its digest" if base_digest(base) else "--base"
     else:
         chosen, why = choose_base(stack.python, floor, [os_family(str(h.get("os") or "")) for h in lock.hosts()])
         base = chosen.image

@@ -39,6 +39,14 @@ from torchfit.export.stack import Stack, comment
 from torchfit.lock.model import EnvSetting, NcclPin, env_settings
 
 PREFIX = "/opt/torch"  # the env in the image
+# The unprivileged user the env and the entry run as (root only installs). A fixed UID/GID, as
+# Docker's best practices advise (the next free one differs between rebuilds); useradd
+# --no-log-init there too: a large UID would otherwise fill /var/log/faillog in the layer.
+USER_NAME, USER_ID = "torchfit", 10001
+HOME = f"/home/{USER_NAME}"
+# A digest reference: NAME[:TAG]@sha256:<64 lowercase hex> (the OCI image spec's sha256 digest
+# encoding, [a-f0-9]{64}; Docker's FROM takes `image@digest` and `image:tag@digest`).
+_DIGEST_RE = re.compile(r"^[^@\s]+@sha256:[a-f0-9]{64}$")
 TOOL = "/opt/torchfit"  # torchfit's own venv in the image
 WHEELS = "torchfit-wheels"  # the context's directory of torchfit's wheels
 LABEL_NS = "io.torchfit."
@@ -120,6 +128,22 @@ def choose_base(python: str, floor: tuple[int, int] | None, families: Sequence[s
     return fits[0], why
 
 
+def check_base(ref: str) -> str:
+    """`--base` as given (kept verbatim); BadInput (one line) for no image reference, or for a
+    digest that is not `sha256:` and 64 lowercase hex digits: a mistyped pin must not build."""
+    if not ref.strip() or any(c.isspace() for c in ref):
+        raise BadInput(f"--base {ref!r}: not an image reference (like docker.io/library/python:3.11-slim)")
+    if "@" in ref and not _DIGEST_RE.match(ref):
+        raise BadInput(f"--base {ref}: a digest-pinned base is IMAGE@sha256:<64 lowercase hex digits> "
+                       "(podman image inspect --format '{{.Digest}}' IMAGE prints it)")
+    return ref
+
+
+def base_digest(ref: str) -> str | None:
+    """The digest a checked --base pins (`sha256:...`), or None for a tag."""
+    return ref.rpartition("@")[2] if "@" in ref else None
+
+
 def _env_value(text: str) -> str:
     """A double-quoted Containerfile word: `\\`, `"` and `$` escaped (no substitution inside)."""
     if "\n" in text:
@@ -143,6 +167,7 @@ def labels(stack: Stack, *, pin: NcclPin, cuda: str | None, lock_sha256: str, ba
                                                 f"CUDA {cuda or 'none'}; NCCL {pin.describe()}",
         "org.opencontainers.image.version": f"{stack.torch}+{stack.variant}",
         "org.opencontainers.image.base.name": base,
+        **({"org.opencontainers.image.base.digest": digest} if (digest := base_digest(base)) else {}),
         LABEL_NS + "torch": stack.torch,
         LABEL_NS + "variant": stack.variant,
         LABEL_NS + "packages": family,
@@ -152,6 +177,7 @@ def labels(stack: Stack, *, pin: NcclPin, cuda: str | None, lock_sha256: str, ba
         LABEL_NS + "nccl-pin": pin.describe(),
         LABEL_NS + "lock-sha256": lock_sha256,
         LABEL_NS + "env": PREFIX,
+        LABEL_NS + "user": f"{USER_NAME} ({USER_ID}:{USER_ID})",
         LABEL_NS + "version": version,
     }
 
@@ -229,8 +255,31 @@ def render_containerfile(stack: Stack, *, source: Source, pin: Mapping[str, Any]
         f'    echo "{lock_sha256}  {mounted_lock}" | sha256sum -c --quiet - && \\',
         f"    XDG_CACHE_HOME=/tmp/torchfit-cache {install} && \\",
         "    rm -rf /tmp/torchfit-cache",
+        *_user_lines(),
         "# What `torchfit run` sets (the env first on PATH, its NCCL pin).",
         "ENV " + " \\\n    ".join(_env_line(v) for v in env_settings(PREFIX, nccl)),
         'CMD ["torchfit", "verify"]',
     ]
     return comment(head) + "\n".join(body) + "\n"
+
+
+def _user_lines() -> list[str]:
+    """The unprivileged user, made after the install steps (the only ones that need root): the env
+    and torchfit stay root's, read-only to it; the entry and whatever runs in the image are its.
+    useradd where the base has it (Debian, RHEL), else the passwd and group lines themselves."""
+    uid = USER_ID
+    return [
+        f"# An unprivileged user ({USER_NAME}, {uid}:{uid}) runs the env and the entry; root above only to install.",
+        "RUN if command -v useradd >/dev/null 2>&1; then \\",
+        f"      groupadd --gid {uid} {USER_NAME} && \\",
+        f"      useradd --no-log-init --uid {uid} --gid {uid} --create-home --home-dir {HOME} "
+        f"--shell /bin/sh {USER_NAME}; \\",
+        "    else \\",
+        f"      echo '{USER_NAME}:x:{uid}:{uid}::{HOME}:/bin/sh' >> /etc/passwd && \\",
+        f"      echo '{USER_NAME}:x:{uid}:' >> /etc/group && \\",
+        f"      mkdir -p {HOME} && chown {uid}:{uid} {HOME}; \\",
+        "    fi",
+        f"USER {uid}:{uid}",
+        f"ENV HOME={HOME}",
+        f"WORKDIR {HOME}",
+    ]

@@ -47,6 +47,7 @@ from torchfit.inputs import decode_json, shown
 from torchfit.lock.artifacts import copy_local, local_location, lock_dir, size_limit
 from torchfit.lock.model import Artifact, Lock, LockedDist
 from torchfit.lock.pylock import artifact_size, file_name, load_lock, sha256_file
+from torchfit.lock.served import wanted as _wanted
 from torchfit.redact import redact
 from torchfit.space import Place, from_oserror, is_no_space
 
@@ -80,11 +81,6 @@ class PackResult:
     fetched: int = 0
     kept: int = 0
     bytes_total: int = 0
-
-
-def _wanted(d: LockedDist) -> list[Artifact]:
-    """The files of a package the install takes: its wheels (or archive), the sdist only without one."""
-    return [a for a in d.artifacts if a.kind != "sdist"] or list(d.artifacts)
 
 
 def _name(a: Artifact) -> str:

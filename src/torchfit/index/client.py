@@ -2,7 +2,8 @@
 
 `IndexClient` fetches a project's page from a simple repository (PEP 691 JSON when
 the server offers it, PEP 503 HTML otherwise) and a wheel's core metadata (PEP 658,
-attribute renamed by PEP 714); reading inside a wheel (range requests) is
+attribute renamed by PEP 714); a `file://` tree (a site's mirror on a shared file system)
+is read from disk the same way: `DIR/PROJECT/index.html`, a missing file a 404; reading inside a wheel (range requests) is
 `torchfit.index.wheelmeta`. Around `requests` it adds what a nightly job against
 a CDN needs: a timeout on every request, retries with exponential backoff on 5xx,
 429 and connection errors, and a conditional-request cache on disk (ETag /
@@ -581,6 +582,45 @@ def check_file_redirects(client: IndexClient, urls: Iterable[str]) -> int:
         raise refused[0]
     client.progress.info(f"checked the redirects of {len(todo)} file URL{'s' * (len(todo) != 1)}: none to plain http")
     return len(todo)
+
+
+class LocalIndexClient(IndexClient):
+    """An IndexClient that reads `file://` URLs from disk too (`_get_local`): for a reader told
+    that its index is a local tree (`matrix check` of a site's mirror); elsewhere a page's
+    file:// link goes to requests, which refuses it."""
+
+    def get(self, url: str, accept: str = "*/*", *, expect_sha256: str | None = None,
+            limit: int = MAX_BODY_BYTES) -> Fetched:
+        if urlsplit(url).scheme.lower() == "file":
+            return _get_local(url, limit, expect_sha256)
+        return super().get(url, accept, expect_sha256=expect_sha256, limit=limit)
+
+
+def _get_local(url: str, limit: int, expect_sha256: str | None) -> Fetched:
+    """A `file://` URL read from disk as a server would answer it: a directory's (or a URL
+    ending in `/`'s) `index.html` (PEP 503 trees as mirrors and `pip download` trees hold
+    them), 404 for a missing file; a regular file only, at most `limit` bytes (IndexMalformed
+    past it, or for a body that is not the advertised sha256), never blocking
+    (`inputs.read_regular`)."""
+    import errno
+    from urllib.parse import unquote
+
+    from torchfit.inputs import read_regular
+
+    path = unquote(urlsplit(url).path)
+    if url.endswith("/") or os.path.isdir(path):
+        path = os.path.join(path, "index.html")
+    try:
+        body = read_regular(path, limit)
+    except FileNotFoundError:
+        return Fetched(url, 404, "", b"")
+    except OSError as exc:
+        if exc.errno == errno.EFBIG:
+            raise _too_big(url, limit) from None
+        raise IndexUnavailable(url, f"cannot read {path}: {exc.strerror or exc}", kind="local") from None
+    if expect_sha256 and hashlib.sha256(body).hexdigest() != expect_sha256.lower():
+        raise IndexMalformed(url, "file does not match the sha256 the index advertised")
+    return Fetched(url, 200, "text/html" if path.endswith(".html") else "application/octet-stream", body)
 
 
 def _no_credentials(request: requests.PreparedRequest) -> requests.PreparedRequest:

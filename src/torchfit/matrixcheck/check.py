@@ -29,7 +29,7 @@ from packaging.version import Version
 from torchfit.compat.matrix import DEFAULT_INDEX, PLATFORMS, PYPI_SIMPLE, VARIANT_RE, Build, Matrix
 from torchfit.compat.versions import Dotted
 from torchfit.errors import BadInput, IndexMalformed, IndexUnavailable
-from torchfit.index.client import IndexClient
+from torchfit.index.client import IndexClient, LocalIndexClient
 from torchfit.index.pages import ProjectPage
 from torchfit.index.wheelmeta import wheel_metadata
 from torchfit.matrixcheck.report import DRIFT, ERROR, NOTE, CheckReport, Finding
@@ -63,13 +63,16 @@ def select_builds(matrix: Matrix, torch: str | None, variant: str | None) -> lis
 
 
 def check_base_url(url: str, option: str) -> str:
-    """An index URL torchfit can read over HTTP; BadInput otherwise."""
+    """An index URL torchfit can read: http(s), or a `file://` tree (a site's mirror on disk);
+    BadInput otherwise."""
     from torchfit.inputs import check_index_url
 
     check_index_url(url, option)
     parts = urlsplit(url)
+    if parts.scheme == "file" and parts.path.startswith("/"):
+        return url.rstrip("/")
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise BadInput(f"{option} {redact(url)}: not an http(s) URL")
+        raise BadInput(f"{option} {redact(url)}: not an http(s) or file:// URL")
     return url.rstrip("/")
 
 
@@ -209,7 +212,10 @@ def check_matrix(
             findings.extend(_check_build(b, index, reader, client, pypi, observed))
     findings.extend(_discover(matrix, builds, groups, reader, base, torch, variant, pypi, pypi_url))
     findings.extend(reader.error_findings())
-    return CheckReport(target, len(builds), tuple(_dedupe(findings)), tuple(reader.read), observed)
+    covered = frozenset({("torch", str(b.torch)) for b in builds}
+                        | {(n, v) for b in builds for n, v in (("torchvision", b.torchvision),
+                                                                ("torchaudio", b.torchaudio)) if v})
+    return CheckReport(target, len(builds), tuple(_dedupe(findings)), tuple(reader.read), observed, covered)
 
 
 def _dedupe(findings: Iterable[Finding]) -> list[Finding]:
@@ -232,9 +238,9 @@ def _check_build(
     read_at = {"torch": url}  # the page actually read (after redirects), for the findings
 
     def add(level: str, fact: str, message: str, matrix: str | None = None, index_val: str | None = None,
-            page: str | None = None) -> None:
+            page: str | None = None, package: str = "torch", version: str | None = None) -> None:
         out.append(Finding(level, b.label, fact, message, matrix, index_val, page or read_at["torch"], b.line,
-                           b.series_line, str(b.torch), b.variant))
+                           b.series_line, str(b.torch), b.variant, package, version or str(b.torch)))
 
     try:
         torch_page = reader.page(index, "torch")
@@ -302,7 +308,10 @@ def _check_pins(
     murl = redact(wheel.file.metadata_url)
     try:
         text = client.core_metadata(wheel.file)
-        if text is None:
+        if text is None and urlsplit(wheel.file.url).scheme == "file" and isinstance(client, LocalIndexClient):
+            murl = redact(urldefrag(wheel.file.url)[0])
+            text = _local_wheel_metadata(murl)
+        elif text is None:
             # No PEP 658 file: read METADATA out of the wheel with range requests.
             murl = redact(urldefrag(wheel.file.url)[0])
             text = wheel_metadata(client, wheel.file)
@@ -328,6 +337,27 @@ def _check_pins(
             add(DRIFT, fact, f"METADATA pins {label}=={pin}; the matrix says {have}", have, pin, murl)
 
 
+def _local_wheel_metadata(url: str) -> str | None:
+    """A local mirror's wheel without FILE.metadata: its METADATA read out of the file on disk
+    (None for a file that is not there or no readable wheel: the note says the pins went unchecked)."""
+    from urllib.parse import unquote
+
+    from torchfit.errors import WheelFormatError
+    from torchfit.index.wheelmeta import FileSource, WheelArchive
+
+    try:
+        source = FileSource(unquote(urlsplit(url).path))
+    except WheelFormatError:
+        return None
+    try:
+        found = WheelArchive(source).metadata()
+    except (OSError, WheelFormatError):
+        return None
+    finally:
+        source.close()
+    return found[1].decode("utf-8", errors="replace") if found is not None else None
+
+
 def _check_companion(
     b: Build, name: str, ver: str, index: str, reader: _Reader, pypi: bool,
     platforms: Sequence[str], add: Callable[..., None],
@@ -339,7 +369,8 @@ def _check_companion(
     except _PageFailed:
         return
     if page is None:
-        add(DRIFT, name, f"the matrix pairs {name} {ver}; the index has no {name} page", ver, "no page", page_url)
+        add(DRIFT, name, f"the matrix pairs {name} {ver}; the index has no {name} page", ver, "no page", page_url,
+            name, ver)
         return
     page_url = redact(page.url)
     want = Version(ver)
@@ -347,12 +378,14 @@ def _check_companion(
     # not another variant's counts.
     ws = [w for w in wheels if w.public == want and (pypi or w.variant in (b.variant, None))]
     if not ws:
-        add(DRIFT, name, f"the matrix pairs {name} {ver}; the index has no such wheel", ver, "none", page_url)
+        add(DRIFT, name, f"the matrix pairs {name} {ver}; the index has no such wheel", ver, "none", page_url,
+            name, ver)
         return
     for p in platforms:
         missing = [py for py in b.pythons_for(p) if not any(w.covers(py, p) for w in ws)]
         if missing:
-            add(DRIFT, name, f"{name} {ver} has no {p} wheel for CPython {_pys(missing)}", ver, "missing", page_url)
+            add(DRIFT, name, f"{name} {ver} has no {p} wheel for CPython {_pys(missing)}", ver, "missing", page_url,
+                name, ver)
 
 
 def _discover(
@@ -406,7 +439,7 @@ def _discover(
             if v not in matrix.releases:
                 out.append(Finding(DRIFT, f"torch {v}", "release",
                                    f"PyPI has torch {v} that the matrix lacks", None, str(v),
-                                   redact(pypi_url), torch=str(v)))
+                                   redact(pypi_url), torch=str(v), package="torch", version=str(v)))
             continue
         new = sorted(var for var in found[v] if (v, var) not in known)
         if not new:
@@ -414,12 +447,12 @@ def _discover(
         if v not in matrix.releases:
             out.append(Finding(DRIFT, f"torch {v}", "release",
                                f"the index has torch {v} ({', '.join(new)}) that the matrix lacks",
-                               None, ", ".join(new), torch=str(v)))
+                               None, ", ".join(new), torch=str(v), package="torch", version=str(v)))
         else:
             for var in new:
                 out.append(Finding(DRIFT, f"torch {v} {var}", "variant",
                                    f"the index has torch {v} for {var}, a variant the matrix lacks",
-                                   None, var, torch=str(v), variant=var))
+                                   None, var, torch=str(v), variant=var, package="torch", version=str(v)))
     return out
 
 

@@ -43,7 +43,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
     p.add_argument("--base", metavar="IMAGE",
                    help="containerfile: the base image (default: a Python image of the lock's Python whose "
                         "glibc meets the wheels' floor, of the hosts' OS family); its python3 must be "
-                        "the lock's Python, with venv")
+                        "the lock's Python, with venv; IMAGE@sha256:<64 hex> pins it by digest, kept verbatim")
     # install's: where the family comes from in the file, and (a project) where the
     # resolution reads the project's packages
     add_source_options(p)

@@ -31,6 +31,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
     _index_options(check)
     check.add_argument("--json", action="store_true", help="print one JSON object")
     check.add_argument("--quiet", action="store_true", help="list disagreements only, not notes")
+    check.add_argument("--known", metavar="FILE",
+                       help="accept the findings this TOML file lists ([[finding]]: fact, package, version, "
+                            "reason): reported as known, exit 0; new ones still exit 1; one no longer found is "
+                            "reported stale")
 
     upd = sub.add_parser("update", help="propose matrix changes from the indexes as a unified diff "
                          "(never rewrites the file)", epilog=epilog)
@@ -91,11 +95,13 @@ def _index_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--index-url", metavar="URL",
                    help="replaces https://download.pytorch.org/whl for the variant indexes; "
                         "'{variant}' is substituted, else the variant is appended (a mirror: "
-                        "https://user:TOKEN@mirror.example/whl)")
+                        "https://user:TOKEN@mirror.example/whl, or a file:// tree; default: the "
+                        "site's torch-index-url, see `torchfit config`)")
     p.add_argument("--pypi", action="store_true",
                    help="check the PyPI-default builds (the matrix's `pypi` rows) against PyPI instead")
     p.add_argument("--pypi-url", metavar="URL", default=None,
-                   help="the PyPI simple index for --pypi (default https://pypi.org/simple)")
+                   help="the PyPI simple index for --pypi (default: the site's index-url, else "
+                        "https://pypi.org/simple)")
     p.add_argument("--torch", metavar="VERSION", help="only this release or line: 2.8.0, 2.8, '>=2.6'")
     p.add_argument("--variant", metavar="NAME", help="only this variant: cu128, rocm6.4, cpu")
     p.add_argument("--timeout", type=seconds(), default=30.0, metavar="S",
@@ -126,28 +132,28 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace, *, update: bool) -> int:
+    import os
+
     from torchfit.cache import load_matrix
-    from torchfit.cli.settings import index_client
+    from torchfit.cli.settings import index_client, matrix_indexes
     from torchfit.compat.matrix import PYPI_SIMPLE
-    from torchfit.index.sources import refuse_insecure
     from torchfit.matrixcheck import check as mc
+    from torchfit.matrixcheck.known import apply_known, load_known
     from torchfit.matrixcheck.update import propose_update
 
-    base = mc.check_base_url(args.index_url, "--index-url") if args.index_url else None
-    pypi_url = mc.check_base_url(args.pypi_url, "--pypi-url") if args.pypi_url else PYPI_SIMPLE
-    for opt, url in (("--index-url", args.index_url), ("--pypi-url", args.pypi_url)):
-        if url:  # before any request: a token must never go out over plain http
-            refuse_insecure(url, opt, args.allow_insecure_index)
     if args.pypi_url and not args.pypi:
         raise BadInput("--pypi-url is for --pypi (the PyPI-default builds)")
     if args.pypi and args.index_url:
         raise BadInput("--index-url names the variant indexes; with --pypi use --pypi-url")
+    base_url, pypi_given = matrix_indexes(args, os.environ)
+    base = None if args.pypi or base_url is None else _index_url(base_url, "--index-url", args)
+    pypi_url = _index_url(pypi_given, "--pypi-url", args) if pypi_given else PYPI_SIMPLE
+    known = load_known(args.known) if getattr(args, "known", None) else ()
     matrix = load_matrix(args.matrix)
-    verbose = getattr(args, "verbose", False)
-    progress = StderrProgress() if verbose else None
+    local = any(u.startswith("file:") for u in (base or "", pypi_url))
     report = mc.check_matrix(
-        matrix, index_client(args), base=base, torch=args.torch, variant=args.variant,
-        pypi=args.pypi, pypi_url=pypi_url, progress=progress,
+        matrix, index_client(args, read_local=local), base=base, torch=args.torch, variant=args.variant,
+        pypi=args.pypi, pypi_url=pypi_url, progress=StderrProgress() if getattr(args, "verbose", False) else None,
     )
     if update:
         text, path = _matrix_text(args.matrix)
@@ -157,6 +163,7 @@ def _check(args: argparse.Namespace, *, update: bool) -> int:
         render_check_report(report, notes=False, stderr=True)
         write_proposed_changes(diff, args.output)
         return 0 if report.ok else 1
+    report = apply_known(report, known)
     if args.json:
         from torchfit.cli.ui.jsonout import json_text
 
@@ -166,6 +173,17 @@ def _check(args: argparse.Namespace, *, update: bool) -> int:
 
         render_check_report(report, notes=not args.quiet)
     return 0 if report.ok else 1
+
+
+def _index_url(url: str, option: str, args: argparse.Namespace) -> str:
+    """An index `matrix check` may read, checked before any request (a token never goes out over
+    plain http)."""
+    from torchfit.index.sources import refuse_insecure
+    from torchfit.matrixcheck.check import check_base_url
+
+    checked = check_base_url(url, option)
+    refuse_insecure(url, option, args.allow_insecure_index)
+    return checked
 
 
 def _matrix_text(path: str | None) -> tuple[str, str]:

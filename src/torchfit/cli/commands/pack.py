@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from torchfit.inputs import seconds
@@ -32,7 +33,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
         epilog=epilog + " See `torchfit docs mirrors` (Air-gapped clusters).",
     )
     p.add_argument("--lock", metavar="FILE", help="the lock (PREFIX/pylock.toml of an env torchfit built)")
-    p.add_argument("-o", "--output", required=True, metavar="DIR", help="the pack's directory (new, or this lock's pack)")
+    p.add_argument("-o", "--output", metavar="DIR", help="the pack's directory (new, or this lock's pack)")
+    p.add_argument("--check", action="store_true",
+                   help="with --lock, instead of -o: read every file of the lock from where it says (its mirror), "
+                        "keep none, and exit 1 naming each package whose file is gone or not the lock's sha256")
+    p.add_argument("--json", action="store_true", help="with --check: print one JSON object")
     p.add_argument("--timeout", type=seconds(), default=60.0, metavar="SECONDS",
                    help="per request (default 60); a download may take an hour in all")
     add_resolve_options(p)
@@ -105,7 +110,10 @@ def run(args: argparse.Namespace) -> int:
     progress = StderrProgress()
     client = IndexClient(timeout=args.timeout, retries=3, deadline=3600.0, progress=progress,
                          allow_insecure=args.allow_insecure_index, use_cache=False)
-
+    if args.check or args.json:
+        return _check(args, client.download)
+    if not args.output:
+        raise BadInput("give -o DIR (the pack's directory), or --check to read the lock's files without keeping them")
     out = os.path.abspath(args.output)
     if args.lock:
         from torchfit.cli.settings import lock_conflicts
@@ -126,3 +134,33 @@ def run(args: argparse.Namespace) -> int:
 
     render_pack_written(args.output, result)
     return 0
+
+
+def _check(args: argparse.Namespace, fetch: Callable[..., tuple[int, str]]) -> int:
+    """`pack --lock FILE --check`: every file of the lock read from its source, none kept (lock/served.py)."""
+    from torchfit.cli.settings import lock_conflicts
+    from torchfit.errors import BadInput
+    from torchfit.index.sources import refuse_insecure
+    from torchfit.lock.pylock import load_lock
+    from torchfit.lock.served import check_served, wanted
+    from torchfit.progress import StderrProgress
+
+    if not args.check:
+        raise BadInput("--json is for --check (the pack itself is a directory)")
+    if not args.lock or args.output:
+        raise BadInput("--check reads the files of --lock FILE and writes nothing: give --lock, not -o")
+    lock_conflicts(args, verb="checks")
+    lock = load_lock(args.lock)
+    for d in lock.packages:  # before any request: a credential in the URL never travels in clear
+        for a in wanted(d):
+            if a.url:
+                refuse_insecure(a.url, f"{args.lock}: {d.name} {d.version}:", args.allow_insecure_index)
+    verbose = bool(getattr(args, "verbose", False))
+    served = check_served(lock, args.lock, fetch=fetch, say=StderrProgress().info if verbose else None)
+    from torchfit.cli.ui.output import render_served
+
+    plan = lock.plan()
+    locked = {**{k: plan.get(k) for k in ("python", "torch", "variant", "cuda")},
+              "packages": {d.name: d.version for d in lock.packages}}
+    render_served(args.lock, served, locked, as_json=args.json)
+    return 0 if all(s.why is None for s in served) else 1

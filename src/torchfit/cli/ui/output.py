@@ -6,14 +6,17 @@ from __future__ import annotations
 import errno
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from torchfit.errors import BadInput, OutputFailed
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from torchfit.export.container_context import Context
     from torchfit.export.pack import PackResult
     from torchfit.export.stack import Stack
+    from torchfit.lock.served import Served
 
 
 def write_output(path: str, text: str, option: str = "-o", *, follow: bool = True) -> None:
@@ -88,6 +91,31 @@ def render_pack_written(path: str, result: PackResult) -> None:
 
     sys.stderr.write(f"torchfit: wrote the pack {shown(path)}: {result.files} files ({result.fetched} fetched, "
                      f"{result.kept} already there), each checked against the lock's sha256\n")
+
+
+def render_served(lock_path: str, served: Sequence[Served], locked: Mapping[str, Any], *, as_json: bool) -> None:
+    """`pack --check`: one object (--json: with `locked`, what the lock holds: its plan's Python,
+    torch, variant and CUDA, each package's version), or a line per file the source lost or changed
+    and a summary line, on stdout."""
+    from torchfit.inputs import shown, terminal_text
+    from torchfit.text import format_bytes
+
+    bad = [s for s in served if s.why is not None]
+    total = sum(s.size for s in served)
+    if as_json:
+        from torchfit.cli.ui.jsonout import json_text
+
+        print(json_text("pack-check", {"ok": not bad, "lock": lock_path, "locked": dict(locked),
+                                       "files": len(served), "bytes": total,
+                                       "problems": [s.to_json() for s in bad],
+                                       "checked": [s.to_json() for s in served]}))
+        return
+    lines = [terminal_text(f"  NOT SERVED {s.package} {s.version}: {s.file}: {s.why}") for s in bad]
+    lines.append(f"ok: the {len(served)} files of {shown(lock_path)} are served with the lock's sha256 "
+                 f"({format_bytes(total)} read)" if not bad else
+                 f"{len(bad)} of the {len(served)} files of {shown(lock_path)} not served as locked: "
+                 f"{', '.join(sorted({s.package for s in bad}))}")
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 def _family(stack: Stack) -> str:
