@@ -4,8 +4,11 @@ for (#7 of issue 13); plain http:// is refused unless allowed, and no token is s
 from __future__ import annotations
 
 import base64
+import contextlib
 import signal
+import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,33 @@ from tests.installer.conftest import leftovers, needs_uv
 from tests.support.servers import http_server, reply
 
 pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+@contextlib.contextmanager
+def refusing_port() -> Iterator[int]:
+    """A port on 127.0.0.1 bound and never listened on: every connection to it is refused (no race
+    with another process taking a port closed after use)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
+
+
+def hint_of(err: str) -> str:
+    return next(ln.strip() for ln in err.splitlines() if ln.strip().startswith("hint:"))
+
+
+def test_install_against_an_unreachable_torch_index_names_the_flag_and_the_mirrors_page(
+        tf: Tf, tmp_path: Path) -> None:
+    """Issue 35, item 4: install said "check the network or the index URL" where `resolve -r` names
+    --torch-index-url and `torchfit docs mirrors`; one hint now, index/client.UNREACHABLE_HINT."""
+    with refusing_port() as port:
+        code, out, err = tf.run("install", *CPU_ARGS, "--torch-index-url", f"https://127.0.0.1:{port}/whl/cpu",
+                                "--prefix", str(tmp_path / "env"))
+    assert code == 1 and out == "", err
+    assert "[index-unavailable]" in err, err
+    hint = hint_of(err)
+    assert "--torch-index-url" in hint and "`torchfit docs mirrors`" in hint, err
+    assert not (tmp_path / "env").exists()
 
 
 @pytest.mark.slow

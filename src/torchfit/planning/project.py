@@ -36,6 +36,7 @@ from torchfit.errors import (
     ToolStalled,
     ToolTimeout,
 )
+from torchfit.index.client import UNREACHABLE_HINT
 from torchfit.index.newer import passed_in_answer, start_reading, worth_reading
 from torchfit.index.project import SourcePackages, read_requires_pythons, torch_source_packages
 from torchfit.index.torchsource import is_flat
@@ -207,8 +208,7 @@ class UvPasses(OnSources):
             kind, what = classify_failure(compiled.stderr)
             if kind == "unreachable":
                 raise IndexUnavailable(what or sources.torch_index, explanation(compiled.stderr, 300), kind="connect",
-                                       hint="check the URL and the network, or give a reachable mirror with "
-                                            "--torch-index-url / --index-url (`torchfit docs mirrors`)")
+                                       hint=UNREACHABLE_HINT)
             ref = self._reference(what) if kind == "reference" else None
             if ref is not None:  # the user's own `pkg @ URL/path`: bad input, uv's cause
                 raise BadInput(f"{ref}: {explanation(compiled.stderr, 300)}")
