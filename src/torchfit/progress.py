@@ -72,8 +72,10 @@ class Progress:
         """Wraps a step's blocking call (a ticking display may run meanwhile)."""
         yield
 
-    def waiting(self, name: str, what: str) -> Callable[[float, int], None] | None:
-        """A callback for the runner's `on_wait(elapsed_s, io_bytes)` while `what` runs."""
+    def waiting(self, name: str, what: str, first: float = FIRST_HEARTBEAT_S) -> Callable[[float, int], None] | None:
+        """A callback for the runner's `on_wait(elapsed_s, io_bytes)` while `what` runs; off a
+        terminal its first line comes after `first` seconds (a wait that is usually short, uv's
+        resolve, says sooner that it waits)."""
         return None
 
     def files(self, name: str, items: Sequence[FileItem]) -> None:
@@ -105,9 +107,9 @@ class StderrProgress(Progress):
         self.prefix = prefix
         self._io: int | None = None  # bytes moved by the awaited command, for the ticker
 
-    def waiting(self, name: str, what: str) -> Callable[[float, int], None] | None:
+    def waiting(self, name: str, what: str, first: float = FIRST_HEARTBEAT_S) -> Callable[[float, int], None] | None:
         since = time.strftime("%H:%M:%S")
-        state = {"next": FIRST_HEARTBEAT_S, "base": None, "io": 0, "moved_at": 0.0}
+        state = {"next": first, "base": None, "io": 0, "moved_at": 0.0}
 
         def on_wait(elapsed: float, io: int) -> None:
             if state["base"] is None:

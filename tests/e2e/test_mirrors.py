@@ -54,6 +54,27 @@ def test_install_against_an_unreachable_torch_index_names_the_flag_and_the_mirro
 
 @pytest.mark.slow
 @needs_uv
+def test_resolve_says_it_waits_while_uv_retries_an_unreachable_torch_index(tf: Tf, tmp_path: Path) -> None:
+    """Issue 35, item 4: `resolve -r` said nothing for 11 s while uv retried a source that does not
+    answer (uv 0.13.10: three retries, silent). Off a terminal a line now says what it waits for
+    after a few seconds; the refusal's hint is install's (test above)."""
+    req = tmp_path / "requirements.txt"
+    req.write_text("torch==2.13.0\nnumpy\n")
+    with refusing_port() as port:
+        code, out, err = tf.run("resolve", "-r", str(req), "--variant", "cpu", "--python", "3.11",
+                                "--torch-index-url", f"https://127.0.0.1:{port}/whl/cpu", env=UV_ON_PATH)
+    assert code == 1 and out == "", err
+    lines = err.splitlines()
+    waiting = [i for i, ln in enumerate(lines) if ln.startswith("torchfit: [resolve] still waiting for uv")]
+    error = next(i for i, ln in enumerate(lines) if ln.startswith("torchfit: error:"))
+    assert waiting and waiting[0] < error, err
+    assert "retries" in lines[waiting[0]], err
+    hint = hint_of(err)
+    assert "--torch-index-url" in hint and "`torchfit docs mirrors`" in hint, err
+
+
+@pytest.mark.slow
+@needs_uv
 def test_install_against_a_hung_mirror_says_what_it_waits_for_and_ends(
         tf: Tf, tmp_path: Path, hung_server: str) -> None:
     """Defect #7 of the 2026-11 attack (issue 13)."""

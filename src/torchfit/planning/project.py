@@ -54,6 +54,12 @@ from torchfit.planning.refusal import wheels_missing, without_wheels
 from torchfit.planning.sources import OnSources, TorchSources, as_url
 from torchfit.runner import STALL_ENV, Runner, stall_timeout
 
+# uv is silent while it retries a source that does not answer (uv 0.13.10: 3 retries, 5.8 s against a
+# refused port, 12.4 s with its backoff; issue 35 measured 11 s of resolve -r saying nothing): a line
+# off a terminal after UV_WAIT_S seconds, then the progress's heartbeat.
+UV_WAIT = "uv, reading the project's sources (it retries one that does not answer)"
+UV_WAIT_S = 3.0
+
 
 class UvPasses(OnSources):
     """uv's passes over the project for one planning, and what they learned: the releases kept
@@ -185,10 +191,11 @@ class UvPasses(OnSources):
                 runner, uv, specs=self._specs(direct), torch_index=as_url(sources.torch_index), work=work,
                 env=env, options=options, routed=routed, flat=flat, pages=self.pages, target=(plan.python_version, t.platform),
                 constraints=[*user, *constraints, *extra], timeout=self.settings.timeout, stall=stall_timeout(),
-                name=f"{name}-{suffix}" if suffix else name)
+                name=f"{name}-{suffix}" if suffix else name, on_wait=self.progress.waiting("resolve", UV_WAIT, UV_WAIT_S))
 
         try:
-            fleet = solve_for_all(targets, compile_for, compile_for(targets[0], [], ""))
+            with self.progress.running("resolve"):  # a terminal's ticker while uv reads (and retries) the sources
+                fleet = solve_for_all(targets, compile_for, compile_for(targets[0], [], ""))
             compiled = fleet.compiled
             if compiled.ok:  # an answer's platforms (a failed --explain probe leaves the plan's)
                 self.platforms = fleet.checked
