@@ -206,3 +206,22 @@ def test_an_offline_install_keeps_uv_offline_for_the_python_too(
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("torchfit: error:")]
     assert len(errors) == 1 and "uv is offline" in errors[0], proc.stderr
     assert not (tmp_path / "env").exists()
+
+
+@needs_uv
+def test_a_forced_lock_takes_uvs_python_not_a_pyenv_build(
+        tmp_path: Path, python_mirror: dict[str, str], cpu_env: dict[str, Any], state_home: Path) -> None:
+    """Issue 35, item 4: `install --lock --force` on a host the lock contradicts labelled a missing
+    Python "pyenv" (and so built it) where uv's managed Pythons provide it: the label is now what
+    will really be used (compat.provider.find_python_choice), and pyenv is never asked."""
+    env = _hidden_host(tmp_path) | {"UV_PYTHON_INSTALL_MIRROR": python_mirror["mirror"],
+                                    "UV_PYTHON_DOWNLOADS_JSON_URL": python_mirror["json"]}
+    # glibc 2.17 contradicts the lock's manylinux_2_28 torch: --force installs it anyway (the real glibc runs it)
+    proc = run_tf("install", "--lock", str(cpu_env["prefix"] / "pylock.toml"), "--force", "--assume", "glibc=2.17",
+                  "--prefix", str(tmp_path / "env"), "--json", state=state_home, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "--force: installing" in proc.stderr, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["plan"]["python_source"] == "uv", out["plan"]
+    assert _pyenv_builds(tmp_path) == [], "pyenv was asked to build"
+    assert str(tmp_path / "uv-pythons") in (tmp_path / "env" / "pyvenv.cfg").read_text()

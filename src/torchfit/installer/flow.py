@@ -220,9 +220,11 @@ def check_lock_host(lock: Lock, hosts: Sequence[HostFacts], matrix: Matrix, forc
             hint="rebuild on a host that fits, re-lock for this host, or pass --force to install it anyway",
         )
     observer.warn(f"--force: installing {where} although this host contradicts it: {conflicts[0]}")
-    py = next((p for p in hosts[0].pythons if p.version.startswith(locked.python + ".") and p.path), None)
-    return replace(locked, python_path=py.path if py else None,
-                   python_source="installed" if py else "pyenv")
+    from torchfit.compat.provider import find_python_choice
+
+    # Labelled by what will really provide it: present, uv's managed Python, else pyenv's build.
+    py = find_python_choice(hosts[0], locked.python, locked.free_threaded)
+    return replace(locked, python_path=py.path if py else None, python_source=py.source if py else "pyenv")
 
 
 # --- the install -----------------------------------------------------------------------------
