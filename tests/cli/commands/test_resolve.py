@@ -162,3 +162,22 @@ def test_a_python_mismatch_hint_offers_uvs_python_before_pyenv(tmp_path: Path) -
     hints = [ln for ln in lines if ln.strip().startswith("hint:")]
     assert hints and "uv installs a prebuilt Python 3.12.8" in hints[0], "\n".join(lines)
     assert "pyenv install" not in "\n".join(lines)
+
+
+@pytest.mark.parametrize(("uv", "said"), [(["3.12.8"], "`uv python install 3.12.8` will provide it"),
+                                          (None, "`pyenv install 3.12.4` will provide it")])
+def test_explain_says_which_tool_provides_a_missing_python(tmp_path: Path, uv: list[str] | None, said: str) -> None:
+    """Issue 35: where the plan needs a Python the host lacks, --explain names uv's managed Python
+    or pyenv's build, whichever install will use."""
+    from dataclasses import replace
+
+    from torchfit.compat.facts import UvPythons
+
+    facts = make_facts(driver=None, gpus=[], pythons=["3.8.10"], pyenv=["3.12.4"])
+    if uv is not None:
+        facts = replace(facts, uv_pythons=UvPythons("/usr/bin/uv", tuple(uv), "a site mirror"))
+    node = tmp_path / "node.json"
+    node.write_text(json.dumps(facts_to_json(facts)))
+    out = run_cli("resolve", "--facts", str(node), "torch==2.13.0", "--explain")
+    assert out.returncode == 0, out.stderr
+    assert said in out.stdout + out.stderr, out.stdout
