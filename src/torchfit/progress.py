@@ -29,6 +29,9 @@ from torchfit.redact import redact
 from torchfit.text import format_bytes
 
 FIRST_HEARTBEAT_S = 10.0
+# What an install step does once every package is fetched: uv links them into the env (measured in
+# issue 35: ~5 s for the CPU torch wheel), shown as such and never as 100% before the step is done.
+LINKING = "linking: every package fetched, uv installs them into the env"
 HEARTBEAT_S = 30.0
 
 
@@ -72,8 +75,10 @@ class Progress:
         """Wraps a step's blocking call (a ticking display may run meanwhile)."""
         yield
 
-    def waiting(self, name: str, what: str) -> Callable[[float, int], None] | None:
-        """A callback for the runner's `on_wait(elapsed_s, io_bytes)` while `what` runs."""
+    def waiting(self, name: str, what: str, first: float = FIRST_HEARTBEAT_S) -> Callable[[float, int], None] | None:
+        """A callback for the runner's `on_wait(elapsed_s, io_bytes)` while `what` runs; off a
+        terminal its first line comes after `first` seconds (a wait that is usually short, uv's
+        resolve, says sooner that it waits)."""
         return None
 
     def files(self, name: str, items: Sequence[FileItem]) -> None:
@@ -104,10 +109,14 @@ class StderrProgress(Progress):
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)()) and not dumb_terminal(os.environ)
         self.prefix = prefix
         self._io: int | None = None  # bytes moved by the awaited command, for the ticker
+        # The tickers' line and every other line are written under one lock; a line said while a
+        # ticker shows clears it first, so a step line never lands inside the ticker's (issue 35).
+        self._write = threading.Lock()
+        self._ticking = 0
 
-    def waiting(self, name: str, what: str) -> Callable[[float, int], None] | None:
+    def waiting(self, name: str, what: str, first: float = FIRST_HEARTBEAT_S) -> Callable[[float, int], None] | None:
         since = time.strftime("%H:%M:%S")
-        state = {"next": FIRST_HEARTBEAT_S, "base": None, "io": 0, "moved_at": 0.0}
+        state = {"next": first, "base": None, "io": 0, "moved_at": 0.0}
 
         def on_wait(elapsed: float, io: int) -> None:
             if state["base"] is None:
@@ -128,8 +137,11 @@ class StderrProgress(Progress):
 
     def _line(self, text: str) -> None:
         # Redacted, and no control sequence of a path or a tool's text reaches the terminal.
-        self.stream.write(terminal_text(redact(text)) + "\n")
-        self.stream.flush()
+        self._line_raw(terminal_text(redact(text)))
+
+    def _ticks_shown(self) -> bool:
+        """May a ticker draw now? (BarProgress: not while its bar is live.)"""
+        return True
 
     def step(self, name: str, detail: str) -> None:
         self._line(f"{self.prefix} [{name}] {detail}")
@@ -147,9 +159,13 @@ class StderrProgress(Progress):
 
     def advance(self, name: str, ready: Sequence[str], done_bytes: int, total_bytes: int,
                 current: str | None) -> None:
-        now = f"; now {current}" if current else ""
+        if current is None:  # fetched, not done: uv links them now (seconds for torch), so no "100%" yet
+            self._line(f"{self.prefix} [{name}] {LINKING} ({format_bytes(total_bytes)} fetched): "
+                       f"{', '.join(ready)} ready")
+            return
         self._line(f"{self.prefix} [{name}] {percent(done_bytes, total_bytes)}% "
-                   f"({format_bytes(done_bytes)} of {format_bytes(total_bytes)}): {', '.join(ready)} ready{now}")
+                   f"({format_bytes(done_bytes)} of {format_bytes(total_bytes)}): {', '.join(ready)} ready; "
+                   f"now {current}")
 
     def info(self, text: str) -> None:
         self._line(f"{self.prefix} {text}")
@@ -158,8 +174,12 @@ class StderrProgress(Progress):
         self._line(f"{self.prefix} warning: {text}")
 
     def trace(self, text: str) -> None:
-        self.stream.write(redact(text.rstrip("\n")) + "\n")
-        self.stream.flush()
+        self._line_raw(redact(text.rstrip("\n")))
+
+    def _line_raw(self, text: str) -> None:
+        with self._write:
+            self.stream.write(("\r\033[K" if self.tty and self._ticking else "") + text + "\n")
+            self.stream.flush()
 
     def phase(self, name: str, text: str) -> None:
         self._line(f"{self.prefix} {text}")
@@ -178,14 +198,21 @@ class StderrProgress(Progress):
             while not stop.wait(1.0):
                 elapsed = int(time.monotonic() - start)
                 moved = f", {format_bytes(self._io)}" if self._io else ""
-                self.stream.write(f"\r  {name}: {elapsed // 60}m {elapsed % 60:02d}s{moved} \033[K")
-                self.stream.flush()
+                with self._write:
+                    if self._ticks_shown():
+                        self.stream.write(f"\r  {name}: {elapsed // 60}m {elapsed % 60:02d}s{moved} \033[K")
+                        self.stream.flush()
 
+        with self._write:
+            self._ticking += 1
         ticker = Background(tick)
         try:
             yield
         finally:
             stop.set()
             ticker.wait()
-            self.stream.write("\r\033[K")
-            self.stream.flush()
+            with self._write:
+                self._ticking -= 1
+                if self._ticks_shown():
+                    self.stream.write("\r\033[K")
+                    self.stream.flush()

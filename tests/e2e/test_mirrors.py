@@ -4,8 +4,11 @@ for (#7 of issue 13); plain http:// is refused unless allowed, and no token is s
 from __future__ import annotations
 
 import base64
+import contextlib
 import signal
+import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,54 @@ from tests.installer.conftest import leftovers, needs_uv
 from tests.support.servers import http_server, reply
 
 pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+@contextlib.contextmanager
+def refusing_port() -> Iterator[int]:
+    """A port on 127.0.0.1 bound and never listened on: every connection to it is refused (no race
+    with another process taking a port closed after use)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
+
+
+def hint_of(err: str) -> str:
+    return next(ln.strip() for ln in err.splitlines() if ln.strip().startswith("hint:"))
+
+
+def test_install_against_an_unreachable_torch_index_names_the_flag_and_the_mirrors_page(
+        tf: Tf, tmp_path: Path) -> None:
+    """Issue 35, item 4: install said "check the network or the index URL" where `resolve -r` names
+    --torch-index-url and `torchfit docs mirrors`; one hint now, index/client.UNREACHABLE_HINT."""
+    with refusing_port() as port:
+        code, out, err = tf.run("install", *CPU_ARGS, "--torch-index-url", f"https://127.0.0.1:{port}/whl/cpu",
+                                "--prefix", str(tmp_path / "env"))
+    assert code == 1 and out == "", err
+    assert "[index-unavailable]" in err, err
+    hint = hint_of(err)
+    assert "--torch-index-url" in hint and "`torchfit docs mirrors`" in hint, err
+    assert not (tmp_path / "env").exists()
+
+
+@pytest.mark.slow
+@needs_uv
+def test_resolve_says_it_waits_while_uv_retries_an_unreachable_torch_index(tf: Tf, tmp_path: Path) -> None:
+    """Issue 35, item 4: `resolve -r` said nothing for 11 s while uv retried a source that does not
+    answer (uv 0.13.10: three retries, silent). Off a terminal a line now says what it waits for
+    after a few seconds; the refusal's hint is install's (test above)."""
+    req = tmp_path / "requirements.txt"
+    req.write_text("torch==2.13.0\nnumpy\n")
+    with refusing_port() as port:
+        code, out, err = tf.run("resolve", "-r", str(req), "--variant", "cpu", "--python", "3.11",
+                                "--torch-index-url", f"https://127.0.0.1:{port}/whl/cpu", env=UV_ON_PATH)
+    assert code == 1 and out == "", err
+    lines = err.splitlines()
+    waiting = [i for i, ln in enumerate(lines) if ln.startswith("torchfit: [resolve] still waiting for uv")]
+    error = next(i for i, ln in enumerate(lines) if ln.startswith("torchfit: error:"))
+    assert waiting and waiting[0] < error, err
+    assert "retries" in lines[waiting[0]], err
+    hint = hint_of(err)
+    assert "--torch-index-url" in hint and "`torchfit docs mirrors`" in hint, err
 
 
 @pytest.mark.slow

@@ -658,6 +658,26 @@ def test_a_pep658_metadata_that_disagrees_with_its_wheel_is_rolled_back_naming_t
 
 @needs_uv
 @pytest.mark.slow
+def test_add_torchvision_from_a_source_without_it_says_so_and_keeps_the_sources(
+        add_env: Path, links: Path, torch_index: str, state_home: Path) -> None:
+    """Issue 35, item 4: the env's torch source serves no torchvision at all. add said "needs another
+    torch" and offered a rebuild without --torch-index-url; now it names the source and what it lacks,
+    and the command keeps the source the env was built from (its lock's [tool.torchfit])."""
+    lock_before = (add_env / "pylock.toml").read_bytes()
+    proc = run_tf("add", "torchvision", "--env", str(add_env), "--find-links", str(links), "--json",
+                  state=state_home)
+    assert proc.returncode == 1, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["error"].startswith(f"the torch source {torch_index} serves no torchvision for torch 2.13.0+cpu"), out
+    assert "another torch" not in out["error"], out
+    assert f"--torch-index-url {torch_index}" in out["command"] and out["command"].endswith(" torchvision"), out
+    assert f"--find-links {links}" in out["command"], out
+    assert "--torch-index-url" in out["hint"] and out["command"] in out["hint"], out
+    assert (add_env / "pylock.toml").read_bytes() == lock_before
+
+
+@needs_uv
+@pytest.mark.slow
 def test_add_torchvision_takes_the_build_that_matches_the_locked_torch(
         add_env: Path, links: Path, cpu_wheel: Path, state_home: Path, tmp_path: Path) -> None:
     """(Last in this module: the shared env keeps the torchvision it adds.) Issue 28, item 3: the env has no torchvision; the matrix pairs torch 2.13.0 cpu with

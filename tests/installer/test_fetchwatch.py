@@ -53,7 +53,9 @@ def test_a_cold_install_says_its_total_and_percent_in_order(tmp_path: Path, torc
                         r"\(191\.8 MB\), .* and 7 more", total), total
     end = next(i for i, ln in enumerate(lines) if ln.startswith("torchfit: [install] done in"))
     between = lines[start + 2:end]
-    assert between and between[-1].startswith("torchfit: [install] 100% ("), between
+    # every file fetched, the step not done: the linking phase says so, never "100%" (issue 35)
+    assert between and between[-1].startswith("torchfit: [install] linking: every package fetched"), between
+    assert not any("100%" in ln for ln in lines), proc.stderr
     assert all(ln.startswith("torchfit: [install] ") for ln in between), between
 
 
@@ -69,3 +71,24 @@ def test_a_terminal_gets_a_bar(tmp_path: Path, torch_index: str, state_home: Pat
     # rich's bar: the percent and bytes of the total, redrawn in place (then cleared: transient)
     assert re.search(r"  \[install\] .*━.* \d+% .*/2\d\d\.\d MB", shown), shown[-3000:]
     assert "torchfit: [install] done in" in shown
+
+
+@pytest.mark.slow
+def test_the_bar_reaches_no_100_before_the_step_is_done_and_lines_stay_above_it(
+        tmp_path: Path, torch_index: str, state_home: Path) -> None:
+    """Issue 35, item 4: the bar sat at 100% for ~5 s while uv linked, and step lines were written
+    into the bar's (or a ticker's) line. A cold uv cache: once every file is fetched the bar shows
+    the linking phase (no percent); every `torchfit: [` line starts a line of its own."""
+    if not CPU_WHEEL.is_file():
+        pytest.skip("no CPU wheel")
+    code, shown = run_cli_pty("install", *CPU_ARGS, "--torch-index-url", torch_index, "--prefix",
+                              str(tmp_path / "env"), cols=200, timeout=900,
+                              base_env=tf_env(state_home, UV_CACHE_DIR=str(tmp_path / "uv-cache")))
+    assert code == 0, shown[-3000:]
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown)  # rich's colours and cursor moves
+    frames = [seg for seg in re.split(r"[\r\n]", plain) if "━" in seg]
+    assert frames, shown[-3000:]
+    assert not [f for f in frames if "100%" in f], [f for f in frames if "100%" in f][:3]
+    assert "linking: every package fetched" in plain, plain[-3000:]
+    glued = [seg for seg in re.split(r"[\r\n]", plain) if "torchfit: [" in seg and not seg.startswith("torchfit: [")]
+    assert glued == [], glued

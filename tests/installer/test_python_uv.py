@@ -23,6 +23,7 @@ import pytest
 
 from tests.installer.conftest import CPU_ARGS, needs_uv, run_tf
 from tests.support.envs import CACHE, locked
+from tests.support.servers import http_server, reply
 from tests.support.wheels import sha256_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore")]
@@ -187,3 +188,40 @@ def test_offline_with_no_mirror_and_no_pyenv_is_one_line_naming_both_ways(
     assert "Python 3.11" in line and "uv is offline" in line and "no pyenv" in line, line
     assert "UV_PYTHON_INSTALL_MIRROR" in proc.stderr and "pyenv" in proc.stderr
     assert not prefix.exists()
+
+
+@needs_uv
+def test_an_offline_install_keeps_uv_offline_for_the_python_too(
+        tmp_path: Path, python_mirror: dict[str, str], torch_index: str, state_home: Path) -> None:
+    """Issue 35, item 4: `uv python install` ran without --offline under torchfit's --offline. A
+    site mirror of uv's Pythons over http (uv's own UV_PYTHON_INSTALL_MIRROR) is never asked:
+    uv says it is offline, and the refusal says so."""
+    env = _hidden_host(tmp_path, fake_pyenv=False)
+    with http_server(lambda h: reply(h, 404)) as srv:
+        env |= {"UV_PYTHON_INSTALL_MIRROR": srv.url, "UV_PYTHON_DOWNLOADS_JSON_URL": python_mirror["json"]}
+        proc = run_tf("install", *CPU_ARGS, "--torch-index-url", torch_index, "--prefix", str(tmp_path / "env"),
+                      "--offline", state=state_home, env=env, timeout=300)
+    assert srv.seen == [], f"uv fetched from the mirror under --offline: {srv.seen}"
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("torchfit: error:")]
+    assert len(errors) == 1 and "uv is offline" in errors[0], proc.stderr
+    assert not (tmp_path / "env").exists()
+
+
+@needs_uv
+def test_a_forced_lock_takes_uvs_python_not_a_pyenv_build(
+        tmp_path: Path, python_mirror: dict[str, str], cpu_env: dict[str, Any], state_home: Path) -> None:
+    """Issue 35, item 4: `install --lock --force` on a host the lock contradicts labelled a missing
+    Python "pyenv" (and so built it) where uv's managed Pythons provide it: the label is now what
+    will really be used (compat.provider.find_python_choice), and pyenv is never asked."""
+    env = _hidden_host(tmp_path) | {"UV_PYTHON_INSTALL_MIRROR": python_mirror["mirror"],
+                                    "UV_PYTHON_DOWNLOADS_JSON_URL": python_mirror["json"]}
+    # glibc 2.17 contradicts the lock's manylinux_2_28 torch: --force installs it anyway (the real glibc runs it)
+    proc = run_tf("install", "--lock", str(cpu_env["prefix"] / "pylock.toml"), "--force", "--assume", "glibc=2.17",
+                  "--prefix", str(tmp_path / "env"), "--json", state=state_home, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "--force: installing" in proc.stderr, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["plan"]["python_source"] == "uv", out["plan"]
+    assert _pyenv_builds(tmp_path) == [], "pyenv was asked to build"
+    assert str(tmp_path / "uv-pythons") in (tmp_path / "env" / "pyvenv.cfg").read_text()

@@ -17,7 +17,7 @@ from torchfit.compat.hostlines import fold_host_lines, format_host_names
 from torchfit.compat.judgements import describe_gpus
 from torchfit.compat.matrix import CONSERVATIVE_GLIBC, Build
 from torchfit.compat.project import ProjectReq
-from torchfit.compat.provider import Context, ProjectCandidate
+from torchfit.compat.provider import Context, ProjectCandidate, PythonChoice, find_python_choice
 from torchfit.compat.request import Request
 from torchfit.compat.rules import (
     RuleResult,
@@ -113,9 +113,13 @@ def explain_conflict(ctx: Context) -> tuple[list[str], list[Remedy]]:
     # A Jetson's own CUDA, ROCm under WSL: the platform is the reason, before any other.
     if any(h.jetson == "igpu" or (h.wsl and h.amd_gpus) for h in ctx.hosts):
         order = ["platform", *[c for c in order if c != "platform"]]
+    # The builds the user's own constraints allow say why they fail first (a Python mismatch under
+    # torch==2.13.0 is told of 2.13.0, not of 2.15.0); with such builds, "outside your constraints"
+    # is not the cause and is left out (issue 35: only what bears on the answer).
+    allowed = {b for b in ctx.ordered if all(c.ok for c in ctx.user_checks(b))}
     for cat in order:
-        items = by_category.get(cat, [])
-        if not items or (cat == "gpu" and grouped):
+        items = sorted(by_category.get(cat, []), key=lambda item: item[0] not in allowed)
+        if not items or (cat == "gpu" and grouped) or (cat == "user" and allowed & set(kind)):
             continue
         first = items[0][1].text
         more = len({b for b, _ in items}) - 1
@@ -132,7 +136,7 @@ def explain_conflict(ctx: Context) -> tuple[list[str], list[Remedy]]:
         single = singles.get(cat)
         if single is not None and cat != "gpu":
             remedies.append(_remedy(ctx, cat, single))
-    for b, cats in pairs[:3]:
+    for b, cats in pairs[:3] if not remedies else []:  # a change of two things only where no one change opens a path
         parts = [_remedy(ctx, c, b) for c in cats]
         joined = parts[0]
         for part in parts[1:]:
@@ -213,8 +217,13 @@ def _grouped_gpu_refusals(ctx: Context) -> list[str]:
     grouped over releases: "cu126 builds of torch 2.6-2.14 have no sm_120 code: arch
     list 5.0-9.0, no PTX". Builds the user's own constraints exclude are left out."""
     groups: dict[tuple[int, str, str], list[Build]] = {}
+    # A build for hardware the host has not (a CUDA build on a host without an NVIDIA GPU) says only
+    # that, once per variant: noise beside the real reason (issue 35: 25 of 27 lines of a Python
+    # mismatch), unless the user asked for that kind (--variant, --cuda) or the host's kind has none.
+    forced = bool(ctx.request.variant or ctx.request.cuda)
+    mine = forced or not any(_fits_kind(ctx, b) and all(c.ok for c in ctx.user_checks(b)) for b in ctx.ordered)
     for b in ctx.ordered:
-        if not all(c.ok for c in ctx.user_checks(b)):
+        if not all(c.ok for c in ctx.user_checks(b)) or not (mine or _fits_kind(ctx, b)):
             continue
         for k in range(len(ctx.hosts)):
             for _, check in ctx.host_checks(b, k):
@@ -265,13 +274,20 @@ def _remedy(ctx: Context, cat: str, b: Build) -> Remedy:
             assume=(f"glibc={floor}",),
         )
     if cat == "python":
-        pick = _python_for(ctx, b)
-        if pick is None:
+        found = _python_for(ctx, b)
+        if found is None:
             return Remedy(f"no Python both {b.label}'s wheels and your --python accept", drop=("python",))
+        pick, choice = found
+        if choice is not None and choice.source == "installed":  # present: name it, nothing to install
+            at = f" (present at {choice.path})" if choice.path else " (present)"
+            return Remedy(f"--python {choice.version}{at} to get {b.label}",
+                          assume=(f"python={choice.version}",), drop=("python",))
         loosen = ctx.request.python is not None and not ctx.request.python.contains(pick, prereleases=True)
+        how = (f"--python {pick}: uv installs a prebuilt Python {choice.version}" if choice is not None
+               and choice.source == "uv" else f"install Python {pick} (`pyenv install {pick}`)")
         return Remedy(
-            (f"loosen --python {ctx.request.python} and " if loosen else "")
-            + f"install Python {pick} (`pyenv install {pick}`) to get {b.label}",
+            (f"loosen --python {ctx.request.python} and " if loosen and "--python" not in how else "")
+            + f"{how} to get {b.label}",
             assume=(f"python={pick}",), drop=("python",) if loosen else (),
         )
     if cat == "user":
@@ -291,14 +307,19 @@ def _remedy(ctx: Context, cat: str, b: Build) -> Remedy:
     return Remedy(f"{b.label} fails only on {cat}")
 
 
-def _python_for(ctx: Context, b: Build) -> str | None:
-    """The newest CPython minor with wheels for `b` whose every package's Requires-Python
-    admits it (its .0: pyenv installs the newest patch, which the specifier may exclude)."""
-    for a, m in sorted(b.pythons_for(ctx.primary_platform), reverse=True):
-        version = f"{a}.{m}"
-        if all(b.python_spec(n).contains(version, prereleases=True) for n in ctx.python_packages()):
-            return version
-    return None
+def _python_for(ctx: Context, b: Build) -> tuple[str, PythonChoice | None] | None:
+    """The CPython minor for `b`, and who provides it on the (first) host: a minor with wheels for
+    `b` whose every package's Requires-Python admits it (its .0: an installer takes the newest patch,
+    which the specifier may exclude); one present on the host first (issue 35: the hint said
+    `pyenv install 3.11` beside a present 3.11.7), then the newest uv offers, then pyenv's, then
+    the newest."""
+    minors = [f"{a}.{m}" for a, m in sorted(b.pythons_for(ctx.primary_platform), reverse=True)]
+    fit = [v for v in minors if all(b.python_spec(n).contains(v, prereleases=True) for n in ctx.python_packages())]
+    if not fit:
+        return None
+    rank = {"installed": 0, "uv": 1, "pyenv": 2}
+    choices = [(v, find_python_choice(ctx.hosts[0], v)) for v in fit]  # newest first; sorted() keeps that
+    return sorted(choices, key=lambda vc: rank.get(vc[1].source, 3) if vc[1] is not None else 3)[0]
 
 
 def describe_host(host: HostFacts) -> str:

@@ -492,6 +492,15 @@ def _python_choices(host: HostFacts) -> list[PythonChoice]:
     return sorted(present.values(), key=order) + sorted(installable.values(), key=order)
 
 
+def find_python_choice(host: HostFacts, version: str, free_threaded: bool = False) -> PythonChoice | None:
+    """The interpreter the resolver would take for `version`'s minor on `host`: one present, else
+    uv's prebuilt one, else pyenv's build (`_python_choices`' order); None when none offers it.
+    `install --lock --force` labels the lock's Python by it (issue 35: it said "pyenv" where uv
+    would provide it)."""
+    minor = python_version(".".join(version.split(".")[:2]))
+    return next((c for c in _python_choices(host) if c.minor == minor and c.free_threaded == free_threaded), None)
+
+
 class TorchProvider(AbstractProvider):  # type: ignore[type-arg]
     """resolvelib provider: the matrix's builds, the host as virtual packages."""
 

@@ -74,6 +74,10 @@ MAX_RETRY_AFTER = 60.0
 # 300 s (a big range read of a CUDA wheel on a slow link fits); $TORCHFIT_INDEX_DEADLINE
 # (seconds) overrides it.
 DEADLINE_ENV = "TORCHFIT_INDEX_DEADLINE"
+# What to do about a source that cannot be reached, in one place: every command that reads an
+# index (resolve through uv, install's own reads, add, export) says the same (issue 35, item 4).
+UNREACHABLE_HINT = ("check the URL and the network, or give a reachable mirror with "
+                    "--torch-index-url / --index-url (`torchfit docs mirrors`)")
 # While a request is in flight longer than this, a line says what is awaited and since when.
 NOTICE_EVERY_S = 15.0
 
@@ -415,11 +419,11 @@ class IndexClient:
                 url, f"{last + '; ' if last else ''}no complete answer within {self.deadline:g} s "
                      f"(the overall deadline of a request, {tried} of {attempts} attempts made)",
                 kind="timeout",
-                hint=f"check the network or the index URL; {DEADLINE_ENV}=SECONDS raises the deadline")
+                hint=f"{UNREACHABLE_HINT}; {DEADLINE_ENV}=SECONDS raises the deadline")
         tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
         raise IndexUnavailable(
             url, f"{last} ({tries})", kind=kind,
-            hint="check the network or the index URL; --timeout raises the per-request limit",
+            hint=f"{UNREACHABLE_HINT}; --timeout raises the per-request limit",
         )
 
     def get(self, url: str, accept: str = "*/*", *, expect_sha256: str | None = None,

@@ -14,7 +14,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from torchfit.compat.matrix import FAMILY_PACKAGES
+from torchfit.compat.matrix import DEFAULT_INDEX, FAMILY_PACKAGES, PYPI_SIMPLE
 from torchfit.errors import AddRefused
 from torchfit.index.sources import Sources
 from torchfit.lock.model import Lock, LockedDist
@@ -37,6 +37,8 @@ class AddRefusals:
     def refuse(self, culprits: Sequence[tuple[str, str, str]], family: dict[str, LockedDist], *,
                 asked: bool = False, uv_message: str = "") -> None:
         torch = family["torch"]
+        if not culprits and not asked:
+            self._refuse_unserved(uv_message, family)
         where = f"{self.prefix} is locked to " + ", ".join(f"{d.name} {d.version}" for d in family.values())
         if asked:
             (name, _, req), = culprits
@@ -51,6 +53,26 @@ class AddRefusals:
                    f"release of the package built for torch {torch.version}") if self.base_installed() else None
         raise AddRefused(message, culprits, self.rebuild_command([n for n, _, _ in culprits]),
                          {d.name: d.version or "" for d in family.values()}, hint=adopted)
+
+    def _refuse_unserved(self, uv_message: str, family: dict[str, LockedDist]) -> None:
+        """A family package the torch source does not have at all (uv: "torchvision was not found in
+        the package registry"): no other torch would help, the source lacks it (issue 35: this was
+        "needs another torch")."""
+        from torchfit.lock.uv import not_found
+
+        missing = [canonicalize_name(n) for n in not_found(uv_message) if canonicalize_name(n) in FAMILY_PACKAGES]
+        if not missing:
+            return
+        torch = family["torch"]
+        names = " or ".join(dict.fromkeys(missing))
+        where = redact(strip_credentials(self.sources.torch_index)) or "the torch source"
+        command = self.rebuild_command(missing)
+        raise AddRefused(
+            f"the torch source {where} serves no {names} for torch {torch.version} (uv found none there); "
+            "nothing was changed", [(n, "", n) for n in dict.fromkeys(missing)], command,
+            {n: d.version or "" for n, d in family.items()},
+            hint=f"put {names} for torch {torch.version} on that source, or name one that has it with "
+                 f"--torch-index-url (`torchfit docs mirrors`); the env's rebuild, its sources kept: {command}")
 
     # -- an adopted base (torchfit adopt) ------------------------------------------------------------
     def base_installed(self) -> dict[str, str]:
@@ -130,13 +152,31 @@ class AddRefusals:
         reqs = [r for r in reqs if r not in asked_family]
         names = {canonicalize_name(Requirement(x).name) for x in [*reqs, *project, *asked] if parses(x)}
         extra = [n for n in extra_names if n in FAMILY_PACKAGES and n not in names]
-        index = strip_credentials(self.lock.torch_index_url()).rstrip("/")
-        plan_index = str(self.lock.plan().get("index_url") or "").rstrip("/")
-        if index and index != plan_index and "--torch-index-url" not in self.source_args:
-            args += ["--torch-index-url", index]  # the mirror the env was built from
-        words = ["torchfit", "install", "--force", "--prefix", self.prefix, *args, *self.source_args,
+        words = ["torchfit", "install", "--force", "--prefix", self.prefix, *args, *self.built_sources(),
+                 *self.source_args,
                  *dict.fromkeys([*reqs, *extra, *project, *asked])]
         return " ".join(shlex.quote(w) for w in words)
+
+
+    def built_sources(self) -> list[str]:
+        """The source options the env was built with, from its lock's [tool.torchfit] (`torch-index-url`,
+        `sources`), less those this add names itself: a rebuild from where the env came (issue 35: the
+        command dropped --torch-index-url when it was the plan's). The public defaults are left out."""
+        variant = str(self.lock.plan().get("variant") or "")
+        given = set(self.source_args)
+        out: list[str] = []
+        index = strip_credentials(self.lock.torch_index_url()).rstrip("/")
+        if index and index != DEFAULT_INDEX.format(variant=variant) and "--torch-index-url" not in given:
+            out += ["--torch-index-url", index]
+        flags = {"dependencies: index ": "--index-url", "dependencies: extra index ": "--extra-index-url",
+                 "dependencies: find-links ": "--find-links"}
+        for line in self.lock.tool.sources or ():
+            for lead, flag in flags.items():
+                url = strip_credentials(line[len(lead):]) if line.startswith(lead) else ""
+                if url and "***" not in url and url.rstrip("/") != PYPI_SIMPLE and url not in given \
+                        and not (flag == "--index-url" and flag in given):
+                    out += [flag, url]
+        return out
 
 
 def parses(text: str) -> bool:

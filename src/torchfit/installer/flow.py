@@ -122,9 +122,10 @@ class InstallResult:
 
 
 def find_interpreter(plan: Plan, runner: Runner, observer: Progress, log: InstallLog,
-                     timings: dict[str, float], timeout: float) -> str:
+                     timings: dict[str, float], timeout: float, offline: bool = False) -> str:
     """The plan's Python: its path when present; else uv's managed Python (prebuilt, seconds:
-    installer/python.py), then pyenv install -s where the plan says pyenv or uv cannot provide it."""
+    installer/python.py; `offline`: uv told so), then pyenv install -s where the plan says pyenv or
+    uv cannot provide it."""
     path = plan.python_path
     if plan.python_source not in ("pyenv", "uv") and path and os.access(path, os.X_OK):
         return path
@@ -146,7 +147,7 @@ def find_interpreter(plan: Plan, runner: Runner, observer: Progress, log: Instal
         observer.step("python", f"uv python install {version} (a prebuilt uv-managed Python)")
         start = time.monotonic()
         with observer.running("python"):
-            got = provide_python(runner, plan.python_version, plan.free_threaded, timeout=timeout)
+            got = provide_python(runner, plan.python_version, plan.free_threaded, timeout=timeout, offline=offline)
         log.write(f"== python: {' '.join(got.argv) or 'uv python find'} -> {got.path or got.why_not}\n{got.output}")
         if got.path:
             timings["python"] = time.monotonic() - start
@@ -219,9 +220,11 @@ def check_lock_host(lock: Lock, hosts: Sequence[HostFacts], matrix: Matrix, forc
             hint="rebuild on a host that fits, re-lock for this host, or pass --force to install it anyway",
         )
     observer.warn(f"--force: installing {where} although this host contradicts it: {conflicts[0]}")
-    py = next((p for p in hosts[0].pythons if p.version.startswith(locked.python + ".") and p.path), None)
-    return replace(locked, python_path=py.path if py else None,
-                   python_source="installed" if py else "pyenv")
+    from torchfit.compat.provider import find_python_choice
+
+    # Labelled by what will really provide it: present, uv's managed Python, else pyenv's build.
+    py = find_python_choice(hosts[0], locked.python, locked.free_threaded)
+    return replace(locked, python_path=py.path if py else None, python_source=py.source if py else "pyenv")
 
 
 # --- the install -----------------------------------------------------------------------------
@@ -284,7 +287,8 @@ class InstallJob:
         return [prefix_place(self.prefix), tmpdir_place(), uv_cache_place(os.environ), state_place(state_dir())]
 
     def _run(self, runner: Runner, ctx: StepContext, log: InstallLog) -> InstallResult:
-        python = find_interpreter(self.plan, runner, self.observer, log, self.timings, self.timeout)
+        python = find_interpreter(self.plan, runner, self.observer, log, self.timings, self.timeout,
+                                  offline=self.sources.offline)
         backend = pick_backend(self.installer, ctx)
         replaced = os.path.lexists(self.prefix)
         with TempEnv(self.prefix) as tmp, _measured_on_full_disk(tmp.root, ctx.places):

@@ -82,11 +82,14 @@ def find_uv_python(runner: Runner, uv: str, request: str) -> str | None:
 
 
 def provide_python(runner: Runner, version: str, free_threaded: bool = False, *,
-                   timeout: float = UV_PYTHON_TIMEOUT) -> UvPython:
+                   timeout: float = UV_PYTHON_TIMEOUT, offline: bool = False) -> UvPython:
     """The plan's Python from uv's managed Pythons: found in uv's store, else `uv python install`.
 
     --no-bin: the interpreter is not linked into ~/.local/bin (the env is torchfit's business,
-    the user's PATH is not). Never raises for uv's own failures: the answer says why not.
+    the user's PATH is not). `offline` (torchfit's --offline, or the site's `offline`): uv is told
+    --offline too, so it reads a file:// mirror and nothing else (uv 0.13.10, measured: a file://
+    UV_PYTHON_INSTALL_MIRROR installs under --offline; an http one is never asked). Never raises
+    for uv's own failures: the answer says why not.
     """
     uv = find_uv(runner)
     request = uv_request(version, free_threaded)
@@ -97,7 +100,7 @@ def provide_python(runner: Runner, version: str, free_threaded: bool = False, *,
         return UvPython(found)
     if runner.environ().get("UV_PYTHON_DOWNLOADS", "").lower() == "never":
         return UvPython(None, f"UV_PYTHON_DOWNLOADS=never and uv's store has no Python {request}")
-    argv = (uv, "python", "install", "--no-bin", "--no-progress", request)
+    argv = (uv, "python", "install", "--no-bin", "--no-progress", *(("--offline",) if offline else ()), request)
     try:
         res = runner.run(list(argv), timeout=timeout, unset=index_variables())
     except ToolTimeout:

@@ -36,6 +36,7 @@ from torchfit.errors import (
     ToolStalled,
     ToolTimeout,
 )
+from torchfit.index.client import UNREACHABLE_HINT
 from torchfit.index.newer import passed_in_answer, start_reading, worth_reading
 from torchfit.index.project import SourcePackages, read_requires_pythons, torch_source_packages
 from torchfit.index.torchsource import is_flat
@@ -52,6 +53,12 @@ from torchfit.lock.uv import (
 from torchfit.planning.refusal import wheels_missing, without_wheels
 from torchfit.planning.sources import OnSources, TorchSources, as_url
 from torchfit.runner import STALL_ENV, Runner, stall_timeout
+
+# uv is silent while it retries a source that does not answer (uv 0.13.10: 3 retries, 5.8 s against a
+# refused port, 12.4 s with its backoff; issue 35 measured 11 s of resolve -r saying nothing): a line
+# off a terminal after UV_WAIT_S seconds, then the progress's heartbeat.
+UV_WAIT = "uv, reading the project's sources (it retries one that does not answer)"
+UV_WAIT_S = 3.0
 
 
 class UvPasses(OnSources):
@@ -184,10 +191,11 @@ class UvPasses(OnSources):
                 runner, uv, specs=self._specs(direct), torch_index=as_url(sources.torch_index), work=work,
                 env=env, options=options, routed=routed, flat=flat, pages=self.pages, target=(plan.python_version, t.platform),
                 constraints=[*user, *constraints, *extra], timeout=self.settings.timeout, stall=stall_timeout(),
-                name=f"{name}-{suffix}" if suffix else name)
+                name=f"{name}-{suffix}" if suffix else name, on_wait=self.progress.waiting("resolve", UV_WAIT, UV_WAIT_S))
 
         try:
-            fleet = solve_for_all(targets, compile_for, compile_for(targets[0], [], ""))
+            with self.progress.running("resolve"):  # a terminal's ticker while uv reads (and retries) the sources
+                fleet = solve_for_all(targets, compile_for, compile_for(targets[0], [], ""))
             compiled = fleet.compiled
             if compiled.ok:  # an answer's platforms (a failed --explain probe leaves the plan's)
                 self.platforms = fleet.checked
@@ -207,8 +215,7 @@ class UvPasses(OnSources):
             kind, what = classify_failure(compiled.stderr)
             if kind == "unreachable":
                 raise IndexUnavailable(what or sources.torch_index, explanation(compiled.stderr, 300), kind="connect",
-                                       hint="check the URL and the network, or give a reachable mirror with "
-                                            "--torch-index-url / --index-url (`torchfit docs mirrors`)")
+                                       hint=UNREACHABLE_HINT)
             ref = self._reference(what) if kind == "reference" else None
             if ref is not None:  # the user's own `pkg @ URL/path`: bad input, uv's cause
                 raise BadInput(f"{ref}: {explanation(compiled.stderr, 300)}")

@@ -124,3 +124,60 @@ def test_python_dash_m_and_help_agree() -> None:
     assert out.returncode == 0
     for flag in ("--python", "--cuda", "--variant", "--strict-driver", "--facts", "--assume", "--explain", "--json"):
         assert flag in out.stdout
+
+
+def _python_mismatch(tmp_path: Path, pythons: list[str], uv: list[str] | None, pyenv: list[str] | None,
+                     python: str) -> list[str]:
+    """resolve torch==2.13.0 --python PYTHON on a GPU-less host with `pythons` present: stderr's lines."""
+    from dataclasses import replace
+
+    from torchfit.compat.facts import UvPythons
+
+    facts = make_facts(driver=None, gpus=[], pythons=pythons, pyenv=pyenv)
+    if uv is not None:
+        facts = replace(facts, uv_pythons=UvPythons("/usr/bin/uv", tuple(uv), "python-build-standalone"))
+    node = tmp_path / "node.json"
+    node.write_text(json.dumps(facts_to_json(facts)))
+    out = run_cli("resolve", "--facts", str(node), "torch==2.13.0", "--python", python)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    return out.stderr.splitlines()
+
+
+def test_a_python_mismatch_is_about_python_and_names_the_present_interpreter(tmp_path: Path) -> None:
+    """Issue 35, item 4: 27 lines, 25 about GPUs the host has not, and `pyenv install 3.11` beside a
+    present 3.11.7. Now the Python line and a hint naming the interpreter that is there."""
+    lines = _python_mismatch(tmp_path, ["3.11.7"], None, ["3.11.9"], "3.9")
+    text = "\n".join(lines)
+    assert len(lines) <= 5, text
+    assert "GPU" not in text.replace("no GPU", ""), text
+    assert "torch 2.13.0 cpu: has wheels for Python" in text, text
+    hints = [ln for ln in lines if ln.strip().startswith("hint:")]
+    assert hints and "--python 3.11.7 (present at /usr/bin/python3.11)" in hints[0], text
+    assert "pyenv install" not in text, text
+
+
+def test_a_python_mismatch_hint_offers_uvs_python_before_pyenv(tmp_path: Path) -> None:
+    """Where no fitting Python is present, the hint is uv's prebuilt one (what install will use)."""
+    lines = _python_mismatch(tmp_path, ["3.8.10"], ["3.12.8", "3.11.9"], ["3.12.4"], "3.8")
+    hints = [ln for ln in lines if ln.strip().startswith("hint:")]
+    assert hints and "uv installs a prebuilt Python 3.12.8" in hints[0], "\n".join(lines)
+    assert "pyenv install" not in "\n".join(lines)
+
+
+@pytest.mark.parametrize(("uv", "said"), [(["3.12.8"], "`uv python install 3.12.8` will provide it"),
+                                          (None, "`pyenv install 3.12.4` will provide it")])
+def test_explain_says_which_tool_provides_a_missing_python(tmp_path: Path, uv: list[str] | None, said: str) -> None:
+    """Issue 35: where the plan needs a Python the host lacks, --explain names uv's managed Python
+    or pyenv's build, whichever install will use."""
+    from dataclasses import replace
+
+    from torchfit.compat.facts import UvPythons
+
+    facts = make_facts(driver=None, gpus=[], pythons=["3.8.10"], pyenv=["3.12.4"])
+    if uv is not None:
+        facts = replace(facts, uv_pythons=UvPythons("/usr/bin/uv", tuple(uv), "a site mirror"))
+    node = tmp_path / "node.json"
+    node.write_text(json.dumps(facts_to_json(facts)))
+    out = run_cli("resolve", "--facts", str(node), "torch==2.13.0", "--explain")
+    assert out.returncode == 0, out.stderr
+    assert said in out.stdout + out.stderr, out.stdout

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
-from torchfit.progress import FileItem, StderrProgress, dumb_terminal
+from torchfit.progress import LINKING, FileItem, StderrProgress, dumb_terminal
 
 
 def install_progress(stream: TextIO | None = None) -> StderrProgress:
@@ -63,7 +63,12 @@ class BarProgress(StderrProgress):
         if self._bar is None or name != self._step:
             super().advance(name, ready, done_bytes, total_bytes, current)
             return
-        self._bar.update(self._task, completed=done_bytes, description=current or "every package ready")
+        if current is None:  # every file fetched, the step not done: the linking phase, no percent (issue 35)
+            # a task of no total: rich pulses its bar and shows no percent (update() cannot unset a total)
+            self._bar.remove_task(self._task)
+            self._task = self._bar.add_task(LINKING, total=None, completed=done_bytes)
+            return
+        self._bar.update(self._task, completed=done_bytes, description=current)
 
     def done(self, name: str, seconds: float, note: str = "") -> None:
         if name == self._step:
@@ -78,11 +83,17 @@ class BarProgress(StderrProgress):
         with super().running(name):
             yield
 
-    def warn(self, text: str) -> None:
-        if self._bar is not None:
-            self._bar.console.print(f"{self.prefix} warning: {text}", markup=False, highlight=False)
+    def _ticks_shown(self) -> bool:
+        return self._bar is None  # the live bar owns the bottom line
+
+    def _line_raw(self, text: str) -> None:
+        # While the bar is live, rich prints the line above it (its Live redraws below): a step line
+        # written to the stream directly would land inside the bar's line (issue 35).
+        bar = self._bar
+        if bar is not None:
+            bar.console.print(text, markup=False, highlight=False, soft_wrap=True)
             return
-        super().warn(text)
+        super()._line_raw(text)
 
     def _stop(self) -> None:
         if self._bar is not None:
