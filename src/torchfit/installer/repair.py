@@ -31,6 +31,7 @@ import os
 import re
 import shlex
 import stat
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -44,7 +45,10 @@ from torchfit.lock.pylock import LOCK_NAME, load_lock
 from torchfit.progress import Progress
 
 if TYPE_CHECKING:
+    from packaging.version import Version
+
     from torchfit.index.sources import Sources
+    from torchfit.runner import Runner
 
 # The checks a repair answers, and the kind of repair (docs/doctor.md lists them).
 FIXES: dict[str, str] = {
@@ -325,6 +329,23 @@ def apply_env_script(prefix: str, names: Sequence[str]) -> str:
     return path
 
 
+def fix_uv(runner: Runner) -> tuple[str, Version] | str:
+    """The uv a reinstall or rebuild runs (lock.uv.find_uv: beside torchfit's interpreter, the
+    `uv` wheel's locator, PATH) and its version; else why there is none, in one line naming
+    where it was looked for. `doctor --fix` asks before it changes anything (issue 34)."""
+    from torchfit.lock.uv import find_uv, uv_version
+
+    uv = find_uv(runner)
+    if uv is None:
+        return (f"--fix installs with uv, which torchfit cannot find: not beside {shown(sys.executable)}, not "
+                f"importable (the uv package), not on PATH ({shown(runner.environ().get('PATH', os.defpath))}); "
+                "pip install uv where torchfit is installed")
+    version = uv_version(runner, uv)
+    if version is None:
+        return f"--fix installs with uv, and the uv at {shown(uv)} does not run here (`uv --version` failed)"
+    return uv, version
+
+
 def apply_reinstall(prefix: str, lock: Lock, names: Sequence[str], sources: Sources, observer: Progress,
                     timeout: float, *, replace: bool = True) -> str | None:
     """The locked files of `names` installed (again, `--reinstall-package` each when `replace`)
@@ -332,7 +353,6 @@ def apply_reinstall(prefix: str, lock: Lock, names: Sequence[str], sources: Sour
     log's path; InstallFailed when a step fails (exit 1), KeyboardInterrupt goes on (130)."""
     from torchfit.installer.backends import StepContext, UvBackend
     from torchfit.installer.prefix import InstallLog
-    from torchfit.lock.uv import find_uv, uv_version
     from torchfit.owned import temp_dir
     from torchfit.runner import Runner, stall_timeout
     from torchfit.space import prefix_place, tmpdir_place, uv_cache_place
@@ -343,10 +363,10 @@ def apply_reinstall(prefix: str, lock: Lock, names: Sequence[str], sources: Sour
               "from its lock")
     ctx = StepContext(Runner(), log, observer, sources, timeout, {}, stall=stall_timeout(),
                       places=[prefix_place(prefix, "--env"), tmpdir_place(), uv_cache_place(os.environ)])
-    uv = find_uv(ctx.runner)
-    version = uv_version(ctx.runner, uv) if uv else None
-    if not uv or version is None:
-        raise BadInput("--fix reinstalls with uv, which is not installed here (pip install uv)")
+    found = fix_uv(ctx.runner)
+    if isinstance(found, str):  # run_fix asked before anything changed; uv went since
+        raise BadInput(f"{found}; {', '.join(names)} not installed")
+    uv, version = found
     with temp_dir("fix") as work:
         UvBackend(ctx, uv, version).install_resolved(prefix, dists, work,
                                                             reinstall=[d.name for d in dists] if replace else [])
