@@ -13,6 +13,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.support.cli import run_clean
 from tests.support.wheels import make_wheel, write_index, write_index_with_metadata
 
@@ -77,6 +79,7 @@ def _index_answer(root: Path, *, ranges: bool):  # type: ignore[no-untyped-def]
     return answer, files
 
 
+@pytest.mark.slow
 def test_a_remote_wheel_whose_pep658_metadata_disagrees_is_refused_by_the_plan(tmp_path: Path) -> None:
     """Issue 34, R3 over HTTP: an index on 127.0.0.1 serves liar 1.0's wheel (torch==2.12.0) and,
     advertised on its page, a `.metadata` saying torch==2.13.0. uv plans from the `.metadata`;
@@ -124,3 +127,38 @@ def test_a_remote_wheel_whose_pep658_metadata_disagrees_is_refused_by_the_plan(t
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert (f"{wheel.name}: its .metadata was not compared with the wheel: the server does not honour HTTP range "
             f"requests at {server.url}/simple") in proc.stderr, proc.stderr
+
+
+def test_find_remote_disagreement_reads_only_advertised_wheels_by_ranges(tmp_path: Path) -> None:
+    """index.metacheck.find_remote_disagreement against a real index on 127.0.0.1: the wheel whose
+    page advertises a lying `.metadata` is found (its METADATA read by Range requests only); an honest
+    one and one whose page advertises none pass, the latter's wheel never asked for; a server that
+    ignores Range is noted once per wheel (its whole-file answer is not read)."""
+    from tests.support.servers import http_server
+    from torchfit.index.client import IndexClient
+    from torchfit.index.metacheck import find_remote_disagreement
+
+    liar = make_wheel(tmp_path / "w", "liar", "1.0", ["torch==2.12.0"])
+    fair = make_wheel(tmp_path / "w", "fair", "1.0", ["torch==2.13.0"])
+    plain = make_wheel(tmp_path / "w", "plain", "1.0", ["torch==2.13.0"])
+    root = tmp_path / "idx"
+    write_index_with_metadata(root, liar, LIE.replace(b"2.12.0", b"2.13.0"))
+    write_index(root, [fair])
+    write_index(root, [plain], pep658=False)
+    for ranges in (True, False):
+        answer, _ = _index_answer(root, ranges=ranges)
+        with http_server(answer) as server:
+            wheels = [(w.name.split("-")[0], f"{server.url}/files/{w.name}") for w in (liar, fair, plain)]
+            notes: list[str] = []
+            found = find_remote_disagreement(IndexClient(use_cache=False, timeout=10, retries=0), wheels,
+                                             ["file:///nowhere", server.url + "/simple"], notes.append)
+            asked = [(path, h.get("Range")) for path, h in zip(server.seen, server.headers) if path.endswith(".whl")]
+        assert sorted(p for p, _ in asked) == [f"/files/{fair.name}", f"/files/{liar.name}"], asked
+        if ranges:
+            assert found is not None and (found.name, found.filename, found.index) == (
+                "liar", liar.name, server.url + "/simple"), found
+            assert found.diff == ("Requires-Dist: the wheel says torch==2.12.0, the .metadata says torch==2.13.0",)
+            assert notes == [] and all(r == "bytes=-65536" for _, r in asked), (notes, asked)
+        else:
+            assert found is None and len(notes) == 2, notes
+            assert all("the server does not honour HTTP range requests" in n for n in notes), notes
