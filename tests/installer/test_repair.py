@@ -384,7 +384,8 @@ def test_a_fix_whose_uv_hangs_is_stopped_at_the_stall_limit(damaged_env: dict[st
     """Issue 34: `doctor --fix`'s rebuild runs uv under the stall limit as install does
     (TORCHFIT_STALL_TIMEOUT): a uv whose `pip install` hangs (a fake beside torchfit's interpreter
     that records its pid and sleeps; every other uv command is the real uv's) is killed after the
-    limit and reported in one line, exit 1; the env is as it was and nothing is left running."""
+    limit and reported in one line, exit 1; what it had begun to install is taken back (the env is
+    as it was) and nothing is left running."""
     from tests.support.cli import run_cli
 
     prefix, site_dir = damaged_env["prefix"], damaged_env["site"]
@@ -392,10 +393,14 @@ def test_a_fix_whose_uv_hangs_is_stopped_at_the_stall_limit(damaged_env: dict[st
     before = _tree(prefix)
     real = os.path.join(os.path.dirname(sys.executable), "uv")
     pids = tmp_path / "uv-pids"
+    # half an install, then nothing: torch's package and dist-info begun, an entry point written
     python, env = _torchfit_elsewhere(tmp_path, f"""\
         #!/bin/sh
         if [ "$1" = pip ] && [ "$2" = install ]; then
             echo $$ >> {pids}
+            mkdir -p {site_dir}/torch/lib {site_dir}/torch-2.13.0+cpu.dist-info
+            echo partial > {site_dir}/torch/__init__.py
+            echo '#!/bin/sh' > {prefix}/bin/torch-entry-point
             exec sleep 600
         fi
         exec {real} "$@"
@@ -411,4 +416,35 @@ def test_a_fix_whose_uv_hangs_is_stopped_at_the_stall_limit(damaged_env: dict[st
         proc.stderr
     assert took < 120, took
     assert pids.is_file() and not any(pid_alive(int(p)) for p in pids.read_text().split()), "uv was left running"
-    assert _tree(prefix) == before
+    assert _tree(prefix) == before and not (site_dir / "torch").exists(), "the half-done install was left"
+    assert not (site_dir / "torch-2.13.0+cpu.dist-info").exists()
+    assert f"the failed install's 5 new path(s) in {prefix} were removed: the env is as it was" in proc.stderr, \
+        proc.stderr
+
+
+def test_remove_added_takes_back_only_what_appeared_and_follows_no_link(tmp_path: Path) -> None:
+    """A failed rebuild's take-back (installer.repair.remove_added): what appeared under bin/ and
+    site-packages since the snapshot goes, deepest first; what was there stays (a directory that
+    gained a file keeps its old files); a link planted meanwhile is removed, never what it points to;
+    nothing outside bin/ and site-packages is touched."""
+    from torchfit.installer.repair import install_paths, remove_added
+
+    prefix = tmp_path / "env"
+    site_dir = prefix / "lib" / "python3.11" / "site-packages"
+    (site_dir / "old").mkdir(parents=True)
+    (site_dir / "old" / "keep.py").write_text("x\n")
+    (prefix / "bin").mkdir()
+    (prefix / "bin" / "python").write_text("")
+    outside = tmp_path / "victim"
+    outside.mkdir()
+    (outside / "precious").write_text("mine\n")
+    before = install_paths(str(prefix))
+    (site_dir / "torch" / "lib").mkdir(parents=True)
+    (site_dir / "torch" / "__init__.py").write_text("")
+    (site_dir / "old" / "new.py").write_text("")
+    (site_dir / "link").symlink_to(outside)
+    (prefix / "bin" / "torchrun").write_text("")
+    (prefix / "notes.txt").write_text("the user's\n")
+    assert remove_added(str(prefix), before) == (6, [])
+    assert install_paths(str(prefix)) == before
+    assert (outside / "precious").read_text() == "mine\n" and (prefix / "notes.txt").is_file()
