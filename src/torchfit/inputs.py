@@ -38,6 +38,11 @@ from torchfit.text import CSI
 # A facts file of a 1 024-GPU host is about 300 KB; a lock of a CUDA torch ~20 KB.
 MAX_FACTS_BYTES = 4 << 20
 MAX_LOCK_BYTES = 8 << 20
+# A lock of a CUDA torch env holds ~30 packages, a big project's a few hundred. A lock of
+# 40,000 fits in MAX_LOCK_BYTES (8 MB of short URLs) and kept `install --lock` past 300 s
+# (issue 34, T1: ~6 s to parse it twice, then one redirect probe per file URL): refused at
+# once past this many, a documented limit (docs/install.md).
+MAX_LOCK_PACKAGES = 5000
 # A requirements file or pyproject.toml: a big monorepo's is ~100 KB.
 MAX_REQUIREMENTS_BYTES = 4 << 20
 MAX_MATRIX_BYTES = 16 << 20

@@ -170,4 +170,24 @@ def test_file_redirects_checked_hop_by_hop_over_real_tls(tmp_path, monkeypatch) 
             # https -> https (the good mirror sends /files/X to bad's /ok/files/X: a 404, not a refusal)
             assert check_file_redirects(client(use_cache=False), [f"{good}/files/{wheel.name}"] * 2) == 1
             assert check_file_redirects(client(allow_insecure=True), [url]) == 0
-            assert check_file_redirects(client(use_cache=False), ["https://127.0.0.1:9/x.whl", plain + "/f"]) == 1
+            assert check_file_redirects(client(use_cache=False), ["https://127.0.0.1:9/x.whl", plain + "/f"]) == 0
+
+
+def test_file_redirects_ask_a_host_that_does_not_answer_once_not_per_file() -> None:
+    """Issue 34, T1: `install --lock` of a lock of 4,000 files on a host that did not answer asked
+    each file in turn (retries and all) and ran past 120 s; a host that does not answer one probe
+    is not asked again (uv reports it). A real server on 127.0.0.1 that accepts and never answers."""
+    import time
+
+    from tests.support.servers import serve
+    from torchfit.index.client import REDIRECT_CHECK_WORKERS, check_file_redirects
+
+    with serve() as hung:
+        https = hung.replace("http://", "https://")
+        c = client(use_cache=False, timeout=0.5, retries=1)
+        start = time.monotonic()
+        assert check_file_redirects(c, [f"{https}/p{i}-1-py3-none-any.whl" for i in range(400)]) == 0
+        took = time.monotonic() - start
+    # each of the first probes at once waits out its attempts; none after them (before: 400 x 2 attempts)
+    assert c.requests_made <= REDIRECT_CHECK_WORKERS * 2, c.requests_made
+    assert took < 10, took

@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -319,3 +320,131 @@ def test_load_built_env_needs_the_lock_and_the_env_script(tmp_path: Path) -> Non
     with pytest.raises(BadInput, match="no such directory"):
         load_built_env(str(tmp_path / "nope"))
     assert os.path.isdir(tmp_path)
+
+
+def _torchfit_elsewhere(tmp_path: Path, uv_script: str | None) -> tuple[str, dict[str, str]]:
+    """torchfit run by an interpreter whose bin/ holds no uv (or `uv_script`, a fake), with the
+    `uv` wheel's module hidden (a `uv` package first on the path that cannot be imported) and PATH
+    stripped to /usr/bin:/bin: the places lock.uv.find_uv looks. A real subprocess: the python is
+    a link to this one, outside its venv, the venv's packages given by PYTHONPATH."""
+    import site
+    import textwrap
+
+    bindir = tmp_path / "tf" / "bin"
+    bindir.mkdir(parents=True)
+    (bindir / "python").symlink_to(os.path.realpath(sys.executable))
+    if uv_script is not None:
+        (bindir / "uv").write_text(textwrap.dedent(uv_script))
+        (bindir / "uv").chmod(0o755)
+    hide = tmp_path / "hide" / "uv"
+    hide.mkdir(parents=True)
+    (hide / "__init__.py").write_text("raise ImportError('the uv wheel is hidden from this test')\n")
+    path = "/usr/bin:/bin"
+    if shutil.which("uv", path=path):
+        pytest.skip("uv is installed in /usr/bin or /bin")
+    sites = [p for p in site.getsitepackages() if os.path.isdir(p)]
+    return str(bindir / "python"), {"PATH": path, "PYTHONPATH": os.pathsep.join(
+        [str(hide.parent), os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "src"), *sites])}
+
+
+def _tree(prefix: Path) -> dict[str, str]:
+    """Every file of PREFIX (but compiled bytecode) -> its sha256: what the env holds."""
+    return {str(p.relative_to(prefix)): sha256_file(p) for p in sorted(prefix.rglob("*"))
+            if p.is_file() and not p.is_symlink() and "__pycache__" not in p.parts}
+
+
+@pytest.mark.slow
+def test_fix_without_uv_is_one_line_naming_what_is_missing(damaged_env: dict[str, Any], tmp_path: Path,
+                                                           state_home: Path) -> None:
+    """Issue 34: `doctor --fix` where uv is neither beside torchfit's interpreter, nor importable
+    (the `uv` wheel), nor on PATH: exit 2, one line naming what is missing and where it was looked
+    for; nothing of the env changed. The dry run says it too."""
+    from tests.support.cli import run_cli
+
+    prefix, site_dir = damaged_env["prefix"], damaged_env["site"]
+    _remove_torch(site_dir)
+    before = _tree(prefix)
+    python, env = _torchfit_elsewhere(tmp_path, None)
+    base = {**os.environ, "XDG_STATE_HOME": str(state_home)}
+    proc = run_cli("doctor", "--env", str(prefix), "--fix", python=python, base_env=base, env=env, timeout=600)
+    line = one_line_error(proc)
+    assert line.startswith("torchfit: error: --fix installs with uv, which torchfit cannot find: not beside "
+                           f"{python}, not importable (the uv package), not on PATH (/usr/bin:/bin)"), line
+    assert line.endswith("nothing was changed  [bad-input]") and "pip install uv" in line, line
+    assert _tree(prefix) == before
+    dry = run_cli("doctor", "--env", str(prefix), "--fix", "--dry-run", python=python, base_env=base, env=env,
+                  timeout=600)
+    assert dry.returncode == 1, dry.stdout + dry.stderr
+    assert "not fixed: torch-import: --fix installs with uv, which torchfit cannot find" in dry.stdout, dry.stdout
+
+
+@pytest.mark.slow
+def test_a_fix_whose_uv_hangs_is_stopped_at_the_stall_limit(damaged_env: dict[str, Any], tmp_path: Path,
+                                                             state_home: Path) -> None:
+    """Issue 34: `doctor --fix`'s rebuild runs uv under the stall limit as install does
+    (TORCHFIT_STALL_TIMEOUT): a uv whose `pip install` hangs (a fake beside torchfit's interpreter
+    that records its pid and sleeps; every other uv command is the real uv's) is killed after the
+    limit and reported in one line, exit 1; what it had begun to install is taken back (the env is
+    as it was) and nothing is left running."""
+    from tests.support.cli import run_cli
+
+    prefix, site_dir = damaged_env["prefix"], damaged_env["site"]
+    _remove_torch(site_dir)
+    before = _tree(prefix)
+    real = os.path.join(os.path.dirname(sys.executable), "uv")
+    pids = tmp_path / "uv-pids"
+    # half an install, then nothing: torch's package and dist-info begun, an entry point written
+    python, env = _torchfit_elsewhere(tmp_path, f"""\
+        #!/bin/sh
+        if [ "$1" = pip ] && [ "$2" = install ]; then
+            echo $$ >> {pids}
+            mkdir -p {site_dir}/torch/lib {site_dir}/torch-2.13.0+cpu.dist-info
+            echo partial > {site_dir}/torch/__init__.py
+            echo '#!/bin/sh' > {prefix}/bin/torch-entry-point
+            exec sleep 600
+        fi
+        exec {real} "$@"
+        """)
+    base = {**os.environ, "XDG_STATE_HOME": str(state_home)}
+    start = time.monotonic()
+    proc = run_cli("doctor", "--env", str(prefix), "--fix", python=python, base_env=base,
+                   env={**env, "TORCHFIT_STALL_TIMEOUT": "3"}, timeout=300)
+    took = time.monotonic() - start
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("torchfit: error:")]
+    assert len(errors) == 1 and "made no progress for 3 s" in errors[0] and "Traceback" not in proc.stderr, \
+        proc.stderr
+    assert took < 120, took
+    assert pids.is_file() and not any(pid_alive(int(p)) for p in pids.read_text().split()), "uv was left running"
+    assert _tree(prefix) == before and not (site_dir / "torch").exists(), "the half-done install was left"
+    assert not (site_dir / "torch-2.13.0+cpu.dist-info").exists()
+    assert f"the failed install's 5 new path(s) in {prefix} were removed: the env is as it was" in proc.stderr, \
+        proc.stderr
+
+
+def test_remove_added_takes_back_only_what_appeared_and_follows_no_link(tmp_path: Path) -> None:
+    """A failed rebuild's take-back (installer.repair.remove_added): what appeared under bin/ and
+    site-packages since the snapshot goes, deepest first; what was there stays (a directory that
+    gained a file keeps its old files); a link planted meanwhile is removed, never what it points to;
+    nothing outside bin/ and site-packages is touched."""
+    from torchfit.installer.repair import install_paths, remove_added
+
+    prefix = tmp_path / "env"
+    site_dir = prefix / "lib" / "python3.11" / "site-packages"
+    (site_dir / "old").mkdir(parents=True)
+    (site_dir / "old" / "keep.py").write_text("x\n")
+    (prefix / "bin").mkdir()
+    (prefix / "bin" / "python").write_text("")
+    outside = tmp_path / "victim"
+    outside.mkdir()
+    (outside / "precious").write_text("mine\n")
+    before = install_paths(str(prefix))
+    (site_dir / "torch" / "lib").mkdir(parents=True)
+    (site_dir / "torch" / "__init__.py").write_text("")
+    (site_dir / "old" / "new.py").write_text("")
+    (site_dir / "link").symlink_to(outside)
+    (prefix / "bin" / "torchrun").write_text("")
+    (prefix / "notes.txt").write_text("the user's\n")
+    assert remove_added(str(prefix), before) == (6, [])
+    assert install_paths(str(prefix)) == before
+    assert (outside / "precious").read_text() == "mine\n" and (prefix / "notes.txt").is_file()

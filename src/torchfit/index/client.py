@@ -562,19 +562,29 @@ def check_file_redirects(client: IndexClient, urls: Iterable[str]) -> int:
     (`IndexClient._follow`); at most REDIRECT_CHECK_WORKERS at once. Any other failure (the host
     down, an HTTP error) is left to the installer to report: uv's cache may hold the file. Nothing
     is asked with --allow-insecure-index (`client.allow_insecure`), nor for http://, file:// or
-    path URLs (refused or allowed where the sources are judged). Returns how many were asked, and
-    says it (`client.progress`)."""
+    path URLs (refused or allowed where the sources are judged), nor for the other files of a host
+    that did not answer one (issue 34, T1). Returns how many answered, and says it (`client.progress`)."""
     from torchfit.background import map_in_threads
 
     if client.allow_insecure:
         return 0
     todo = list(dict.fromkeys(u for u in urls if urlsplit(u).scheme.lower() == "https"))
+    # A host that did not answer one probe (its name unknown, the connection refused, the
+    # deadline past) is not asked again: uv reports it. Probing each of its files in turn took a
+    # lock of 4,000 files on a dead host past 120 s (issue 34, T1).
+    unreachable: set[str] = set()
 
     def probe(url: str) -> IndexUnavailable | None:
+        host = urlsplit(url).netloc.lower()
+        if host in unreachable:
+            return None
         try:
             client._send(url, {"Accept": "*/*", "Range": "bytes=0-0"}, stream=True).close()
         except IndexUnavailable as exc:
-            return exc if exc.kind == "redirect" else None
+            if exc.kind == "redirect":
+                return exc
+            unreachable.add(host)
+            return None
         except IndexMalformed:
             return None
         return None
@@ -584,8 +594,12 @@ def check_file_redirects(client: IndexClient, urls: Iterable[str]) -> int:
     refused = [exc for exc in map_in_threads(probe, todo, REDIRECT_CHECK_WORKERS) if exc is not None]
     if refused:
         raise refused[0]
-    client.progress.info(f"checked the redirects of {len(todo)} file URL{'s' * (len(todo) != 1)}: none to plain http")
-    return len(todo)
+    left = sum(urlsplit(u).netloc.lower() in unreachable for u in todo)
+    asked = len(todo) - left
+    client.progress.info(f"checked the redirects of {asked} file URL{'s' * (asked != 1)}: none to plain http"
+                         + (f"; {left} on {len(unreachable)} host(s) that did not answer left to the installer"
+                            if left else ""))
+    return asked
 
 
 class LocalIndexClient(IndexClient):

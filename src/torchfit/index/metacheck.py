@@ -7,27 +7,48 @@ is what is installed and hashed into the lock). Install's closure check catches 
 the install (installer/buildcheck.py); the plan should not promise it.
 
 Where the wheel is a local file (a file:// index, a find-links directory), reading its own
-METADATA is a look at the zip's central directory and one member: every local wheel of the
-plan that has a `.metadata` beside it is compared, on what a resolution reads (Name,
-Version, Requires-Dist, Requires-Python). A remote wheel is not downloaded for this (a torch
-wheel is gigabytes): the plan rests on the index's metadata, and install checks it against
-the wheel it downloads (docs/projects.md says so).
+METADATA is a look at the zip's central directory and one member (`wheelmeta.read_wheel_member`,
+the one zip reader): every local wheel of the plan that has a `.metadata` beside it is compared,
+on what a resolution reads (Name, Version, Requires-Dist, Requires-Python).
+
+Where the wheel is remote (`find_remote_disagreement`), only the wheels uv read through a
+`.metadata` are checked: those whose index page advertises one (PEP 658/714, `IndexFile.metadata`);
+for the others uv read the wheel itself. The `.metadata` is read as uv read it (its URL, its
+advertised hash, at most MAX_METADATA_BYTES), the wheel's own METADATA with HTTP range requests
+(`wheelmeta.remote_metadata`: the central directory at the end of the zip, then the one member;
+cached under the wheel's sha256), every request under the planning client's timeout and deadline.
+A server that does not honour `Range` is not downloaded whole (a CUDA torch wheel is gigabytes):
+that wheel is left unchecked with a note, and install checks the wheel it downloads.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from email.parser import HeaderParser
-from urllib.parse import unquote, urlsplit
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urldefrag, urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from torchfit.errors import WheelFormatError
-from torchfit.index.wheelmeta import MAX_METADATA_BYTES, FileSource, WheelArchive
+from torchfit._backports import FROZEN
+from torchfit.errors import IndexMalformed, IndexUnavailable, WheelFormatError
+from torchfit.index.wheelmeta import (
+    MAX_METADATA_BYTES,
+    NO_RANGES,
+    read_wheel_member,
+    remote_metadata,
+)
+from torchfit.inputs import terminal_text
+from torchfit.redact import redact, strip_credentials
+
+if TYPE_CHECKING:
+    from torchfit.index.client import IndexClient
+    from torchfit.index.pages import IndexFile
 
 FIELDS = ("Name", "Version", "Requires-Dist", "Requires-Python")
 
@@ -79,16 +100,86 @@ def find_disagreement(paths: Iterable[str]) -> tuple[str, list[str]] | None:
         try:
             with open(served, "rb") as fh:
                 text = fh.read(MAX_METADATA_BYTES + 1)
-            src = FileSource(path)
-            try:
-                found = WheelArchive(src).metadata()
-            finally:
-                src.close()
-        except (OSError, WheelFormatError):
-            continue  # an unreadable wheel is install's to refuse (it reads the wheel whole)
+        except OSError:
+            continue
+        # an unreadable wheel (None) is install's to refuse (it reads the wheel whole)
+        found = read_wheel_member(path, "METADATA")
         if found is None or len(text) > MAX_METADATA_BYTES:
             continue
-        diff = compare_metadata(found[1].decode("utf-8", "replace"), text.decode("utf-8", "replace"))
+        diff = compare_metadata(found, text.decode("utf-8", "replace"))
         if diff:
             return path, diff
     return None
+
+
+@dataclass(**FROZEN)
+class RemoteMismatch:
+    """A remote wheel whose index's `.metadata` disagrees with the wheel: what `find_remote_disagreement` found."""
+
+    name: str
+    filename: str
+    index: str  # the index whose page advertised the .metadata (may hold credentials: redact to show)
+    diff: tuple[str, ...]
+
+
+def find_remote_disagreement(client: IndexClient, wheels: Sequence[tuple[str, str]], indexes: Sequence[str],
+                             note: Callable[[str], None]) -> RemoteMismatch | None:
+    """The first of `wheels` ((name, URL) of the plan's remote wheels) that came from a `.metadata`
+    which disagrees with the wheel's own METADATA; None when none does. `indexes`: the http(s)
+    indexes the plan read (the page that lists a wheel's URL says whether a `.metadata` was
+    advertised). `note` hears, once per wheel, why one could not be checked (no Range)."""
+    from torchfit.background import map_in_threads
+
+    remote = [(n, u) for n, u in wheels if urlsplit(u).scheme.lower() in ("http", "https")
+              and urlsplit(u).path.endswith(".whl")]
+    found = [r for r in map_in_threads(lambda w: _check_remote(client, w[0], w[1], indexes, note), remote,
+                                       CHECK_WORKERS) if r is not None]
+    return found[0] if found else None
+
+
+# Wheels checked at once: each is three or four small requests (the page is the planning's own read).
+CHECK_WORKERS = 8
+
+
+def _listing(client: IndexClient, name: str, url: str, indexes: Sequence[str]) -> tuple[str, IndexFile] | None:
+    """(the index, its entry) of the page that lists `url` for project `name`; None if none does."""
+    want = _same(url)
+    for index in indexes:
+        try:
+            page = client.project_page(index, name)
+        except (IndexUnavailable, IndexMalformed):
+            continue
+        for f in page.files if page else ():
+            if _same(f.url) == want:
+                return index, f
+    return None
+
+
+def _same(url: str) -> str:
+    """A file URL as uv writes it into its lock and a page lists it alike: no fragment, no
+    credentials (the page's joined URL carries the index's), the path unquoted."""
+    parts = urlsplit(strip_credentials(urldefrag(url)[0]))
+    return parts._replace(path=unquote(parts.path)).geturl()
+
+
+def _check_remote(client: IndexClient, name: str, url: str, indexes: Sequence[str],
+                  note: Callable[[str], None]) -> RemoteMismatch | None:
+    listed = _listing(client, name, url, indexes)
+    if listed is None or listed[1].metadata is None:
+        return None  # no .metadata advertised: uv read the wheel itself
+    index, file = listed
+    try:
+        served = client.core_metadata(file, probe=False, limit=MAX_METADATA_BYTES)
+        own = remote_metadata(client, file, limit=MAX_METADATA_BYTES)
+    except (IndexUnavailable, IndexMalformed, WheelFormatError) as exc:
+        note(f"{redact(file.filename)}: its .metadata was not compared with the wheel ({terminal_text(str(exc))}); "
+             "install checks the wheel it downloads")
+        return None
+    if own == NO_RANGES:
+        note(f"{redact(file.filename)}: its .metadata was not compared with the wheel: {NO_RANGES} at "
+             f"{redact(index)} (the wheel is not downloaded whole to plan; install checks the wheel it downloads)")
+        return None
+    if served is None or own is None:
+        return None
+    diff = compare_metadata(own, served)
+    return RemoteMismatch(name, file.filename, index, tuple(diff)) if diff else None

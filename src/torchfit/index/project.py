@@ -23,7 +23,6 @@ import email.parser
 import os
 import tarfile
 import threading
-import zipfile
 from collections.abc import Callable, Sequence
 from urllib.parse import quote, unquote, urlsplit
 
@@ -166,16 +165,10 @@ class SourcePackages:
         return (5, f.filename)
 
     def _wheel_metadata(self, f: IndexFile) -> str | None:
-        if f.url.startswith("file://"):
-            try:
-                with zipfile.ZipFile(_local_path(f.url)) as zf:
-                    member = next((n for n in zf.namelist() if n.count("/") == 1
-                                   and n.endswith(".dist-info/METADATA")), None)
-                    if member is None or zf.getinfo(member).file_size > MAX_METADATA_BYTES:
-                        return None
-                    return zf.read(member).decode("utf-8", errors="replace")
-            except (OSError, zipfile.BadZipFile):
-                return None
+        if f.url.startswith("file://"):  # the one zip reader, bounded (MAX_METADATA_BYTES)
+            from torchfit.index.wheelmeta import read_wheel_member
+
+            return read_wheel_member(f.url, "METADATA")
         try:
             # Bounded like every METADATA read here: PEP 658 files are served apart from the wheel and
             # a hostile index may serve one of any size (issue 25: 12 MB made resolve run past 40 s).

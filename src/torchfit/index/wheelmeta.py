@@ -466,6 +466,21 @@ def wheel_metadata(client: IndexClient, file: IndexFile, *, limit: int = MAX_MET
     plain zip, or its METADATA is larger than `limit`. Cached under the wheel's sha256
     when the index gives one (the content is then fixed).
     """
+    try:
+        found = remote_metadata(client, file, limit=limit)
+    except WheelFormatError:
+        return None
+    return None if found == NO_RANGES else found
+
+
+NO_RANGES = "the server does not honour HTTP range requests"
+
+
+def remote_metadata(client: IndexClient, file: IndexFile, *, limit: int = MAX_METADATA_BYTES) -> str | None:
+    """`wheel_metadata`'s read, saying why not: the METADATA's text; None when the wheel has
+    none; NO_RANGES when the server ignores `Range` (nothing is downloaded whole: a torch wheel is
+    gigabytes). WheelFormatError for a file that is not a readable wheel (or a METADATA past
+    `limit`), IndexUnavailable when the server fails. Cached as `wheel_metadata` says."""
     from torchfit.index.cache import DiskCache
     from torchfit.redact import strip_credentials
 
@@ -480,13 +495,11 @@ def wheel_metadata(client: IndexClient, file: IndexFile, *, limit: int = MAX_MET
     try:
         tail = src.open()
         if src.whole_file:
-            return None
+            return NO_RANGES
         found = WheelArchive(src, tail).metadata(limit)
         if found is None:
             return None
         raw = found[1]
-    except WheelFormatError:
-        return None
     finally:
         src.close()
     if key and client.cache:
@@ -508,7 +521,8 @@ def read_wheel_member(location: str, member: str, *, filename: str | None = None
     a local file read directly; a remote one's METADATA with range requests (`remote`; nothing
     downloaded whole, `wheel_metadata`). None where unreadable or not asked (a remote file and
     `remote` off, or another member than METADATA). add reads a locked wheel's METADATA and
-    RECORD through here (lock.closure.find_family_drift, installer.add)."""
+    RECORD through here (lock.closure.find_family_drift, installer.add), and so do metacheck (a
+    local wheel beside its `.metadata`) and index.project (a file:// wheel): one zip reader."""
     from urllib.parse import unquote, urlsplit
 
     from torchfit.errors import IndexUnavailable
@@ -519,6 +533,9 @@ def read_wheel_member(location: str, member: str, *, filename: str | None = None
             src = FileSource(unquote(parts.path) if parts.scheme == "file" else location)
             try:
                 archive = WheelArchive(src)
+                if member == "METADATA":  # bounded as every METADATA read (MAX_METADATA_BYTES)
+                    meta = archive.metadata()
+                    return meta[1].decode("utf-8", "replace") if meta else None
                 found = archive.find(rf"^[^/]+\.dist-info/{member}$")
                 return archive.read(found[0]).decode("utf-8", "replace") if found else None
             finally:
@@ -554,6 +571,8 @@ __all__ = [
     "parse_eocd",
     "parse_eocd64",
     "parse_local_header",
+    "read_wheel_member",
+    "remote_metadata",
     "sha256_of",
     "wheel_metadata",
 ]

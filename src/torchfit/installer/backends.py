@@ -128,11 +128,15 @@ class StepContext:
                                       stall=self.stall, on_wait=on_wait)
         except ToolStalled as exc:
             self.log.step(step, list(argv), None, exc.timeout, exc.stdout, exc.stderr)
+            # The first line says it stalled (issue 34: `doctor --fix`'s hung uv read "failed (it did not finish)")
             raise self.failed(step, argv, None,
                               tail(exc.stdout + "\n" + exc.stderr)
                               + f"\n(no progress for {exc.stall:g} s: nothing was received or written: an index "
                                 "or mirror that does not answer, or a package's build that waits on something; "
-                                "stopped with every process it started)") from None
+                                "stopped with every process it started)",
+                              what=f"install step '{step}' made no progress for {exc.stall:g} s (nothing received "
+                                   f"or written): {os.path.basename(argv[0])} was stopped with every process it "
+                                   "started") from None
         except ToolTimeout as exc:
             self.log.step(step, list(argv), None, self.timeout, exc.stdout, exc.stderr)
             raise self.failed(step, argv, None,

@@ -12,6 +12,8 @@ torchfit did not build is refused, with why). The lock is the truth each repair 
   URL and sha256. Never `install --force`, which replaces PREFIX whole: the user's files in it
   (notes, `share/jupyter/kernels/...`) and the packages they installed by hand are not the
   lock's, and stay; a locked package found at another version is named and kept, not replaced;
+  a rebuild that fails (a stall, an error, an interruption) removes what it had added under bin/
+  and site-packages (`remove_added`), so the env is as it was;
 - env-script: PREFIX/bin/torchfit-env (the file install wrote) sets a variable a check faults
   (NCCL_P2P_DISABLE=1 added by hand): the line that sets it removed, every other byte of the
   file kept (the user's own HF_HOME, WANDB_MODE); a line that does more than set it (`X=1; Y=2`,
@@ -22,7 +24,7 @@ A repair that replaces installed files (reinstall) first checks the env's users 
 (installer.prefix.check_in_use: refused while a process uses the env, unless --allow-in-use).
 `plan_repairs` is pure (check verdicts and the env's files in, repairs out: the dry run shows
 exactly what each will install, replace or edit); `apply_reinstall` and `apply_env_script` do
-the work.
+the work, with the uv `fix_uv` finds (none: refused before anything changes).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import os
 import re
 import shlex
 import stat
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -44,7 +47,10 @@ from torchfit.lock.pylock import LOCK_NAME, load_lock
 from torchfit.progress import Progress
 
 if TYPE_CHECKING:
+    from packaging.version import Version
+
     from torchfit.index.sources import Sources
+    from torchfit.runner import Runner
 
 # The checks a repair answers, and the kind of repair (docs/doctor.md lists them).
 FIXES: dict[str, str] = {
@@ -325,6 +331,23 @@ def apply_env_script(prefix: str, names: Sequence[str]) -> str:
     return path
 
 
+def fix_uv(runner: Runner) -> tuple[str, Version] | str:
+    """The uv a reinstall or rebuild runs (lock.uv.find_uv: beside torchfit's interpreter, the
+    `uv` wheel's locator, PATH) and its version; else why there is none, in one line naming
+    where it was looked for. `doctor --fix` asks before it changes anything (issue 34)."""
+    from torchfit.lock.uv import find_uv, uv_version
+
+    uv = find_uv(runner)
+    if uv is None:
+        return (f"--fix installs with uv, which torchfit cannot find: not beside {shown(sys.executable)}, not "
+                f"importable (the uv package), not on PATH ({shown(runner.environ().get('PATH', os.defpath))}); "
+                "pip install uv where torchfit is installed")
+    version = uv_version(runner, uv)
+    if version is None:
+        return f"--fix installs with uv, and the uv at {shown(uv)} does not run here (`uv --version` failed)"
+    return uv, version
+
+
 def apply_reinstall(prefix: str, lock: Lock, names: Sequence[str], sources: Sources, observer: Progress,
                     timeout: float, *, replace: bool = True) -> str | None:
     """The locked files of `names` installed (again, `--reinstall-package` each when `replace`)
@@ -332,7 +355,6 @@ def apply_reinstall(prefix: str, lock: Lock, names: Sequence[str], sources: Sour
     log's path; InstallFailed when a step fails (exit 1), KeyboardInterrupt goes on (130)."""
     from torchfit.installer.backends import StepContext, UvBackend
     from torchfit.installer.prefix import InstallLog
-    from torchfit.lock.uv import find_uv, uv_version
     from torchfit.owned import temp_dir
     from torchfit.runner import Runner, stall_timeout
     from torchfit.space import prefix_place, tmpdir_place, uv_cache_place
@@ -343,11 +365,62 @@ def apply_reinstall(prefix: str, lock: Lock, names: Sequence[str], sources: Sour
               "from its lock")
     ctx = StepContext(Runner(), log, observer, sources, timeout, {}, stall=stall_timeout(),
                       places=[prefix_place(prefix, "--env"), tmpdir_place(), uv_cache_place(os.environ)])
-    uv = find_uv(ctx.runner)
-    version = uv_version(ctx.runner, uv) if uv else None
-    if not uv or version is None:
-        raise BadInput("--fix reinstalls with uv, which is not installed here (pip install uv)")
-    with temp_dir("fix") as work:
-        UvBackend(ctx, uv, version).install_resolved(prefix, dists, work,
-                                                            reinstall=[d.name for d in dists] if replace else [])
+    found = fix_uv(ctx.runner)
+    if isinstance(found, str):  # run_fix asked before anything changed; uv went since
+        raise BadInput(f"{found}; {', '.join(names)} not installed")
+    uv, version = found
+    # A rebuild only adds files: one that fails (a stall, an error, an interruption) takes back what
+    # it had added, so the env is as it was (issue 34). A reinstall replaces files in place: it
+    # cannot be taken back (docs/doctor.md says so).
+    before = None if replace else install_paths(prefix)
+    try:
+        with temp_dir("fix") as work:
+            UvBackend(ctx, uv, version).install_resolved(prefix, dists, work,
+                                                                reinstall=[d.name for d in dists] if replace else [])
+    except BaseException:
+        if before is not None:
+            _take_back(prefix, before, observer)
+        raise
     return log.path
+
+
+def install_paths(prefix: str) -> set[str]:
+    """Every path under the env's bin/ and site-packages (where an install writes), no link followed."""
+    areas = [os.path.join(prefix, "bin"), *(os.path.join(prefix, "lib", n, "site-packages")
+                                            for n in _listdir(os.path.join(prefix, "lib")))]
+    out: set[str] = set()
+    for area in areas:
+        if os.path.isdir(area) and not os.path.islink(area):
+            for root, dirs, files in os.walk(area):
+                out.update(os.path.join(root, n) for n in (*dirs, *files))
+    return out
+
+
+def remove_added(prefix: str, before: set[str]) -> tuple[int, list[str]]:
+    """What appeared under bin/ and site-packages since `before` (install_paths), removed deepest
+    first (a link itself, never what it points to; a directory only once empty): (how many
+    removed, those that could not be)."""
+    removed, left = 0, []
+    for path in sorted(install_paths(prefix) - before, key=lambda p: p.count(os.sep), reverse=True):
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.rmdir(path)
+            else:
+                os.unlink(path)
+            removed += 1
+        except OSError:
+            left.append(path)
+    return removed, left
+
+
+def _take_back(prefix: str, before: set[str], observer: Progress) -> None:
+    from torchfit.interrupts import signals_deferred
+
+    with signals_deferred():  # a second Ctrl-C does not stop it half way
+        removed, left = remove_added(prefix, before)
+    if left:
+        observer.warn(f"the failed install left {len(left)} path(s) it had added in {shown(prefix)}: "
+                      + ", ".join(shown(p) for p in left[:3]))
+    elif removed:
+        observer.info(f"the failed install's {removed} new path(s) in {shown(prefix)} were removed: the env is as "
+                      "it was")

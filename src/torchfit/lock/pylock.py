@@ -28,7 +28,14 @@ from urllib.parse import unquote, urlsplit
 from packaging.utils import canonicalize_name
 
 from torchfit.errors import BadInput
-from torchfit.inputs import MAX_LOCK_BYTES, loads_toml, read_text_file, shown, terminal_text
+from torchfit.inputs import (
+    MAX_LOCK_BYTES,
+    MAX_LOCK_PACKAGES,
+    loads_toml,
+    read_text_file,
+    shown,
+    terminal_text,
+)
 from torchfit.lock.model import Artifact, Lock, LockedDist
 from torchfit.lock.toml import Inline, drop_none, dumps_toml
 from torchfit.lock.tool import ToolTable, find_table
@@ -78,7 +85,25 @@ def parse_pylock(text: str, source: str, *, local_root: str | None = None) -> Lo
     URL) gets the sha256 of its bytes. uv hashes the files it finds itself; an index
     that gives no hash leaves a remote file without one (the caller decides).
     """
-    data = loads_toml(text, source)
+    check_package_count(text, source)
+    return _pylock_of(loads_toml(text, source), source, local_root)
+
+
+def check_package_count(text: str, source: str, count: int | None = None) -> None:
+    """BadInput when a lock lists more than MAX_LOCK_PACKAGES packages (issue 34, T1): said at
+    once, from its `[[packages]]` headers before the TOML is parsed (40,000 take seconds to
+    parse), and from the parsed list (`count`: an inline array has no headers)."""
+    n = count if count is not None else len(_PACKAGES_HEADER.findall(text))
+    if n > MAX_LOCK_PACKAGES:
+        raise BadInput(f"{source}: {n} packages; torchfit reads locks of at most {MAX_LOCK_PACKAGES} packages "
+                       "(an env's lock holds a few hundred)")
+
+
+_PACKAGES_HEADER = re.compile(r"^[ \t]*\[\[[ \t]*packages[ \t]*\]\]", re.MULTILINE)
+
+
+def _pylock_of(data: dict[str, Any], source: str, local_root: str | None) -> Lock:
+    """`parse_pylock` of the parsed TOML."""
     version = data.get("lock-version")
     # PEP 751: lock-version is "MAJOR.MINOR"; a reader refuses a major it does not know.
     if not isinstance(version, str) or not re.fullmatch(r"1\.[0-9]+", version):
@@ -86,6 +111,7 @@ def parse_pylock(text: str, source: str, *, local_root: str | None = None) -> Lo
     raw = data.get("packages")
     if not isinstance(raw, list) or not raw:
         raise BadInput(f"{source}: no [[packages]]")
+    check_package_count("", source, len(raw))
     dists = [_read_package(p, f"{source}: packages[{i}]", local_root) for i, p in enumerate(raw)]
     envs = data.get("environments") or []
     return Lock(
@@ -288,7 +314,9 @@ def parse_lock(text: str, source: str) -> Lock:
     On top of `parse_pylock`: a `[tool.torchfit]` table of this schema with a plan,
     and every package with a version and files that carry a sha256 and a location.
     """
-    lock = parse_pylock(text, source)
+    check_package_count(text, source)
+    data = loads_toml(text, source)  # once: a lock of thousands takes seconds to parse
+    lock = _pylock_of(data, source, None)
     tool = lock.tool
     tool.check_current(source)
     assert tool.plan is not None  # check_current's
@@ -309,11 +337,11 @@ def parse_lock(text: str, source: str) -> Lock:
                 raise BadInput(f"{where}: a {a.kind} without a valid sha256 hash")
             if a.url is None and a.path is None:
                 raise BadInput(f"{where}: a {a.kind} needs a url or a path")
-    _validate_pep751(text, source)
+    _validate_pep751(data, source)
     return lock
 
 
-def _validate_pep751(text: str, source: str) -> None:
+def _validate_pep751(data: dict[str, Any], source: str) -> None:
     """PEP 751's own rules for a lock `install --lock` rebuilds, through packaging's reader of
     the format (`packaging.pylock.Pylock`, packaging >= 26.1): the keys each table needs and
     their types, one source kind per package, normalized names, wheel file names, markers,
@@ -323,7 +351,6 @@ def _validate_pep751(text: str, source: str) -> None:
     (docs/architecture.md, "lock/ and packaging's pylock"). A lock without `created-by` is read."""
     from packaging.pylock import Pylock, PylockValidationError
 
-    data = loads_toml(text, source)
     try:
         Pylock.from_dict(data if "created-by" in data else {**data, "created-by": "unknown"})
     except PylockValidationError as exc:

@@ -24,7 +24,7 @@ from packaging.version import Version
 
 from torchfit.compat.companions import Companions, companion_notes, format_sdist_warning
 from torchfit.compat.facts import HostFacts
-from torchfit.compat.matrix import FAMILY_PACKAGES, Build, Matrix
+from torchfit.compat.matrix import FAMILY_PACKAGES, PYPI_SIMPLE, Build, Matrix
 from torchfit.compat.plan import Plan
 from torchfit.compat.provider import Context
 from torchfit.compat.request import Request
@@ -261,7 +261,10 @@ class ProjectPlanner(OnSources):
         refuse_plain_http(compiled, allow_insecure=self.settings.allow_insecure,
                           check_downloads=self.settings.check_downloads
                           and not self.settings.sources(first.variant).offline, client=lambda: self.torch.client)
-        refuse_lying_metadata(compiled, work)
+        sources = self.settings.sources(first.variant)
+        refuse_lying_metadata(compiled, work, client=lambda: self.torch.client, note=self.progress.warn,
+                              indexes=() if sources.offline or sources.no_index else
+                              [sources.torch_index, sources.index_url or PYPI_SIMPLE, *sources.extra_index_urls])
         resolved = {d.name: str(d.version) for d in compiled.locked}
         chosen = Version(Version(resolved["torch"]).public)  # the exact pass may have moved it (torchvision)
         # The matrix's row for what uv chose: the resolver again, among that release only.

@@ -31,9 +31,10 @@ from torchfit.errors import (
     ResolveFailed,
 )
 from torchfit.index.client import IndexClient, check_file_redirects
-from torchfit.index.metacheck import find_disagreement, local_path
+from torchfit.index.metacheck import find_disagreement, find_remote_disagreement, local_path
 from torchfit.lock.platforms import Target, group_refusal
 from torchfit.lock.uv import Compiled, explanation, names_family, not_found
+from torchfit.redact import redact
 
 
 def explain_refusal(hosts: Sequence[HostFacts], arch: str, *, tried: Sequence[str], uv_said: Sequence[str],
@@ -189,21 +190,35 @@ def refuse_plain_http(compiled: Compiled, *, allow_insecure: bool, check_downloa
         check_file_redirects(client(), urls)
 
 
-def refuse_lying_metadata(compiled: Compiled, work: str) -> None:
-    """MetadataMismatch (exit 1) when a local wheel of the plan has a PEP 658 `.metadata` beside it
-    that says otherwise than the wheel (issue 34, R3): the wheel is what install installs and the
-    lock hashes, so a plan read from that file would promise a set the wheel does not give. Local
-    wheels only (the zip's directory and one member); a remote one is install's to check."""
-    paths = [os.path.join(work, p) for d in compiled.locked for a in d.artifacts if a.kind == "wheel"
-             for p in [local_path(a.url or a.path or "")] if p]
+def refuse_lying_metadata(compiled: Compiled, work: str, *, client: Callable[[], IndexClient] | None = None,
+                          indexes: Sequence[str] = (), note: Callable[[str], None] = lambda _: None) -> None:
+    """MetadataMismatch (exit 1) when a wheel of the plan came from a PEP 658 `.metadata` that
+    says otherwise than the wheel (issue 34, R3): the wheel is what install installs and the lock
+    hashes, so a plan read from that file would promise a set the wheel does not give. A local
+    wheel: the `.metadata` beside it. A remote one (`client`, and `indexes`, the http(s) indexes
+    the plan read; none when offline): one whose index page advertises a `.metadata`, the wheel's
+    own METADATA read by range requests (index.metacheck.find_remote_disagreement); a wheel that
+    could not be checked (a server without Range) is said through `note`."""
+    wheels = [(d.name, a.url or a.path or "") for d in compiled.locked for a in d.artifacts if a.kind == "wheel"]
+    paths = [os.path.join(work, p) for _, where in wheels for p in [local_path(where)] if p]
     found = find_disagreement(paths)
     if found is not None:
         path, diff = found
         raise MetadataMismatch(
             f"{path}: the index's metadata for it (PEP 658 {os.path.basename(path)}.metadata) disagrees with the "
             f"wheel's own METADATA, so the plan would promise what the wheel does not install: {'; '.join(diff)}",
-            hint="the wheel is what is installed: ask the index's owner to fix its .metadata file (or remove it, "
-                 "and resolvers read the wheel), or use a source that serves the wheel's own")
+            hint=LYING_METADATA_HINT)
+    web = [i for i in indexes if urlsplit(i).scheme.lower() in ("http", "https")]
+    remote = find_remote_disagreement(client(), wheels, web, note) if client is not None and web else None
+    if remote is not None:
+        raise MetadataMismatch(
+            f"{remote.name} ({remote.filename}): the index {redact(remote.index)} serves a .metadata (PEP 658) for "
+            "it that disagrees with the wheel's own METADATA (read by HTTP range requests), so the plan would "
+            f"promise what the wheel does not install: {'; '.join(remote.diff)}", hint=LYING_METADATA_HINT)
+
+
+LYING_METADATA_HINT = ("the wheel is what is installed: ask the index's owner to fix its .metadata file (or remove "
+                       "it, and resolvers read the wheel), or use a source that serves the wheel's own")
 
 
 # What uv installs from a path (uv 0.13.9's message lists them): a wheel, an sdist archive, or a

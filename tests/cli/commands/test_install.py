@@ -102,3 +102,29 @@ def test_bad_lock_files(tmp_path: Path) -> None:
     assert "[tool.torchfit]" in one_line_error(_install(tmp_path, "--lock", str(foreign), "--prefix", env))
     line = one_line_error(_install(tmp_path, "--lock", str(foreign), "torch==2.13.0", "--prefix", env))
     assert "REQ" in line
+
+
+def test_a_lock_of_40000_packages_is_refused_at_once(tmp_path: Path) -> None:
+    """Issue 34, T1: `install --lock` of a PEP 751 lock listing 40,000 packages (7.6 MB: under the
+    size limit) ran past 300 s: ~6 s parsing it twice, then a redirect probe of each file URL. It is
+    refused at once, in one line, naming the count and the documented limit (inputs.MAX_LOCK_PACKAGES)."""
+    import time
+
+    sha = "a" * 64
+    entries = [f'[[packages]]\nname = "p{i}"\nversion = "1"\nwheels = [{{ url = "https://h/p{i}-1-py3-none-any.whl", '
+               f'hashes = {{ sha256 = "{sha}" }} }}]' for i in range(40000)]
+    lock = tmp_path / "pylock.toml"
+    lock.write_text('lock-version = "1.0"\ncreated-by = "torchfit"\n' + "\n".join(entries)
+                    + '\n[tool.torchfit]\nschema = 1\n[tool.torchfit.plan]\ntorch = "2.13.0"\nvariant = "cpu"\n'
+                      'python = "3.11.7"\npython_version = "3.11"\n')
+    start = time.monotonic()
+    proc = run_tf("install", "--lock", str(lock), "--prefix", str(tmp_path / "env"), state=tmp_path / "state",
+                  timeout=60)
+    took = time.monotonic() - start
+    from torchfit.inputs import MAX_LOCK_PACKAGES
+
+    assert one_line_error(proc).endswith(f"{lock}: 40000 packages; torchfit reads locks of at most "
+                                         f"{MAX_LOCK_PACKAGES} packages (an env's lock holds a few hundred)  "
+                                         "[bad-input]"), proc.stderr
+    assert took < 15, took
+    assert not (tmp_path / "env").exists() and leftovers(tmp_path) == []

@@ -107,6 +107,22 @@ def _no_source_flags() -> argparse.Namespace:
                               offline=False, allow_insecure_index=False)
 
 
+def _without_uv(plan: RepairPlan) -> str | None:
+    """Why no repair that installs can run (no uv to run it: installer.repair.fix_uv), its
+    repairs moved to `plan.refused`; None when uv is there or none installs. Asked before
+    anything changes (issue 34: the env-script repair was made, then the rebuild failed)."""
+    from torchfit.installer.repair import fix_uv
+    from torchfit.runner import Runner
+
+    installs = [r for r in plan.repairs if r.kind in ("reinstall", "rebuild")]
+    found = fix_uv(Runner()) if installs else None
+    if not isinstance(found, str):
+        return None
+    plan.repairs = [r for r in plan.repairs if r not in installs]
+    plan.refused += [f"{r.check}: {found}" for r in installs]
+    return found
+
+
 def run_fix(args: argparse.Namespace, prefix: str, lock: Lock, checks: list[Check], ctx: Context,
             diagnose_again: Callable[[], tuple[list[Check], Context]],
             report_json: Callable[[Sequence[Check], Context], dict[str, Any]]) -> int:
@@ -114,6 +130,9 @@ def run_fix(args: argparse.Namespace, prefix: str, lock: Lock, checks: list[Chec
     from torchfit.cli.ui.doctor import render_repairs, render_report
 
     plan = plan_for(prefix, lock, checks, ctx.environ)
+    no_uv = _without_uv(plan)
+    if no_uv is not None and not args.dry_run:
+        raise BadInput(f"{no_uv}; nothing was changed")
     if args.dry_run and not args.allow_in_use and any(r.kind == "reinstall" for r in plan.repairs):
         from torchfit.host.procs import find_users
 
