@@ -332,7 +332,8 @@ def apply_reinstall(prefix: str, lock: Lock, names: Sequence[str], sources: Sour
     log's path; InstallFailed when a step fails (exit 1), KeyboardInterrupt goes on (130)."""
     from torchfit.installer.backends import StepContext, UvBackend
     from torchfit.installer.prefix import InstallLog
-    from torchfit.lock.uv import find_uv, uv_version
+    from torchfit.lock.uv import uv_version
+    from torchfit.lock.uvbin import find_uv
     from torchfit.owned import temp_dir
     from torchfit.runner import Runner, stall_timeout
     from torchfit.space import prefix_place, tmpdir_place, uv_cache_place
