@@ -14,6 +14,13 @@ HTTP, warm caches), side by side in alternating rounds, medians reported:
     python bench/bench_project.py --rounds 7 --base ../base   # and torchfit from another checkout's src/
                                                               # (an earlier commit), in the same rounds
 
+Every command runs in the project's directory (a temporary one), as a user runs them: not in
+this checkout, whose .venv uv would find and take as its interpreter without searching PATH
+(before issue 37's change every `uv pip compile` searched: through pyenv's shims, 43 programs).
+
+Wall time and CPU time (user + sys of the command and every process it waited for, uv's
+included): on a shared machine CPU time is inflated far less by others' load than wall time.
+
 `--pypi`: the project `transformers==4.56.1 accelerate xformers==0.0.32.post2 sentencepiece`
 resolved against pypi.org (the machine reaches PyPI; warm caches), the torch family taken
 from PyPI too (download.pytorch.org is out of reach here), torch==2.8.0 given to bare uv
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -49,6 +57,12 @@ def build(root: Path) -> None:
     write_index(root / "pypi", project)
     write_index(root / "torch" / "cpu", [make_wheel(root / "tw", "torch", "2.8.0+cpu")])
     (root / "requirements.txt").write_text("".join(f"pkg{i}\n" for i in range(20)))
+
+
+def _children_cpu() -> float:
+    """User + sys seconds of the children waited for so far (the command's own children too)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def main() -> int:
@@ -91,20 +105,29 @@ def main() -> int:
             if args.base:  # the same command, torchfit imported from the other checkout's src/
                 base_env = {**env, "PYTHONPATH": str(Path(args.base).resolve() / "src")}
                 runs.append(("base", [sys.executable, "-m", "torchfit", *tf[1:]], base_env))
+            load0 = os.getloadavg()[0]
             times: dict[str, list[float]] = {name: [] for name, _, _ in runs}
+            cpus: dict[str, list[float]] = {name: [] for name, _, _ in runs}
             for _, argv, e in runs:  # warm every cache once
-                subprocess.run(argv, env=e, check=True, capture_output=True)
-            for _ in range(args.rounds):
-                for name, argv, e in runs:
+                subprocess.run(argv, env=e, check=True, capture_output=True, cwd=root)
+            for i in range(args.rounds):
+                for name, argv, e in (runs if i % 2 == 0 else runs[::-1]):  # ABC CBA ...
+                    cpu = _children_cpu()
                     start = time.perf_counter()
-                    subprocess.run(argv, env=e, check=True, capture_output=True)
+                    subprocess.run(argv, env=e, check=True, capture_output=True, cwd=root)
                     times[name].append(time.perf_counter() - start)
+                    cpus[name].append(_children_cpu() - cpu)
     med = {k: statistics.median(v) for k, v in times.items()}
     load = os.getloadavg()[0]
     print(f"{'pypi.org, ' + PYPI_PROJECT.replace(chr(10), ' ') if args.pypi else 'local indexes, 20 packages'}; "
-          f"rounds {args.rounds}, load average {load:.2f}")
+          f"rounds {args.rounds} (alternating order), load average {load0:.2f} -> {load:.2f}")
     for k, v in times.items():
         print(f"{k:9s} median {med[k]:.3f} s  ({', '.join(f'{x:.3f}' for x in v)})")
+    cmed = {k: statistics.median(v) for k, v in cpus.items()}
+    for k, v in cpus.items():
+        print(f"{k:9s} CPU median {cmed[k]:.3f} s  ({', '.join(f'{x:.3f}' for x in v)})")
+    print(f"CPU ratio torchfit / bare uv: {cmed['torchfit'] / cmed['bare uv']:.2f}x"
+          + (f"; base / bare uv: {cmed['base'] / cmed['bare uv']:.2f}x" if "base" in cmed else ""))
     print(f"ratio torchfit / bare uv: {med['torchfit'] / med['bare uv']:.2f}x")
     if "base" in med:
         print(f"ratio base / bare uv: {med['base'] / med['bare uv']:.2f}x; torchfit / base: "

@@ -66,7 +66,12 @@ try:
     from torchfit.cache import load_matrix
 except ImportError:
     from torchfit.compat.matrix import load_matrix
-from torchfit.compat.request import plan_to_json
+try:  # since the planning step (issue 24): what `resolve` runs
+    from torchfit.compat.plan import plan_to_json
+    from torchfit.planning import make_plan
+except ImportError:
+    from torchfit.compat.request import plan_to_json
+    make_plan = None
 from torchfit.compat.resolver import resolve
 lap("import matrix, request, resolver")
 matrix = load_matrix(args.matrix)
@@ -75,7 +80,10 @@ request = settings.make_request(args, matrix)
 lap("make_request")
 hosts = settings.load_hosts(args)
 lap("load_hosts (host probe)")
-plan = resolve(hosts, request, matrix)
+if make_plan is not None:
+    plan = make_plan(hosts, request, matrix, settings.plan_settings(args, request.project))
+else:
+    plan = resolve(hosts, request, matrix)
 lap("resolve")
 json.dumps(plan_to_json(plan), indent=2)
 lap("JSON")

@@ -837,3 +837,21 @@ def test_an_unlabelled_torch_from_a_remote_index_is_the_cuda_its_set_pins(tmp_pa
     out = json.loads(proc.stdout)
     assert (out["torch"], out["variant"], out["cuda"]) == ("2.6.0", "cu124", "12.4"), out
     assert any("its METADATA pins the CUDA 12.4 runtime" in r for r in out["reasons"]), out["reasons"]
+
+
+def test_the_interpreter_uv_is_given() -> None:
+    """issue 37: uv is given an interpreter (no search of PATH) where it is right: torchfit's own
+    for its own Python, any for a wheels-only pass (uv builds nothing); for a build under another
+    Python, uv's own search; a UV_PYTHON of the user's stays in force."""
+    import sys
+
+    from torchfit.planning.project import interpreter_for_uv
+
+    ours = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    other = "3.99"
+    assert interpreter_for_uv(ours, False, wheels_only=False, env={}) == sys.executable
+    assert interpreter_for_uv(ours + ".7", False, wheels_only=False, env={}) == sys.executable
+    assert interpreter_for_uv(other, False, wheels_only=True, env={}) == sys.executable
+    assert interpreter_for_uv(other, False, wheels_only=False, env={}) is None
+    assert interpreter_for_uv(ours, "t" not in sys.abiflags, wheels_only=False, env={}) is None
+    assert interpreter_for_uv(ours, False, wheels_only=True, env={"UV_PYTHON": "/opt/py/bin/python3"}) is None

@@ -206,3 +206,16 @@ def test_on_line_hears_each_line_while_the_command_runs_and_the_rest_at_its_end(
     assert seen[0][0] - start < 1.2 and ended - seen[0][0] > 2.0  # "one" long before the end
     assert seen[1][0] - start < 2.7
     assert res.stdout == "one\nthree" and res.stderr == "two\n"
+
+
+def test_on_start_runs_once_while_the_child_runs(tmp_path: Path) -> None:
+    """`on_start`: the caller's work beside the child (planning's page reads beside uv, issue 37),
+    called once, after the child started and before it ended."""
+    flag = tmp_path / "child-ended"
+    seen: list[float] = []
+    t0 = time.monotonic()
+    res = Runner().run([sys.executable, "-c", f"import time; time.sleep(0.5); open({str(flag)!r}, 'w').close()"],
+                       timeout=30, on_start=lambda: seen.append(time.monotonic() - t0))
+    assert res.returncode == 0 and flag.exists()
+    assert len(seen) == 1
+    assert seen[0] < res.duration_s - 0.3  # while the child still ran (its sleep), not after it

@@ -31,7 +31,6 @@ import contextlib
 import errno
 import os
 import stat
-import tempfile
 
 from torchfit.errors import BadInput
 
@@ -69,6 +68,8 @@ def write_atomic(path: str, data: str | bytes, *, private: bool = False) -> None
         with os.fdopen(fd, "wb") as fh:
             fh.write(raw)
         return
+    import tempfile  # (random, bisect, hashlib's sha512) only where a file is written: not on a cache read
+
     directory, name = os.path.split(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".torchfit-tmp", dir=directory)
     try:

@@ -462,6 +462,7 @@ class Runner:
         stall: float | None = None,
         on_wait: Callable[[float, int], None] | None = None,
         on_line: Callable[[str, str], None] | None = None,
+        on_start: Callable[[], None] | None = None,
     ) -> RunResult:
         """Run `argv` to completion or until `timeout` seconds pass.
 
@@ -473,7 +474,8 @@ class Runner:
         child must not inherit (pip's `unset_environ`). `on_line(stream, line)` ("stdout" or
         "stderr", without its newline) sees each complete line while the command runs
         (within about a quarter second of its arrival, in the order of each stream), and the
-        last lines once it ended; the result still holds the whole output.
+        last lines once it ended; the result still holds the whole output. `on_start()` is
+        called once the child has started (work of the caller's that can run beside it).
         """
         if timeout is None or not timeout > 0:
             # A programming error, not a host fact: every command needs a bound.
@@ -514,6 +516,8 @@ class Runner:
         except OSError as exc:
             raise ToolMissing(argv, f"could not be started: {redact(str(exc))}") from None
         try:
+            if on_start is not None:
+                on_start()
             lines = _LineFeed(on_line) if on_line is not None else None
             stdout, stderr = self._watch(proc, argv, input, timeout, stall, on_wait, start, lines)
             if lines is not None:

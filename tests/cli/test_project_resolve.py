@@ -9,6 +9,8 @@ The project index holds packages that pin torch the way vllm and xformers do
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -272,3 +274,24 @@ def test_each_group_of_a_fleet_gets_uvs_answer_for_the_project(indexes: dict[str
         assert group["torch"] == "2.8.0", group
         assert group["resolved"]["pinlib"] == "1.0" and group["resolved"]["torch"].startswith("2.8.0"), group
         assert group["project"] == ["pinlib==1.0"]
+
+
+def test_uv_is_given_the_interpreter_and_searches_path_for_none(indexes: dict[str, Any], tmp_path: Path) -> None:
+    """Without `--python`, `uv pip compile --python-version` runs each `python3.X` it meets on
+    PATH to find one of that version: a pyenv shim is ~45 programs (bash, pyenv-exec, pyenv-which,
+    ...) before uv reads an index, in every compile (issue 37). torchfit gives uv the interpreter:
+    a PATH of logging stand-ins (each records the program that ran it) shows uv ran none."""
+    shims, ran = tmp_path / "shims", tmp_path / "ran.log"
+    shims.mkdir()
+    for name in ("python", "python3", "python3.11", "python3.12"):
+        shim = shims / name
+        shim.write_text(f'#!/bin/sh\necho "$(cat /proc/$PPID/comm) {name}" >> {ran}\nexec {sys.executable} "$@"\n')
+        shim.chmod(0o755)
+    out = run_cli("resolve", "--json", "--index-url", indexes["pypi"], "--torch-index-url", indexes["torch"],
+                  "--allow-insecure-index", *CPU_HOST, "pinlib",
+                  env={"PIP_CONFIG_FILE": "/dev/null", "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}"},
+                  timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["resolved"]["pinlib"] == "2.0"
+    by_uv = [line for line in (ran.read_text().splitlines() if ran.exists() else []) if line.startswith("uv ")]
+    assert by_uv == []

@@ -30,7 +30,7 @@ from tests.support.cli import run_main
 from tests.support.indexes import private_cache, rsps
 from tests.support.wheels import record_digest, serve_dir
 from torchfit.compat.facts import facts_to_json
-from torchfit.lock.uv import find_uv
+from torchfit.lock.uvbin import find_uv
 from torchfit.runner import Runner
 
 __all__ = ["private_cache", "rsps"]
@@ -143,7 +143,7 @@ def python311() -> str:
 
 
 def need_uv() -> str:
-    """uv where torchfit finds it (lock.uv.find_uv: beside this interpreter first, where
+    """uv where torchfit finds it (lock.uvbin.find_uv: beside this interpreter first, where
     `pip install -e '.[test]'` puts it, then on PATH), so these run under the README's command."""
     uv = find_uv(Runner())
     if uv is None:

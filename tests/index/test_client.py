@@ -191,3 +191,29 @@ def test_file_redirects_ask_a_host_that_does_not_answer_once_not_per_file() -> N
     # each of the first probes at once waits out its attempts; none after them (before: 400 x 2 attempts)
     assert c.requests_made <= REDIRECT_CHECK_WORKERS * 2, c.requests_made
     assert took < 10, took
+
+
+def test_a_page_fresh_in_the_cache_is_read_without_importing_requests(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """issue 37: requests (urllib3, charset_normalizer, idna: ~100 ms of CPU to import) is loaded at
+    the first request that goes out; a planning run whose pages are all fresh in the cache
+    (Cache-Control max-age, PyPI's 600 s) never loads it. Two real processes, one real server."""
+    import subprocess
+    import sys
+
+    from tests.support.servers import http_server, reply
+
+    page = b'<html><body><a href="x-1.0-py3-none-any.whl">x-1.0-py3-none-any.whl</a></body></html>'
+    with http_server(lambda req: reply(req, 200, page, Content_Type="text/html", ETag='"1"',
+                                       Cache_Control="max-age=600")) as server:
+        code = (
+            "import sys\n"
+            "from torchfit.index.client import ACCEPT_SIMPLE, IndexClient\n"
+            f"client = IndexClient(cache_dir={str(tmp_path / 'http')!r}, honor_max_age=True, allow_insecure=True)\n"
+            f"got = client.get({server.url + '/simple/x/'!r}, ACCEPT_SIMPLE)\n"
+            "print(len(got.body), 'requests' in sys.modules)\n"
+        )
+        runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+                for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], [r.stderr for r in runs]
+    assert [r.stdout.split() for r in runs] == [[str(len(page)), "True"], [str(len(page)), "False"]]
+    assert server.seen == ["/simple/x/"]  # the second run asked nothing

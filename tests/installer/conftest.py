@@ -184,7 +184,7 @@ def env_dists(prefix: Path) -> dict[str, str]:
 
 
 def have_uv() -> bool:
-    from torchfit.lock.uv import find_uv
+    from torchfit.lock.uvbin import find_uv
     from torchfit.runner import Runner
 
     return find_uv(Runner()) is not None

@@ -375,7 +375,7 @@ def test_a_torch_swapped_by_a_bare_uv_pip_install_is_noticed(swap_env: Path, lin
     noticed: `add` said "the torch family as it was", exit 0. The env's dist-info against the
     lock, before anything: another version, then the same version from another file (its RECORD
     is not the locked wheel's), each refused with exit 1, verify and the rebuild command."""
-    from torchfit.lock.uv import find_uv
+    from torchfit.lock.uvbin import find_uv
     from torchfit.runner import Runner
 
     uv = find_uv(Runner())
@@ -519,7 +519,7 @@ def test_a_signal_while_the_lock_is_rewritten_leaves_one_whole_state(
         # back to the module's env: remove it the way it came, through the lock
         subprocess.run([str(add_env / "bin" / "python"), "-c", "pass"], check=True)
         (add_env / "pylock.toml").write_bytes(lock_before)
-        from torchfit.lock.uv import find_uv
+        from torchfit.lock.uvbin import find_uv
         from torchfit.runner import Runner
 
         subprocess.run([find_uv(Runner()) or "uv", "pip", "uninstall", "--python", str(add_env / "bin" / "python"),

@@ -16,7 +16,7 @@ from torchfit.errors import BadInput
 from torchfit.index.sources import PipConfig, make_sources
 from torchfit.installer.backends import PipBackend, StepContext, UvBackend, pick_backend
 from torchfit.installer.prefix import InstallLog
-from torchfit.lock.uv import find_uv
+from torchfit.lock.uvbin import find_uv
 from torchfit.progress import Progress
 from torchfit.runner import Runner
 

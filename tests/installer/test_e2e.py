@@ -98,7 +98,8 @@ def test_uv_never_takes_the_family_from_another_source(tmp_path: Path, cpu_env: 
     """The guarantee the uv path rests on, checked against the real uv: with the family routed
     to an explicit torch index that lacks torch, resolution fails, although a find-links
     directory (/opt/wheels) and the local indexes do hold torch."""
-    from torchfit.lock.uv import find_uv, uv_project
+    from torchfit.lock.uv import uv_project
+    from torchfit.lock.uvbin import find_uv
     from torchfit.runner import Runner
 
     empty = tmp_path / "empty" / "simple"

@@ -17,11 +17,11 @@ from torchfit.lock.uv import (
     TORCH_INDEX_NAME,
     compile_argv,
     dumps_routing,
-    find_uv,
     read_uv_lock,
     uv_project,
     uv_routing,
 )
+from torchfit.lock.uvbin import find_uv
 from torchfit.runner import Runner
 
 SHA = "1e61c37477a1626458e36f7b1d82aa5c9b094fa4802892072e49de9c60c4c926"

@@ -56,7 +56,7 @@ TORCH_FILES = {
 
 
 def _uv() -> str:
-    from torchfit.lock.uv import find_uv
+    from torchfit.lock.uvbin import find_uv
     from torchfit.runner import Runner
 
     uv = find_uv(Runner())

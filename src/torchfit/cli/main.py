@@ -75,7 +75,6 @@ def _say(text: str) -> None:
 def _main(argv: Sequence[str] | None = None, closed: frozenset[int] = frozenset()) -> int:
     from torchfit.cli.ui.streams import failed_stream, refuse_closed_stdout
     from torchfit.errors import interrupted_json
-    from torchfit.space import from_oserror, is_no_space, tmpdir_place
 
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in argv or "--verbose" in argv
@@ -123,6 +122,9 @@ def _main(argv: Sequence[str] | None = None, closed: frozenset[int] = frozenset(
         _drop_stdout()
         return 0
     except OSError as exc:
+        # torchfit.space (tempfile) only when it is needed: not on every command's path (issue 37)
+        from torchfit.space import from_oserror, is_no_space, tmpdir_place
+
         if failed_stream(exc) != "stdout" and is_no_space(exc):
             # Out of space anywhere but stdout: where, and what is left there (exit 1).
             words = (getattr(args, "command", None), getattr(args, "matrix_command", None))

@@ -407,7 +407,7 @@ def load_hosts(args: argparse.Namespace) -> list[HostFacts]:
             hosts += group_hosts if group_hosts is not None else [facts_from_json(data, name)]
     else:
         from torchfit.host import probe_host
-        from torchfit.lock.uv import find_uv
+        from torchfit.lock.uvbin import find_uv
         from torchfit.runner import Runner
 
         runner = Runner()

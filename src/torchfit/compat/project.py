@@ -31,7 +31,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from torchfit._backports import FROZEN
@@ -60,6 +59,9 @@ class ProjectReq:
 
     @property
     def name(self) -> str:
+        # packaging.utils imports packaging.tags (logging, platform): not on a plain resolve's path (issue 37)
+        from packaging.utils import canonicalize_name
+
         return canonicalize_name(self.requirement.name)
 
     @property
@@ -132,6 +134,7 @@ def parse_requirement(text: str, origin: str, shown: str | None = None) -> Proje
     `shown`: how an error quotes the requirement (default `repr(text)`): a line of a
     requirements file is quoted as written, before `${VAR}` expansion (`_parse_file`)."""
     from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
 
     quoted = repr(text) if shown is None else shown
     try:
@@ -399,6 +402,8 @@ def parse_pyproject(data: Mapping[str, Any], path: str, extras: Sequence[str]) -
 
     A group may name the project itself (`myproj[cuda]`): its groups are followed.
     """
+    from packaging.utils import canonicalize_name
+
     project = data.get("project")
     if not isinstance(project, Mapping):
         raise BadInput(f"{path} has no [project] table; torchfit reads [project].dependencies "
@@ -526,6 +531,7 @@ def parse_family_lines(lines: Iterable[str]) -> tuple[Requirement, ...]:
     """The lines of `lines` (Requires-Dist) that name the torch family, parsed; a broken one
     is left out (the installer's to report)."""
     from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
 
     out = []
     for text in lines:

@@ -15,6 +15,7 @@ interpreter and ABI tags (`packaging.tags`, the same tags pip and uv use to inst
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -23,8 +24,12 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 
+@functools.lru_cache(maxsize=16)
 def interpreter_tags(python: str, free_threaded: bool) -> frozenset[tuple[str, str]]:
-    """The (interpreter, ABI) pairs a CPython `python` ("3.13.1") takes, as pip and uv take them."""
+    """The (interpreter, ABI) pairs a CPython `python` ("3.13.1") takes, as pip and uv take them.
+
+    Cached: every resolved package is judged against the same interpreter, and packaging's
+    tag lists (~1 ms each) were made again for each of them (issue 37)."""
     major, minor = (int(p) for p in python.split(".")[:2])
     abi = f"cp{major}{minor}{'t' if free_threaded else ''}"
     tags = [*cpython_tags((major, minor), [abi], ["any"]), *compatible_tags((major, minor), f"cp{major}{minor}", ["any"])]

@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from packaging.utils import canonicalize_name
 from resolvelib import BaseReporter, ResolutionImpossible, Resolver
 from resolvelib.resolvers import ResolutionTooDeep
 
@@ -120,6 +119,10 @@ def _project_reasons(ctx: Context, build: Build, chosen: Sequence[ProjectCandida
     """Which project package constrained which family package, and the family names it needs."""
     reasons: list[str] = []
     needed: list[str] = []
+    if not chosen:  # the family alone: packaging.utils (packaging.tags, logging, platform) not loaded (issue 37)
+        return reasons, needed
+    from packaging.utils import canonicalize_name
+
     for cand in sorted(chosen, key=lambda c: c.name):
         for req in ctx.family_pins(cand):
             name = str(canonicalize_name(req.name))

@@ -8,12 +8,14 @@ Drivers and glibc are compared component-wise as integers ("580.159.04" >
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
 from torchfit.errors import BadInput
+
+if TYPE_CHECKING:  # packaging.requirements loads markers, tags, platform, logging: ~10 ms (issue 37)
+    from packaging.requirements import Requirement
 
 # ASCII digits only (Python's \d also takes full-width and other scripts' digits),
 # at most 8 parts of at most 9 digits: no driver or glibc version is longer.

@@ -135,7 +135,8 @@ def lock_own_dependencies(runner: Runner, *, python: str, arch: str, glibc: tupl
     """torchfit's dependency closure for the image, locked by uv from `pypi_url` alone."""
     from torchfit.index.sources import one_index
     from torchfit.lock.toml import dumps_toml
-    from torchfit.lock.uv import compile_project, find_uv
+    from torchfit.lock.uv import compile_project
+    from torchfit.lock.uvbin import find_uv
     from torchfit.owned import temp_dir
     from torchfit.redact import redact
     from torchfit.runner import without_index_variables

@@ -46,7 +46,8 @@ def lock_with_uv(stack: Stack, runner: Runner, *, pypi_url: str | None = None, o
     if not stack.python:
         raise BadInput("the stack names no Python version to lock for")
     # The uv `install` uses: beside torchfit's own Python, else on PATH.
-    from torchfit.lock.uv import compile_project, find_uv
+    from torchfit.lock.uv import compile_project
+    from torchfit.lock.uvbin import find_uv
 
     uv = find_uv(runner)
     if uv is None:

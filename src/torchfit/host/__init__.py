@@ -87,7 +87,7 @@ def probe_host(runner: Runner, root: str = "/", *, timeout: float = DEFAULT_TIME
     Pythons/pyenv, AMD and glibc probes run in daemon threads while nvidia-smi
     (the one that can hang) runs in the calling thread, so Ctrl-C kills it at once
     and waits for no probe (the CLI's boundary kills the children still running).
-    `timeout` bounds every command. `uv` (lock.uv.find_uv's answer, given by the caller: host/
+    `timeout` bounds every command. `uv` (lock.uvbin.find_uv's answer, given by the caller: host/
     does not import lock/) is asked which managed Pythons it can fetch.
     """
     reasons: dict[str, str] = {}

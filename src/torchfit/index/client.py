@@ -129,6 +129,25 @@ def _short_reason(exc: BaseException) -> str:
 MAX_RUN_MEMO_BYTES = 64 << 20
 
 
+class _LazySession:
+    """The client's requests session, made at the first request that goes out: requests (urllib3,
+    charset_normalizer, idna, http.cookiejar: ~100 ms of CPU to import) is not loaded by a run
+    whose every page is fresh in the cache (PyPI's are for 600 s; issue 37)."""
+
+    def __init__(self, session: requests.Session | None) -> None:
+        self._session = session
+        self._lock = threading.Lock()  # the planning's threads share one client
+
+    def get(self) -> requests.Session:
+        with self._lock:
+            if self._session is None:
+                import requests
+
+                self._session = requests.Session()
+                self._session.headers["User-Agent"] = _user_agent()
+            return self._session
+
+
 class IndexClient:
     """HTTP for indexes: timeouts, retries with backoff, a conditional cache, redaction.
 
@@ -161,18 +180,13 @@ class IndexClient:
         honor_max_age: bool = False,
         allow_insecure: bool = False,
     ) -> None:
-        import requests
-
         if not timeout > 0:
             raise ValueError("timeout must be positive")
         self.timeout = timeout
         self.deadline = deadline if deadline is not None and deadline > 0 else default_deadline(timeout)
         self.retries = max(0, retries)
         self.backoff = max(0.0, backoff)
-        if session is None:
-            session = requests.Session()
-            session.headers["User-Agent"] = _user_agent()
-        self.session = session
+        self._session = _LazySession(session)
         self.cache = DiskCache(Path(cache_dir) if cache_dir else default_cache_dir()) if use_cache else None
         self.sleep = sleep
         self.progress = progress or Progress()
@@ -185,6 +199,10 @@ class IndexClient:
         self._read: dict[str, Fetched] = {}
         self._read_bytes = 0
         self.allow_insecure = allow_insecure
+
+    @property
+    def session(self) -> requests.Session:
+        return self._session.get()
 
     # -- plumbing ---------------------------------------------------------------
 

@@ -64,7 +64,8 @@ from torchfit.lock.adopted import write_base_stubs
 from torchfit.lock.closure import check_env_matches_lock, read_metadata, same_version
 from torchfit.lock.model import Lock, LockedDist, sorted_dists
 from torchfit.lock.pylock import LOCK_NAME, load_env_lock_file, replace_lock
-from torchfit.lock.uv import Compiled, compile_project, find_uv, uv_version
+from torchfit.lock.uv import Compiled, compile_project, uv_version
+from torchfit.lock.uvbin import find_uv
 from torchfit.owned import temp_dir
 from torchfit.progress import Progress
 from torchfit.redact import redact, strip_credentials

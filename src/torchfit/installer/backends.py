@@ -59,14 +59,8 @@ from torchfit.lock.pylock import (
     sha256_file,
 )
 from torchfit.lock.toml import dumps_toml
-from torchfit.lock.uv import (
-    UV_MIN,
-    Compiled,
-    compile_project,
-    find_uv,
-    uv_version,
-    write_private,
-)
+from torchfit.lock.uv import UV_MIN, Compiled, compile_project, uv_version, write_private
+from torchfit.lock.uvbin import find_uv
 from torchfit.progress import Progress
 from torchfit.redact import redact
 from torchfit.runner import Runner, RunResult, kill_stray_children, without_index_variables

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from torchfit._backports import FROZEN
 from torchfit.errors import PythonUnavailable, ToolMissing, ToolTimeout
-from torchfit.lock.uv import find_uv
+from torchfit.lock.uvbin import find_uv
 from torchfit.runner import Runner, index_variables
 
 UV_PYTHON_TIMEOUT = 900.0  # a 30-100 MB download from a slow mirror

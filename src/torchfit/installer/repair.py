@@ -335,7 +335,8 @@ def fix_uv(runner: Runner) -> tuple[str, Version] | str:
     """The uv a reinstall or rebuild runs (lock.uv.find_uv: beside torchfit's interpreter, the
     `uv` wheel's locator, PATH) and its version; else why there is none, in one line naming
     where it was looked for. `doctor --fix` asks before it changes anything (issue 34)."""
-    from torchfit.lock.uv import find_uv, uv_version
+    from torchfit.lock.uv import uv_version
+    from torchfit.lock.uvbin import find_uv
 
     uv = find_uv(runner)
     if uv is None:

@@ -6,8 +6,8 @@ Every step that locks runs uv the same way: `install` (the plan's resolution,
 (`export/uvlock.py`); `export --format uv` writes the same routing for the user.
 So the knowledge lives here once:
 
-- `find_uv`, `uv_version`: the uv torchfit runs (beside its own interpreter first,
-  then the `uv` wheel's locator, then PATH) and whether it is new enough (`UV_MIN`);
+- `uv_version`: whether the uv torchfit runs (`lock/uvbin.find_uv`: beside its own interpreter
+  first, then the `uv` wheel's locator, then PATH) is new enough (`UV_MIN`);
 - `uv_routing`: the `[tool.uv]` tables that pin packages to one index. uv's documented
   way to pin PyTorch to its index: an *explicit* index serves only the packages
   `[tool.uv.sources]` routes to it, and a routed package is looked for nowhere else;
@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -57,28 +56,6 @@ TORCH_INDEX_NAME = "torchfit-torch"
 
 
 # --- which uv -------------------------------------------------------------------------------
-
-
-def find_uv(runner: Runner) -> str | None:
-    """uv beside torchfit's own interpreter first, then on PATH.
-
-    uv is a runtime dependency (the PyPI `uv` wheel): `pip install torchfit` puts
-    its binary in the same bin/ as the interpreter running torchfit, which need
-    not be on PATH (`~/.torchfit/bin/torchfit` run without activating). The wheel's
-    own locator covers the other layouts pip can give it (--user, --prefix, --target).
-    """
-    beside = os.path.join(os.path.dirname(sys.executable), "uv")
-    if os.access(beside, os.X_OK):
-        return beside
-    try:
-        from uv import find_uv_bin  # the `uv` wheel's own locator
-
-        wheel: str | None = find_uv_bin()
-    except (ImportError, OSError):  # not installed; its UvNotFound is a FileNotFoundError
-        wheel = None
-    if wheel and os.access(wheel, os.X_OK):
-        return wheel
-    return runner.which("uv")
 
 
 def uv_version(runner: Runner, uv: str) -> Version | None:
@@ -272,6 +249,7 @@ def compile_project(runner: Runner, uv: str, *, work: str, env: Mapping[str, str
                     prefer: str | None = None, cached: bool = False, quiet: bool = False,
                     preview: Sequence[str] = (), cwd: str | None = None,
                     on_wait: Callable[[float, int], None] | None = None,
+                    on_start: Callable[[], None] | None = None,
                     run: Callable[[list[str], dict[str, str]], RunResult] | None = None) -> Compiled:
     """`uv pip compile` of `specs` (or `project_text`) into a pylock: the inputs written under
     `work/name/` (`work` itself for an empty `name`; `write_compile_inputs`), uv run once (a
@@ -284,7 +262,8 @@ def compile_project(runner: Runner, uv: str, *, work: str, env: Mapping[str, str
     (`--offline`, the find-links directories left out: install's early hint). `preview`: uv's
     preview features to enable (UV_PREVIEW_FEATURES). `run`: the caller's own step runner
     (argv, env) -> RunResult (install and add log and report through theirs); without it,
-    `runner.run` with `timeout`, `stall`, `cwd` and `on_wait`.
+    `runner.run` with `timeout`, `stall`, `cwd`, `on_wait` and `on_start` (called once uv has
+    started: the caller's own reads run beside uv's, issue 37).
     """
     import time
 
@@ -308,7 +287,7 @@ def compile_project(runner: Runner, uv: str, *, work: str, env: Mapping[str, str
         res = run(argv, uv_env)
     else:
         res = runner.run(argv, timeout=timeout, env=uv_env, unset=[k for k in os.environ if k not in uv_env],
-                         stall=stall, cwd=cwd, on_wait=on_wait)
+                         stall=stall, cwd=cwd, on_wait=on_wait, on_start=on_start)
     seconds = time.monotonic() - start
     if res.returncode != 0:
         return Compiled(False, (), res.stderr + res.stdout, tuple(argv), seconds, res, out)

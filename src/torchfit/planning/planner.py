@@ -89,7 +89,6 @@ class ProjectPlanner(OnSources):
         fam = family_request(self.request)
         for r in self.request.project.others:
             check_local_reference(r.text, getattr(r.requirement, "url", None))
-        self.passes.start_reading()
 
         excluded: set[str] = set()
         request = fam
@@ -190,7 +189,6 @@ class ProjectPlanner(OnSources):
             return None
         routed = self.constraints.routed_first(plan, builds)
         self.passes.routed = routed  # where a release uv finds no wheel for is read from (misfits_of)
-        self.passes.start_reading()
         compiled = None
         direct: list[str] = []
         for no_build in [True, False]:

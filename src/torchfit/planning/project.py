@@ -12,6 +12,7 @@ torchfit tells uv (the constraints) is the caller's: `planning.constraints`.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Sequence
 from urllib.parse import unquote
 
@@ -42,14 +43,8 @@ from torchfit.index.project import SourcePackages, read_requires_pythons, torch_
 from torchfit.index.torchsource import is_flat
 from torchfit.lock.pages import format_pages_tried, solve_from_pages
 from torchfit.lock.platforms import Target, fleet_targets, solve_for_all
-from torchfit.lock.uv import (
-    Compiled,
-    classify_failure,
-    compile_project,
-    explanation,
-    find_uv,
-    uv_version,
-)
+from torchfit.lock.uv import Compiled, classify_failure, compile_project, explanation, uv_version
+from torchfit.lock.uvbin import find_uv
 from torchfit.planning.refusal import wheels_missing, without_wheels
 from torchfit.planning.sources import OnSources, TorchSources, as_url
 from torchfit.runner import STALL_ENV, Runner, stall_timeout
@@ -176,6 +171,8 @@ class UvPasses(OnSources):
         served = self.torch.served.get(plan.variant)
         flat = (served is not None and served.kind == "flat") or is_flat(sources.torch_index)
         env = {**env, "UV_PYTHON_DOWNLOADS": "never"}  # an sdist's build never fetches an interpreter
+        python = interpreter_for_uv(plan.python_version, plan.free_threaded, wheels_only="--no-build" in options,
+                                    env=env)
         user = [r.text for r in self.request.project.constraints]  # the family's too: the user's word (issue 33)
         how = "wheels only" if no_build else "source distributions allowed: uv may build one to read its metadata"
         if build_only:
@@ -189,9 +186,11 @@ class UvPasses(OnSources):
                 self.progress.info(f"[resolve] uv: the same project for {t.label}")
             return compile_project(
                 runner, uv, specs=self._specs(direct), torch_index=as_url(sources.torch_index), work=work,
-                env=env, options=options, routed=routed, flat=flat, pages=self.pages, target=(plan.python_version, t.platform),
+                env=env, options=options, routed=routed, flat=flat, pages=self.pages, python=python,
+                target=(plan.python_version, t.platform),
                 constraints=[*user, *constraints, *extra], timeout=self.settings.timeout, stall=stall_timeout(),
-                name=f"{name}-{suffix}" if suffix else name, on_wait=self.progress.waiting("resolve", UV_WAIT, UV_WAIT_S))
+                name=f"{name}-{suffix}" if suffix else name, on_start=self.start_reading,
+                on_wait=self.progress.waiting("resolve", UV_WAIT, UV_WAIT_S))
 
         try:
             with self.progress.running("resolve"):  # a terminal's ticker while uv reads (and retries) the sources
@@ -358,6 +357,31 @@ class UvPasses(OnSources):
             target_of(self.hosts, plan.python_version, plan.free_threaded, self.arch),
             requester({r.name: r.public_text for r in self.request.project.others}))
         return {m.line: m.hint for m in found}
+
+
+def interpreter_for_uv(python_version: str, free_threaded: bool, *, wheels_only: bool,
+                       env: dict[str, str]) -> str | None:
+    """The interpreter uv is given (`--python`), so that it runs none of its own search (issue 37).
+
+    Given `--python-version` and no `--python`, `uv pip compile` still looks for an interpreter
+    of that version, running each `python3.X` it meets on PATH: a pyenv shim is a chain of ~45
+    programs (bash, pyenv-exec, pyenv-which, pyenv-hooks, readlink; uv 0.13.10, counted with
+    `strace -f -e trace=execve`), 0.1-0.6 s of every compile before uv reads an index. With
+    `--python` uv runs nothing: it reads the interpreter's facts from its cache (path and mtime).
+    The target stays what `--python-version` and `--python-platform` say (uv's `--python-version`
+    overrides the interpreter's version for the resolution); the interpreter only builds an sdist.
+    So: torchfit's own interpreter where its Python (and free-threading) is the plan's; for a
+    wheels-only pass (uv builds nothing) any CPython will do, so torchfit's own too; otherwise
+    (a build for another Python) uv finds one of the plan's version as before. A `UV_PYTHON` in
+    uv's environment is the user's choice, and stays in force.
+    """
+    if env.get("UV_PYTHON"):
+        return None
+    ours_ft = "t" in getattr(sys, "abiflags", "")  # a free-threaded build's ABI flag (PEP 703); no sysconfig load
+    same = ".".join(python_version.split(".")[:2]) == f"{sys.version_info[0]}.{sys.version_info[1]}"
+    if (same and ours_ft == free_threaded) or wheels_only:
+        return sys.executable
+    return None
 
 
 def _basename(location: str) -> str:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -181,3 +184,33 @@ def test_explain_says_which_tool_provides_a_missing_python(tmp_path: Path, uv: l
     out = run_cli("resolve", "--facts", str(node), "torch==2.13.0", "--explain")
     assert out.returncode == 0, out.stderr
     assert said in out.stdout + out.stderr, out.stdout
+
+
+# What a plain resolve (the family alone, this host probed, the start-up cache warm) must not
+# load: the uv adapter and the PEP 751 reader/writer (lock.uv: ~20 ms, hashlib's OpenSSL and
+# urllib with it), packaging.requirements/markers/tags (logging, platform), the index client,
+# tempfile. Each was on its path before issue 37 (lock.uv for find_uv's path alone).
+_NOT_ON_A_PLAIN_RESOLVE = ("torchfit.lock.uv", "torchfit.lock.pylock", "torchfit.index", "hashlib", "urllib.parse",
+                           "packaging.requirements", "packaging.markers", "packaging.tags", "logging", "platform",
+                           "tempfile", "requests")
+
+
+@pytest.mark.parametrize("where", ["probed", "facts"])
+def test_a_plain_resolve_loads_nothing_it_does_not_need(tmp_path: Path, where: str) -> None:
+    facts = ["--facts", str(_facts_file(tmp_path, gpus=[])), "--assume", "python=3.11"] if where == "facts" else []
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from torchfit.cli.main import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
+        f"    main({['resolve', 'torch==2.13.0', '--variant', 'cpu', '--python', '3.11', '--json', *facts]!r})\n"
+        "print(json.dumps([json.loads(out.getvalue())['torch'], sorted(sys.modules)]))\n"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    for _ in range(2):  # the first run fills the start-up cache (it may write files); the second is measured
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+        assert out.returncode == 0, out.stderr
+    torch, loaded = json.loads(out.stdout)
+    assert torch == "2.13.0"
+    assert [m for m in loaded if m.partition(".")[0] in _NOT_ON_A_PLAIN_RESOLVE
+            or any(m == n or m.startswith(n + ".") for n in _NOT_ON_A_PLAIN_RESOLVE)] == []

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         return run_detect_slurm(args)
     if args.partition or args.nodelist or args.output or args.deadline is not None:
         raise BadInput("--partition, --nodelist, --output and --deadline go with --slurm")
-    from torchfit.lock.uv import find_uv
+    from torchfit.lock.uvbin import find_uv
 
     runner = Runner()
     facts = probe_host(runner, timeout=args.timeout, uv=find_uv(runner))
