@@ -63,6 +63,10 @@ class Plan:
     # looking the build up again by string. None for a plan read back from JSON
     # without a matrix, or whose build this matrix no longer lists.
     build: Build | None = field(default=None, compare=False, repr=False)
+    # The URLs of the resolved set's files, uv's answer at planning (not part of the JSON
+    # contract): what pip downloads when it installs the plan, whose redirects install's
+    # fetch step checks before pip is asked. Empty for a plan of the family alone.
+    files: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
 
 def plan_to_json(plan: Plan) -> dict[str, Any]:

@@ -168,7 +168,6 @@ class AddJob:
     timeout: float
     source_args: Sequence[str] = ()  # the source options given, for the rebuild command
     no_build: bool = False  # wheels only: no package's build runs (uv's --no-build), to resolve or install
-    allow_insecure: bool = False  # --allow-insecure-index: a new file's https -> http redirect is followed
     routed: list[str] = field(default_factory=list)  # project packages whose binary is the torch index's
     timings: dict[str, float] = field(default_factory=dict)
     # torchvision/torchaudio asked for where the env has none: the build the matrix pairs with
@@ -256,8 +255,8 @@ class AddJob:
                                  log_path=log.path, timings=self.timings)
             if not todo:
                 self.observer.info("nothing to install: every package asked for is in the env already")
-            elif not self.sources.offline:
-                check_redirects(self, todo)
+            else:  # where the new files redirect, before anything changes (install_* then asks nothing twice)
+                ctx.check_fetch(a.url for d in todo for a in d.artifacts if a.url)
             self._check_users(changed)
             committed = False
             try:
@@ -549,16 +548,6 @@ class AddJob:
 
 
 # --- the new lock, the torch index's packages, a companion's pair: functions of values ---------
-
-
-def check_redirects(job: AddJob, todo: Sequence[LockedDist]) -> None:
-    """IndexUnavailable before anything changes when an https file of `todo` redirects to plain
-    http: uv and pip would follow it silently (index.client.check_file_redirects, as install)."""
-    from torchfit.index.client import IndexClient, check_file_redirects
-
-    client = IndexClient(retries=1, timeout=min(30.0, job.timeout), allow_insecure=job.allow_insecure,
-                         progress=job.observer)
-    check_file_redirects(client, [a.url for d in todo for a in d.artifacts if a.url])
 
 
 def uv_for_resolving(ctx: StepContext) -> UvBackend:

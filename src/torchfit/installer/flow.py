@@ -302,6 +302,7 @@ class InstallJob:
                 backend.constraints = (*self.plan.constraints, *resolved_pins(self.plan, self.nccl_override))
                 backend.routed = tuple(self.plan.routed)
                 backend.pages = tuple(self.plan.pages.items())
+                backend.planned = self.plan.files
                 dists = backend.build(python, tmp.path, self.seed, install_specs(self.plan), self.nccl_override, work)
                 # uv and pip resolved from the index's metadata (PEP 658 .metadata, served apart from
                 # the wheel); the wheels installed carry their own. The wheel is the truth: a set
