@@ -19,6 +19,7 @@ from torchfit.compat.gpunames import find_capability, load_gpu_names
 from torchfit.compat.versions import Arch, Dotted, driver_version, glibc_version, python_version
 from torchfit.errors import BadInput
 from torchfit.inputs import loads_json
+from torchfit.jsontypes import JsonObject
 
 
 @dataclass(**FROZEN)
@@ -198,7 +199,7 @@ TEGRA_SBSA_CC = frozenset({"10.1", "11.0"})
 # --- JSON -------------------------------------------------------------------------
 
 
-def facts_to_json(facts: HostFacts) -> dict[str, Any]:
+def facts_to_json(facts: HostFacts) -> JsonObject:
     """The `torchfit detect --json` object (keys in docs/architecture.md, "Contracts")."""
     return {
         "driver_version": facts.driver_version,

@@ -14,6 +14,7 @@ from typing import Any
 from torchfit._backports import FROZEN
 from torchfit.compat.matrix import Build, Matrix
 from torchfit.errors import BadInput
+from torchfit.jsontypes import JsonObject
 
 
 @dataclass(**FROZEN)
@@ -69,7 +70,7 @@ class Plan:
     files: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
 
-def plan_to_json(plan: Plan) -> dict[str, Any]:
+def plan_to_json(plan: Plan) -> JsonObject:
     """The success object of `torchfit resolve --json`."""
     return {
         "ok": True,

@@ -33,7 +33,6 @@ import shlex
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
@@ -60,6 +59,7 @@ from torchfit.installer.buildcheck import check_closure
 from torchfit.installer.journal import clear_pending, read_pending, write_pending
 from torchfit.installer.prefix import InstallLog, state_dir
 from torchfit.interrupts import signals_deferred
+from torchfit.jsontypes import JsonObject
 from torchfit.lock.adopted import write_base_stubs
 from torchfit.lock.closure import check_env_matches_lock, read_metadata, same_version
 from torchfit.lock.model import Lock, LockedDist, sorted_dists
@@ -101,7 +101,7 @@ class AddResult:
     log_path: str | None
     timings: dict[str, float] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "ok": True,
             "prefix": self.prefix,

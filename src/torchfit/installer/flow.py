@@ -19,7 +19,6 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -64,6 +63,7 @@ from torchfit.installer.prefix import (
     swap_into_place,
     wait_unused,
 )
+from torchfit.jsontypes import JsonObject
 from torchfit.lock.model import Lock, LockedDist, NcclPin, sorted_dists
 from torchfit.lock.pylock import LOCK_NAME, write_lock
 from torchfit.lock.tool import ToolTable
@@ -101,7 +101,7 @@ class InstallResult:
     timings: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "ok": True,
             "prefix": self.prefix,

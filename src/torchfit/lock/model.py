@@ -14,6 +14,7 @@ from typing import Any
 
 from torchfit._backports import FROZEN
 from torchfit.compat.matrix import FAMILY_PACKAGES
+from torchfit.jsontypes import JsonObject
 from torchfit.lock.tool import ToolTable
 
 EXPECTED_KEYS = ("torch", "cuda", "cudnn", "nccl")
@@ -151,7 +152,7 @@ class NcclPin:
                 " (--nccl)" if self.mechanism == "wheel-override" else "")
         return "none (no NCCL in this build)"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"mechanism": self.mechanism, "package": self.package, "version": self.version,
                 "library": self.library}
 

@@ -422,7 +422,7 @@ def load_pin_mechanism(path: str) -> str | None:
 def render_lock(lock: Lock) -> str:
     """The pylock.toml text of `lock` (credentials stripped and redacted)."""
     packages = [package_table(d) for d in lock.packages]
-    doc: dict[str, Any] = {
+    doc: dict[str, object] = {
         "lock-version": LOCK_VERSION,
         "created-by": "torchfit",
         "requires-python": lock.requires_python,
@@ -439,15 +439,15 @@ def render_lock(lock: Lock) -> str:
     return redact(header + dumps_toml(doc))
 
 
-def package_table(d: LockedDist, *, verbatim: bool = False) -> dict[str, Any]:
+def package_table(d: LockedDist, *, verbatim: bool = False) -> dict[str, object]:
     """A PEP 751 `[[packages]]` entry: its wheels (or sdist), index and hashes; no credentials.
 
     `verbatim`: the URLs as they are, credentials included, for a file only this user
     reads that an installer consumes at once (a signed file URL works only whole)."""
     url: Callable[[str], str] = (lambda u: u) if verbatim else strip_credentials
-    entry: dict[str, Any] = {"name": d.name, "version": d.version, "marker": d.marker,
-                             "requires-python": d.requires_python,
-                             "index": url(d.index).rstrip("/") if d.index else None}
+    entry: dict[str, object] = {"name": d.name, "version": d.version, "marker": d.marker,
+                                "requires-python": d.requires_python,
+                                "index": url(d.index).rstrip("/") if d.index else None}
     wheels = [a for a in d.artifacts if a.kind == "wheel"]
     sdists = [a for a in d.artifacts if a.kind == "sdist"]
     if sdists:
@@ -457,7 +457,7 @@ def package_table(d: LockedDist, *, verbatim: bool = False) -> dict[str, Any]:
     return entry
 
 
-def artifact_table(a: Artifact, *, verbatim: bool = False) -> dict[str, Any]:
+def artifact_table(a: Artifact, *, verbatim: bool = False) -> dict[str, object]:
     """A PEP 751 file table (`wheels` entry, `sdist`): no credentials in its URL (unless `verbatim`)."""
     return {
         "name": a.filename,

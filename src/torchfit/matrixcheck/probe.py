@@ -49,6 +49,7 @@ from torchfit.index.wheelmeta import (
     ZipMember,
     copy_to_temp,
 )
+from torchfit.jsontypes import JsonObject
 from torchfit.matrixcheck.wheels import linux_requirements, parse_pins
 
 # get_arch_list()'s tokens: sm_90, sm_90a, sm_100f, compute_120 (CUDA); gfx942,
@@ -118,7 +119,7 @@ class WheelFacts:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
     @classmethod

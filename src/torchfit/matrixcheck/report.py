@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from torchfit._backports import FROZEN
+from torchfit.jsontypes import JsonObject
 from torchfit.redact import redact
 
 DRIFT, NOTE, ERROR = "drift", "note", "error"
@@ -27,7 +27,7 @@ class Finding:
     torch: str | None = None
     variant: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out["where"] = f"matrix.toml:{self.line}" if self.line else None
         return out
@@ -55,7 +55,7 @@ class CheckReport:
     def ok(self) -> bool:
         return not self.drift and not self.errors
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "ok": self.ok,
             "target": self.target,
