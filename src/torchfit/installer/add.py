@@ -64,6 +64,7 @@ from torchfit.lock.adopted import write_base_stubs
 from torchfit.lock.closure import check_env_matches_lock, read_metadata, same_version
 from torchfit.lock.model import Lock, LockedDist, sorted_dists
 from torchfit.lock.pylock import LOCK_NAME, load_env_lock_file, replace_lock
+from torchfit.lock.tool import strings
 from torchfit.lock.uv import Compiled, compile_project, find_uv, uv_version
 from torchfit.owned import temp_dir
 from torchfit.progress import Progress
@@ -246,7 +247,7 @@ class AddJob:
             changed = [(locked[d.name], d) for d in result if d.name in locked and not d.is_family
                        and _files(d) != _files(locked[d.name])]
             todo = added + [d for _, d in changed]
-            recorded = [str(p) for p in self.lock.plan().get("project") or []]
+            recorded = strings(self.lock.plan().get("project"))
             if not todo and all(str(r) in recorded for r in new):
                 # Installed and recorded as asked already: the lock stays as it is, byte for byte.
                 self.observer.info("nothing to do: every package asked for is in the env and its lock already")
@@ -433,7 +434,7 @@ class AddJob:
         self.routed = routed_for(self.lock, family, new, self.observer)
         # Everything the env has stays in the set; the family exactly as locked.
         # The project's recorded requirements hold as they were asked for (unless asked anew).
-        project = [p for p in (str(x) for x in self.lock.plan().get("project") or [])
+        project = [p for p in strings(self.lock.plan().get("project"))
                    if parses(p) and canonicalize_name(Requirement(p).name) not in asked]
         named = asked | {canonicalize_name(Requirement(p).name) for p in project}
         specs = [f"{d.name}=={d.version}" for d in family.values()] + project
@@ -444,7 +445,7 @@ class AddJob:
         # A base distribution whose version is not PEP 440 cannot be pinned (uv refuses the whole
         # constraints file); left free, it is still never replaced: `moved` below refuses that.
         keep += [f"{n}=={v}" for n, v in base.items() if n not in family and is_pep440(v)]
-        keep += [str(c) for c in self.lock.base().get("constraints") or []]  # the image's pip constraints
+        keep += strings(self.lock.base().get("constraints"))  # the image's pip constraints
         keep += list(self.constraints)  # the project's own (-c in a requirements file)
         res, compiled = self._compile(ctx, uv, specs, work, "keep", constraints=keep,
                                  detail="the locked set plus the new packages, every locked version kept")
@@ -573,9 +574,9 @@ def grown_lock(job: AddJob, result: Sequence[LockedDist], asked: Sequence[str]) 
         merged[d.name] = d
     plan = dict(job.lock.plan())
     for name, version in job.companions.items():
-        plan["packages"] = list(dict.fromkeys([*(plan.get("packages") or ["torch"]), name]))
+        plan["packages"] = list(dict.fromkeys([*(strings(plan.get("packages")) or ["torch"]), name]))
         plan[name] = version
-    project = [str(p) for p in plan.get("project") or []]
+    project = strings(plan.get("project"))
     for text in asked:
         name = canonicalize_name(Requirement(text).name)
         project = [p for p in project if not (parses(p) and canonicalize_name(Requirement(p).name) == name)]
@@ -596,7 +597,7 @@ def routed_for(lock: Lock, family: dict[str, LockedDist], new: Sequence[Requirem
     from torchfit.cache import load_companions
     from torchfit.compat.matrix import DEFAULT_INDEX
 
-    routed: list[str] = [canonicalize_name(str(x)) for x in lock.plan().get("routed") or []]
+    routed: list[str] = [canonicalize_name(x) for x in strings(lock.plan().get("routed"))]
     variant = str(lock.plan().get("variant") or "")
     try:
         torch = Version(family["torch"].version or "")

@@ -31,7 +31,7 @@ from torchfit.errors import BadInput
 from torchfit.inputs import MAX_LOCK_BYTES, loads_toml, read_text_file, shown, terminal_text
 from torchfit.lock.model import Artifact, Lock, LockedDist
 from torchfit.lock.toml import Inline, drop_none, dumps_toml
-from torchfit.lock.tool import ToolTable, find_table
+from torchfit.lock.tool import ToolTable, find_table, table
 from torchfit.redact import redact, strip_credentials
 
 __all__ = [
@@ -362,7 +362,7 @@ def load_lock(path: str) -> Lock:
     lock = parse_lock(_read_text(path), shown(path))
     if lock.base():
         raise BadInput(f"{shown(path)}: the lock of an adopted env (torchfit adopt): its torch "
-                       f"{lock.base().get('family', {}).get('torch', '?')} is the one installed there, which no "
+                       f"{table(lock.base().get('family')).get('torch', '?')} is the one installed there, which no "
                        "index serves; adopt the same base image's env instead of installing from this lock")
     return lock
 
