@@ -291,7 +291,7 @@ def test_fewer_than_60_any_annotations_outside_the_workers() -> None:
 # `[str, Any]` (a dict, a Mapping) outside workers/: the records that cross modules have their own
 # shapes (issue 36, change 8: workers/records.py's TypedDicts, jsontypes.JsonObject for what is only
 # dumped). 205 at 9204933; the ceiling is the count now and only falls: lower it with the count.
-STR_ANY_CEILING = 63
+STR_ANY_CEILING = 58
 STR_ANY = re.compile(r"\[str, Any\]")
 # An alias of the loose type would hide it from the count without giving anything a shape.
 STR_ANY_ALIAS = re.compile(r"^\s*\w+\s*(?::\s*TypeAlias\s*)?=\s*(?:typing\.)?(?:dict|Dict|Mapping)\[str, Any\]")

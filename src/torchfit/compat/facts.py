@@ -265,7 +265,7 @@ MAX_GPUS = 1024
 MAX_TEXT = 256
 
 
-def _check_keys(obj: Mapping[str, Any], known: frozenset[str], where: str) -> None:
+def _check_keys(obj: Mapping[str, object], known: frozenset[str], where: str) -> None:
     import difflib
 
     for key in obj:
@@ -286,14 +286,14 @@ def _clean_name(value: str, where: str) -> str:
     return "".join(ch for ch in terminal_text(value) if ch.isprintable())
 
 
-def _opt_str(obj: Mapping[str, Any], key: str, where: str) -> str | None:
+def _opt_str(obj: Mapping[str, object], key: str, where: str) -> str | None:
     val = obj.get(key)
     if val is None or isinstance(val, str):
         return val
     raise BadInput(f"{where}: {key!r} must be a string or null, not {type(val).__name__}")
 
 
-def _opt_int(obj: Mapping[str, Any], key: str, where: str) -> int | None:
+def _opt_int(obj: Mapping[str, object], key: str, where: str) -> int | None:
     val = obj.get(key)
     if val is None or (isinstance(val, int) and not isinstance(val, bool)):
         return val
