@@ -640,12 +640,15 @@ def test_an_https_index_listing_a_dependency_over_plain_http_is_refused(tmp_path
 
 
 @pytest.mark.slow
-def test_install_refuses_a_wheel_of_an_https_index_that_redirects_to_plain_http(tmp_path: Path) -> None:
+@pytest.mark.parametrize("installer", ["uv", "pip"])
+def test_install_refuses_a_wheel_of_an_https_index_that_redirects_to_plain_http(tmp_path: Path,
+                                                                                installer: str) -> None:
     """Listed as partial after round 3 (issue 25): uv 0.13.9 and pip follow an https -> http
-    redirect of a file silently (measured), so install checks where the plan's https files
-    redirect before either is asked to install them: one line naming the file and the hop, exit 1,
-    no env, and the plain server never asked for the wheel (the mirror serves PEP 658 metadata,
-    so uv's resolution reads no wheel; docs/mirrors.md says what happens without it)."""
+    redirect of a file silently (measured), so install's fetch step checks where the https files
+    redirect before either is asked to download them (uv: its resolution's files; pip: the plan's):
+    one line naming the file and the hop, exit 1, no env, and the plain server never asked for the
+    wheel (the mirror serves PEP 658 metadata, so uv's resolution reads no wheel; docs/mirrors.md
+    says what happens without it)."""
     from tests.support.tls import make_certs, redirecting_index
     from tests.support.wheels import serve_dir
 
@@ -664,8 +667,8 @@ def test_install_refuses_a_wheel_of_an_https_index_that_redirects_to_plain_http(
     with serve_dir(tmp_path, Seen) as plain, serve_dir(tmp_path / "secure", redirecting_index(
             tmp_path / "secure", wheel, plain), tls=(certs["cert"], certs["key"])) as secure:
         proc = run_cli("install", "--json", *CPU_HOST, "torch==2.13.0", "purelib", "--variant", "cpu", "--python",
-                       "3.11", "--prefix", str(prefix), "--installer", "uv", "--torch-index-url", index.as_uri(),
-                       "--index-url", f"{secure}/simple", env=trust, timeout=300)
+                       "3.11", "--prefix", str(prefix), "--installer", installer, "--torch-index-url",
+                       index.as_uri(), "--index-url", f"{secure}/simple", env=trust, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     err = json.loads(proc.stdout)
     assert err["reference"] == "index-unavailable", err

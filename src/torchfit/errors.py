@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from torchfit.jsontypes import JsonObject
 from torchfit.redact import redact
 from torchfit.text import format_bytes
 
@@ -45,19 +46,19 @@ class TorchfitError(Exception):
         self.hint = redact(hint) if hint else None
         super().__init__(self.message)
 
-    def details(self) -> dict[str, Any]:
+    def details(self) -> JsonObject:
         """The subclass's own keys for the `--json` error object ({} here)."""
         return {}
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The `--json` error object: one shape for every command."""
-        out: dict[str, Any] = {"ok": False, "error": self.message, "reference": self.reference,
+        out: JsonObject = {"ok": False, "error": self.message, "reference": self.reference,
                                "hint": self.hint}
         out.update(self.details())
         return out
 
 
-def interrupted_json() -> dict[str, Any]:
+def interrupted_json() -> JsonObject:
     """The `--json` error object of Ctrl-C / SIGTERM (exit 130): the same shape."""
     return {"ok": False, "error": "interrupted", "reference": "interrupted", "hint": None}
 
@@ -107,7 +108,7 @@ class NoCompatibleSet(TorchfitError):
         # The change behind each hint (compat.explain.Remedy), in the same order.
         self.remedies = list(remedies)
 
-    def details(self) -> dict[str, Any]:
+    def details(self) -> JsonObject:
         return {"conflicts": self.conflicts, "hints": self.hints}
 
 
@@ -166,7 +167,7 @@ class FleetNodesUnknown(TorchfitError):
                          "for a fleet whose nodes it cannot see", hint=fix)
         self.nodes = nodes
 
-    def details(self) -> dict[str, Any]:
+    def details(self) -> JsonObject:
         return {"nodes": self.nodes}
 
 
@@ -263,7 +264,7 @@ class DiskFull(TorchfitError):
                         free=self.free, size=self.size, inodes_free=self.inodes_free, inodes=self.inodes,
                         needed=self.needed, needed_what=self.needed_what, grown=grown)
 
-    def details(self) -> dict[str, Any]:
+    def details(self) -> JsonObject:
         return {"step": self.step, "path": self.path, "mount": self.mount, "role": self.role,
                 "free_bytes": self.free, "size_bytes": self.size, "free_inodes": self.inodes_free,
                 "needed_bytes": self.needed, "written_bytes": self.grown}
@@ -298,7 +299,7 @@ class InstallFailed(TorchfitError):
         log = f"the full log: {self.log_path}" if self.log_path else None
         return "; ".join(h for h in (self.base_hint, log) if h) or None
 
-    def details(self) -> dict[str, Any]:
+    def details(self) -> JsonObject:
         return {"step": self.step, "tail": self.tail}
 
 
@@ -333,7 +334,7 @@ class BrokenEnv(TorchfitError):
         self.what = what
         super().__init__(f"{prefix} is a broken environment: {what}", hint=hint)
 
-    def details(self) -> dict[str, Any]:
+    def details(self) -> JsonObject:
         return {"prefix": self.prefix, "broken": self.what}
 
 
@@ -346,7 +347,7 @@ class PermissionDenied(TorchfitError):
         self.path = denied.path
         super().__init__(f"{what}: {denied.sentence()}", hint=denied.hint(within))
 
-    def details(self) -> dict[str, Any]:
+    def details(self) -> JsonObject:
         return {"path": self.path}
 
 
@@ -365,7 +366,7 @@ class EnvInUse(TorchfitError):
         self.processes = [(pid, redact(cmd)) for pid, cmd in processes]
         super().__init__(message, hint=hint)
 
-    def details(self) -> dict[str, Any]:
+    def details(self) -> JsonObject:
         return {"processes": [{"pid": pid, "command": cmd} for pid, cmd in self.processes]}
 
 
@@ -384,7 +385,7 @@ class LockMismatch(TorchfitError):
         super().__init__(message, hint=hint)
         self.conflicts = [redact(c) for c in conflicts]
 
-    def details(self) -> dict[str, Any]:
+    def details(self) -> JsonObject:
         return {"conflicts": self.conflicts}
 
 
@@ -404,7 +405,7 @@ class AddRefused(TorchfitError):
         self.command = redact(command)
         self.locked = dict(locked)
 
-    def details(self) -> dict[str, Any]:
+    def details(self) -> JsonObject:
         return {"culprits": [{"package": n, "version": v, "requires": r} for n, v, r in self.culprits],
                 "command": self.command, "locked": self.locked}
 
@@ -419,7 +420,7 @@ class AdoptRefused(TorchfitError):
         super().__init__(message, hint="nothing was written; `torchfit verify --env PREFIX` shows the checks")
         self.checks = [{"id": c.name, "status": c.status.value, "summary": redact(c.summary)} for c in checks]
 
-    def details(self) -> dict[str, Any]:
+    def details(self) -> JsonObject:
         return {"checks": self.checks}
 
 
@@ -440,7 +441,7 @@ class EnvDrifted(TorchfitError):
             hint=f"`torchfit verify --env {q(prefix)} --lock {q(lock_path)}` shows what runs; to rebuild the env "
                  f"as locked: torchfit install --force --lock {q(lock_path)} --prefix {q(prefix)}")
 
-    def details(self) -> dict[str, Any]:
+    def details(self) -> JsonObject:
         return {"drift": self.drift}
 
 
@@ -459,7 +460,7 @@ class VerifyFailed(TorchfitError):
         self.stage = stage
         self.tail = redact(tail)
 
-    def details(self) -> dict[str, Any]:
+    def details(self) -> JsonObject:
         return {"rank": self.rank, "stage": self.stage, "tail": self.tail}
 
 
@@ -492,7 +493,7 @@ class IndexUnavailable(TorchfitError):
         self.kind = kind
         super().__init__(f"{self.url}: {self.why}", hint=hint)
 
-    def details(self) -> dict[str, Any]:
+    def details(self) -> JsonObject:
         return {"url": self.url}
 
 
@@ -506,7 +507,7 @@ class IndexMalformed(TorchfitError):
         self.why = redact(why)
         super().__init__(f"malformed index page {self.url}: {self.why}")
 
-    def details(self) -> dict[str, Any]:
+    def details(self) -> JsonObject:
         return {"url": self.url}
 
 
@@ -530,7 +531,7 @@ class WheelsUnread(TorchfitError):
 
     reference = "wheels-unread"
 
-    def __init__(self, failures: list[tuple[str, str]], measured: list[dict[str, Any]], *,
+    def __init__(self, failures: list[tuple[str, str]], measured: list[JsonObject], *,
                  bad_file: bool = False) -> None:
         self.failures = [(redact(what), redact(why)) for what, why in failures]
         self.measured = measured
@@ -540,6 +541,6 @@ class WheelsUnread(TorchfitError):
         super().__init__(f"{n} of {n + len(measured)} could not be read: "
                          + "; ".join(f"{what}: {why}" for what, why in self.failures))
 
-    def details(self) -> dict[str, Any]:
+    def details(self) -> JsonObject:
         return {"failures": [{"what": what, "error": why} for what, why in self.failures],
                 "wheels": self.measured}

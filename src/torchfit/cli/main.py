@@ -13,16 +13,16 @@ import errno
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from torchfit.cli.options import asked_for_json, build_parser
 from torchfit.errors import TorchfitError
+from torchfit.jsontypes import JsonObject
 
 # The commands whose steps the configuration files' environment-borne settings reach (the stall limit).
 _SITE_COMMANDS = frozenset(("resolve", "install", "add", "export", "pack", "verify"))
 
 
-def print_json_error(wanted: bool, data: dict[str, Any]) -> None:
+def print_json_error(wanted: bool, data: JsonObject) -> None:
     """The `--json` error object on stdout, when the command was asked for JSON.
 
     One shape for every command (`TorchfitError.to_json`): ok, error, reference,

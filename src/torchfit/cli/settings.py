@@ -310,9 +310,8 @@ def sources_for(args: argparse.Namespace, environ: Mapping[str, str], *, project
 
 
 def plan_settings(args: argparse.Namespace, project: ProjectSpec | None, *, environ: Mapping[str, str] | None = None,
-                  fallback: str | None = None, check_downloads: bool = False) -> PlanSettings:
-    """The planning step's settings (`planning.PlanSettings`) from the command line;
-    `check_downloads`: install's, the plan's files are fetched next."""
+                  fallback: str | None = None) -> PlanSettings:
+    """The planning step's settings (`planning.PlanSettings`) from the command line."""
     from torchfit.planning import PlanSettings
 
     env = dict(os.environ if environ is None else environ)
@@ -329,7 +328,7 @@ def plan_settings(args: argparse.Namespace, project: ProjectSpec | None, *, envi
                         allow_insecure=bool(getattr(args, "allow_insecure_index", False)),
                         timeout=float(getattr(args, "timeout", 600.0) or 600.0),
                         explain=bool(getattr(args, "explain", False)),
-                        no_build=bool(getattr(args, "no_build", False)), check_downloads=check_downloads)
+                        no_build=bool(getattr(args, "no_build", False)))
 
 
 def describe_sources(args: argparse.Namespace) -> list[str]:

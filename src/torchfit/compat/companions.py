@@ -57,6 +57,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from torchfit._backports import FROZEN
+from torchfit.jsontypes import JsonObject
 
 if TYPE_CHECKING:
     from torchfit.compat.matrix import Build
@@ -679,7 +680,7 @@ _RELEASE_FIELDS = tuple(f.name for f in dataclasses.fields(CompanionRelease))
 _PACKAGE_FIELDS = tuple(f.name for f in dataclasses.fields(Companion))
 
 
-def _release_data(r: CompanionRelease) -> dict[str, Any]:
+def _release_data(r: CompanionRelease) -> JsonObject:
     return {
         "name": r.name, "version": str(r.version),
         "torch": None if r.torch is None else str(r.torch),
@@ -713,7 +714,7 @@ def _release_value(d: Any) -> CompanionRelease:
     )
 
 
-def companions_to_data(c: Companions) -> dict[str, Any]:
+def companions_to_data(c: Companions) -> JsonObject:
     """The validated file as JSON-ready data (lists, dicts, str, int, bool, None)."""
     return {
         "path": c.path, "sources": dict(c.sources),

@@ -19,6 +19,7 @@ from torchfit.compat.gpunames import find_capability, load_gpu_names
 from torchfit.compat.versions import Arch, Dotted, driver_version, glibc_version, python_version
 from torchfit.errors import BadInput
 from torchfit.inputs import loads_json
+from torchfit.jsontypes import JsonObject
 
 
 @dataclass(**FROZEN)
@@ -198,7 +199,7 @@ TEGRA_SBSA_CC = frozenset({"10.1", "11.0"})
 # --- JSON -------------------------------------------------------------------------
 
 
-def facts_to_json(facts: HostFacts) -> dict[str, Any]:
+def facts_to_json(facts: HostFacts) -> JsonObject:
     """The `torchfit detect --json` object (keys in docs/architecture.md, "Contracts")."""
     return {
         "driver_version": facts.driver_version,
@@ -264,7 +265,7 @@ MAX_GPUS = 1024
 MAX_TEXT = 256
 
 
-def _check_keys(obj: Mapping[str, Any], known: frozenset[str], where: str) -> None:
+def _check_keys(obj: Mapping[str, object], known: frozenset[str], where: str) -> None:
     import difflib
 
     for key in obj:
@@ -285,14 +286,14 @@ def _clean_name(value: str, where: str) -> str:
     return "".join(ch for ch in terminal_text(value) if ch.isprintable())
 
 
-def _opt_str(obj: Mapping[str, Any], key: str, where: str) -> str | None:
+def _opt_str(obj: Mapping[str, object], key: str, where: str) -> str | None:
     val = obj.get(key)
     if val is None or isinstance(val, str):
         return val
     raise BadInput(f"{where}: {key!r} must be a string or null, not {type(val).__name__}")
 
 
-def _opt_int(obj: Mapping[str, Any], key: str, where: str) -> int | None:
+def _opt_int(obj: Mapping[str, object], key: str, where: str) -> int | None:
     val = obj.get(key)
     if val is None or (isinstance(val, int) and not isinstance(val, bool)):
         return val

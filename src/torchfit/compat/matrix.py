@@ -23,6 +23,7 @@ from torchfit._backports import FROZEN
 from torchfit.compat.datafiles import read_data_text
 from torchfit.compat.versions import Arch, BuildArch, Dotted, python_version
 from torchfit.errors import BadInput, MatrixError
+from torchfit.jsontypes import JsonObject
 
 UNKNOWN = "unknown"
 DEFAULT_INDEX = "https://download.pytorch.org/whl/{variant}"
@@ -622,8 +623,8 @@ def _arch_value(x: Any) -> Arch:
     return Arch(int(x[0]), int(x[1]), str(x[2]))
 
 
-def _build_data(b: Build) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _build_data(b: Build) -> JsonObject:
+    out: JsonObject = {}
     for name in _BUILD_FIELDS:
         val = getattr(b, name)
         if name == "torch":
@@ -669,7 +670,7 @@ def _build_value(d: Any, versions: dict[str, Version]) -> Build:
     return Build(**kw)
 
 
-def matrix_to_data(m: Matrix) -> dict[str, Any]:
+def matrix_to_data(m: Matrix) -> JsonObject:
     """The validated matrix as JSON-ready data (lists, dicts, str, int, bool, None)."""
     return {
         "builds": [_build_data(b) for b in m.builds],

@@ -14,6 +14,7 @@ from typing import Any
 from torchfit._backports import FROZEN
 from torchfit.compat.matrix import Build, Matrix
 from torchfit.errors import BadInput
+from torchfit.jsontypes import JsonObject
 
 
 @dataclass(**FROZEN)
@@ -63,9 +64,13 @@ class Plan:
     # looking the build up again by string. None for a plan read back from JSON
     # without a matrix, or whose build this matrix no longer lists.
     build: Build | None = field(default=None, compare=False, repr=False)
+    # The URLs of the resolved set's files, uv's answer at planning (not part of the JSON
+    # contract): what pip downloads when it installs the plan, whose redirects install's
+    # fetch step checks before pip is asked. Empty for a plan of the family alone.
+    files: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
 
-def plan_to_json(plan: Plan) -> dict[str, Any]:
+def plan_to_json(plan: Plan) -> JsonObject:
     """The success object of `torchfit resolve --json`."""
     return {
         "ok": True,

@@ -397,7 +397,7 @@ def _split_per_requirement(line: str, where: str) -> tuple[str, list[str]]:
 # --- pyproject.toml ---------------------------------------------------------------------------
 
 
-def parse_pyproject(data: Mapping[str, Any], path: str, extras: Sequence[str]) -> ProjectSpec:
+def parse_pyproject(data: Mapping[str, object], path: str, extras: Sequence[str]) -> ProjectSpec:
     """`[project].dependencies` and the `extras` groups of `[project.optional-dependencies]`.
 
     A group may name the project itself (`myproj[cuda]`): its groups are followed.

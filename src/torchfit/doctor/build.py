@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 from shlex import quote as _quote
-from typing import Any
 
 from torchfit.compat import versions
 from torchfit.compat.judgements import judge_torch_build
@@ -26,11 +25,12 @@ from torchfit.doctor.model import Verdict, check, fail, ok, unknown, warn
 from torchfit.errors import BadInput
 from torchfit.lock.closure import DAMAGED_FIX, format_mismatches
 from torchfit.text import first_line
+from torchfit.workers.records import DistRecord, DoctorTorchRecord, LibVersionRecord
 
 RESOLVE = "`torchfit resolve` picks the build that fits this host (then `torchfit install`)"
 
 
-def torch_info(ctx: Context) -> tuple[dict[str, Any] | None, str]:
+def torch_info(ctx: Context) -> tuple[DoctorTorchRecord | None, str]:
     """The worker's torch stage when torch imported, else (None, why not)."""
     w = ctx.worker
     t = w.torch
@@ -41,7 +41,7 @@ def torch_info(ctx: Context) -> tuple[dict[str, Any] | None, str]:
     return t, ""
 
 
-def build_label(t: dict[str, Any]) -> str:
+def build_label(t: DoctorTorchRecord) -> str:
     if t.get("cuda"):
         return f"CUDA {t['cuda']} build"
     if t.get("hip"):
@@ -143,7 +143,7 @@ def check_cpu_build(ctx: Context) -> Verdict:
     return ok(verdict.summary)
 
 
-def driver_cuda_ceiling(ctx: Context, t: dict[str, Any]) -> tuple[tuple[int, int] | None, str]:
+def driver_cuda_ceiling(ctx: Context, t: DoctorTorchRecord) -> tuple[tuple[int, int] | None, str]:
     """The newest CUDA the driver runs, and where that was read."""
     libs = (ctx.worker.libs or {}).get("libs") or []
     for lib in libs:
@@ -275,7 +275,7 @@ def check_arch(ctx: Context) -> Verdict:
     return ok(f"{', '.join(sorted(set(native)))} (arch list: {listed})")
 
 
-def torch_dist(ctx: Context) -> dict[str, Any] | None:
+def torch_dist(ctx: Context) -> DistRecord | None:
     dists = ctx.worker.dist("torch")
     return dists[0] if dists else None
 
@@ -341,7 +341,7 @@ def check_glibc(ctx: Context) -> Verdict:
     return ok(f"glibc {host} >= {parse.fmt_version(need)} ({source})")
 
 
-def mapped_libs(ctx: Context, kind: str) -> list[dict[str, Any]]:
+def mapped_libs(ctx: Context, kind: str) -> list[LibVersionRecord]:
     """The worker's mapped libraries of `kind` (absolute paths), in /proc/self/maps order."""
     libs = (ctx.worker.libs or {}).get("libs") or []
     return [lib for lib in libs if isinstance(lib, dict) and lib.get("kind") == kind

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from torchfit.background import Background
 from torchfit.compat import versions
@@ -28,6 +28,13 @@ from torchfit.owned import temp_dir
 from torchfit.runner import Runner, index_variables
 from torchfit.text import first_line
 from torchfit.workers import last_record, read_records, worker_argv
+from torchfit.workers.records import (
+    DistRecord,
+    DoctorTorchRecord,
+    LibrariesRecord,
+    LibVersionRecord,
+    MetaRecord,
+)
 from torchfit.workers.torchfit_runtime import lib_kind
 
 if TYPE_CHECKING:
@@ -63,17 +70,17 @@ class WorkerFacts:
 
     python: str | None
     cause: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    torch: dict[str, Any] | None = None
-    libs: dict[str, Any] | None = None
+    meta: MetaRecord = field(default_factory=lambda: MetaRecord())
+    torch: DoctorTorchRecord | None = None
+    libs: LibrariesRecord | None = None
     last_stage: str | None = None
 
     @property
-    def distributions(self) -> list[dict[str, Any]]:
+    def distributions(self) -> list[DistRecord]:
         d = self.meta.get("distributions")
         return [x for x in d if isinstance(x, dict)] if isinstance(d, list) else []
 
-    def dist(self, *names: str) -> list[dict[str, Any]]:
+    def dist(self, *names: str) -> list[DistRecord]:
         want = {n.lower() for n in names}
         return [d for d in self.distributions if str(d.get("name", "")).lower().replace("_", "-") in want]
 
@@ -334,7 +341,7 @@ class Context:
                 wanted.append(p)
         if not wanted:
             return out
-        codes: dict[str, Any] = {}
+        codes: dict[str, LibVersionRecord] = {}  # lib_version()'s, as the worker writes it
         try:
             res = self.runner.run(
                 worker_argv(sys.executable, "doctor", "libversions", *wanted),
@@ -343,12 +350,11 @@ class Context:
             )
             for lib in (last_record(read_records(res.stdout), "libversions") or {}).get("libs") or []:
                 if isinstance(lib, dict) and isinstance(lib.get("path"), str):
-                    codes[lib["path"]] = lib
+                    codes[lib["path"]] = cast("LibVersionRecord", lib)
         except ProbeFailed:
             pass
         for p in wanted:
-            lib = codes.get(p) or {}
-            out[p] = self._libv[p] = decode_lib(lib, p)
+            out[p] = self._libv[p] = decode_lib(codes.get(p) or LibVersionRecord(), p)
         return out
 
     # --- the target environment ------------------------------------------------------------
@@ -405,12 +411,13 @@ class Context:
                 facts.cause = f"the worker failed: {data.get('type')}: {data.get('message')}"
                 continue
             facts.last_stage = kind
+            # each record as the worker writes it (workers/records.py): read with .get() only
             if kind == "metadata":
-                facts.meta = body
+                facts.meta = cast("MetaRecord", body)
             elif kind == "torch":
-                facts.torch = body
+                facts.torch = cast("DoctorTorchRecord", body)
             elif kind == "libraries":
-                facts.libs = body
+                facts.libs = cast("LibrariesRecord", body)
 
     # --- topology, host facts ----------------------------------------------------------
 
@@ -464,7 +471,7 @@ class Context:
         return probe_interfaces(self.root)
 
 
-def decode_lib(lib: Mapping[str, Any], path: str) -> tuple[tuple[int, ...] | None, str | None]:
+def decode_lib(lib: LibVersionRecord, path: str) -> tuple[tuple[int, ...] | None, str | None]:
     """A worker's {"kind", "code"} -> (version, how it was found)."""
     kind = lib.get("kind") or lib_kind(path)
     code = lib.get("code")

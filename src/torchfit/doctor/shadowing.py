@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from torchfit.compat.judgements import judge_runtime_library
 from torchfit.doctor import parse
@@ -25,6 +25,7 @@ from torchfit.doctor.build import loaded_lib, mapped_libs, torch_info
 from torchfit.doctor.context import Context, decode_lib
 from torchfit.doctor.model import Verdict, check, fail, ok, unknown, warn
 from torchfit.text import first_line
+from torchfit.workers.records import DistRecord, DoctorTorchRecord
 from torchfit.workers.torchfit_runtime import lib_kind
 
 
@@ -48,7 +49,7 @@ def _norm(name: object) -> str:
     return str(name or "").lower().replace("_", "-")
 
 
-def env_packages(ctx: Context, kind: Kind) -> list[dict[str, Any]]:
+def env_packages(ctx: Context, kind: Kind) -> list[DistRecord]:
     return [d for d in ctx.worker.distributions if re.fullmatch(kind.package, _norm(d.get("name")))]
 
 
@@ -62,7 +63,7 @@ def required_by_torch(ctx: Context, kind: Kind) -> str | None:
     return None
 
 
-def package_lib(dist: dict[str, Any], kind: Kind) -> str | None:
+def package_lib(dist: DistRecord, kind: Kind) -> str | None:
     libs = [p for p in dist.get("libs") or [] if lib_kind(str(p)) == kind.kind and ".so." in os.path.basename(str(p))]
     return str(libs[0]) if libs else None
 
@@ -135,7 +136,7 @@ def older(a: tuple[int, ...] | None, b: tuple[int, ...] | None, n: int) -> bool:
     return bool(a and b and a[:n] < b[:n])
 
 
-def compiled_version(t: dict[str, Any], kind: Kind) -> tuple[int, ...] | None:
+def compiled_version(t: DoctorTorchRecord, kind: Kind) -> tuple[int, ...] | None:
     if kind is NCCL:
         return parse.parse_nccl_tuple(t.get("nccl_compiled"))
     if kind is CUDNN:

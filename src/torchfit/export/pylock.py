@@ -9,7 +9,6 @@ schema (lock.tool.ToolTable.for_export: the torch index and the stack as a plan,
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any
 
 from torchfit.errors import ExportFailed
 from torchfit.export.stack import Stack, comment, environments, header, public_url
@@ -34,7 +33,7 @@ def render_pylock(stack: Stack, *, today: _dt.date | None = None) -> str:
     head = [*header(stack, "pylock", today),
             "Install: uv pip install -r pylock.toml, or with pip >= 26: pip install -r pylock.toml."]
     packages = [package_table(d) for d in sorted(stack.locked, key=lambda d: (d.name not in family, d.name))]
-    doc: dict[str, Any] = {
+    doc: dict[str, object] = {
         "lock-version": LOCK_VERSION,
         "environments": environments(stack),
         "requires-python": f"=={stack.python}.*" if stack.python else None,

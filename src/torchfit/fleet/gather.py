@@ -25,7 +25,6 @@ import datetime
 import os
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from torchfit.errors import BadInput
 from torchfit.fleet.hostlist import compress_hostlist, expand_hostlist
@@ -39,13 +38,14 @@ from torchfit.fleet.srun import (
     srun_complaint,
 )
 from torchfit.inputs import terminal_text
+from torchfit.jsontypes import JsonObject
 from torchfit.runner import Runner
 
 # sinfo's long state names (sinfo(1) "NODE STATE CODES") that take a new job step.
 USABLE = frozenset(("idle", "mixed"))
 
 
-def task_record(facts: Mapping[str, Any], node: str | None, host: str | None) -> str:
+def task_record(facts: JsonObject, node: str | None, host: str | None) -> str:
     """What `detect --json --fleet-task` prints: its facts, Slurm's name of its node and the
     host's own hostname, framed."""
     return framed(facts, node, host)

@@ -24,6 +24,7 @@ from torchfit.compat.facts import HostFacts, facts_from_json
 from torchfit.compat.judgements import describe_gpus
 from torchfit.errors import BadInput, FleetNodesUnknown
 from torchfit.fleet.hostlist import compress_hostlist, expand_hostlist
+from torchfit.jsontypes import JsonObject
 
 FORMAT = 1
 KEY = "torchfit_fleet"
@@ -121,7 +122,7 @@ def _merge_missing(items: Iterable[Missing]) -> tuple[Missing, ...]:
     return tuple(Missing(tuple(sorted(set(n), key=_node_key)), why) for why, n in by_why.items())
 
 
-def fleet_to_json(fleet: Fleet) -> dict[str, Any]:
+def fleet_to_json(fleet: Fleet) -> JsonObject:
     return {
         KEY: FORMAT,
         "source": fleet.source,

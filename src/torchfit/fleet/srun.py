@@ -31,6 +31,7 @@ from typing import Any
 
 from torchfit.errors import ProbeFailed, SlurmMissing, ToolMissing, ToolTimeout
 from torchfit.inputs import decode_json, shown
+from torchfit.jsontypes import JsonObject
 from torchfit.runner import Runner, RunResult, index_variables
 
 BEGIN = "torchfit-fleet-node"
@@ -45,7 +46,7 @@ _ALLOCATED = re.compile(r"^srun: job (\d+) has been allocated resources")
 _NODES = re.compile(r"^srun: jobid (\d+): nodes\(\d+\):`([^']*)'")
 
 
-def framed(payload: Mapping[str, Any], node: str | None, host: str | None) -> str:
+def framed(payload: JsonObject, node: str | None, host: str | None) -> str:
     """What a task prints, on one line between markers: its answer, the node Slurm says it
     is on (SLURMD_NODENAME) and the host's own hostname (reported only: attribution is srun's)."""
     rec = {"node": node, "host": host, "data": payload}

@@ -9,7 +9,7 @@ and keeps whatever it could read.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TypedDict
 
 from torchfit.host._io import DEFAULT_TIMEOUT, _run_tool
 from torchfit.host.nvidia import _query_argv, parse_query_gpu, probe_topology
@@ -49,14 +49,24 @@ def parse_pcie_query(text: str) -> dict[int, tuple[int, int]]:
     return out
 
 
-def probe_links(timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+class Links(TypedDict, total=False):
+    """What `probe_links` read: what verify's bandwidth judgement holds a sweep to."""
+
+    topology: dict[str, str]  # {"0-1": "NV18"}: nvidia-smi topo -m
+    nvlink: dict[int, list[float]]  # GPU index -> GB/s of each active link
+    pcie: dict[int, tuple[int, int]]  # GPU index -> (gen, width), the maxima
+    uuids: dict[str, int]  # "GPU-..." -> index
+    reason: str | None  # why the topology is unknown
+
+
+def probe_links(timeout: float = DEFAULT_TIMEOUT) -> Links:
     """Topology, NVLink rates, PCIe links and UUIDs from nvidia-smi (through the Runner).
 
     Keys: topology {"0-1": "NV18"}, nvlink {index: [GB/s]}, pcie {index: (gen, width)},
     uuids {"GPU-...": index}, reason (why the topology is unknown, or None).
     """
     runner = Runner()
-    out: dict[str, Any] = {"topology": {}, "nvlink": {}, "pcie": {}, "uuids": {}, "reason": None}
+    out: Links = {"topology": {}, "nvlink": {}, "pcie": {}, "uuids": {}, "reason": None}
     if runner.which("nvidia-smi") is None:
         out["reason"] = "nvidia-smi not found"
         return out

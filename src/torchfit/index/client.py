@@ -511,7 +511,7 @@ class IndexClient:
         return Fetched(final, 200, ctype, body)
 
     @staticmethod
-    def _final_url(url: str, meta: Mapping[str, Any]) -> str:
+    def _final_url(url: str, meta: Mapping[str, object]) -> str:
         """The cached final URL, with the request's credentials put back when the host is the same."""
         final = str(meta.get("final_url") or url)
         req = urlsplit(url)

@@ -203,6 +203,9 @@ class Sources:
     # uv's per-request timeout when the environment sets none (export's own locks: "30"); it
     # takes the place of pip's configured timeout
     http_timeout: str | None = None
+    # `--allow-insecure-index`: the sources were accepted with it, and the fetch step follows an
+    # https file's redirect to plain http (installer/backends.StepContext.check_fetch)
+    allow_insecure: bool = False
 
     def describe(self) -> list[str]:
         """Lines for the log and --json: every source, redacted."""
@@ -453,6 +456,7 @@ def make_sources(
         pip=pip,
         notes=tuple(notes),
         no_build=no_build,
+        allow_insecure=allow_insecure,
     )
 
 

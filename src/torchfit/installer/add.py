@@ -33,7 +33,6 @@ import shlex
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
@@ -60,10 +59,12 @@ from torchfit.installer.buildcheck import check_closure
 from torchfit.installer.journal import clear_pending, read_pending, write_pending
 from torchfit.installer.prefix import InstallLog, state_dir
 from torchfit.interrupts import signals_deferred
+from torchfit.jsontypes import JsonObject
 from torchfit.lock.adopted import write_base_stubs
 from torchfit.lock.closure import check_env_matches_lock, read_metadata, same_version
 from torchfit.lock.model import Lock, LockedDist, sorted_dists
 from torchfit.lock.pylock import LOCK_NAME, load_env_lock_file, replace_lock
+from torchfit.lock.tool import strings
 from torchfit.lock.uv import Compiled, compile_project, uv_version
 from torchfit.lock.uvbin import find_uv
 from torchfit.owned import temp_dir
@@ -102,7 +103,7 @@ class AddResult:
     log_path: str | None
     timings: dict[str, float] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "ok": True,
             "prefix": self.prefix,
@@ -169,7 +170,6 @@ class AddJob:
     timeout: float
     source_args: Sequence[str] = ()  # the source options given, for the rebuild command
     no_build: bool = False  # wheels only: no package's build runs (uv's --no-build), to resolve or install
-    allow_insecure: bool = False  # --allow-insecure-index: a new file's https -> http redirect is followed
     routed: list[str] = field(default_factory=list)  # project packages whose binary is the torch index's
     timings: dict[str, float] = field(default_factory=dict)
     # torchvision/torchaudio asked for where the env has none: the build the matrix pairs with
@@ -248,7 +248,7 @@ class AddJob:
             changed = [(locked[d.name], d) for d in result if d.name in locked and not d.is_family
                        and _files(d) != _files(locked[d.name])]
             todo = added + [d for _, d in changed]
-            recorded = [str(p) for p in self.lock.plan().get("project") or []]
+            recorded = strings(self.lock.plan().get("project"))
             if not todo and all(str(r) in recorded for r in new):
                 # Installed and recorded as asked already: the lock stays as it is, byte for byte.
                 self.observer.info("nothing to do: every package asked for is in the env and its lock already")
@@ -257,8 +257,8 @@ class AddJob:
                                  log_path=log.path, timings=self.timings)
             if not todo:
                 self.observer.info("nothing to install: every package asked for is in the env already")
-            elif not self.sources.offline:
-                check_redirects(self, todo)
+            else:  # where the new files redirect, before anything changes (install_* then asks nothing twice)
+                ctx.check_fetch(a.url for d in todo for a in d.artifacts if a.url)
             self._check_users(changed)
             committed = False
             try:
@@ -435,7 +435,7 @@ class AddJob:
         self.routed = routed_for(self.lock, family, new, self.observer)
         # Everything the env has stays in the set; the family exactly as locked.
         # The project's recorded requirements hold as they were asked for (unless asked anew).
-        project = [p for p in (str(x) for x in self.lock.plan().get("project") or [])
+        project = [p for p in strings(self.lock.plan().get("project"))
                    if parses(p) and canonicalize_name(Requirement(p).name) not in asked]
         named = asked | {canonicalize_name(Requirement(p).name) for p in project}
         specs = [f"{d.name}=={d.version}" for d in family.values()] + project
@@ -446,7 +446,7 @@ class AddJob:
         # A base distribution whose version is not PEP 440 cannot be pinned (uv refuses the whole
         # constraints file); left free, it is still never replaced: `moved` below refuses that.
         keep += [f"{n}=={v}" for n, v in base.items() if n not in family and is_pep440(v)]
-        keep += [str(c) for c in self.lock.base().get("constraints") or []]  # the image's pip constraints
+        keep += strings(self.lock.base().get("constraints"))  # the image's pip constraints
         keep += list(self.constraints)  # the project's own (-c in a requirements file)
         res, compiled = self._compile(ctx, uv, specs, work, "keep", constraints=keep,
                                  detail="the locked set plus the new packages, every locked version kept")
@@ -552,16 +552,6 @@ class AddJob:
 # --- the new lock, the torch index's packages, a companion's pair: functions of values ---------
 
 
-def check_redirects(job: AddJob, todo: Sequence[LockedDist]) -> None:
-    """IndexUnavailable before anything changes when an https file of `todo` redirects to plain
-    http: uv and pip would follow it silently (index.client.check_file_redirects, as install)."""
-    from torchfit.index.client import IndexClient, check_file_redirects
-
-    client = IndexClient(retries=1, timeout=min(30.0, job.timeout), allow_insecure=job.allow_insecure,
-                         progress=job.observer)
-    check_file_redirects(client, [a.url for d in todo for a in d.artifacts if a.url])
-
-
 def uv_for_resolving(ctx: StepContext) -> UvBackend:
     """uv resolves even when pip installs (--installer pip): the family pin needs its routing."""
     uv = find_uv(ctx.runner)
@@ -585,9 +575,9 @@ def grown_lock(job: AddJob, result: Sequence[LockedDist], asked: Sequence[str]) 
         merged[d.name] = d
     plan = dict(job.lock.plan())
     for name, version in job.companions.items():
-        plan["packages"] = list(dict.fromkeys([*(plan.get("packages") or ["torch"]), name]))
+        plan["packages"] = list(dict.fromkeys([*(strings(plan.get("packages")) or ["torch"]), name]))
         plan[name] = version
-    project = [str(p) for p in plan.get("project") or []]
+    project = strings(plan.get("project"))
     for text in asked:
         name = canonicalize_name(Requirement(text).name)
         project = [p for p in project if not (parses(p) and canonicalize_name(Requirement(p).name) == name)]
@@ -608,7 +598,7 @@ def routed_for(lock: Lock, family: dict[str, LockedDist], new: Sequence[Requirem
     from torchfit.cache import load_companions
     from torchfit.compat.matrix import DEFAULT_INDEX
 
-    routed: list[str] = [canonicalize_name(str(x)) for x in lock.plan().get("routed") or []]
+    routed: list[str] = [canonicalize_name(x) for x in strings(lock.plan().get("routed"))]
     variant = str(lock.plan().get("variant") or "")
     try:
         torch = Version(family["torch"].version or "")

@@ -18,6 +18,7 @@ from torchfit.compat.matrix import DEFAULT_INDEX, FAMILY_PACKAGES, PYPI_SIMPLE
 from torchfit.errors import AddRefused
 from torchfit.index.sources import Sources
 from torchfit.lock.model import Lock, LockedDist
+from torchfit.lock.tool import strings
 from torchfit.progress import Progress
 from torchfit.redact import redact, strip_credentials
 
@@ -133,7 +134,7 @@ class AddRefusals:
         project so far and the new requirements."""
         args: list[str] = []
         reqs: list[str] = []
-        for item in self.lock.request().get("args") or []:
+        for item in strings(self.lock.request().get("args")):
             text = str(item)
             if text.startswith("--"):
                 flag, _, value = text.partition(" ")
@@ -145,7 +146,7 @@ class AddRefusals:
                 continue
             name = canonicalize_name(req.name)
             reqs.append(name if name in FAMILY_PACKAGES else text)
-        project = [str(p) for p in self.lock.plan().get("project") or []]
+        project = strings(self.lock.plan().get("project"))
         asked = [str(r) for r in self.requirements]
         # A family package asked for with a version replaces the recorded bare name.
         asked_family = {canonicalize_name(Requirement(x).name) for x in asked} & set(FAMILY_PACKAGES)

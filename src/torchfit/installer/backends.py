@@ -34,7 +34,7 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -96,6 +96,8 @@ class StepContext:
     # The packages a step installs (step name -> dists), for its progress: the total, the
     # percent and the package awaited, from the lock's sizes and uv's cache (fetchwatch.py).
     files: dict[str, Sequence[LockedDist]] = field(default_factory=dict)
+    # The https file URLs whose redirects `check_fetch` has asked already (each once per job).
+    fetch_checked: set[str] = field(default_factory=set)
 
     def run(self, step: str, argv: Sequence[str], env: Mapping[str, str], detail: str,
             check: bool = True, quiet: bool = False, show: bool = True) -> RunResult:
@@ -158,6 +160,21 @@ class StepContext:
             watch.finish()
         self.observer.done(step, seconds)
         return res
+
+    def check_fetch(self, urls: Iterable[str]) -> None:
+        """The fetch step's check, before uv or pip is asked to download `urls`: IndexUnavailable
+        naming the first https file whose redirects lead to plain http. uv 0.13.9 and pip follow
+        such a hop silently (issue 25, measured), so the file would travel in clear. The one
+        place install (a plan or --lock) and add ask it (index.client.check_file_redirects);
+        nothing is asked offline or with --allow-insecure-index (the sources' word), nor twice."""
+        s = self.sources
+        todo = [u for u in dict.fromkeys(urls) if u not in self.fetch_checked]
+        if s.offline or s.allow_insecure or not todo:
+            return
+        from torchfit.index.client import IndexClient, check_file_redirects
+
+        check_file_redirects(IndexClient(retries=1, timeout=min(30.0, self.timeout), progress=self.observer), todo)
+        self.fetch_checked.update(todo)
 
     def failed(self, step: str, argv: Sequence[str], code: int | None, tail: str, *,
                what: str | None = None, hint: str | None = None) -> InstallFailed:
@@ -256,6 +273,9 @@ class Backend:
     routed: tuple[str, ...] = ()
     # Project packages from their own wheel page for this torch build (a plan's `pages`: PyG's).
     pages: tuple[tuple[str, str], ...] = ()
+    # The plan's file URLs (a plan's `files`: uv's answer at planning): what pip downloads when it
+    # installs the plan, checked before it is asked (uv installs the files of its own resolution).
+    planned: tuple[str, ...] = ()
 
     def __init__(self, ctx: StepContext) -> None:
         self.ctx = ctx
@@ -284,6 +304,7 @@ class Backend:
         """Install hash-pinned dists in two steps: the torch family from the torch index
         only, then the rest from the user's sources (never one mixed install)."""
         s = self.ctx.sources
+        self.ctx.check_fetch(a.url for d in dists for a in d.artifacts if a.url)
         family = [d for d in dists if d.is_family]
         rest = [d for d in dists if not d.is_family]
         for step, group, fam in (("install-family", family, True), ("install-deps", rest, False)):
@@ -519,6 +540,7 @@ class UvBackend(Backend):
         installed earlier whose files the resolution replaces.
         """
         s = self.ctx.sources
+        self.ctx.check_fetch(a.url for d in locked for a in d.artifacts if a.url)
         dists = [replace(d, index=s.torch_index) if d.is_family else d for d in locked]
         req = write_private(work, "pylock.install.toml", install_lock_text(dists, log_path=self.ctx.log.path))
         argv = [self.uv, "pip", "install", "--python", env_python(env_dir), "-r", req, "--no-config"]
@@ -644,6 +666,7 @@ class PipBackend(Backend):
     def install_plan(self, env_dir: str, specs: Sequence[str], nccl_override: str | None,
                      work: str) -> list[LockedDist]:
         s = self.ctx.sources
+        self.ctx.check_fetch(self.planned)  # pip picks the same files by the exact pins: uv's answer's
         r1 = os.path.join(work, "report-family.json")
         family_only = [x for x in specs if canonicalize_name(Requirement(x).name) in (*FAMILY_PACKAGES, *self.routed)]
         self.ctx.run("install-family",

@@ -19,7 +19,6 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -64,6 +63,7 @@ from torchfit.installer.prefix import (
     swap_into_place,
     wait_unused,
 )
+from torchfit.jsontypes import JsonObject
 from torchfit.lock.model import Lock, LockedDist, NcclPin, sorted_dists
 from torchfit.lock.pylock import LOCK_NAME, write_lock
 from torchfit.lock.tool import ToolTable
@@ -101,7 +101,7 @@ class InstallResult:
     timings: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "ok": True,
             "prefix": self.prefix,
@@ -306,6 +306,7 @@ class InstallJob:
                 backend.constraints = (*self.plan.constraints, *resolved_pins(self.plan, self.nccl_override))
                 backend.routed = tuple(self.plan.routed)
                 backend.pages = tuple(self.plan.pages.items())
+                backend.planned = self.plan.files
                 dists = backend.build(python, tmp.path, self.seed, install_specs(self.plan), self.nccl_override, work)
                 # uv and pip resolved from the index's metadata (PEP 658 .metadata, served apart from
                 # the wheel); the wheels installed carry their own. The wheel is the truth: a set

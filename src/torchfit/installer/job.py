@@ -2,9 +2,10 @@
 
 `PrefixInstall.from_plan` takes a plan (`planning.make_plan`'s), `PrefixInstall.from_lock` a
 pylock.toml (held to this host, `check_lock_host`, and to --no-build); each picks the NCCL pin
-and asks the command for the sources of the plan's variant. `run()` checks where the files will
-come from (the torch index's redirects, the lock's file URLs), says the plan, takes PREFIX.lock,
-removes the temporary envs a killed install left, and runs the steps (`flow.InstallJob`).
+and asks the command for the sources of the plan's variant. `run()` checks where the torch index
+leads (its redirects; each file's are the fetch step's, `backends.StepContext.check_fetch`), says
+the plan, takes PREFIX.lock, removes the temporary envs a killed install left, and runs the steps
+(`flow.InstallJob`).
 The command line (cli/commands/install.py) gives it settings and shows what it returns.
 
 A module apart from flow.py: flow.py owns the steps and the lock they write; this one what
@@ -124,7 +125,8 @@ class PrefixInstall:
             return steps.run()
 
     def _check_fetches(self) -> None:
-        """Where the files about to be fetched lead, before uv or pip is asked."""
+        """Where the torch index leads, before uv or pip is asked (the files' own redirects are the
+        fetch step's: backends.StepContext.check_fetch, just before they are downloaded)."""
         options, sources = self.options, self.steps.sources
         if not options.offline and not options.allow_insecure and sources.torch_index.lower().startswith("https://"):
             # uv and pip follow an https -> http redirect silently (uv 0.13.9, measured): the torch
@@ -132,15 +134,6 @@ class PrefixInstall:
             from torchfit.index.client import IndexClient, check_no_downgrade
 
             check_no_downgrade(IndexClient(retries=1, honor_max_age=True), sources.torch_index)
-        lock = self.steps.lock
-        if lock is not None and not options.offline:
-            # the lock's files are fetched by URL next: an https one that redirects to plain http is
-            # refused first, as a plan's are (planning) and add's (uv and pip follow it silently)
-            from torchfit.index.client import IndexClient, check_file_redirects
-
-            check_file_redirects(IndexClient(retries=1, timeout=min(30.0, options.timeout),
-                                             progress=self.steps.observer, allow_insecure=options.allow_insecure),
-                                 [a.url for d in lock.packages for a in d.artifacts if a.url])
 
     def _clean(self) -> None:
         """Under PREFIX.lock: wait for the old env's users (--force), remove the temporary envs of

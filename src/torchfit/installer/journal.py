@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TypedDict, cast
 
 from torchfit.errors import BadInput
 from torchfit.files import write_atomic
@@ -24,6 +24,15 @@ from torchfit.lock.model import Lock, LockedDist
 from torchfit.lock.pylock import LOCK_NAME
 
 PENDING = ".torchfit-add-pending.json"
+
+
+class Pending(TypedDict, total=False):
+    """The journal as `write_pending` writes it (read back from disk: any key may be missing)."""
+
+    lock_sha256: str  # the lock the add started from: rewritten since, the add finished
+    added: list[str]  # the names it installs anew
+    changed: list[str]  # the names whose files it replaces
+    pid: int
 
 
 def _pending_paths(prefix: str) -> list[str]:
@@ -52,7 +61,7 @@ def write_pending(prefix: str, lock: Lock, added: Sequence[LockedDist],
         write_atomic(fallback, text, private=True)
 
 
-def read_pending(prefix: str) -> dict[str, Any] | None:
+def read_pending(prefix: str) -> Pending | None:
     """The journal an earlier add left (None when there is none; {} when it is unreadable)."""
     for path in _pending_paths(prefix):
         if not os.path.lexists(path):
@@ -60,8 +69,8 @@ def read_pending(prefix: str) -> dict[str, Any] | None:
         try:
             data = json.loads(read_text_file(path, "the pending add record", limit=1 << 16))
         except (BadInput, ValueError, OSError):
-            return {}
-        return data if isinstance(data, dict) else {}
+            return Pending()
+        return cast("Pending", data) if isinstance(data, dict) else Pending()
     return None
 
 

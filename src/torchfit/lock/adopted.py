@@ -19,6 +19,7 @@ from packaging.version import Version
 from torchfit.compat.versions import is_pep440
 from torchfit.lock.closure import find_dist_infos
 from torchfit.lock.model import Lock
+from torchfit.lock.tool import strings
 
 
 def write_base_stubs(lock: Lock, directory: str) -> str:
@@ -27,7 +28,7 @@ def write_base_stubs(lock: Lock, directory: str) -> str:
     each pinned to its installed version. They are never installed: add drops them from uv's
     answer (they are the base's own)."""
     os.makedirs(directory, exist_ok=True)
-    sites = [str(s) for s in lock.base().get("site") or []]
+    sites = strings(lock.base().get("site"))
     installed = lock.base().get("installed") or {}
     for name, version in sorted(installed.items()) if isinstance(installed, dict) else []:
         infos = find_dist_infos(sites, str(name))

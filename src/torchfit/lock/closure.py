@@ -37,6 +37,7 @@ from torchfit.compat.matrix import FAMILY_PACKAGES
 from torchfit.errors import EnvDrifted
 from torchfit.lock.model import Lock, LockedDist
 from torchfit.lock.pylock import LOCK_NAME
+from torchfit.lock.tool import strings
 from torchfit.runner import RunResult
 from torchfit.workers import last_record, read_records, worker_argv
 
@@ -304,7 +305,7 @@ def find_family_drift(prefix: str, lock: Lock, read: WheelReader) -> list[str]:
     installed RECORD against the wheel's own (a same-version build from another index has other
     hashes). The files themselves are not hashed here (a second or more per GB on every add):
     `verify --lock` and doctor's torch-files do that."""
-    sites = env_site_dirs(prefix) + [str(s) for s in lock.base().get("site") or []]
+    sites = env_site_dirs(prefix) + strings(lock.base().get("site"))
     family = {d.name: d for d in lock.family()}
     drift: list[str] = []
     for name in FAMILY_PACKAGES:

@@ -14,6 +14,7 @@ from typing import Any
 
 from torchfit._backports import FROZEN
 from torchfit.compat.matrix import FAMILY_PACKAGES
+from torchfit.jsontypes import JsonObject
 from torchfit.lock.tool import ToolTable
 
 EXPECTED_KEYS = ("torch", "cuda", "cudnn", "nccl")
@@ -81,15 +82,15 @@ class Lock:
 
     # --- [tool.torchfit], through lock.tool.ToolTable (its one reader) ---------------------
 
-    def plan(self) -> Mapping[str, Any]:
+    def plan(self) -> Mapping[str, object]:
         """[tool.torchfit.plan]: `torchfit resolve --json` as recorded at install ({} if none)."""
         return self.tool.plan or {}
 
-    def pin(self) -> Mapping[str, Any]:
+    def pin(self) -> Mapping[str, object]:
         """[tool.torchfit.nccl]: the NCCL pin the env was built with ({} if none)."""
         return self.tool.nccl or {}
 
-    def request(self) -> Mapping[str, Any]:
+    def request(self) -> Mapping[str, object]:
         """[tool.torchfit.request]: the options the plan was resolved with ({} if none)."""
         return self.tool.request or {}
 
@@ -97,11 +98,11 @@ class Lock:
         """The torch index the family came from ("" if the lock does not say)."""
         return self.tool.torch_index_url or ""
 
-    def hosts(self) -> list[Mapping[str, Any]]:
+    def hosts(self) -> list[Mapping[str, object]]:
         """The host facts the lock was made for: [tool.torchfit.host], or install's [[tool.torchfit.hosts]]."""
         return [h for h in [self.tool.host or {}, *(self.tool.hosts or ())] if h]
 
-    def base(self) -> Mapping[str, Any]:
+    def base(self) -> Mapping[str, object]:
         """[tool.torchfit.base]: an env torchfit adopted (`torchfit adopt`) rather than built: its
         torch family as installed (`family`: name -> version), never replaced, every other
         distribution installed then (`installed`), the pip constraints it honours ({} if none)."""
@@ -151,7 +152,7 @@ class NcclPin:
                 " (--nccl)" if self.mechanism == "wheel-override" else "")
         return "none (no NCCL in this build)"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"mechanism": self.mechanism, "package": self.package, "version": self.version,
                 "library": self.library}
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -38,7 +38,7 @@ from torchfit.inputs import (
 )
 from torchfit.lock.model import Artifact, Lock, LockedDist
 from torchfit.lock.toml import Inline, drop_none, dumps_toml
-from torchfit.lock.tool import ToolTable, find_table
+from torchfit.lock.tool import ToolTable, find_table, table
 from torchfit.redact import redact, strip_credentials
 
 __all__ = [
@@ -102,7 +102,7 @@ def check_package_count(text: str, source: str, count: int | None = None) -> Non
 _PACKAGES_HEADER = re.compile(r"^[ \t]*\[\[[ \t]*packages[ \t]*\]\]", re.MULTILINE)
 
 
-def _pylock_of(data: dict[str, Any], source: str, local_root: str | None) -> Lock:
+def _pylock_of(data: Mapping[str, object], source: str, local_root: str | None) -> Lock:
     """`parse_pylock` of the parsed TOML."""
     version = data.get("lock-version")
     # PEP 751: lock-version is "MAJOR.MINOR"; a reader refuses a major it does not know.
@@ -113,7 +113,8 @@ def _pylock_of(data: dict[str, Any], source: str, local_root: str | None) -> Loc
         raise BadInput(f"{source}: no [[packages]]")
     check_package_count("", source, len(raw))
     dists = [_read_package(p, f"{source}: packages[{i}]", local_root) for i, p in enumerate(raw)]
-    envs = data.get("environments") or []
+    envs = data.get("environments")
+    envs = envs if isinstance(envs, list) else []
     return Lock(
         packages=tuple(dists),
         tool=ToolTable.from_toml(find_table(data), source, _check_url),
@@ -341,7 +342,7 @@ def parse_lock(text: str, source: str) -> Lock:
     return lock
 
 
-def _validate_pep751(data: dict[str, Any], source: str) -> None:
+def _validate_pep751(data: Mapping[str, object], source: str) -> None:
     """PEP 751's own rules for a lock `install --lock` rebuilds, through packaging's reader of
     the format (`packaging.pylock.Pylock`, packaging >= 26.1): the keys each table needs and
     their types, one source kind per package, normalized names, wheel file names, markers,
@@ -389,7 +390,7 @@ def load_lock(path: str) -> Lock:
     lock = parse_lock(_read_text(path), shown(path))
     if lock.base():
         raise BadInput(f"{shown(path)}: the lock of an adopted env (torchfit adopt): its torch "
-                       f"{lock.base().get('family', {}).get('torch', '?')} is the one installed there, which no "
+                       f"{table(lock.base().get('family')).get('torch', '?')} is the one installed there, which no "
                        "index serves; adopt the same base image's env instead of installing from this lock")
     return lock
 
@@ -449,7 +450,7 @@ def load_pin_mechanism(path: str) -> str | None:
 def render_lock(lock: Lock) -> str:
     """The pylock.toml text of `lock` (credentials stripped and redacted)."""
     packages = [package_table(d) for d in lock.packages]
-    doc: dict[str, Any] = {
+    doc: dict[str, object] = {
         "lock-version": LOCK_VERSION,
         "created-by": "torchfit",
         "requires-python": lock.requires_python,
@@ -466,15 +467,15 @@ def render_lock(lock: Lock) -> str:
     return redact(header + dumps_toml(doc))
 
 
-def package_table(d: LockedDist, *, verbatim: bool = False) -> dict[str, Any]:
+def package_table(d: LockedDist, *, verbatim: bool = False) -> dict[str, object]:
     """A PEP 751 `[[packages]]` entry: its wheels (or sdist), index and hashes; no credentials.
 
     `verbatim`: the URLs as they are, credentials included, for a file only this user
     reads that an installer consumes at once (a signed file URL works only whole)."""
     url: Callable[[str], str] = (lambda u: u) if verbatim else strip_credentials
-    entry: dict[str, Any] = {"name": d.name, "version": d.version, "marker": d.marker,
-                             "requires-python": d.requires_python,
-                             "index": url(d.index).rstrip("/") if d.index else None}
+    entry: dict[str, object] = {"name": d.name, "version": d.version, "marker": d.marker,
+                                "requires-python": d.requires_python,
+                                "index": url(d.index).rstrip("/") if d.index else None}
     wheels = [a for a in d.artifacts if a.kind == "wheel"]
     sdists = [a for a in d.artifacts if a.kind == "sdist"]
     if sdists:
@@ -484,7 +485,7 @@ def package_table(d: LockedDist, *, verbatim: bool = False) -> dict[str, Any]:
     return entry
 
 
-def artifact_table(a: Artifact, *, verbatim: bool = False) -> dict[str, Any]:
+def artifact_table(a: Artifact, *, verbatim: bool = False) -> dict[str, object]:
     """A PEP 751 file table (`wheels` entry, `sdist`): no credentials in its URL (unless `verbatim`)."""
     return {
         "name": a.filename,

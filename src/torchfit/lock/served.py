@@ -14,10 +14,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from torchfit._backports import FROZEN
 from torchfit.errors import BadInput, IndexMalformed, IndexUnavailable
+from torchfit.jsontypes import JsonObject
 from torchfit.lock.artifacts import copy_local, local_location, lock_dir, size_limit
 from torchfit.lock.model import Artifact, Lock, LockedDist
 from torchfit.redact import redact
@@ -36,7 +36,7 @@ class Served:
     size: int
     why: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"package": self.package, "version": self.version, "file": self.file, "source": self.source,
                 "bytes": self.size, "ok": self.why is None, "why": self.why}
 

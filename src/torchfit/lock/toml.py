@@ -77,30 +77,31 @@ def _is_table_array(value: object) -> bool:
     return isinstance(value, (list, tuple)) and bool(value) and all(_is_table(v) for v in value)
 
 
-def dumps_toml(data: Mapping[str, Any], *, under: Sequence[str] = ()) -> str:
+def dumps_toml(data: Mapping[str, object], *, under: Sequence[str] = ()) -> str:
     """TOML text for `data`: dicts become [tables], lists of dicts [[arrays of tables]].
 
     None values are left out (TOML has no null). Keys of a table come before its
     sub-tables, as TOML requires. `under`: `data` is the table at that dotted path
     (`("tool", "uv")`), written after text that opened it: its own keys first, then its
-    sub-tables as `[tool.uv.sources]`, no header of its own.
+    sub-tables as `[tool.uv.sources]`, no header of its own. A value TOML cannot hold is
+    TypeError (`toml_value`): the type says "any mapping", the writer checks each value.
     """
     lines: list[str] = []
     _emit(lines, [toml_key(k) for k in under], data)
     return "\n".join(lines).lstrip("\n") + "\n"
 
 
-def _emit(lines: list[str], path: list[str], table: Mapping[str, Any]) -> None:
+def _emit(lines: list[str], path: list[str], table: Mapping[str, object]) -> None:
     for key, value in table.items():
         if value is None or _is_table(value) or _is_table_array(value):
             continue
         lines.append(f"{toml_key(str(key))} = {toml_value(value)}")
     for key, value in table.items():
         sub = [*path, toml_key(str(key))]
-        if _is_table(value):
+        if isinstance(value, Mapping) and not isinstance(value, Inline):
             lines += ["", "[" + ".".join(sub) + "]"]
             _emit(lines, sub, value)
-        elif _is_table_array(value):
+        elif isinstance(value, (list, tuple)) and _is_table_array(value):
             for item in value:
                 lines += ["", "[[" + ".".join(sub) + "]]"]
                 _emit(lines, sub, item)

@@ -16,6 +16,10 @@ every shape torchfit has written, because locks on disk outlive the code that wr
 The torch index had two key names (`torch-index-url`, export's `index-url`); it is written
 as `torch-index-url` only, and read from either. Keys this torchfit does not know (a newer
 torchfit's) are kept in `extra` and written back as they were.
+
+The sub-tables (`plan`, `nccl`, `request`, `expected`, `hosts`, `base`, `added`) are
+`Mapping[str, object]`: a lock on disk may hold anything under a key, so each reader checks
+what it takes (`strings` for a list of text, `table` for a sub-table, `str()` for a value).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from torchfit._backports import FROZEN
 from torchfit.errors import BadInput
@@ -54,7 +58,7 @@ _KEYS = {
 class Pin(Protocol):
     """The NCCL pin an env is built with: lock.model.NcclPin (model imports this module)."""
 
-    def to_json(self) -> dict[str, Any]: ...
+    def to_json(self) -> Mapping[str, object]: ...
 
 
 def utc_now() -> str:
@@ -62,22 +66,32 @@ def utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def find_table(doc: object) -> Mapping[str, Any]:
+def find_table(doc: object) -> Mapping[str, object]:
     """The `[tool.torchfit]` table of a parsed TOML document as written ({} when it has none)."""
     tool = doc.get("tool") if isinstance(doc, Mapping) else None
     table = tool.get("torchfit") if isinstance(tool, Mapping) else None
     return table if isinstance(table, Mapping) else {}
 
 
+def strings(value: object) -> list[str]:
+    """A list read from the table, each item as text ([] for a key that is missing or not a list)."""
+    return [str(v) for v in value] if isinstance(value, (list, tuple)) else []
+
+
+def table(value: object) -> Mapping[str, object]:
+    """A sub-table read from the table ({} for a key that is missing or not a table)."""
+    return value if isinstance(value, Mapping) else {}
+
+
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _table(value: object) -> Mapping[str, Any] | None:
+def _table(value: object) -> Mapping[str, object] | None:
     return dict(value) if isinstance(value, Mapping) else None
 
 
-def _tables(value: object) -> tuple[Mapping[str, Any], ...] | None:
+def _tables(value: object) -> tuple[Mapping[str, object], ...] | None:
     return tuple(dict(v) for v in value if isinstance(v, Mapping)) if isinstance(value, list) else None
 
 
@@ -105,28 +119,28 @@ class ToolTable:
     older export's `index-url` too)."""
     family: tuple[str, ...] | None = None
     """The torch family's package names the env has (torch, torchvision, torchaudio)."""
-    request: Mapping[str, Any] | None = None
+    request: Mapping[str, object] | None = None
     """The options the plan was resolved with: `args` (the request as words), `strict-driver`."""
     rebuilt_from: str | None = None
     """The lock an `install --lock` rebuilt this env from (`rebuilt-from`)."""
     sources: tuple[str, ...] | None = None
     """Where packages came from, one line each (index.sources.Sources.describe)."""
-    nccl: Mapping[str, Any] | None = None
+    nccl: Mapping[str, object] | None = None
     """The NCCL pin the env was built with (lock.model.NcclPin.to_json)."""
-    expected: Mapping[str, Any] | None = None
+    expected: Mapping[str, object] | None = None
     """The runtime versions `torchfit verify` should find (torch, cuda, cudnn, nccl, python)."""
-    plan: Mapping[str, Any] | None = None
+    plan: Mapping[str, object] | None = None
     """`torchfit resolve --json` as recorded (compat.plan.plan_to_json), grown by each add."""
-    host: Mapping[str, Any] | None = None
+    host: Mapping[str, object] | None = None
     """One host's facts (compat.facts.facts_to_json): an older lock's single `[tool.torchfit.host]`."""
-    hosts: tuple[Mapping[str, Any], ...] | None = None
+    hosts: tuple[Mapping[str, object], ...] | None = None
     """The facts of the hosts the lock was made for (`[[tool.torchfit.hosts]]`; none in an export)."""
-    base: Mapping[str, Any] | None = None
+    base: Mapping[str, object] | None = None
     """An adopted env's base (`torchfit adopt`): its family as installed (`family`: name -> version),
     every distribution installed then (`installed`), its site directories, its pip constraints."""
-    added: tuple[Mapping[str, Any], ...] | None = None
+    added: tuple[Mapping[str, object], ...] | None = None
     """Each `torchfit add`, in order: `at`, `requirements`, `sources`, `accepted-base-label`."""
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, object] = field(default_factory=dict)
     """The keys this torchfit does not know (a newer one's), written back as they were."""
 
     # --- reading -------------------------------------------------------------------------------
@@ -168,9 +182,9 @@ class ToolTable:
             extra={k: v for k, v in raw.items() if k not in known},
         )
 
-    def to_toml(self) -> dict[str, Any]:
+    def to_toml(self) -> dict[str, object]:
         """The table as a lock holds it (keys in writing order; None values are left out by the writer)."""
-        out: dict[str, Any] = dict(self.extra)
+        out: dict[str, object] = dict(self.extra)
         for name, key in _KEYS.items():
             value = getattr(self, name)
             if isinstance(value, tuple):
@@ -197,7 +211,7 @@ class ToolTable:
 
     def accepted_base_labels(self) -> list[str]:
         """Every pin an earlier add accepted on an adopted base's label (`--accept-base-label`)."""
-        return [str(x) for h in self.added or () for x in h.get("accepted-base-label") or []]
+        return [str(x) for h in self.added or () for x in strings(h.get("accepted-base-label"))]
 
     # --- building ------------------------------------------------------------------------------
 
@@ -216,7 +230,7 @@ class ToolTable:
     def for_install(cls, plan: Plan, pin: Pin, torch_index: str | None, hosts: Sequence[HostFacts], *,
                     installer: str, python_version: str | None, family: Sequence[str], args: Sequence[str],
                     strict_driver: bool, rebuilt_from: str | None, sources: Sequence[str],
-                    expected: Mapping[str, Any]) -> ToolTable:
+                    expected: Mapping[str, object]) -> ToolTable:
         """The table `torchfit install` writes: `installable`'s, plus torchfit's version, when, the
         installer, the env's Python, the request, the sources and the versions verify expects."""
         from torchfit import __version__
@@ -228,7 +242,7 @@ class ToolTable:
 
     @classmethod
     def for_adopt(cls, *, python: str | None, torch: str, variant: str, family: Mapping[str, str],
-                  installed: Mapping[str, str], base: Mapping[str, Any], expected: Mapping[str, Any],
+                  installed: Mapping[str, str], base: Mapping[str, object], expected: Mapping[str, object],
                   created: str) -> ToolTable:
         """The table `torchfit adopt` writes: no packages are locked; the base (what the env had,
         never replaced) and a plan of its torch as installed, which `torchfit add` grows."""
@@ -241,10 +255,10 @@ class ToolTable:
                    python_version=python, family=tuple(sorted(family)), base=dict(base), request={"args": []},
                    expected=dict(expected), plan=plan)
 
-    def with_added(self, plan: Mapping[str, Any], requirements: Sequence[str], sources: Sequence[str],
+    def with_added(self, plan: Mapping[str, object], requirements: Sequence[str], sources: Sequence[str],
                    accepted_base_label: Sequence[str] = ()) -> ToolTable:
         """The table after a `torchfit add`: its grown plan, and the add appended to `added`."""
-        entry: dict[str, Any] = {"at": utc_now(), "requirements": list(requirements), "sources": list(sources)}
+        entry: dict[str, object] = {"at": utc_now(), "requirements": list(requirements), "sources": list(sources)}
         if accepted_base_label:
             entry["accepted-base-label"] = list(accepted_base_label)
         return replace(self, plan=dict(plan), added=(*(self.added or ()), entry))

@@ -38,7 +38,7 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TypedDict
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -71,9 +71,26 @@ def uv_version(runner: Runner, uv: str) -> Version | None:
 # --- the project uv resolves ------------------------------------------------------------------
 
 
+class UvIndex(TypedDict, total=False):
+    """One `[[tool.uv.index]]` table, as uv's docs name its keys."""
+
+    name: str
+    url: str
+    explicit: bool  # only the packages whose `sources` name it come from it
+    format: str  # "flat": a find-links location, not a simple index
+    default: bool  # what uv takes every other package from, instead of PyPI
+
+
+class UvRouting(TypedDict):
+    """`[tool.uv]`'s `index` tables and its `sources` (package -> `{ index = NAME }`)."""
+
+    index: list[UvIndex]
+    sources: dict[str, Inline]
+
+
 def uv_routing(index_name: str, index_url: str, routed: Sequence[str], *,
                default_index: str | None = None, flat: bool = False,
-               pages: Mapping[str, str] | None = None) -> dict[str, Any]:
+               pages: Mapping[str, str] | None = None) -> UvRouting:
     """`[tool.uv]`'s `index` and `sources`: `routed` from the explicit index `index_url` only.
 
     `default_index`: a `[[tool.uv.index]]` marked default (what uv takes every other
@@ -82,10 +99,10 @@ def uv_routing(index_name: str, index_url: str, routed: Sequence[str], *,
     package -> a project's own wheel page (PyG's torch-2.8.0+cu128.html), each an explicit
     flat index that serves that package alone.
     """
-    torch_index: dict[str, Any] = {"name": index_name, "url": index_url, "explicit": True}
+    torch_index: UvIndex = {"name": index_name, "url": index_url, "explicit": True}
     if flat:
         torch_index["format"] = "flat"
-    index: list[dict[str, Any]] = [torch_index]
+    index: list[UvIndex] = [torch_index]
     sources = {n: Inline(index=index_name) for n in dict.fromkeys(routed)}
     for n, page in enumerate(dict.fromkeys((pages or {}).values())):
         index.append({"name": f"torchfit-page-{n}", "url": page, "explicit": True, "format": "flat"})
@@ -95,7 +112,7 @@ def uv_routing(index_name: str, index_url: str, routed: Sequence[str], *,
     return {"index": index, "sources": sources}
 
 
-def dumps_routing(routing: Mapping[str, Any]) -> str:
+def dumps_routing(routing: UvRouting) -> str:
     """`uv_routing`'s tables as TOML text, to follow a `[tool.uv]` table's own keys."""
     return dumps_toml(routing, under=("tool", "uv"))
 

@@ -28,7 +28,6 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from packaging.utils import (
     InvalidSdistFilename,
@@ -43,6 +42,7 @@ from torchfit.index.client import IndexClient
 from torchfit.index.pages import IndexFile
 from torchfit.index.wheelmeta import HttpRangeSource, WheelArchive, wheel_metadata
 from torchfit.inputs import decode_json
+from torchfit.jsontypes import JsonObject
 from torchfit.matrixcheck.wheels import linux_requirements
 
 PYPI = "https://pypi.org/simple"
@@ -247,5 +247,5 @@ def measure_triton_pins(client: IndexClient, torches: Iterable[str], *, index: s
     return out
 
 
-def to_json(releases: list[MeasuredRelease]) -> list[dict[str, Any]]:
+def to_json(releases: list[MeasuredRelease]) -> list[JsonObject]:
     return [vars(r) for r in releases]

@@ -12,11 +12,12 @@ file stays true. An index error is never known: an unread page is no answer.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 from torchfit._backports import FROZEN
 from torchfit.errors import BadInput
+from torchfit.jsontypes import JsonObject
 from torchfit.matrixcheck.report import DRIFT, CheckReport, Finding
 
 MAX_KNOWN_BYTES = 1 << 20
@@ -39,12 +40,12 @@ class KnownFinding:
         return (fact, package, version) == (self.fact, self.package, self.version) and (
             self.variant is None or variant == self.variant)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"fact": self.fact, "package": self.package, "version": self.version,
                 "variant": self.variant, "reason": self.reason, "where": self.where}
 
 
-def parse_known(data: dict[str, Any], name: str) -> tuple[KnownFinding, ...]:
+def parse_known(data: Mapping[str, object], name: str) -> tuple[KnownFinding, ...]:
     """The entries of a known-findings file's parsed TOML; BadInput (`NAME: finding[i]: ...`) for
     a table that is not one, an unknown or missing key, or a value that is not a string."""
     entries = data.get("finding", [])

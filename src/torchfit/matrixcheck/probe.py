@@ -34,7 +34,7 @@ import struct
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import IO, Any
+from typing import IO, Any, TypedDict
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
@@ -49,6 +49,7 @@ from torchfit.index.wheelmeta import (
     ZipMember,
     copy_to_temp,
 )
+from torchfit.jsontypes import JsonObject
 from torchfit.matrixcheck.wheels import linux_requirements, parse_pins
 
 # get_arch_list()'s tokens: sm_90, sm_90a, sm_100f, compute_120 (CUDA); gfx942,
@@ -75,6 +76,45 @@ _ELF_NAME = re.compile(r"(\.so(\.[0-9.]+)?$|^torch/bin/[^/]+$|^[^/]+\.libs/[^/]+
 # ---------------------------------------------------------------------------
 # What a probe found
 # ---------------------------------------------------------------------------
+
+
+class Fatbin(TypedDict):
+    """`parse_fatbin`: an `.nv_fatbin` section's containers, SASS and PTX entries (target -> count)."""
+
+    containers: int
+    sass: dict[str, int]  # "sm_90" -> entries
+    ptx: dict[str, int]  # "compute_90" -> entries
+
+
+class Embedded(TypedDict, total=False):
+    """`WheelFacts.embedded`: the GPU code of one member, a CUDA fatbin's or a ROCm offload bundle's."""
+
+    member: str
+    containers: int  # CUDA
+    sass: dict[str, int]
+    ptx: dict[str, int]
+    targets: list[str]  # ROCm: gfx942 ...
+    bundle_ids: int
+
+
+class WheelTags(TypedDict):
+    """`parse_tags`: a wheel file name's tags, CPython tags, platform and manylinux floor."""
+
+    tags: list[str]
+    python_tags: list[str]
+    platform: str | None
+    manylinux_glibc: str | None
+
+
+class WheelMetadata(TypedDict):
+    """`parse_metadata`: what a wheel's METADATA states for Linux on one platform."""
+
+    name: str | None
+    version: str | None
+    requires_python: str | None
+    classifiers: list[str]  # "3.10" ...
+    pins: dict[str, str]  # cudnn, nccl, cuda-runtime, cuda-toolkit
+    requires: dict[str, str]  # torch / torchvision / torchaudio specifiers
 
 
 @dataclass
@@ -107,7 +147,7 @@ class WheelFacts:
     arch: list[str] | None = None  # CUDA: sm_75 ...; ROCm: gfx942 ...
     arch_matrix: str | None = None  # matrix spelling: 7.5;8.0;...;12.0+PTX | gfx900;gfx942
     arch_member: str | None = None
-    embedded: dict[str, Any] | None = None  # {"member", "sass", "ptx", "containers"} | {"member", "targets"}
+    embedded: Embedded | None = None
     embedded_agrees: bool | None = None
     glibc_floor: str | None = None
     glibc_member: str | None = None  # one ELF file that needs the floor
@@ -118,11 +158,11 @@ class WheelFacts:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> WheelFacts:
+    def from_json(cls, obj: object) -> WheelFacts:
         if not isinstance(obj, dict):
             raise ValueError("a probe record must be a JSON object")
         known = {k: v for k, v in obj.items() if k in cls.__dataclass_fields__}
@@ -211,7 +251,7 @@ def cuda_arch_to_matrix(tokens: Iterable[str]) -> str:
     return ";".join(f"{a}+PTX" if a in ptx else a for a in order)
 
 
-def parse_fatbin(fh: IO[bytes], start: int, size: int) -> dict[str, Any]:
+def parse_fatbin(fh: IO[bytes], start: int, size: int) -> Fatbin:
     """SASS and PTX entries of an `.nv_fatbin` section at `start` (`size` bytes) of `fh`.
 
     Layout (as cuobjdump reads it): containers of header `<IHHQ>` (magic
@@ -308,7 +348,7 @@ def _gfx_key(g: str) -> tuple[int, str]:
     return (len(g), g)
 
 
-def parse_metadata(text: str, platform: str) -> dict[str, Any]:
+def parse_metadata(text: str, platform: str) -> WheelMetadata:
     """The facts a wheel's METADATA states, for Linux on `platform` (markers evaluated)."""
     msg = email.parser.HeaderParser().parsestr(text)
     pins = parse_pins(text, platform, facts=("cudnn", "nccl", "cuda-runtime", "cuda-toolkit"))
@@ -337,7 +377,7 @@ def parse_version_py(text: str) -> dict[str, str | None]:
     return out
 
 
-def parse_tags(filename: str) -> dict[str, Any]:
+def parse_tags(filename: str) -> WheelTags:
     """Tags of a wheel file name: CPython tags, platform, the manylinux glibc floor."""
     try:
         _name, _ver, _build, tags = parse_wheel_filename(filename)
@@ -543,7 +583,7 @@ def _probe_embedded(archive: WheelArchive, facts: WheelFacts, keep: dict[str, IO
         facts.notes.append(f"{m.name} has no .nv_fatbin section")
         return
     fat = parse_fatbin(fh, *where)
-    facts.embedded = {"member": m.name, **fat}
+    facts.embedded = {"member": m.name, "containers": fat["containers"], "sass": fat["sass"], "ptx": fat["ptx"]}
     if facts.arch is None:
         return
     # An arch of the build list has code in (nearly) every container; a few kernels

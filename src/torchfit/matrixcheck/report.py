@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from torchfit._backports import FROZEN
+from torchfit.jsontypes import JsonObject
 from torchfit.redact import redact
 
 DRIFT, NOTE, ERROR = "drift", "note", "error"
@@ -35,7 +35,7 @@ class Finding:
         its kind, package, version and variant; never its message, whose wording may change."""
         return (self.fact, self.package, self.version, self.variant)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out["where"] = f"matrix.toml:{self.line}" if self.line else None
         return out
@@ -52,7 +52,7 @@ class CheckReport:
     observed: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)  # (torch, variant) -> pins
     covered: frozenset[tuple[str, str]] = frozenset()  # (package, version) of every build and companion checked
     known: tuple[tuple[Finding, str], ...] = ()  # drift the site's known-findings file accepts, with its reason
-    stale: tuple[dict[str, Any], ...] = ()  # that file's entries the run covered and no longer found
+    stale: tuple[JsonObject, ...] = ()  # that file's entries the run covered and no longer found
 
     @property
     def drift(self) -> tuple[Finding, ...]:
@@ -66,7 +66,7 @@ class CheckReport:
     def ok(self) -> bool:
         return not self.drift and not self.errors
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "ok": self.ok,
             "target": self.target,

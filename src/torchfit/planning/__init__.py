@@ -84,8 +84,6 @@ class PlanSettings:
     timeout: float = 600.0
     explain: bool = False
     no_build: bool = False
-    # install: the plan's https files are about to be downloaded; check where they redirect first
-    check_downloads: bool = False
 
 
 def make_plan(hosts: Sequence[HostFacts], request: Request, matrix: Matrix, settings: PlanSettings, *,

@@ -256,9 +256,7 @@ class ProjectPlanner(OnSources):
         companions = self.constraints.companions
         compiled, notes, warnings, routed = self._refine(first, builds, compiled, Version(Version(torch).public),
                                                          companions, work)
-        refuse_plain_http(compiled, allow_insecure=self.settings.allow_insecure,
-                          check_downloads=self.settings.check_downloads
-                          and not self.settings.sources(first.variant).offline, client=lambda: self.torch.client)
+        refuse_plain_http(compiled, allow_insecure=self.settings.allow_insecure)
         sources = self.settings.sources(first.variant)
         refuse_lying_metadata(compiled, work, client=lambda: self.torch.client, note=self.progress.warn,
                               indexes=() if sources.offline or sources.no_index else
@@ -309,11 +307,12 @@ class ProjectPlanner(OnSources):
         warnings += [_sdist_line(d.name, str(d.version), companions, self.passes.passed.get(d.name)) +
                      (f"; {fact}" if (fact := self.passes.unfit_of(f"{d.name} {d.version}")) else "") for d in sdists]
         culprit = self._held_by(plan, builds, held, work, resolved) if held and self.settings.explain else None
-        return assemble(plan, builds, held, resolved, routed, notes, warnings, request=self.request,
-                        where=self.torch.where(plan.variant), read=self.torch.served.get(plan.variant) is not None,
-                        culprit=culprit, platforms=self.passes.platforms, pages=self.passes.pages,
-                        index_url=strip_credentials(self.settings.sources(plan.variant).torch_index),
-                        torch_given=self.settings.torch_given, source_notes=self.torch.notes)
+        final = assemble(plan, builds, held, resolved, routed, notes, warnings, request=self.request,
+                         where=self.torch.where(plan.variant), read=self.torch.served.get(plan.variant) is not None,
+                         culprit=culprit, platforms=self.passes.platforms, pages=self.passes.pages,
+                         index_url=strip_credentials(self.settings.sources(plan.variant).torch_index),
+                         torch_given=self.settings.torch_given, source_notes=self.torch.notes)
+        return replace(final, files=tuple(a.url for d in compiled.locked for a in d.artifacts if a.url))
 
     def _refine(self, first: Plan, builds: Sequence[Build], compiled: Compiled, torch: Version,
                 companions: Companions, work: str) -> tuple[Compiled, list[str], list[str], list[str]]:

@@ -30,7 +30,7 @@ from torchfit.errors import (
     NoCompatibleSet,
     ResolveFailed,
 )
-from torchfit.index.client import IndexClient, check_file_redirects
+from torchfit.index.client import IndexClient
 from torchfit.index.metacheck import find_disagreement, find_remote_disagreement, local_path
 from torchfit.lock.platforms import Target, group_refusal
 from torchfit.lock.uv import Compiled, explanation, names_family, not_found
@@ -167,14 +167,13 @@ def explain_held(probe: Compiled, resolved: dict[str, str], held: Sequence[Build
     return (head + "; " if head else "") + f"with torch {held[0].torch}, uv says: {said}"
 
 
-def refuse_plain_http(compiled: Compiled, *, allow_insecure: bool, check_downloads: bool,
-                      client: Callable[[], IndexClient]) -> None:
+def refuse_plain_http(compiled: Compiled, *, allow_insecure: bool) -> None:
     """IndexUnavailable (exit 1) when a file of the resolved set is fetched over plain http and
     --allow-insecure-index was not given: an https index that lists http:// links sends uv and
     pip there silently, and the file would travel in clear (what install, the lock and export
-    would then carry). The user's own http:// sources need the flag already. For install
-    (`check_downloads`: not offline), each https file's redirects too (index.client.check_file_redirects,
-    through `client()`, made only then)."""
+    would then carry). The user's own http:// sources need the flag already. Where an https
+    file redirects is the fetch step's to check (installer/backends.StepContext.check_fetch),
+    just before uv or pip downloads it."""
     if allow_insecure:
         return
     plain = [a.url for d in compiled.locked for a in d.artifacts
@@ -184,10 +183,6 @@ def refuse_plain_http(compiled: Compiled, *, allow_insecure: bool, check_downloa
                                          f"{'s' * (len(plain) != 1)} of the plan); refused: it would travel "
                                          "unencrypted", hint="fix the index, or pass --allow-insecure-index to "
                                                              "accept it")
-    if check_downloads:
-        # uv and pip follow an https -> http redirect of a file silently (issue 25, measured)
-        urls = [a.url for d in compiled.locked for a in d.artifacts if a.url]
-        check_file_redirects(client(), urls)
 
 
 def refuse_lying_metadata(compiled: Compiled, work: str, *, client: Callable[[], IndexClient] | None = None,

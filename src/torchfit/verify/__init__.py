@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from torchfit.background import Background, Wake
 from torchfit.checks import Check, Status
-from torchfit.host.links import probe_links
+from torchfit.host.links import Links, probe_links
 from torchfit.lock.pylock import load_expected
 from torchfit.owned import hand_over, owned_temp_dir, remove_owned_dir, remove_tree
 from torchfit.progress import Progress
@@ -53,6 +53,7 @@ from torchfit.verify.watch import DdpRun, Inspection, child_env
 
 if TYPE_CHECKING:
     from torchfit.compat.judgements import GpuHost
+    from torchfit.workers.records import InspectionFacts
 
 __all__ = ["verify"]
 
@@ -62,7 +63,7 @@ POLL_S = 0.1
 WORK_ROOM = 128 << 10
 
 
-def find_lock(opts: Options, insp: Mapping[str, Any]) -> str | None:
+def find_lock(opts: Options, insp: InspectionFacts) -> str | None:
     if opts.lock:
         return opts.lock
     prefix = opts.env_prefix or (insp.get("python") or {}).get("prefix")
@@ -114,7 +115,7 @@ def verify(opts: Options, observer: Progress | None = None) -> Report:
     pre = judge_environment(env, nccl=nccl, gpu_count=host_gpus,
                             multi_node=f"verify across {opts.nnodes} nodes" if opts.nnodes > 1 else None)
     report.checks.extend(shown(pre))
-    links_box: dict[str, Any] = {}
+    links_box: Links = {}
     prober: Background[None] | None = None
     if (
         opts.backend != "gloo"
@@ -212,7 +213,7 @@ def _wake_on_exit(proc: Any, wake: Wake) -> None:
     Background(wait)
 
 
-def _gpu_host(opts: Options, facts: Mapping[str, Any], run: _Run) -> GpuHost | None:
+def _gpu_host(opts: Options, facts: InspectionFacts, run: _Run) -> GpuHost | None:
     """For a CPU build of torch on one node: is this a GPU host? (the judgement doctor and
     resolve make too). nvidia-smi runs once, for the decision and then the report."""
     torch_facts = facts.get("torch") or {}
@@ -398,7 +399,7 @@ def _judge_ddp(
     run: _Run,
     report: Report,
     prober: Background[None] | None,
-    links_box: Mapping[str, Any],
+    links_box: Links,
 ) -> None:
     ddp = run.ddp
     assert ddp is not None

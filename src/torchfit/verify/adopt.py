@@ -25,9 +25,11 @@ from packaging.version import Version
 from torchfit.checks import Check, Status
 from torchfit.compat.versions import is_pep440, release_label
 from torchfit.errors import AdoptRefused, BadInput
+from torchfit.jsontypes import JsonObject
 
 if TYPE_CHECKING:
     from torchfit.compat.judgements import GpuHost
+    from torchfit.workers.records import InspectionFacts, TorchRecord
 
 CONSTRAINT_FILE = "/etc/pip/constraint.txt"  # NVIDIA's PyTorch containers since 25.03
 FAMILY = ("torch", "torchvision", "torchaudio")
@@ -40,7 +42,7 @@ class Adopted:
     prefix: str
     lock_path: str
     family: dict[str, str]
-    torch: dict[str, Any]
+    torch: TorchRecord
     checks: list[Check]
     constraint_files: list[str]
     constraints: list[str]
@@ -48,14 +50,14 @@ class Adopted:
     label: str | None  # the base torch's prerelease/local label, e.g. "a0+5228986.nv25.08"
     notes: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"ok": True, "prefix": self.prefix, "lock": self.lock_path, "family": self.family,
                 "torch": self.torch, "label": self.label, "constraint_files": self.constraint_files,
                 "constraints": self.constraints, "installed": self.installed,
                 "checks": [{"id": c.name, "status": c.status.value, "summary": c.summary} for c in self.checks]}
 
 
-def inspect_env(python: str, timeout: float) -> tuple[dict[str, Any], list[Check]]:
+def inspect_env(python: str, timeout: float) -> tuple[InspectionFacts, list[Check]]:
     """verify's inspection of `python` (the worker run in that interpreter, watched), and its
     judgement against this host (`judge_inspection`): (facts, checks)."""
     from torchfit.owned import owned_temp_dir, remove_owned_dir
@@ -79,7 +81,7 @@ def inspect_env(python: str, timeout: float) -> tuple[dict[str, Any], list[Check
     return facts, checks
 
 
-def _gpu_host(facts: Mapping[str, Any], timeout: float) -> GpuHost | None:
+def _gpu_host(facts: InspectionFacts, timeout: float) -> GpuHost | None:
     torch = facts.get("torch") or {}
     if not torch or torch.get("cuda") or torch.get("hip"):
         return None
@@ -198,7 +200,7 @@ def adopt(prefix: str, *, force: bool, timeout: float, environ: Mapping[str, str
     tool = ToolTable.for_adopt(python=py.get("version"), torch=Version(version).public, variant=variant,
                                family=family, installed=installed, base=base, expected=expected, created=now)
     write_atomic(lock_path, render_lock(Lock(packages=(), tool=tool)))
-    return Adopted(prefix=prefix, lock_path=lock_path, family=family, torch=dict(torch), checks=checks,
+    return Adopted(prefix=prefix, lock_path=lock_path, family=family, torch=torch, checks=checks,
                    constraint_files=files, constraints=constraints, installed=len(installed),
                    label=label)
 

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchfit.checks import Check, Status
 from torchfit.compat.ncclenv import is_nccl_switch_on
 from torchfit.text import format_bytes_iec
 from torchfit.verify.inspection import cvd_entries
 from torchfit.verify.sizes import MIB
+
+if TYPE_CHECKING:
+    from torchfit.host.links import Links
 
 # Below this fraction of what the links promise, bandwidth is a warning. Measured
 # on 2x H200 NV18 (docs/architecture.md, Contracts): healthy 1 GiB busbw 322-332 GB/s of a 478 GB/s
@@ -160,7 +163,7 @@ def smi_indices(
 
 def bandwidth_report(
     rows: Sequence[Mapping[str, Any]],
-    links: Mapping[str, Any] | None,
+    links: Links | None,
     used: Sequence[int],
     env: Mapping[str, str],
     multi: bool,

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchfit.checks import Check, Status
+from torchfit.jsontypes import JsonObject
 from torchfit.verify.inspection import code_text
 from torchfit.verify.model import Options
 from torchfit.verify.watch import RankState, exit_text, last_stage, lines_tail, tail_file
+
+if TYPE_CHECKING:
+    from torchfit.workers.records import InspectionFacts
 
 _TORCHRUN_FAILURE = re.compile(
     r"rank\s*:\s*([0-9]+)\s*\(local_rank:\s*([0-9]+)\)\s*\n\s*exitcode\s*:\s*(-?[0-9]+)"
@@ -23,7 +27,7 @@ def parse_torchrun_exitcodes(text: str) -> dict[int, int]:
     return {int(m.group(1)): int(m.group(3)) for m in _TORCHRUN_FAILURE.finditer(text)}
 
 
-def plan_ddp(opts: Options, insp: Mapping[str, Any]) -> tuple[str | None, int, str | None]:
+def plan_ddp(opts: Options, insp: InspectionFacts) -> tuple[str | None, int, str | None]:
     """(backend, nproc, why not) for the DDP phase, from the inspection's facts."""
     if insp.get("torch_error") or not insp.get("torch"):
         return None, 0, "torch does not import"
@@ -75,7 +79,8 @@ def early_plan(opts: Options, gpus: int | None) -> tuple[str, int] | None:
     """
     if gpus is None or opts.nnodes != 1:
         return None
-    backend, nproc, why = plan_ddp(opts, {"torch": True, "devices": {"count": gpus}})
+    # facts as the inspection will give them: a torch that imported (its version not known yet)
+    backend, nproc, why = plan_ddp(opts, {"torch": {"version": None}, "devices": {"count": gpus}})
     if backend is None or why is not None:
         return None
     return backend, nproc
@@ -367,7 +372,7 @@ def _stall_check(
     return Check("ddp", Status.FAIL, summary, detail + tail_file(r.log, 8), hint=hint)
 
 
-def rank_to_json(r: RankState) -> dict[str, Any]:
+def rank_to_json(r: RankState) -> JsonObject:
     stage, step, _t = last_stage(r.records)
     err = r.first("error")
     return {

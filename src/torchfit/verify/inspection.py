@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from torchfit.checks import Check, Status
 from torchfit.compat import versions
@@ -17,6 +17,15 @@ from torchfit.verify.watch import lines_tail
 
 if TYPE_CHECKING:
     from torchfit.compat.judgements import GpuHost
+    from torchfit.workers.records import (
+        ConvRecord,
+        DevicesRecord,
+        GpuRecord,
+        InspectionFacts,
+        KernelRecord,
+        LibsRecord,
+        TorchRecord,
+    )
 
 # --- what the numbers mean ----------------------------------------------------------------
 # The decoders and the arch-list reader are compat's (one per encoding): these two
@@ -68,7 +77,7 @@ def cvd_entries(value: str | None) -> list[str] | None:
 
 
 def judge_inspection(
-    insp: Mapping[str, Any],
+    insp: InspectionFacts,
     backend: str | None,
     expected: Mapping[str, str] | None,
     lock_path: str | None,
@@ -109,7 +118,7 @@ def judge_inspection(
 
 
 def deciding_failure(
-    insp: Mapping[str, Any], backend: str | None, gpu_host: GpuHost | None = None
+    insp: InspectionFacts, backend: str | None, gpu_host: GpuHost | None = None
 ) -> Check | None:
     """The check, judged from the facts the inspection has once it knows the GPUs, that
     already makes the verdict FAIL whatever the ranks do; None when there is none.
@@ -126,7 +135,7 @@ def deciding_failure(
     return gpus if gpus.status is Status.FAIL else None
 
 
-def judge_python(insp: Mapping[str, Any]) -> Check:
+def judge_python(insp: InspectionFacts) -> Check:
     """The interpreter ran the worker: where it is."""
     py = insp.get("python") or {}
     return Check(
@@ -136,7 +145,7 @@ def judge_python(insp: Mapping[str, Any]) -> Check:
     )
 
 
-def judge_torch_import(insp: Mapping[str, Any]) -> Check:
+def judge_torch_import(insp: InspectionFacts) -> Check:
     """torch is missing or does not import."""
     py = insp.get("python") or {}
     err = insp.get("torch_error") or "torch did not report"
@@ -152,7 +161,7 @@ def judge_torch_import(insp: Mapping[str, Any]) -> Check:
     )
 
 
-def judge_torch(torch: Mapping[str, Any], libs: Mapping[str, Any]) -> Check:
+def judge_torch(torch: TorchRecord, libs: LibsRecord) -> Check:
     """torch imported: its version, build and the CUDA runtime and driver it found."""
     cuda, hip = torch.get("cuda"), torch.get("hip")
     build = f"CUDA {cuda}" if cuda else f"ROCm/HIP {hip}" if hip else "CPU build"
@@ -172,8 +181,8 @@ def judge_torch(torch: Mapping[str, Any], libs: Mapping[str, Any]) -> Check:
 
 
 def judge_gpus(
-    torch: Mapping[str, Any],
-    devices: Mapping[str, Any],
+    torch: TorchRecord,
+    devices: DevicesRecord,
     env: Mapping[str, str],
     backend: str | None,
     gpu_host: GpuHost | None = None,
@@ -239,7 +248,7 @@ def judge_gpus(
 
 
 def judge_arch_coverage(
-    torch: Mapping[str, Any], devices: Mapping[str, Any], arch_list: Sequence[str]
+    torch: TorchRecord, devices: DevicesRecord, arch_list: Sequence[str]
 ) -> Check | None:
     """Does the build carry code for every visible GPU? None without GPUs or a GPU build."""
     gpus = devices.get("gpus") or []
@@ -294,9 +303,9 @@ def judge_arch_coverage(
 
 
 def judge_kernels(
-    kernels: Sequence[Mapping[str, Any]] | None,
-    conv: Mapping[str, Any] | None,
-    devices: Mapping[str, Any],
+    kernels: Sequence[KernelRecord] | None,
+    conv: ConvRecord | None,
+    devices: DevicesRecord,
     complete: bool = True,
 ) -> Check | None:
     """A real kernel on each GPU (and cuDNN's conv2d on GPU 0); None when the
@@ -304,7 +313,7 @@ def judge_kernels(
     count = int(devices.get("count") or 0)
     if kernels is None:
         return Check("kernels", Status.FAIL, "the kernel test did not report") if complete else None
-    bad: list[Any] = [k for k in kernels if not k.get("ok")]
+    bad: list[KernelRecord | ConvRecord] = [k for k in kernels if not k.get("ok")]
     rows = [
         f"GPU {k['index']}: "
         + (
@@ -330,13 +339,13 @@ def judge_kernels(
     )
 
 
-def _gpu_line(g: Mapping[str, Any]) -> str:
+def _gpu_line(g: GpuRecord) -> str:
     if g.get("error"):
         return f"GPU {g.get('index')}: {g['error']}"
     return f"GPU {g.get('index')}: {g.get('name')} (compute capability {g.get('capability')}, {g.get('memory_mib')} MiB)"
 
 
-def judge_nccl(torch: Mapping[str, Any], libs: Mapping[str, Any], env: Mapping[str, str]) -> Check:
+def judge_nccl(torch: TorchRecord, libs: LibsRecord, env: Mapping[str, str]) -> Check:
     """Runtime NCCL (what is mapped) against the NCCL torch was compiled with."""
     nccl = libs.get("nccl") or {}
     runtime = code_text(nccl.get("code"))
@@ -405,7 +414,7 @@ def judge_nccl(torch: Mapping[str, Any], libs: Mapping[str, Any], env: Mapping[s
     )
 
 
-def judge_cudnn(torch: Mapping[str, Any], libs: Mapping[str, Any]) -> Check:
+def judge_cudnn(torch: TorchRecord, libs: LibsRecord) -> Check:
     runtime_code = libs.get("cudnn")
     lib = libs.get("cudnn_lib") or {}
     runtime = code_text(runtime_code) if isinstance(runtime_code, int) else None
@@ -431,7 +440,7 @@ def judge_cudnn(torch: Mapping[str, Any], libs: Mapping[str, Any]) -> Check:
     return Check("cudnn", Status.PASS, text)
 
 
-def runtime_versions(insp: Mapping[str, Any]) -> dict[str, tuple[str | None, str | None]]:
+def runtime_versions(insp: InspectionFacts) -> dict[str, tuple[str | None, str | None]]:
     """key -> (version that runs, file that provides it), for the lock comparison."""
     torch = insp.get("torch") or {}
     libs = insp.get("libs") or {}

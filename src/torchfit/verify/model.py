@@ -10,6 +10,8 @@ from typing import Any
 
 from torchfit._backports import FROZEN
 from torchfit.checks import Check, Status
+from torchfit.jsontypes import JsonObject
+from torchfit.workers.records import InspectionFacts
 
 
 @dataclass(**FROZEN)
@@ -36,10 +38,10 @@ class Options:
     keep: bool = False
 
 
-def check_to_json(c: Check) -> dict[str, Any]:
+def check_to_json(c: Check) -> JsonObject:
     """verify's JSON for one check: name, status (pass/warn/fail/skip), summary,
     and detail/hint when present."""
-    out: dict[str, Any] = {"name": c.name, "status": c.status.value, "summary": c.summary}
+    out: JsonObject = {"name": c.name, "status": c.status.value, "summary": c.summary}
     if c.detail:
         out["detail"] = list(c.detail)
     if c.hint:
@@ -54,7 +56,7 @@ class Report:
     python: str
     env_prefix: str | None
     checks: list[Check] = field(default_factory=list)
-    inspection: dict[str, Any] = field(default_factory=dict)
+    inspection: InspectionFacts = field(default_factory=lambda: InspectionFacts())
     ddp: dict[str, Any] | None = None
     nodes: list[dict[str, Any]] = field(default_factory=list)
     node_disagreements: list[str] = field(default_factory=list)
@@ -82,7 +84,7 @@ class Report:
         why = f": {first.summary}" if first else ""
         return f"FAIL {', '.join(self.failed)}{why}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "ok": self.ok,
             "verdict": self.verdict(),

@@ -4,13 +4,16 @@ CUDA, cuDNN, NCCL), and where nodes or the ranks of one node disagree."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchfit.host.nvidia import parse_module_version, parse_nvrm_version
 from torchfit.verify.inspection import code_text
 
+if TYPE_CHECKING:
+    from torchfit.workers.records import PeerRecord, SummaryRecord
 
-def parse_driver(info: Mapping[str, Any]) -> str | None:
+
+def parse_driver(info: SummaryRecord) -> str | None:
     """The driver version a rank saw (/proc/driver/nvidia/version or the module's)."""
     if info.get("nvrm"):
         found = parse_nvrm_version(str(info["nvrm"]))
@@ -29,7 +32,7 @@ ENV_COMPARED = ("CUDA_VISIBLE_DEVICES count", "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA
                 "LD_LIBRARY_PATH", "LD_PRELOAD")
 
 
-def env_row(env: Mapping[str, Any]) -> dict[str, str]:
+def env_row(env: Mapping[str, str]) -> dict[str, str]:
     """The compared environment of one rank, each value as shown ("unset" when absent)."""
     out = {}
     for key in ENV_COMPARED:
@@ -42,7 +45,7 @@ def env_row(env: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def peer_row(info: Mapping[str, Any]) -> dict[str, Any]:
+def peer_row(info: PeerRecord) -> dict[str, Any]:
     cudnn = info.get("cudnn")
     label = info.get("node_rank")
     return {
@@ -64,7 +67,7 @@ def peer_row(info: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def compare_peers(
-    peers: Sequence[Mapping[str, Any]],
+    peers: Sequence[PeerRecord],
 ) -> tuple[list[dict[str, Any]], list[str], list[str]]:
     """Per-node rows (ranks of a node merged), node disagreements, rank disagreements."""
     rows = [peer_row(p) for p in peers if isinstance(p, Mapping)]

@@ -27,6 +27,7 @@ from torchfit.fleet.srun import (
     run_srun,
     srun_complaint,
 )
+from torchfit.jsontypes import JsonObject
 from torchfit.redact import redact
 from torchfit.runner import Runner
 from torchfit.verify.model import check_to_json
@@ -181,7 +182,7 @@ class SlurmRun:
                 return list(rows)
         return []
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "ok": self.ok,
             "srun": [redact(a) for a in self.argv],

@@ -25,7 +25,7 @@ import signal
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from torchfit import runner
 from torchfit.checks import Check, Status
@@ -35,6 +35,9 @@ from torchfit.space import full_place
 from torchfit.verify.model import Options
 from torchfit.verify.sizes import iteration_plan
 from torchfit.workers import JsonlTail, script, worker_argv
+
+if TYPE_CHECKING:
+    from torchfit.workers.records import InspectionFacts
 
 DDP_STAGES = (
     "import",
@@ -82,14 +85,15 @@ def exit_text(code: int | None) -> str:
 # --- reading worker output ----------------------------------------------------------------
 
 
-def merge_facts(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def merge_facts(records: Iterable[Mapping[str, Any]]) -> InspectionFacts:
+    """inspect_worker.py's `fact` lines, merged by key: the shape it writes (workers/records.py)."""
+    out: dict[str, object] = {}
     for r in records:
         if r.get("kind") == "fact":
             out[r["key"]] = r.get("value")
             if r["key"] == "torch_error":
                 out["torch_traceback"] = r.get("traceback")
-    return out
+    return cast("InspectionFacts", out)
 
 
 def last_stage(records: Sequence[Mapping[str, Any]]) -> tuple[str, Any, float | None]:
@@ -181,7 +185,7 @@ class Inspection:
         self.seconds = 0.0
 
     @property
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> InspectionFacts:
         return merge_facts(self.tail.records)
 
     @property

@@ -17,9 +17,10 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from torchfit.errors import BadInput
+from torchfit.jsontypes import JsonObject
 
 if TYPE_CHECKING:
     from torchfit.checks import Check
@@ -34,7 +35,7 @@ def list_checks(as_json: bool) -> int:
     from torchfit.doctor.model import load_all
     from torchfit.installer.repair import FIXES, KIND_TEXT
 
-    rows: list[dict[str, Any]] = [{"id": s.id, "area": s.area, "title": s.title, "needs_log": s.needs_log,
+    rows: list[JsonObject] = [{"id": s.id, "area": s.area, "title": s.title, "needs_log": s.needs_log,
              "fix": FIXES.get(s.id), "fix_does": KIND_TEXT.get(FIXES.get(s.id, ""))} for s in load_all()]
     if as_json:
         from torchfit.cli.ui.jsonout import json_text
@@ -125,7 +126,7 @@ def _without_uv(plan: RepairPlan) -> str | None:
 
 def run_fix(args: argparse.Namespace, prefix: str, lock: Lock, checks: list[Check], ctx: Context,
             diagnose_again: Callable[[], tuple[list[Check], Context]],
-            report_json: Callable[[Sequence[Check], Context], dict[str, Any]]) -> int:
+            report_json: Callable[[Sequence[Check], Context], JsonObject]) -> int:
     """`--fix [--dry-run]` after the checks ran: plan, show or apply, run the checks again."""
     from torchfit.cli.ui.doctor import render_repairs, render_report
 

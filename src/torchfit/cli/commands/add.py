@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     job = AddJob(prefix=prefix, lock=lock, requirements=requirements, sources=sources,
                  installer=settings.installer_choice(args, os.environ),
                  observer=observer, timeout=args.timeout, source_args=settings.describe_sources(args),
-                 no_build=args.no_build, allow_insecure=args.allow_insecure_index, wait=args.wait,
+                 no_build=args.no_build, wait=args.wait,
                  allow_in_use=args.allow_in_use, accept_base_label=args.accept_base_label,
                  constraints=[r.text for r in project.constraints])
     with interrupts_raise(), PrefixLock(prefix, args.wait, observer.info):

@@ -9,7 +9,33 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import Any, TypedDict
+
+
+class SettingRow(TypedDict):
+    """One site setting: its value in force (credentials redacted), where it came from, what it is."""
+
+    key: str
+    value: str | float | list[str]
+    origin: str
+    what: str
+
+
+class FileRow(TypedDict):
+    """A configuration file looked at: its kind, path, whether it is there and could be read."""
+
+    kind: str
+    path: str
+    found: bool
+    readable: bool
+
+
+class Effective(TypedDict):
+    """`torchfit config`'s answer (`--json` adds `ok`; cli/ui/config.py renders it)."""
+
+    settings: list[SettingRow]
+    files: list[FileRow]
+    config_env: str  # the variable that names a configuration file
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
@@ -25,7 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def effective(environ: dict[str, str]) -> dict[str, Any]:
+def effective(environ: dict[str, str]) -> Effective:
     """{"settings": [{key, value, origin, what}], "files": [{kind, path, found}]} for this environment."""
     from torchfit.cli.settings import (
         CONFIG_ENV,
@@ -41,7 +67,7 @@ def effective(environ: dict[str, str]) -> dict[str, Any]:
 
     config = site_config(environ)
     pip = load_pip_config(environ)
-    rows = []
+    rows: list[SettingRow] = []
     for key, (_, what) in SITE_KEYS.items():
         value: Any = None
         origin = "default"
@@ -68,7 +94,7 @@ def effective(environ: dict[str, str]) -> dict[str, Any]:
         shown = [redact(v) for v in value] if isinstance(value, list) else redact(str(value)) \
             if isinstance(value, str) else value
         rows.append({"key": key, "value": shown, "origin": origin, "what": what})
-    files = [{"kind": kind, "path": path, "found": found, "readable": found and path not in config.unreadable}
+    files: list[FileRow] = [{"kind": kind, "path": path, "found": found, "readable": found and path not in config.unreadable}
              for kind, path, found in config.files]
     return {"settings": rows, "files": files, "config_env": CONFIG_ENV}
 

@@ -9,9 +9,12 @@ holds copies), so the text read here is the text of that release.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
 from torchfit.errors import BadInput
+
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
@@ -26,7 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
     p.add_argument("--path", action="store_true", help="print the page's path, not its text")
 
 
-def pages() -> dict[str, Any]:
+def pages() -> dict[str, Traversable]:
     """name (without .md) -> the page (an importlib.resources Traversable), sorted by name."""
     from importlib.resources import files
 

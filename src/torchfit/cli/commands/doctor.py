@@ -12,10 +12,11 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from torchfit.errors import BadInput
 from torchfit.inputs import MAX_LOG_BYTES, read_text_file, seconds
+from torchfit.jsontypes import JsonObject
 
 if TYPE_CHECKING:
     from torchfit.checks import Check
@@ -156,7 +157,7 @@ def _node_check(args: argparse.Namespace, root: str, environ: dict[str, str]) ->
     return 1 if failed else 0
 
 
-def report_json(checks: Sequence[Check], ctx: Context) -> dict[str, Any]:
+def report_json(checks: Sequence[Check], ctx: Context) -> JsonObject:
     from torchfit.doctor.model import check_to_json, summary
 
     return {

@@ -219,9 +219,7 @@ def _job(args: argparse.Namespace, prefix: str, hosts: list[HostFacts], matrix: 
     request = make_request(args, matrix)
     from torchfit.planning import make_plan
 
-    # check_downloads: the plan's files are fetched next; where they redirect is checked first
-    plan = make_plan(hosts, request, matrix, plan_settings(args, request.project, check_downloads=True),
-                     progress=observer)
+    plan = make_plan(hosts, request, matrix, plan_settings(args, request.project), progress=observer)
     return PrefixInstall.from_plan(prefix, plan, hosts, request, _sources_for(args, request.project), options,
                                    observer)
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from torchfit.errors import BadInput
 from torchfit.inputs import seconds
+from torchfit.jsontypes import JsonObject
 from torchfit.progress import StderrProgress
 
 if TYPE_CHECKING:
@@ -204,7 +205,7 @@ def _matrix_text(path: str | None) -> tuple[str, str]:
 # ---------------------------------------------------------------------------
 
 
-def build_row(b: Build) -> dict[str, Any]:
+def build_row(b: Build) -> JsonObject:
     """One build as the JSON object `matrix show --json` prints."""
     return {
         "torch": str(b.torch),

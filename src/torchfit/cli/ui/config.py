@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from torchfit.cli.ui.console import console, esc_plain
 from torchfit.inputs import shown
 
+if TYPE_CHECKING:
+    from torchfit.cli.commands.config import Effective
 
-def render_config(data: dict[str, Any]) -> None:
+
+def render_config(data: Effective) -> None:
     """Values, origins and paths are the user's text (a URL, a file name): each is `shown`, its
     control characters escaped (`\\x1b[2J` printed, not obeyed), then rich markup escaped."""
     con = console()

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from torchfit.cli.ui.console import console, esc, table
 from torchfit.compat.facts import HostFacts
+from torchfit.jsontypes import JsonObject
 
 
-def render_facts(facts: HostFacts, data: dict[str, Any]) -> None:
+def render_facts(facts: HostFacts, data: JsonObject) -> None:
 
     con = console()
     grid = table(title=f"torchfit detect: {esc(facts.name)}", title_justify="left")

@@ -19,11 +19,12 @@ def schema_id(kind: str) -> str:
     return f"torchfit.{kind}/{VERSION}"
 
 
-def with_schema(kind: str, data: Mapping[str, Any]) -> dict[str, Any]:
+def with_schema(kind: str, data: Mapping[str, object]) -> dict[str, object]:
     """`data` with its "schema" key first."""
     return {"schema": schema_id(kind), **{k: v for k, v in data.items() if k != "schema"}}
 
 
-def json_text(kind: str, data: Mapping[str, Any], **dumps: Any) -> str:
-    """The indented JSON text of `data` as a `kind` object."""
+def json_text(kind: str, data: Mapping[str, object], **dumps: Any) -> str:
+    """The indented JSON text of `data` as a `kind` object (anything json.dumps takes: a JsonObject,
+    a record's TypedDict)."""
     return json.dumps(with_schema(kind, data), indent=2, **dumps)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from torchfit.errors import BadInput, OutputFailed
 
@@ -93,7 +93,7 @@ def render_pack_written(path: str, result: PackResult) -> None:
                      f"{result.kept} already there), each checked against the lock's sha256\n")
 
 
-def render_served(lock_path: str, served: Sequence[Served], locked: Mapping[str, Any], *, as_json: bool) -> None:
+def render_served(lock_path: str, served: Sequence[Served], locked: Mapping[str, object], *, as_json: bool) -> None:
     """`pack --check`: one object (--json: with `locked`, what the lock holds: its plan's Python,
     torch, variant and CUDA, each package's version), or a line per file the source lost or changed
     and a summary line, on stdout."""
