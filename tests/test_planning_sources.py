@@ -162,3 +162,29 @@ def test_a_pin_to_no_release_says_so_and_the_hint_is_what_the_source_serves(tmp_
     # A release that exists but is not served: no such line.
     served_not = run_cli("resolve", *CPU_HOST, "--torch-index-url", index.as_uri(), "torch==2.14.1", env=env)
     assert served_not.returncode == 1 and "no such torch release" not in served_not.stderr
+
+
+
+def test_an_unlabelled_cuda_torch_on_a_gpu_less_host_is_refused_not_planned_as_an_older_cpu_row(tmp_path: Path) -> None:
+    """Issue 37's bench found it: pypi.org as the torch source on a CPU host planned "torch 2.7.1 cpu"
+    (an older release's matrix row, which fits) while the resolved set held uv's 2.8.0 and its CUDA 12.8
+    runtime: a plan that names one torch and installs another. Now refused, naming the build uv chose.
+    The index is remote (a real server on 127.0.0.1): its wheels' variants are known from uv's answer."""
+    import functools
+    import http.server
+
+    from tests.support.servers import http_server
+
+    wheels, links = tmp_path / "wheels", tmp_path / "links"
+    torch = pypi_torch_280(wheels, links)  # PyPI's 2.8.0, unlabelled (cu128 by its METADATA)
+    root = tmp_path / "pypi"
+    write_index(root, [torch, *links.glob("*.whl")])
+    make_wheel(links, "purelib", "1.0")
+    cpu_host = ("--assume", "gpu=none", "--assume", "python=3.11", "--assume", "glibc=2.36", "--assume", "arch=x86_64")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    with http_server(handler=handler) as server:
+        out = run_cli("resolve", "--json", *cpu_host, "purelib", "--find-links", str(links), "--torch-index-url",
+                      f"{server.url}/simple", "--allow-insecure-index", timeout=180)
+    assert out.returncode == 1, out.stdout
+    text = " ".join(json.loads(out.stdout)["conflicts"])
+    assert "torch 2.8.0" in text and "is a cu128 build" in text and "not the cpu build that fits this host" in text, text

@@ -273,16 +273,25 @@ class ProjectPlanner(OnSources):
                          requirements=tuple(r for r in self.request.requirements
                                             if canonicalize_name(name_of(str(r))) == "torch"),
                          python=SpecifierSet(f"=={first.python}.*"), free_threaded=first.free_threaded)
+        def not_this_variant(conflicts: Sequence[str]) -> NoCompatibleSet:
+            return NoCompatibleSet([f"torch {chosen} from {self.torch.where(first.variant)} is a {variant} build (the "
+                                    "resolved set pins its CUDA runtime: the wheel's METADATA), not the "
+                                    f"{first.variant} build that fits this host", *conflicts],
+                                   ["give a torch source whose wheels carry their variant (--torch-index-url "
+                                    "https://download.pytorch.org/whl/VARIANT or a mirror of it)"])
+
         try:
             plan = resolve(self.hosts, pinned, replace(cut, builds=keep))
         except NoCompatibleSet as exc:
             if variant == first.variant:
                 raise
-            raise NoCompatibleSet([f"torch {chosen} from {self.torch.where(first.variant)} is a {variant} build (the "
-                                   "resolved set pins its CUDA runtime: the wheel's METADATA), not the "
-                                   f"{first.variant} build that fits this host", *exc.conflicts],
-                                  ["give a torch source whose wheels carry their variant (--torch-index-url "
-                                   "https://download.pytorch.org/whl/VARIANT or a mirror of it)"]) from None
+            raise not_this_variant(exc.conflicts) from None
+        if variant != first.variant and plan.build is not None and Version(plan.build.torch.public) != chosen:
+            # An older release's row fitted where the one uv chose does not: the plan would name
+            # that release while its resolved set holds uv's wheel (pypi.org's torch on a CPU host:
+            # "torch 2.7.1 cpu" over a set holding 2.8.0 and its nvidia-* runtime). Refused.
+            raise not_this_variant([f"the {first.variant} build that fits is torch {plan.build.torch}, which "
+                                    f"uv did not choose"])
         if plan.variant != first.variant:
             notes = [f"torch {chosen} {plan.variant}: the build {self.torch.where(first.variant)} serves (its METADATA "
                      f"pins the CUDA {plan.cuda} runtime; the wheel carries no variant label)", *notes]
