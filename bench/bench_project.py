@@ -65,6 +65,12 @@ def _children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
+# pypi.org serves torch unlabelled, as CUDA builds (2.8.0 pins the CUDA 12.8 runtime): the host
+# must run cu128, or the plan is refused (planning: an unlabelled CUDA torch on a GPU-less host).
+HOST_PYPI = ("--assume", "gpu=sm_90", "--assume", "driver=570.124.06", "--assume", "glibc=2.36",
+             "--assume", "arch=x86_64")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=7)
@@ -88,7 +94,7 @@ def main() -> int:
             req = str(root / "requirements.txt")
             tf = [str(bindir / "torchfit"), "resolve", "--json", "-r", req, "--index-url", pypi,
                   "--torch-index-url", torch_index, "--allow-insecure-index",
-                  "--assume", "gpu=none", "--assume", "python=3.11"]
+                  "--assume", "python=3.11", *(HOST_PYPI if args.pypi else ("--assume", "gpu=none"))]
             pyproject = root / "bare" / "pyproject.toml"
             pyproject.parent.mkdir()
             deps = [line.strip() for line in (root / "requirements.txt").read_text().splitlines() if line.strip()]
