@@ -219,3 +219,29 @@ def test_on_start_runs_once_while_the_child_runs(tmp_path: Path) -> None:
     assert res.returncode == 0 and flag.exists()
     assert len(seen) == 1
     assert seen[0] < res.duration_s - 0.3  # while the child still ran (its sleep), not after it
+
+
+def test_no_spawn_forks_while_a_thread_imports_a_module_with_fork_hooks() -> None:
+    """A full test run showed a child's stderr begin "Exception ignored in: _releaseLock ...
+    cannot release un-acquired lock": requests (and logging with it) imported in the page-reading
+    thread while the main thread forked uv with a preexec_fn. The lazy import holds
+    background.no_fork; runner.spawn waits for it (a real child, a real thread)."""
+    import time
+
+    from torchfit import background, runner
+
+    spawned: list[float] = []
+
+    def start() -> int:
+        proc = runner.spawn(["true"])
+        spawned.append(time.monotonic())
+        code = proc.wait()
+        runner.release(proc)
+        return code
+
+    with background.no_fork():
+        held = time.monotonic()
+        job = background.Background(start)
+        time.sleep(0.5)
+        assert spawned == []  # waiting for the import to end
+    assert job.result() == 0 and spawned[0] - held >= 0.5

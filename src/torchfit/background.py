@@ -30,9 +30,25 @@ from __future__ import annotations
 import _thread
 import contextlib
 import threading
+from collections.abc import Iterator
 from typing import Any, Callable, Generic, TypeVar
 
 T = TypeVar("T")
+
+# Held around every fork that runs the at-fork hooks (runner.spawn: a preexec_fn) and around an
+# import, from a thread, of a module that registers such hooks (requests imports `logging`, whose
+# hooks take and release its module lock): a fork in one thread while another thread is inside
+# that import runs the child's "after" hook without its "before" one, and the child printed
+# "Exception ignored in: _releaseLock ... RuntimeError: cannot release un-acquired lock" into the
+# command's stderr (seen in a full test run after requests became lazy, issue 37).
+_forks = threading.RLock()
+
+
+@contextlib.contextmanager
+def no_fork() -> Iterator[None]:
+    """No runner.spawn fork while inside (see `_forks`)."""
+    with _forks:
+        yield
 
 class Background(Generic[T]):
     """`fn(*args, **kw)` started in a daemon thread; `result()` waits for it and re-raises."""

@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from torchfit._backports import FROZEN
+from torchfit.background import no_fork
 from torchfit.errors import ProbeFailed, ToolMissing, ToolStalled, ToolTimeout
 from torchfit.interrupts import SIGNALS
 from torchfit.proctree import descendants, find_pids_with, group_activity, pipe_holders
@@ -236,8 +237,9 @@ def spawn(argv: Sequence[str], **popen: object) -> subprocess.Popen[str]:
     """
     if "preexec_fn" in popen or "start_new_session" in popen or "process_group" in popen:
         raise ValueError("spawn() sets the child's session and death signal itself")
-    proc: subprocess.Popen[str] = subprocess.Popen(  # type: ignore[call-overload]
-        list(argv), start_new_session=True, preexec_fn=_child_setup(os.getpid()), **popen)
+    with no_fork():  # the preexec_fn runs the at-fork hooks: never beside a thread's import of logging
+        proc: subprocess.Popen[str] = subprocess.Popen(  # type: ignore[call-overload]
+            list(argv), start_new_session=True, preexec_fn=_child_setup(os.getpid()), **popen)
     with _live_lock:
         _live[proc.pid] = proc
     _watchdog_send(f"+{proc.pid}")

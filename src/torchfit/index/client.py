@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import urlsplit, urlunsplit
 
-from torchfit.background import Background
+from torchfit.background import Background, no_fork
 from torchfit.errors import IndexMalformed, IndexUnavailable
 from torchfit.index.cache import DiskCache, default_cache_dir
 from torchfit.index.pages import (
@@ -141,7 +141,8 @@ class _LazySession:
     def get(self) -> requests.Session:
         with self._lock:
             if self._session is None:
-                import requests
+                with no_fork():  # requests imports logging, whose fork hooks a spawn would run half
+                    import requests
 
                 self._session = requests.Session()
                 self._session.headers["User-Agent"] = _user_agent()
