@@ -178,14 +178,11 @@ def write_standalone(out: str, lock_paths: Sequence[str], *, with_python: bool |
     from torchfit.export.ownwheels import write_own_wheels
 
     minor, arch, glibc = lock_target(lock_paths, warn)
-    say(f"pack: torchfit and its dependencies for Python {minor} on {arch} (glibc {glibc[0]}.{glibc[1]})")
-    names = write_own_wheels(os.path.join(out, WHEELS), python=minor, arch=arch, glibc=glibc, pypi_url=pypi_url,
-                             runner=runner, fetch=fetch, say=say)
-    result = Standalone(minor, arch, wheels=len(names))
-    record = None
+    result = Standalone(minor, arch)
+    root = None
     if with_python is False:
         result.why_none = "--no-python"
-    else:
+    else:  # first: a Python demanded and not to be had is refused before any wheel is fetched
         root, why = find_python(provide, minor, arch)
         if root is None:
             if with_python:
@@ -194,9 +191,11 @@ def write_standalone(out: str, lock_paths: Sequence[str], *, with_python: bool |
                                         "UV_PYTHON_DOWNLOADS_JSON_URL: docs/mirrors.md), or pack --no-python")
             result.why_none = why
             warn(f"pack: no Python carried ({why}); install.sh will need python{minor} on the node")
-        else:
-            record = write_python(out, root, say)
-            result.carried = record.get("version", "")
+    say(f"pack: torchfit and its dependencies for Python {minor} on {arch} (glibc {glibc[0]}.{glibc[1]})")
+    result.wheels = len(write_own_wheels(os.path.join(out, WHEELS), python=minor, arch=arch, glibc=glibc,
+                                         pypi_url=pypi_url, runner=runner, fetch=fetch, say=say))
+    record = write_python(out, root, say) if root is not None else None
+    result.carried = record.get("version", "") if record else ""
     dfd = open_beneath(out, "")
     try:
         write_beside(dfd, INSTALL_SH, render_install_sh(minor, record).encode(), where=os.path.join(out, INSTALL_SH))
@@ -207,15 +206,18 @@ def write_standalone(out: str, lock_paths: Sequence[str], *, with_python: bool |
 
 def format_readme(s: Standalone) -> str:
     """The README's part on install.sh."""
-    python = (f"the Python it carries ({s.carried}, uv's managed build: python/python.json says where "
-              "it came from)" if s.carried else f"python{s.python} found on PATH (this pack carries no Python: "
-              f"{s.why_none})")
-    return (f"\nOn a node with no network, nothing else needed (no torchfit, no Python {s.python}):\n\n"
+    if s.carried:
+        python = (f"It unpacks the Python this pack carries ({s.carried}, from uv's managed Pythons;\n"
+                  "python/python.json says where it came from) into PREFIX.torchfit/python, installs\n")
+    else:
+        python = (f"It takes python{s.python} from the node's PATH (this pack carries no Python: {s.why_none}),\n"
+                  "installs ")
+    return (f"\nOn a node with no network and nothing else (no torchfit, no Python {s.python}):\n\n"
             "    sh DIR/install.sh PREFIX\n\n"
-            f"makes PREFIX.torchfit/ with {python} and torchfit (a venv of DIR/{WHEELS}, each wheel checked\n"
-            f"against its sha256), then runs torchfit install --offline --pack DIR --prefix PREFIX and\n"
-            "prints the next command (PREFIX.torchfit/tool/bin/torchfit verify --env PREFIX).\n"
-            "Extra options after PREFIX go to torchfit install. Run it again to resume.\n")
+            f"{python}torchfit into PREFIX.torchfit/tool from DIR/{WHEELS} (each wheel checked\n"
+            "against its sha256), runs torchfit install --offline --pack DIR --prefix PREFIX, and prints\n"
+            "the next command (PREFIX.torchfit/tool/bin/torchfit verify --env PREFIX). Options after\n"
+            "PREFIX go to torchfit install. Run it again to resume.\n")
 
 
 INSTALL_TEMPLATE = r"""#!/bin/sh
