@@ -259,7 +259,8 @@ if [ -e "$base" ] || [ -L "$base" ]; then
         fail 2 "$base: already there and not made by install.sh; move it away (nothing was written)"
     fi
 else
-    mkdir -p -- "${base%/*}"
+    parent=${base%/*}
+    [ -z "$parent" ] || mkdir -p -- "$parent"
     mkdir -- "$base"
     : > "$mark"
 fi
