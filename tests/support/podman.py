@@ -51,10 +51,7 @@ def podman_env(home: Path) -> Iterator[dict[str, str]]:
     # The overlay driver bind-mounts its own directory (root/overlay) and keeps it mounted after the
     # last image is gone: unmount what is still mounted under the store, deepest first, so nothing
     # is left behind (a mount under pytest's tmp also makes its cleanup fail with EBUSY).
-    with open("/proc/self/mounts", encoding="utf-8") as fh:
-        points = [line.split()[1].replace("\\040", " ") for line in fh]
-    for point in sorted((m for m in points if m.startswith(str(home) + "/")), key=len, reverse=True):
-        subprocess.run(["umount", point], capture_output=True, timeout=60)
+    _unmount_under(home, lazy=False)
     shutil.rmtree(home, ignore_errors=True)
 
 
@@ -66,9 +63,22 @@ def debootstrap_root(root: Path, include: Sequence[str] = ()) -> Path:
     """A Debian bookworm root (debootstrap minbase, plus `include`) at `root`."""
     argv = ["debootstrap", "--variant=minbase", *([f"--include={','.join(include)}"] if include else []),
             "bookworm", str(root), MIRROR]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
+    finally:
+        _unmount_under(root)  # a debootstrap that failed leaves root/proc (and root/sys) mounted
+    log = root / "debootstrap" / "debootstrap.log"
+    tail = log.read_text(errors="replace")[-2000:] if log.is_file() else ""
+    assert proc.returncode == 0, proc.stdout[-1000:] + proc.stderr[-1000:] + tail
     return root
+
+
+def _unmount_under(root: Path, *, lazy: bool = True) -> None:
+    """Unmount what is mounted under `root`, deepest first."""
+    with open("/proc/self/mounts", encoding="utf-8") as fh:
+        points = [line.split()[1].replace("\\040", " ") for line in fh]
+    for point in sorted((m for m in points if m.startswith(str(root) + "/")), key=len, reverse=True):
+        subprocess.run(["umount", *(["-l"] if lazy else []), point], capture_output=True, timeout=60)
 
 
 def tar_root(root: Path, tar: Path) -> Path:

@@ -193,7 +193,7 @@ def write_standalone(out: str, lock_paths: Sequence[str], *, with_python: bool |
             warn(f"pack: no Python carried ({why}); install.sh will need python{minor} on the node")
     say(f"pack: torchfit and its dependencies for Python {minor} on {arch} (glibc {glibc[0]}.{glibc[1]})")
     result.wheels = len(write_own_wheels(os.path.join(out, WHEELS), python=minor, arch=arch, glibc=glibc,
-                                         pypi_url=pypi_url, runner=runner, fetch=fetch, say=say))
+                                         pypi_url=pypi_url, runner=runner, fetch=fetch, say=say, step="pack"))
     record = write_python(out, root, say) if root is not None else None
     result.carried = record.get("version", "") if record else ""
     dfd = open_beneath(out, "")
