@@ -160,3 +160,40 @@ variant = "cpu"
     assert len(errors) == 1 and "--with-python: no uv-managed Python 3.11 for x86_64" in errors[0], res.stderr
     assert "UV_PYTHON_DOWNLOADS=never" in errors[0] and "Traceback" not in res.stderr
     assert not (tmp_path / "pack" / "torchfit-wheels").exists()
+
+
+def _uv_tree(root: Path, name: str) -> Path:
+    """A tree shaped as uv's store keeps a Python: NAME/bin/python3.11 (a link to it too), NAME/lib."""
+    tree = root / name
+    (tree / "bin").mkdir(parents=True)
+    (tree / "lib" / "python3.11").mkdir(parents=True)
+    (tree / "bin" / "python3.11").write_text(FAKE_PYTHON)
+    (tree / "bin" / "python3").symlink_to("python3.11")
+    return tree
+
+
+def test_the_packs_python_is_kept_when_there_and_a_stale_one_is_dropped(tmp_path: Path) -> None:
+    import json
+
+    from torchfit.export.standalone import write_python
+
+    out = tmp_path / "pack"
+    out.mkdir()
+    said: list[str] = []
+    first = write_python(str(out), str(_uv_tree(tmp_path, "cpython-3.11.7-linux-x86_64-gnu")), said.append)
+    assert first["version"] == "3.11.7" and first["tarball"] == "python/cpython-3.11.7-linux-x86_64-gnu.tar.gz"
+    with tarfile.open(out / first["tarball"]) as tar:
+        names = tar.getnames()
+        assert tar.getmember("python/bin/python3").issym() and "python/lib/python3.11" in names
+    assert json.loads((out / "python" / "python.json").read_text())["sha256"] == first["sha256"]
+    # again: kept, not made again
+    assert write_python(str(out), str(tmp_path / "cpython-3.11.7-linux-x86_64-gnu"), said.append) == first
+    assert sum("carrying" in line for line in said) == 1
+    # another patch release now: the earlier tarball goes, and with --no-python all of python/
+    from torchfit.export.standalone import drop_stale_python
+
+    second = write_python(str(out), str(_uv_tree(tmp_path, "cpython-3.11.9-linux-x86_64-gnu")), said.append)
+    drop_stale_python(str(out), second)
+    assert sorted(os.listdir(out / "python")) == ["cpython-3.11.9-linux-x86_64-gnu.tar.gz", "python.json"]
+    drop_stale_python(str(out), None)
+    assert os.listdir(out / "python") == []

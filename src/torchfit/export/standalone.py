@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tarfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -163,6 +164,21 @@ def _kept(out: str, dfd: int, tarball: str) -> dict[str, str] | None:
     return {str(k): str(v) for k, v in record.items()}
 
 
+def drop_stale_python(out: str, record: dict[str, str] | None) -> None:
+    """A Python an earlier run of this pack carried and this one does not (another patch release,
+    or --no-python now): removed from DIR/python, which holds only what pack wrote."""
+    if not os.path.isdir(os.path.join(out, PYTHON)):
+        return
+    keep = {PYTHON_JSON, record["tarball"].removeprefix(f"{PYTHON}/")} if record else set()
+    dfd = open_beneath(out, PYTHON, create=False)
+    try:
+        for name in os.listdir(dfd):
+            if name not in keep and not stat.S_ISDIR(os.lstat(name, dir_fd=dfd).st_mode):
+                os.unlink(name, dir_fd=dfd)  # never follows a link: a link planted there goes, its target stays
+    finally:
+        os.close(dfd)
+
+
 def render_install_sh(minor: str, python: dict[str, str] | None) -> str:
     """install.sh, its Python's tarball and sha256 written in (empty: the node's python3.X)."""
     tarball = python["tarball"] if python else ""
@@ -196,6 +212,7 @@ def write_standalone(out: str, lock_paths: Sequence[str], *, with_python: bool |
                                          pypi_url=pypi_url, runner=runner, fetch=fetch, say=say, step="pack"))
     record = write_python(out, root, say) if root is not None else None
     result.carried = record.get("version", "") if record else ""
+    drop_stale_python(out, record)
     dfd = open_beneath(out, "")
     try:
         write_beside(dfd, INSTALL_SH, render_install_sh(minor, record).encode(), where=os.path.join(out, INSTALL_SH))
