@@ -211,3 +211,12 @@ def container_lock(tmp_path: Path, *, os_fact: str = "ubuntu:24.04", mechanism: 
     path.write_text(CONTAINER_LOCK.format(a="a" * 64, b="b" * 64, os=os_fact, mechanism=mechanism,
                                 library=f'library = "{library}"\n' if library else ""))
     return path
+
+
+@pytest.fixture(scope="session")
+def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """The environment of a podman with its own storage under the session's tmp, reset at the end
+    (tests/support/podman.py)."""
+    from tests.support.podman import podman_env
+
+    yield from podman_env(tmp_path_factory.mktemp("podman"))

@@ -8,18 +8,13 @@ exported, `podman build --network none`, then `podman run --network none IMAGE` 
 `torchfit verify` (gloo) and passes, the labels name the stack, doctor in the image says it is in
 a podman container without GPUs, and a pack whose file differs from the lock fails the build.
 
-podman on these machines needs the `runc` runtime and explicit ulimits: both set in a
-containers.conf the fixture writes (CONTAINERS_CONF); its storage root and runroot live under the
-session's tmp (CONTAINERS_STORAGE_CONF), emptied and removed at the end.
+podman's private store, runtime and ulimits: tests/support/podman.py.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +29,7 @@ from tests.installer.conftest import (
     state_home,
     torch_index,
 )
+from tests.support.podman import debootstrap_root, run_podman, tar_root
 from tests.support.wheels import sha256_file
 from torchfit.export.containerfile import (
     BASES,
@@ -162,65 +158,17 @@ def test_pack_and_base_belong_to_the_containerfile(tmp_path: Path) -> None:
 # --- real podman -------------------------------------------------------------------------------
 
 
-def _need(tools: list[str]) -> None:
-    missing = [t for t in tools if shutil.which(t) is None]
-    why = (f"{', '.join(missing)} not installed (apt-get install podman runc debootstrap)" if missing
-           else "debootstrap and podman's private storage need root" if os.getuid() != 0 else None)
-    if why is None:
-        return
-    if os.environ.get("TORCHFIT_REQUIRE_PODMAN") == "1":
-        pytest.fail(f"TORCHFIT_REQUIRE_PODMAN=1 but {why}")
-    pytest.skip(why)
-
-
-@pytest.fixture(scope="session")
-def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """The environment of a podman with its own storage under the session's tmp, reset at the end."""
-    _need(["podman", "runc", "debootstrap"])
-    home = tmp_path_factory.mktemp("podman")
-    conf = home / "containers.conf"
-    # runc (Debian's crun is not what these machines run), and explicit ulimits: podman's default
-    # raises nofile/nproc beyond what the sandbox grants, and the container fails to start.
-    conf.write_text('[containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]\n'
-                    '[engine]\nruntime = "runc"\n')
-    storage = home / "storage.conf"
-    storage.write_text(f'[storage]\ndriver = "overlay"\ngraphroot = "{home}/root"\nrunroot = "{home}/run"\n')
-    env = dict(os.environ, CONTAINERS_CONF=str(conf), CONTAINERS_STORAGE_CONF=str(storage))
-    yield env
-    # Every image of this private store, then the store itself (`system reset` would also touch the
-    # host's network configuration).
-    subprocess.run(["podman", "rmi", "--all", "--force"], env=env, capture_output=True, timeout=300)
-    # The overlay driver bind-mounts its own directory (root/overlay) and keeps it mounted after the
-    # last image is gone: unmount what is still mounted under the store, deepest first, so nothing
-    # is left behind (a mount under pytest's tmp also makes its cleanup fail with EBUSY).
-    with open("/proc/self/mounts", encoding="utf-8") as fh:
-        points = [line.split()[1].replace("\\040", " ") for line in fh]
-    for point in sorted((m for m in points if m.startswith(str(home) + "/")), key=len, reverse=True):
-        subprocess.run(["umount", point], capture_output=True, timeout=60)
-    shutil.rmtree(home, ignore_errors=True)
-
-
-def _podman(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["podman", *args], env=env, capture_output=True, text=True, timeout=timeout)
-
-
 @pytest.fixture(scope="session")
 def base_tarball(tmp_path_factory: pytest.TempPathFactory, podman: dict[str, str]) -> Path:
     """A Debian bookworm root with python3 and venv (debootstrap minbase), as a tar, once a session."""
     work = tmp_path_factory.mktemp("debootstrap")
-    root = work / "root"
-    proc = subprocess.run(["debootstrap", "--variant=minbase", "--include=python3,python3-venv", "bookworm",
-                           str(root), "http://deb.debian.org/debian"], capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    tar = work / "bookworm.tar"
-    subprocess.run(["tar", "-C", str(root), "-cf", str(tar), "."], check=True, timeout=600)
-    shutil.rmtree(root)
-    return tar
+    root = debootstrap_root(work / "root", ["python3", "python3-venv"])
+    return tar_root(root, work / "bookworm.tar")
 
 
 @pytest.fixture(scope="session")
 def base_image(podman: dict[str, str], base_tarball: Path) -> str:
-    proc = _podman(podman, "import", str(base_tarball), BASE_NAME)
+    proc = run_podman(podman, "import", str(base_tarball), BASE_NAME)
     assert proc.returncode == 0, proc.stderr
     return BASE_NAME
 
@@ -230,10 +178,11 @@ def test_an_image_of_the_cpu_lock_builds_offline_and_verifies(
         podman: dict[str, str], base_image: str, cpu_env: dict[str, Any], tmp_path: Path, state_home: Path) -> None:
     lock = cpu_env["prefix"] / "pylock.toml"
     ctx = tmp_path / "ctx"
-    packed = run_tf("pack", "--lock", str(lock), "-o", str(ctx / "pack"), state=state_home, timeout=1800)
+    packed = run_tf("pack", "--lock", str(lock), "-o", str(ctx / "pack"), "--no-torchfit", state=state_home,
+                    timeout=1800)
     assert packed.returncode == 0, packed.stderr
     # the base pinned by its digest, as a site pins it (the imported image's own manifest digest)
-    digest = _podman(podman, "image", "inspect", "--format", "{{.Digest}}", base_image).stdout.strip()
+    digest = run_podman(podman, "image", "inspect", "--format", "{{.Digest}}", base_image).stdout.strip()
     assert digest.startswith("sha256:"), digest
     pinned = f"{base_image}@{digest}"
     out = run_tf("export", "--format", "containerfile", "--pack", str(ctx / "pack"), "--base", pinned,
@@ -245,27 +194,27 @@ def test_an_image_of_the_cpu_lock_builds_offline_and_verifies(
     assert all(" --hash=sha256:" in line for line in pins), pins
     assert f'echo "{sha256_file(lock)}  /mnt/pack/pylock.toml" | sha256sum -c' in (ctx / "Containerfile").read_text()
     try:
-        built = _podman(podman, "build", "--network", "none", "-t", IMAGE, "-f", str(ctx / "Containerfile"),
+        built = run_podman(podman, "build", "--network", "none", "-t", IMAGE, "-f", str(ctx / "Containerfile"),
                         str(ctx))
         assert built.returncode == 0, built.stdout[-4000:] + built.stderr[-3000:]
         assert "torchfit: created /opt/torch" in built.stdout + built.stderr  # torchfit install ran, check included
         # `podman run IMAGE`: its CMD is torchfit verify (gloo: no GPU here), in the env torchfit built
-        ran = _podman(podman, "run", "--rm", "--network", "none", IMAGE, timeout=600)
+        ran = run_podman(podman, "run", "--rm", "--network", "none", IMAGE, timeout=600)
         assert ran.returncode == 0, ran.stdout[-4000:] + ran.stderr[-2000:]
         assert "verify: PASS" in ran.stdout and "torch 2.13.0+cpu" in ran.stdout, ran.stdout
         assert "(env /opt/torch)" in ran.stdout
-        labels = json.loads(_podman(podman, "inspect", "--format", "{{json .Config.Labels}}", IMAGE).stdout)
+        labels = json.loads(run_podman(podman, "inspect", "--format", "{{json .Config.Labels}}", IMAGE).stdout)
         assert labels["io.torchfit.torch"] == "2.13.0" and labels["io.torchfit.variant"] == "cpu"
         assert labels["io.torchfit.lock-sha256"] == sha256_file(lock)
         assert labels["io.torchfit.cuda"] == "none" and labels["io.torchfit.nccl"] == "none"
         assert labels["org.opencontainers.image.base.name"] == pinned
         assert labels["org.opencontainers.image.base.digest"] == digest
         # the entry runs as the unprivileged user; the env is root's, not writable by it
-        who = _podman(podman, "run", "--rm", "--network", "none", IMAGE, "sh", "-c",
+        who = run_podman(podman, "run", "--rm", "--network", "none", IMAGE, "sh", "-c",
                       "id -u; id -g; echo $HOME; test -w /opt/torch/bin || echo read-only", timeout=300)
         assert who.stdout.split() == ["10001", "10001", "/home/torchfit", "read-only"], who.stdout + who.stderr
         # doctor in the image: a podman container, no GPU passed in
-        doc = _podman(podman, "run", "--rm", "--network", "none", IMAGE, "torchfit", "doctor", "--json", timeout=600)
+        doc = run_podman(podman, "run", "--rm", "--network", "none", IMAGE, "torchfit", "doctor", "--json", timeout=600)
         check = next(c for c in json.loads(doc.stdout)["checks"] if c["id"] == "container-gpu-access")
         assert "in a podman" in check["evidence"] and "(/run/.containerenv)" in check["evidence"], check
         assert check["fix"] and "nvidia.com/gpu=all" in check["fix"]
@@ -273,10 +222,10 @@ def test_an_image_of_the_cpu_lock_builds_offline_and_verifies(
         victim = next((ctx / "pack" / "wheels").glob("filelock-*.whl"))
         victim.write_bytes(victim.read_bytes() + b"\0")
         # (--no-cache: the lock is the same, so its layer would be taken from the cache)
-        broken = _podman(podman, "build", "--no-cache", "--network", "none", "-t", IMAGE + "-broken", "-f",
+        broken = run_podman(podman, "build", "--no-cache", "--network", "none", "-t", IMAGE + "-broken", "-f",
                          str(ctx / "Containerfile"), str(ctx))
         assert broken.returncode != 0, broken.stdout[-3000:]
         assert "torchfit install --offline --pack" in broken.stdout + broken.stderr
     finally:
         for name in (IMAGE, IMAGE + "-broken"):
-            _podman(podman, "rmi", "--force", name)
+            run_podman(podman, "rmi", "--force", name)

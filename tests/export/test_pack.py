@@ -27,16 +27,16 @@ def test_a_pack_installs_offline_wherever_it_was_carried(cpu_env: dict[str, Any]
         pytest.skip("unshare -n (a network namespace) is not available here")
     lock = cpu_env["prefix"] / "pylock.toml"
     made = tmp_path / "made"
-    proc = run_tf("pack", "--lock", str(lock), "-o", str(made), state=state_home, timeout=1800)
+    proc = run_tf("pack", "--no-torchfit", "--lock", str(lock), "-o", str(made), state=state_home, timeout=1800)
     assert proc.returncode == 0, proc.stderr
     assert (made / "simple" / "torch" / "index.html").is_file() and (made / "README.txt").is_file()
     assert any(p.name.startswith("torch-2.13.0") for p in (made / "files").iterdir())
     # run again: resumed, nothing fetched; another lock's pack there is refused
-    again = run_tf("pack", "--lock", str(lock), "-o", str(made), state=state_home)
+    again = run_tf("pack", "--no-torchfit", "--lock", str(lock), "-o", str(made), state=state_home)
     assert again.returncode == 0 and "0 fetched" in again.stderr, again.stderr
     other = tmp_path / "other.toml"
     other.write_text(lock.read_text() + "\n# another\n")
-    refused = run_tf("pack", "--lock", str(other), "-o", str(made), state=state_home)
+    refused = run_tf("pack", "--no-torchfit", "--lock", str(other), "-o", str(made), state=state_home)
     assert refused.returncode == 2 and "a pack of another lock" in refused.stderr, refused.stderr
     # carried elsewhere, no absolute path inside
     carried = tmp_path / "site" / "pack"
@@ -69,7 +69,7 @@ def test_a_file_that_differs_from_the_lock_is_refused(cpu_env: dict[str, Any], t
                and len(line.split('"')) > 1 and len(line.split('"')[1]) == 64)
     bad = tmp_path / "pylock.toml"
     bad.write_text(text.replace(sha, "0" * 64, 1))
-    proc = run_tf("pack", "--lock", str(bad), "-o", str(tmp_path / "p"), state=state_home, timeout=1800)
+    proc = run_tf("pack", "--no-torchfit", "--lock", str(bad), "-o", str(tmp_path / "p"), state=state_home, timeout=1800)
     assert proc.returncode == 2 and "is not the lock's" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert not list((tmp_path / "p").rglob("*.part"))
 
@@ -128,7 +128,7 @@ def test_an_interrupted_pack_run_again_fetches_only_what_it_lacked(tmp_path: Pat
         lock.write_text(_lock(_package(SMALL, f"{server.url}/{SMALL}", small),
                               _package(BIG, f"{server.url}/{BIG}", big)))
         out = tmp_path / "pack"
-        args = ("pack", "--lock", str(lock), "-o", str(out), "--allow-insecure-index")
+        args = ("pack", "--no-torchfit", "--lock", str(lock), "-o", str(out), "--allow-insecure-index")
         env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), PYTHONPATH=os.path.join(
             Path(__file__).resolve().parents[2], "src"))
         first = start_cli(*args, base_env=env)
@@ -169,7 +169,7 @@ def test_a_lock_whose_torch_files_are_off_its_mirror_is_said(tmp_path: Path) -> 
         for name, index, warned in (("off", f"http://localhost:{port}", True), ("own", server.url, False)):
             lock = tmp_path / f"{name}.toml"
             lock.write_text(_lock(_package(TORCH_WHL, f"{server.url}/{TORCH_WHL}", data), torch_index=index))
-            res = run_clean("pack", "--lock", str(lock), "-o", str(tmp_path / name), "--allow-insecure-index",
+            res = run_clean("pack", "--no-torchfit", "--lock", str(lock), "-o", str(tmp_path / name), "--allow-insecure-index",
                             env=env, timeout=120)
             assert res.returncode == 0, res.stderr
             lines = [ln for ln in res.stderr.splitlines() if "links its files on" in ln]
@@ -216,7 +216,7 @@ def test_a_fleet_file_with_two_groups_packs_both_groups_files(tmp_path: Path, st
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), UV_CACHE_DIR=str(tmp_path / "uv"),
                PIP_CONFIG_FILE="/dev/null", PIP_FIND_LINKS="",
                PYTHONPATH=os.path.join(Path(__file__).resolve().parents[2], "src"))
-    res = run_clean("pack", "torch==2.13.0", "--facts", str(fleet), "--torch-index-url", torch_simple.as_uri(),
+    res = run_clean("pack", "--no-torchfit", "torch==2.13.0", "--facts", str(fleet), "--torch-index-url", torch_simple.as_uri(),
                     "--index-url", deps_simple.as_uri(), "-o", str(out), env=env, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     assert sorted(p.name for p in (out / "files").iterdir()) == sorted(t.name for t in torches)
@@ -266,7 +266,7 @@ def test_the_progress_total_counts_a_local_wheel_the_lock_gives_no_size(tmp_path
     lock = tmp_path / "pylock.toml"
     lock.write_text(_lock(_package(SMALL, (wheels / SMALL).as_uri(), small),
                           _package(TORCH_WHL, (wheels / TORCH_WHL).as_uri(), big, sized=False), requires_python=None))
-    proc = run_tf("pack", "--lock", str(lock), "-o", str(tmp_path / "pack"), state=tmp_path / "state")
+    proc = run_tf("pack", "--no-torchfit", "--lock", str(lock), "-o", str(tmp_path / "pack"), state=tmp_path / "state")
     assert proc.returncode == 0, proc.stderr
     assert "pack: 2/2" in proc.stderr and "(4.0 MB of 4.0 MB)" in proc.stderr, proc.stderr
 
@@ -291,7 +291,7 @@ def test_a_link_planted_in_a_pack_is_refused_never_written_through_or_kept(tmp_p
     lock.write_text(_lock(_package(SMALL, (wheels / SMALL).as_uri(), data),
                           _package(TORCH_WHL, (wheels / TORCH_WHL).as_uri(), b"t" * 1000), requires_python=None))
     out = tmp_path / "pack"
-    first = run_tf("pack", "--lock", str(lock), "-o", str(out), state=tmp_path / "state")
+    first = run_tf("pack", "--no-torchfit", "--lock", str(lock), "-o", str(out), state=tmp_path / "state")
     assert first.returncode == 0, first.stderr
     victim = tmp_path / "victim"
     victim.write_bytes(data if planted.endswith(".whl") else b"the user's own file\n")
@@ -300,7 +300,7 @@ def test_a_link_planted_in_a_pack_is_refused_never_written_through_or_kept(tmp_p
     target = out / planted
     target.unlink(missing_ok=True)
     target.symlink_to(victim)
-    again = run_tf("pack", "--lock", str(lock), "-o", str(out), state=tmp_path / "state")
+    again = run_tf("pack", "--no-torchfit", "--lock", str(lock), "-o", str(out), state=tmp_path / "state")
     line = one_line_error(again)
     assert f"{target}: a symbolic link is there, which torchfit did not make" in line, line
     assert victim.read_bytes() == before and target.is_symlink()
@@ -338,7 +338,7 @@ def test_install_pack_carried_under_a_space_hash_or_percent(tmp_path: Path, stat
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), UV_CACHE_DIR=str(tmp_path / "uv"),
                PIP_CONFIG_FILE="/dev/null", PIP_FIND_LINKS="",
                PYTHONPATH=os.path.join(Path(__file__).resolve().parents[2], "src"))
-    res = run_clean("pack", "torch==2.13.0", "--facts", str(fleet), "--torch-index-url", torch_simple.as_uri(),
+    res = run_clean("pack", "--no-torchfit", "torch==2.13.0", "--facts", str(fleet), "--torch-index-url", torch_simple.as_uri(),
                     "--index-url", deps_simple.as_uri(), "-o", str(made), env=env, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     carried = tmp_path / where / "pack"

@@ -41,7 +41,7 @@ def _lock(*entries: str) -> str:
 
 def _pack(lock: Path, out: Path, *more: str, timeout: float = 60, cwd: Path | None = None,
           **env: str) -> subprocess.CompletedProcess[str]:
-    return run_clean("pack", "--lock", str(lock), "-o", str(out), *more, timeout=timeout,
+    return run_clean("pack", "--no-torchfit", "--lock", str(lock), "-o", str(out), *more, timeout=timeout,
                      env=clean_env(XDG_CACHE_HOME=str(lock.parent / "cache"), **env),
                      **({"cwd": cwd} if cwd else {}))
 

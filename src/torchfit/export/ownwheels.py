@@ -163,9 +163,9 @@ def lock_own_dependencies(runner: Runner, *, python: str, arch: str, glibc: tupl
 
 def write_own_wheels(dest_dir: str, *, python: str, arch: str, glibc: tuple[int, int], pypi_url: str,
                      runner: Runner, fetch: Callable[[str, Any], tuple[int, str]],
-                     say: Callable[[str], None]) -> list[str]:
+                     say: Callable[[str], None], step: str = "export") -> list[str]:
     """Fill `dest_dir` (made if absent) with torchfit's wheel, its dependencies' and requirements.txt;
-    the wheels' file names."""
+    the wheels' file names. `step` names the command in progress lines (export, pack)."""
     from torchfit.export.pack import has_file, write_checked
 
     parent, leaf = os.path.split(os.path.abspath(dest_dir))
@@ -184,7 +184,7 @@ def write_own_wheels(dest_dir: str, *, python: str, arch: str, glibc: tuple[int,
         dfd = open_beneath(parent, leaf)
         try:
             if has_file(dfd, a.filename, a.sha256, dest) is None:
-                say(f"export: fetching {a.filename}")
+                say(f"{step}: fetching {a.filename}")
                 write_checked(a, dfd, a.filename, dest, fetch)
         finally:
             os.close(dfd)

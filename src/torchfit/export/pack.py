@@ -11,6 +11,8 @@ The pack, every path inside it relative (it installs wherever it is carried):
     DIR/locks/GROUP.toml      a fleet's pack: each group's lock in place of DIR/pylock.toml, and
     DIR/locks/groups.json     each group's nodes (its hostlist), for `install --pack DIR --group`
     DIR/README.txt            how to install from it
+    DIR/install.sh            with torchfit's own wheels (DIR/torchfit-wheels) and a Python
+                              (DIR/python): the pack that stands alone (export/standalone.py)
     DIR/.torchfit-pack.json   which lock it holds (a different pack is never overwritten)
 
 Every file is the lock's own (its URL or path as the lock records it, a relative path the lock's
@@ -62,7 +64,7 @@ Carry it anywhere (no network needed there), then:
 
 The torch family comes from DIR/simple (a PEP 503 tree), everything else from DIR/wheels
 (a find-links directory); {where_lock}. Made by torchfit {version}.
-"""
+{standalone}"""
 FLEET_README = ("the locks are DIR/locks/GROUP.toml, one per group of the fleet (DIR/locks/groups.json: each "
                 "group's nodes);\n`install --pack DIR` installs the group whose lock fits the node, and says which; "
                 "name one with\n`--group NAME` (group-N, its hostlist, or one of its nodes)")
@@ -136,14 +138,17 @@ def check_out_dir(out: str, lock_path: str | Sequence[str]) -> None:
 
 def make_pack(lock: Lock, lock_path: str | Sequence[str], out: str, *, fetch: Fetch, say: Callable[[str], None],
               version: str, warn: Callable[[str], None] | None = None,
-              hostlists: Sequence[str] = (), allow_insecure: bool = False) -> PackResult:
+              hostlists: Sequence[str] = (), allow_insecure: bool = False,
+              standalone: Callable[[], str] | None = None) -> PackResult:
     """Write the pack of `lock` into `out` (check_out_dir first). `fetch` writes a remote file
     (IndexClient.download, resuming a `.part` with start= and digest=, stopping at limit=) and
     returns (bytes, sha256 of the whole file); local files (file:// or a path, relative to the
     lock's directory) are copied (lock.artifacts: regular files only, bounded by the lock's size).
     A plain http:// file is refused before any request unless `allow_insecure`
     (--allow-insecure-index). `lock_path`: the lock, or a fleet's locks (one per group, its
-    nodes' hostlist in `hostlists`)."""
+    nodes' hostlist in `hostlists`). `standalone`: writes what makes the pack stand alone
+    (export.standalone), after the lock's files and before the README, and returns the README's
+    part on it."""
     check_out_dir(out, lock_path)
     # PEP 751: a relative path is the lock file's directory's (a fleet's locks share one)
     root = lock_dir(lock_path if isinstance(lock_path, str) else lock_path[0])
@@ -171,14 +176,15 @@ def make_pack(lock: Lock, lock_path: str | Sequence[str], out: str, *, fetch: Fe
     try:
         _judge_targets(out, rootfd, [(sub, name) for _, _, sub, name in plan], lock, lock_path)
         return _fill(lock, lock_path, out, rootfd, plan, total, fetch=fetch, say=say, version=version,
-                     hostlists=hostlists, root=root, shown_lock=shown_lock)
+                     hostlists=hostlists, root=root, shown_lock=shown_lock, standalone=standalone)
     finally:
         os.close(rootfd)
 
 
 def _fill(lock: Lock, lock_path: str | Sequence[str], out: str, rootfd: int, plan: list[tuple[LockedDist, Artifact,
           str, str]], total: int, *, fetch: Fetch, say: Callable[[str], None], version: str,
-          hostlists: Sequence[str], root: str, shown_lock: str) -> PackResult:
+          hostlists: Sequence[str], root: str, shown_lock: str,
+          standalone: Callable[[], str] | None = None) -> PackResult:
     """make_pack's writing, every file relative to `rootfd` (the pack's directory, opened once);
     a local file of the lock is read relative to `root` (the lock's directory)."""
     def put(rel: str, name: str, data: bytes) -> None:
@@ -227,8 +233,9 @@ def _fill(lock: Lock, lock_path: str | Sequence[str], out: str, rootfd: int, pla
                 + ", ".join(f"{n} {g['hostlist']}".rstrip() for n, g in groups.items())
                 + ")")
         where_lock = FLEET_README
+    extra = standalone() if standalone is not None else ""
     put("", "README.txt", README.format(lock=what, count=len(plan), size=_mb(done), version=version,
-                                        where_lock=where_lock).encode())
+                                        where_lock=where_lock, standalone=extra).encode())
     return result
 
 

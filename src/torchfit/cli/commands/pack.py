@@ -15,6 +15,7 @@ from torchfit.inputs import seconds
 if TYPE_CHECKING:
     from torchfit.compat.facts import HostFacts
     from torchfit.compat.plan import Plan
+    from torchfit.export.pack import Fetch
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], epilog: str) -> None:
@@ -24,8 +25,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
         "pack",
         help="put a lock's files (checked against its sha256) in a directory to carry to an air-gapped site",
         description="Write DIR with the lock, a PEP 503 tree of the torch family (DIR/simple), the other files "
-                    "(DIR/wheels) and a README; every file checked against the lock's sha256, every path inside "
-                    "relative. Run again to resume. Install on the other side with "
+                    "(DIR/wheels), torchfit's own wheels and its dependencies' (DIR/torchfit-wheels, hash-pinned, "
+                    "for the lock's Python and platform), a relocatable Python of the lock's minor (DIR/python, "
+                    "from uv's managed Pythons), DIR/install.sh and a README; every file checked against its "
+                    "sha256, every path inside relative. Run again to resume. On the other side, with no network "
+                    "and no Python: `sh DIR/install.sh PREFIX`; where torchfit is installed: "
                     "`torchfit install --offline --pack DIR --prefix P`. Without --lock: --facts (a fleet file: "
                     "every group) plus the project (REQ, -r, --project) are resolved and locked per group, "
                     "and every group's files go in one pack (DIR/locks/GROUP.toml); `install --pack DIR` "
@@ -42,8 +46,17 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
                    help="per request (default 60); a download may take an hour in all")
     add_resolve_options(p)
     add_source_options(p)
-    p.add_argument("--pypi-url", metavar="URL", help="with a fleet file: the index the dependencies are locked from "
-                                                     "(default: --index-url, else PyPI)")
+    p.add_argument("--pypi-url", metavar="URL", help="the index torchfit's own dependencies (and, with a fleet file, "
+                                                     "the project's) are locked from (default: --index-url, else PyPI)")
+    carry = p.add_mutually_exclusive_group()
+    carry.add_argument("--with-python", dest="with_python", action="store_const", const=True, default=None,
+                       help="carry a relocatable CPython of the lock's minor from uv's managed Pythons (default: "
+                            "where uv has one or can fetch one; a site mirror through UV_PYTHON_INSTALL_MIRROR)")
+    carry.add_argument("--no-python", dest="with_python", action="store_const", const=False,
+                       help="carry no Python: install.sh then needs python3.X on the node")
+    carry.add_argument("--no-torchfit", action="store_true",
+                       help="carry neither torchfit nor a Python nor install.sh: the lock's files alone, for nodes "
+                            "where torchfit is installed")
 
 
 def _fleet_locks(args: argparse.Namespace, work: str) -> tuple[list[str], list[str]]:
@@ -98,6 +111,29 @@ def _installable(path: str, plan: Plan, host: HostFacts) -> str:
     return render_lock(replace(lock, tool=lock.tool.installable(plan, pin, lock.tool.torch_index_url, [host])))
 
 
+def _standalone(args: argparse.Namespace, out: str, lock_paths: list[str], fetch: Fetch) -> Callable[[], str]:
+    """make_pack's step that writes torchfit's wheels, the Python and install.sh (export.standalone)."""
+    def write() -> str:
+        from torchfit.compat.matrix import PYPI_SIMPLE
+        from torchfit.export.standalone import format_readme, write_standalone
+        from torchfit.installer.python import provide_python
+        from torchfit.progress import StderrProgress
+        from torchfit.runner import Runner
+
+        progress, runner = StderrProgress(), Runner()
+
+        def provide(request: str) -> tuple[str | None, str]:
+            got = provide_python(runner, request)
+            return got.path, got.why_not
+
+        done = write_standalone(out, lock_paths, with_python=args.with_python,
+                                pypi_url=(args.pypi_url or args.index_url or PYPI_SIMPLE).rstrip("/"),
+                                runner=runner, fetch=fetch, provide=provide, say=progress.info, warn=progress.warn)
+        return format_readme(done)
+
+    return write
+
+
 def run(args: argparse.Namespace) -> int:
     from torchfit import __version__
     from torchfit.errors import BadInput
@@ -121,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
         lock_conflicts(args, verb="packs")
         lock = load_lock(args.lock)
         result = make_pack(lock, args.lock, out, fetch=client.download, say=progress.info, warn=progress.warn,
-                           version=__version__, allow_insecure=args.allow_insecure_index)
+                           version=__version__, allow_insecure=args.allow_insecure_index,
+                           standalone=None if args.no_torchfit else _standalone(args, out, [args.lock], client.download))
     else:
         if not args.facts:
             raise BadInput("give --lock FILE, or --facts (a fleet file) and the project to resolve and lock")
@@ -129,7 +166,8 @@ def run(args: argparse.Namespace) -> int:
             paths, hostlists = _fleet_locks(args, work)
             lock = merged([load_pylock(p) for p in paths])
             result = make_pack(lock, paths, out, fetch=client.download, say=progress.info, warn=progress.warn,
-                               version=__version__, hostlists=hostlists, allow_insecure=args.allow_insecure_index)
+                               version=__version__, hostlists=hostlists, allow_insecure=args.allow_insecure_index,
+                               standalone=None if args.no_torchfit else _standalone(args, out, paths, client.download))
     from torchfit.cli.ui.output import render_pack_written
 
     render_pack_written(args.output, result)
