@@ -51,8 +51,21 @@ def _die_with_the_agent() -> None:
         os._exit(0)
 
 
+def _preload() -> None:
+    """In the fork server: torch, and what DDP's constructor imports (torch._dynamo: 1-4 s, its
+    compiler stack), once for every rank instead of in each; an import that fails here is the
+    rank's own to meet and report."""
+    try:
+        import torch
+        import torch._dynamo
+        import torch.distributed  # noqa: F401
+    except Exception:
+        pass
+
+
 if __name__ == "launch_worker":  # the fork server's preload; not a rank's `__mp_main__` re-run
     _die_with_the_agent()
+    _preload()
 
 
 def _short_temp_dir() -> None:
@@ -77,6 +90,8 @@ def _short_temp_dir() -> None:
 
 def main(argv: list) -> None:
     os.environ[AGENT] = str(os.getpid())
+    # launch_worker first: the fork server then ends with this process and imports torch and
+    # torch._dynamo (_preload); ddp_worker for the ranks' function.
     multiprocessing.set_forkserver_preload(["launch_worker", "torch", "torch.distributed", "ddp_worker"])
     _short_temp_dir()
     try:
