@@ -6,6 +6,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,6 +56,25 @@ def make_facts(
         pyenv=Pyenv("/root/.pyenv", "2.4.0", tuple(pyenv)) if pyenv is not None else None,
         name=name,
     )
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist, in the controller: hand each worker the controller's $COLUMNS (or its
+    absence). A worker starts with COLUMNS=80 set, and torchfit wraps its messages to $COLUMNS
+    when set (cli/ui/console.py): every CLI subprocess a test ran would wrap where a plain
+    `pytest` run's does not."""
+    node.workerinput["torchfit_columns"] = os.environ.get("COLUMNS")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "torchfit_columns" in workerinput:
+        columns = workerinput["torchfit_columns"]
+        if columns is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = columns
 
 
 def run_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
