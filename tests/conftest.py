@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.support.envs import build_cpu_torch_env
+from tests.support.envs import build_cpu_torch_env, locked
 from torchfit.compat.facts import Gpu, HostFacts, Pyenv, PythonInstall
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,17 +58,56 @@ def make_facts(
     )
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist, in the controller: hand each worker the controller's $COLUMNS (or its
+    absence). A worker starts with COLUMNS=80 set, and torchfit wraps its messages to $COLUMNS
+    when set (cli/ui/console.py): every CLI subprocess a test ran would wrap where a plain
+    `pytest` run's does not."""
+    node.workerinput["torchfit_columns"] = os.environ.get("COLUMNS")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "torchfit_columns" in workerinput:
+        columns = workerinput["torchfit_columns"]
+        if columns is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = columns
+
+
+def run_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This run's base temp dir, the same for every pytest-xdist worker: a worker's own basetemp
+    is a popen-gwN folder inside it (xdist's workermanage passes --basetemp that way)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session", autouse=True)
 def session_uv_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """One uv cache for the whole run, removed when it ends. Without it every test's uv used
     $XDG_CACHE_HOME/uv (its own, below) and unpacked the 716 MB torch wheel again; with the
     user's ~/.cache/uv each served URL of it added another copy there. Tests that need a
-    cold or a full cache set UV_CACHE_DIR themselves."""
-    path = tmp_path_factory.mktemp("uv-cache")
+    cold or a full cache set UV_CACHE_DIR themselves.
+
+    The xdist workers of one run share it (uv locks its cache for concurrent use): a count of
+    the workers using it, kept under a file lock, lets the last one out remove it."""
+    base = run_base(tmp_path_factory)
+    path = base / "uv-cache"
+    users = base / "uv-cache.users"
+    with locked(base / "uv-cache.lock"):
+        path.mkdir(exist_ok=True)
+        count = int(users.read_text()) if users.exists() else 0
+        users.write_text(str(count + 1))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("UV_CACHE_DIR", str(path))
         yield path
-    shutil.rmtree(path, ignore_errors=True)
+    with locked(base / "uv-cache.lock"):
+        left = int(users.read_text()) - 1
+        users.write_text(str(left))
+        if left == 0:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from hypothesis import given
@@ -28,23 +27,24 @@ SEGMENT = st.text(st.characters(blacklist_categories=("Cs", "Cc"), blacklist_cha
 PATHS = st.lists(SEGMENT, min_size=1, max_size=5).map(lambda parts: "/" + "/".join(parts))
 
 
-def _ours_in(directory: str) -> set[str]:
-    return {p for p in os.listdir(directory) if p.startswith("torchfit-")}
-
-
 def test_verify_with_a_tmpdir_full_to_the_last_byte_names_it(tmp_path: Path) -> None:
     where = tmp_path / "tmp"
-    before = _ours_in(tempfile.gettempdir())
+    # Python's fallback for a TMPDIR it cannot write is $TEMP, then /tmp (tempfile's candidate
+    # list): $TEMP is a folder of this test's own, so what lands there is this run's alone, where
+    # /tmp also holds what the other tests of the run (xdist workers) and other runs write.
+    fallback = tmp_path / "fallback"
+    fallback.mkdir()
     with tmpfs(where, size="256k"):
         fill(where)
-        out = run_cli("verify", "--python", sys.executable, "--json", env={"TMPDIR": str(where)})
+        out = run_cli("verify", "--python", sys.executable, "--json",
+                      env={"TMPDIR": str(where), "TEMP": str(fallback)})
         assert out.returncode == 1, out.stderr
         data = json.loads(out.stdout)
         assert data["reference"] == "disk-full" and data["role"] == "TMPDIR" and data["path"] == str(where), data
         assert "not moved to" in data["error"] and "Traceback" not in out.stderr
         assert sorted(os.listdir(where)) == ["fill", "fill2"]
     # Nothing went to Python's fallback instead.
-    assert _ours_in(tempfile.gettempdir()) <= before
+    assert os.listdir(fallback) == []
 
 
 def test_temp_root_is_tmpdir_when_it_has_room_and_when_it_does_not_exist(tmp_path: Path) -> None:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.envs import CACHE, locked
+
 
 def need_root() -> None:
     if os.geteuid() != 0:
@@ -52,17 +54,20 @@ def fill(directory: Path) -> None:
 
 
 def second_user(name: str = "tfattacker") -> pwd.struct_passwd:
-    """A real second user (made with useradd once), for files another user plants."""
+    """A real second user (made with useradd once), for files another user plants. Made under a
+    file lock: two pytest-xdist workers of a fresh machine would both run useradd, and the one
+    that lost ("user already exists", or /etc/passwd locked) skipped its test."""
     need_root()
-    try:
+    with locked(CACHE / f".lock-useradd-{name}"):
+        try:
+            return pwd.getpwnam(name)
+        except KeyError:
+            pass
+        res = subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                             capture_output=True, text=True, check=False)
+        if res.returncode != 0:
+            pytest.skip(f"cannot add a user: {res.stderr.strip()}")
         return pwd.getpwnam(name)
-    except KeyError:
-        pass
-    res = subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-                         capture_output=True, text=True, check=False)
-    if res.returncode != 0:
-        pytest.skip(f"cannot add a user: {res.stderr.strip()}")
-    return pwd.getpwnam(name)
 
 
 def as_user(user: pwd.struct_passwd, *argv: str) -> None:
