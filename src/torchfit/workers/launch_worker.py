@@ -55,10 +55,11 @@ def _preload() -> None:
     """In the fork server: torch, and what DDP's constructor imports (torch._dynamo: 1-4 s, its
     compiler stack), once for every rank instead of in each; an import that fails here is the
     rank's own to meet and report."""
+    import importlib
+
     try:
-        import torch
-        import torch._dynamo
-        import torch.distributed  # noqa: F401
+        for name in ("torch", "torch._dynamo", "torch.distributed"):
+            importlib.import_module(name)
     except Exception:
         pass
 
