@@ -162,3 +162,35 @@ def test_find_remote_disagreement_reads_only_advertised_wheels_by_ranges(tmp_pat
         else:
             assert found is None and len(notes) == 2, notes
             assert all("the server does not honour HTTP range requests" in n for n in notes), notes
+
+
+def test_an_agreeing_pair_is_not_asked_again_a_changed_metadata_is(tmp_path: Path) -> None:
+    """issue 37: the check of a plan's remote wheels ran on every resolve. A wheel and a `.metadata`
+    that agreed, both named by the sha256 their page gives, are not asked for again (a real
+    server on 127.0.0.1, a real disk cache); a `.metadata` whose bytes (and advertised sha256)
+    change afterwards is compared again, and its lie found."""
+    from tests.support.servers import http_server
+    from torchfit.index.client import IndexClient
+    from torchfit.index.metacheck import find_remote_disagreement
+
+    fair = make_wheel(tmp_path / "w", "fair", "1.0", ["torch==2.13.0"])
+    root = tmp_path / "idx"
+    write_index(root, [fair])
+    cache = tmp_path / "cache"
+
+    def check() -> tuple[object, list[str]]:
+        answer, _ = _index_answer(root, ranges=True)
+        with http_server(answer) as server:
+            wheels = [("fair", f"{server.url}/files/{fair.name}")]
+            found = find_remote_disagreement(IndexClient(cache_dir=cache, timeout=10, retries=0), wheels,
+                                             [server.url + "/simple"], lambda _: None)
+            return found, [p for p in server.seen if not p.endswith("/")]
+
+    found, asked = check()
+    assert found is None and any(p.endswith(".whl") for p in asked) and any(p.endswith(".metadata") for p in asked)
+    found, asked = check()
+    assert found is None and asked == [], asked  # the page only: the pair was compared and agreed
+    write_index_with_metadata(root, fair, (root / "fair" / f"{fair.name}.metadata").read_bytes().replace(
+        b"torch==2.13.0", b"torch==2.12.0") if (root / "fair" / f"{fair.name}.metadata").exists() else LIE)
+    found, asked = check()
+    assert found is not None and found.name == "fair", (found, asked)

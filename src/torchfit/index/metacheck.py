@@ -168,6 +168,9 @@ def _check_remote(client: IndexClient, name: str, url: str, indexes: Sequence[st
     if listed is None or listed[1].metadata is None:
         return None  # no .metadata advertised: uv read the wheel itself
     index, file = listed
+    verdict = _agreed_key(file)
+    if verdict and client.cache and client.cache.load(verdict):
+        return None  # these very bytes (both sha256s) were compared before and agreed
     try:
         served = client.core_metadata(file, probe=False, limit=MAX_METADATA_BYTES)
         own = remote_metadata(client, file, limit=MAX_METADATA_BYTES)
@@ -182,4 +185,19 @@ def _check_remote(client: IndexClient, name: str, url: str, indexes: Sequence[st
     if served is None or own is None:
         return None
     diff = compare_metadata(own, served)
-    return RemoteMismatch(name, file.filename, index, tuple(diff)) if diff else None
+    if diff:
+        return RemoteMismatch(name, file.filename, index, tuple(diff))
+    if verdict and client.cache:
+        client.cache.store(verdict, {"url": strip_credentials(file.url), "content_type": "text/plain"}, b"agree")
+    return None
+
+
+def _agreed_key(file: IndexFile) -> str | None:
+    """The cache key of "these wheel bytes and these .metadata bytes agree": both named by the
+    sha256 the page gives, wherever they are served, so the verdict holds as long as those bytes
+    are what the index serves (a changed file is another key). None where the page gives either
+    without a sha256 (compared every time)."""
+    from torchfit.index.cache import DiskCache
+
+    wheel, meta = file.hashes.get("sha256"), (file.metadata or {}).get("sha256")
+    return DiskCache.key("metadata-agrees", f"{wheel} {meta}") if wheel and meta else None
