@@ -194,3 +194,16 @@ def test_an_agreeing_pair_is_not_asked_again_a_changed_metadata_is(tmp_path: Pat
         b"torch==2.13.0", b"torch==2.12.0") if (root / "fair" / f"{fair.name}.metadata").exists() else LIE)
     found, asked = check()
     assert found is not None and found.name == "fair", (found, asked)
+
+
+def test_pypis_own_wheels_are_not_read_again() -> None:
+    """PyPI writes a wheel's .metadata from the wheel itself (docs/architecture.md, Contracts): its
+    files (https://files.pythonhosted.org) are not compared; the same path elsewhere, or over http, is."""
+    from torchfit.index.metacheck import _pypis_own
+
+    path = "/packages/ab/cd/transformers-4.56.1-py3-none-any.whl"
+    assert _pypis_own("https://files.pythonhosted.org" + path)
+    assert _pypis_own("https://Files.PythonHosted.org" + path)
+    assert not _pypis_own("http://files.pythonhosted.org" + path)
+    assert not _pypis_own("https://mirror.example.org" + path)
+    assert not _pypis_own("https://files.pythonhosted.org.evil.example" + path)
