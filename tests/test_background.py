@@ -111,3 +111,19 @@ def test_an_internal_error_says_where_it_was_raised() -> None:
         Background(fails).result()
     where = _raised_at(info.value)
     assert where.startswith(" (raised in test_background.py:") and where.endswith(" fails)"), where
+
+
+def test_torchfits_threads_leave_the_signals_to_the_main_thread() -> None:
+    """A thread that can take SIGTERM defeats interrupts.signals_deferred (which blocks it in the
+    main thread only): an install's SIGTERM during the swap was raised at once, exit 130, where it
+    should have been held and reported as late. Background and the index client's deadline timer
+    start with SIGINT, SIGTERM and SIGHUP blocked; the main thread's own mask is as it was."""
+    import signal
+
+    from torchfit.background import Background
+    from torchfit.interrupts import SIGNALS
+
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    inside = Background(lambda: signal.pthread_sigmask(signal.SIG_BLOCK, [])).result()
+    assert set(SIGNALS) <= set(inside)
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before

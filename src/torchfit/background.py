@@ -29,9 +29,12 @@ from __future__ import annotations
 
 import _thread
 import contextlib
+import signal
 import threading
 from collections.abc import Iterator
 from typing import Any, Callable, Generic, TypeVar
+
+from torchfit.interrupts import SIGNALS
 
 T = TypeVar("T")
 
@@ -49,6 +52,24 @@ def no_fork() -> Iterator[None]:
     """No runner.spawn fork while inside (see `_forks`)."""
     with _forks:
         yield
+
+def start_quiet(thread: threading.Thread) -> None:
+    """Start `thread` with SIGINT, SIGTERM and SIGHUP blocked in it (a new thread inherits its
+    creator's mask), so the kernel delivers them to the main thread alone. A thread that takes
+    them defeats interrupts.signals_deferred, which blocks them in the main thread only while
+    the filesystem is between two states: measured, an install's SIGTERM during the swap was
+    taken by a deadline timer left from the redirect check and raised at once (exit 130, "after
+    the swap") instead of being held and reported as late (tests/e2e/test_signals.py)."""
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - non-POSIX
+        thread.start()
+        return
+    try:
+        thread.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
 
 class Background(Generic[T]):
     """`fn(*args, **kw)` started in a daemon thread; `result()` waits for it and re-raises."""
@@ -70,7 +91,7 @@ class Background(Generic[T]):
                 self._done.release()
 
         self._thread = threading.Thread(target=target, name=name, daemon=True)
-        self._thread.start()
+        start_quiet(self._thread)
 
     def done(self) -> bool:
         return self._finished

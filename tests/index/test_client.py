@@ -217,3 +217,19 @@ def test_a_page_fresh_in_the_cache_is_read_without_importing_requests(tmp_path) 
     assert [r.returncode for r in runs] == [0, 0], [r.stderr for r in runs]
     assert [r.stdout.split() for r in runs] == [[str(len(page)), "True"], [str(len(page)), "False"]]
     assert server.seen == ["/simple/x/"]  # the second run asked nothing
+
+
+def test_a_response_closed_unread_takes_its_deadline_timer_along() -> None:
+    """The redirect check closes each response unread: its deadline timer (a thread) was left
+    running to the deadline, and it could take the signals the main thread held back (the swap's
+    SIGTERM, tests/e2e/test_signals.py). A real server on 127.0.0.1; the timer ends with close()."""
+    from tests.support.servers import http_server, reply
+
+    with http_server(lambda req: reply(req, 200, b"x" * 100)) as server:
+        c = client(use_cache=False, timeout=30, retries=0)
+        resp = c._send(server.url + "/f", {"Accept": "*/*"}, stream=True)
+        _, timer = resp._torchfit_deadline
+        assert timer.is_alive()
+        resp.close()
+        timer.join(5)
+        assert not timer.is_alive()

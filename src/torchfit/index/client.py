@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import urlsplit, urlunsplit
 
-from torchfit.background import Background, no_fork
+from torchfit.background import Background, no_fork, start_quiet
 from torchfit.errors import IndexMalformed, IndexUnavailable
 from torchfit.index.cache import DiskCache, default_cache_dir
 from torchfit.index.pages import (
@@ -246,8 +246,15 @@ class IndexClient:
             resp = self._attempts(url, headers, end)
             timer = threading.Timer(max(0.0, end - time.monotonic()), _abort, (resp,))
             timer.daemon = True
-            timer.start()
+            start_quiet(timer)
             resp._torchfit_deadline = (end, timer)  # type: ignore[attr-defined]
+            given = resp.close
+
+            def close() -> None:  # closed unread (a redirect probe, an error): the timer goes too
+                timer.cancel()
+                given()
+
+            resp.close = close  # type: ignore[method-assign]
             if not stream:
                 self.body(resp, url, limit)
             return resp
