@@ -129,6 +129,23 @@ def _short_reason(exc: BaseException) -> str:
 MAX_RUN_MEMO_BYTES = 64 << 20
 
 
+def _deadline_timer(resp: requests.Response, end: float) -> None:
+    """A timer that aborts `resp`'s body at `end` (monotonic), kept on it as `_torchfit_deadline`;
+    started with the signals blocked in it (background.start_quiet), and cancelled when the
+    response is closed, read or not (a redirect probe closes it unread)."""
+    timer = threading.Timer(max(0.0, end - time.monotonic()), _abort, (resp,))
+    timer.daemon = True
+    start_quiet(timer)
+    resp._torchfit_deadline = (end, timer)  # type: ignore[attr-defined]
+    given = resp.close
+
+    def close() -> None:
+        timer.cancel()
+        given()
+
+    resp.close = close  # type: ignore[method-assign]
+
+
 class _LazySession:
     """The client's requests session, made at the first request that goes out: requests (urllib3,
     charset_normalizer, idna, http.cookiejar: ~100 ms of CPU to import) is not loaded by a run
@@ -244,17 +261,7 @@ class IndexClient:
         end = time.monotonic() + self.deadline
         with self._notices(url):
             resp = self._attempts(url, headers, end)
-            timer = threading.Timer(max(0.0, end - time.monotonic()), _abort, (resp,))
-            timer.daemon = True
-            start_quiet(timer)
-            resp._torchfit_deadline = (end, timer)  # type: ignore[attr-defined]
-            given = resp.close
-
-            def close() -> None:  # closed unread (a redirect probe, an error): the timer goes too
-                timer.cancel()
-                given()
-
-            resp.close = close  # type: ignore[method-assign]
+            _deadline_timer(resp, end)
             if not stream:
                 self.body(resp, url, limit)
             return resp
