@@ -69,32 +69,33 @@ if __name__ == "launch_worker":  # the fork server's preload; not a rank's `__mp
     _preload()
 
 
-def _short_temp_dir() -> None:
-    """The fork server listens on a Unix socket in multiprocessing's temp dir, and AF_UNIX
-    paths end at 108 bytes: under a long TMPDIR (verify gives its children one inside its work
-    directory) the bind fails, "AF_UNIX path too long". Python 3.12 falls back to /tmp itself
-    (multiprocessing.util._get_base_temp_dir); the same here, for every Python."""
+def _temp_dir() -> str:
+    """multiprocessing's temp dir for this process, made now: the fork server listens on a Unix
+    socket there. AF_UNIX paths end at 108 bytes: under a long TMPDIR (verify gives its children
+    one inside its work directory) the bind fails, "AF_UNIX path too long", so there it is made
+    in /tmp, as Python 3.12 does itself (multiprocessing.util._get_base_temp_dir). `run` removes
+    it: this process leaves with os._exit, before multiprocessing's own clean-up would."""
     import tempfile
     from multiprocessing import util
 
     if len(tempfile.gettempdir()) <= 64:  # + "/pymp-XXXXXXXX/listener-XXXXXXXX" fits
-        return
+        return util.get_temp_dir()
     for short in ("/tmp", "/var/tmp", "/usr/tmp"):
         if os.path.isdir(short) and os.access(short, os.W_OK | os.X_OK):
             given, tempfile.tempdir = tempfile.tempdir, short
             try:
-                util.get_temp_dir()  # made now, kept for this process, removed at its exit
+                return util.get_temp_dir()
             finally:
                 tempfile.tempdir = given
-            return
+    return util.get_temp_dir()
 
 
-def main(argv: list) -> None:
+def main(argv: list, made: list) -> None:
     os.environ[AGENT] = str(os.getpid())
     # launch_worker first: the fork server then ends with this process and imports torch and
     # torch._dynamo (_preload); ddp_worker for the ranks' function.
     multiprocessing.set_forkserver_preload(["launch_worker", "torch", "torch.distributed", "ddp_worker"])
-    _short_temp_dir()
+    made.append(_temp_dir())
     try:
         forkserver.ensure_running()  # imports torch while this process does
         serving = True
@@ -118,10 +119,11 @@ def main(argv: list) -> None:
 def run(argv: list) -> None:
     """main, then os._exit: an interpreter exit would first wait for the fork server to finish
     its own (multiprocessing's finalizer waits for it); os._exit ends it at once through its
-    parent-death signal."""
+    parent-death signal; multiprocessing's temp dir (the fork server's socket) removed first."""
     code = 0
+    made: list = []
     try:
-        main(argv)
+        main(argv, made)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:  # torchrun's ChildFailedError: its summary, as Python would print it
@@ -131,6 +133,10 @@ def run(argv: list) -> None:
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()
+    if made:
+        import shutil
+
+        shutil.rmtree(made[0], ignore_errors=True)
     os._exit(code)
 
 
