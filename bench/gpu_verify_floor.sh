@@ -29,6 +29,10 @@ base() {
         PYTHONPATH="$BASE_SRC:${PYTHONPATH#*:}" timed verify-base "$PY" -m torchfit verify --python "$PY" --json
     fi
 }
+for i in 1 2 3; do  # what a rank's fork server imports: torch, then what DDP's constructor needs
+    "$PY" -c 'import time; t = time.perf_counter(); import torch; a = time.perf_counter()
+import torch._dynamo; b = time.perf_counter(); print(f"import torch {a - t:.2f} s, then torch._dynamo {b - a:.2f} s")' >> "$OUT/imports.txt" 2>&1
+done
 for i in $(seq 1 "$ROUNDS"); do
     if [ $((i % 2)) = 1 ]; then
         timed floor "$PY" bench/verify_floor.py; timed verify "$PY" -m torchfit verify --python "$PY" --json; base

@@ -277,14 +277,15 @@ def remove_marked(path: str, token: str | None = None) -> bool:
 # --- temporary directories that say who made them ----------------------------------------
 
 
-def owned_temp_dir(kind: str) -> str:
-    """A new private directory `$TMPDIR/torchfit-KIND-XXXX` carrying torchfit's owner marker.
+def owned_temp_dir(kind: str, base: str | None = None) -> str:
+    """A new private directory `$TMPDIR/torchfit-KIND-XXXX` (or in `base`) carrying
+    torchfit's owner marker.
 
     Directories of the same kind left by a run that was SIGKILLed (marker proves
     torchfit made them; that run is gone) are removed first; nothing without a
     valid marker is ever touched.
     """
-    base = temp_root()
+    base = base or temp_root()
     sweep_temp_dirs(kind, base)
     for _ in range(5):
         path = os.path.join(base, f"torchfit-{kind}-{os.urandom(4).hex()}")

@@ -62,6 +62,11 @@ def test_gloo_smoke_test_passes_with_real_torchrun(verify: Verify, cpu_torch_env
     assert report["ddp"]["argv"][1].endswith("launch_worker.py")
     assert report["ddp"]["argv"][2:5] == ["--start-method", "forkserver", "--nproc-per-node"]
     assert [r["torch_inherited"] for r in report["ddp"]["ranks"]] == [True, True]
+    # and the compiler stack DDP's constructor imports: the fork server found launch_worker.py
+    assert [r["dynamo_inherited"] for r in report["ddp"]["ranks"]] == [True, True]
+    # found through PYTHONPATH, which the fork server gives back: the ranks see the user's own
+    given = verify.env()[0]["PYTHONPATH"]
+    assert [r["env"].get("PYTHONPATH") for r in report["ddp"]["ranks"]] == [given, given]
     rows = report["bandwidth"]["rows"]
     assert [r["bytes"] for r in rows] == [1 << 20, 2 << 20] and all(r["busbw"] > 0 for r in rows)
     # busbw = algbw * 2(n-1)/n: for two ranks the two are equal
@@ -335,3 +340,46 @@ def test_torchfit_killed_with_sigkill_leaves_nothing_behind(
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
     assert_no_orphans(tag, grace=20)
+
+
+def test_the_fork_servers_socket_under_a_long_tmpdir_goes_with_verify_however_torchrun_ends(
+    verify: Verify, cpu_torch_env: Path
+) -> None:
+    """The fork server's Unix socket cannot live under the test's long TMPDIR (AF_UNIX: 108
+    bytes): verify makes a short directory of its own for it and removes it, also when the
+    launcher is SIGKILLed and its own clean-up never runs (each such run left a /tmp/pymp-*)."""
+    import os
+    import signal
+    import time
+
+    from tests.verify.conftest import scan_tagged
+    from torchfit.owned import read_marker
+
+    proc, tag = verify.start("--env", str(cpu_torch_env), "--json", "--timeout", "120", env=faults("hang:1"))
+    assert len(str(verify.tmp)) > 64 - len("/torchfit-verify-XXXXXXXX/tmp")
+
+    def sockets() -> list[str]:
+        """verify's socket directories holding the fork server's pymp-* directory."""
+        found = []
+        for base in ("/tmp", "/var/tmp"):
+            for name in os.listdir(base) if os.path.isdir(base) else []:
+                path = os.path.join(base, name)
+                if name.startswith("torchfit-verify-socket-") and (read_marker(path) or {}).get("pid") == proc.pid:
+                    if any(n.startswith("pymp-") for n in os.listdir(path)):
+                        found.append(path)
+        return found
+
+    end = time.monotonic() + 60
+    seen: list[str] = []
+    while time.monotonic() < end and not seen:
+        seen = sockets()
+        time.sleep(0.2)
+    assert seen, "no socket directory of verify's own under /tmp"
+    launcher = [p for p, cmd in scan_tagged(tag) if "launch_worker.py" in cmd and parent(p) == proc.pid]
+    assert len(launcher) == 1, scan_tagged(tag)
+    time.sleep(2)
+    os.kill(launcher[0], signal.SIGKILL)
+    res = finish(proc, tag, 60)
+    assert res.code == 1 and "ddp" in res.json["failed"], res
+    assert [p for p in seen if os.path.exists(p)] == []
+    assert_no_orphans(res.tag)

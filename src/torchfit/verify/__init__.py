@@ -31,7 +31,7 @@ from torchfit.background import Background, Wake
 from torchfit.checks import Check, Status
 from torchfit.host.links import Links, probe_links
 from torchfit.lock.pylock import load_expected
-from torchfit.owned import hand_over, owned_temp_dir, remove_owned_dir, remove_tree
+from torchfit.owned import TreeNotRemoved, hand_over, owned_temp_dir, remove_owned_dir, remove_tree
 from torchfit.progress import Progress
 from torchfit.redact import redact
 from torchfit.space import from_oserror, is_no_space, require_room, tmpdir_place
@@ -74,7 +74,37 @@ def find_lock(opts: Options, insp: InspectionFacts) -> str | None:
     return None
 
 
+# multiprocessing's temp dir (launch_worker's fork server listens on a Unix socket there) is
+# made in the launcher's TMPDIR, unless that is too long for an AF_UNIX path (108 bytes, with
+# "/pymp-XXXXXXXX/listener-XXXXXXXX" after it): then in a short directory of verify's own,
+# named to the launcher by SOCKET_DIR and removed by verify however the launcher ends.
+SOCKET_DIR = "TORCHFIT_VERIFY_SOCKET_DIR"
+SHORT_TMP = ("/tmp", "/var/tmp")
+
+
+def _socket_dir(tmpdir: str) -> str | None:
+    if len(tmpdir) <= 64:
+        return None
+    for base in SHORT_TMP:
+        if os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
+            with contextlib.suppress(OSError):
+                return owned_temp_dir("verify-socket", base)
+    return None  # the launcher's own fallback (workers/launch_worker.py)
+
+
 def verify(opts: Options, observer: Progress | None = None) -> Report:
+    """`_verify`, and the short directory it may make for the fork server's socket removed
+    however it ends."""
+    made: list[str] = []
+    try:
+        return _verify(opts, observer, made)
+    finally:
+        for path in made:
+            with contextlib.suppress(TreeNotRemoved):
+                remove_owned_dir(path)
+
+
+def _verify(opts: Options, observer: Progress | None, made: list[str]) -> Report:
     """Inspect, run the DDP smoke test (and sweep), judge; kill whatever is left.
 
     The inspection and torchrun start together: the DDP plan is taken from the GPU
@@ -109,6 +139,10 @@ def verify(opts: Options, observer: Progress | None = None) -> Report:
     # TMPDIR each time. Inside the work directory it goes with it (or with the next run's sweep).
     env["TMPDIR"] = os.path.join(work, "tmp")
     os.mkdir(env["TMPDIR"], 0o700)
+    socket_dir = _socket_dir(env["TMPDIR"])
+    if socket_dir:
+        made.append(socket_dir)
+        env[SOCKET_DIR] = socket_dir
     # doctor's judgement of the ranks' environment, before any rank starts (verify.environment).
     host_gpus = host_gpu_count()
     nccl = opts.backend == "nccl" or (opts.backend is None and bool(host_gpus))

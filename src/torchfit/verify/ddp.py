@@ -391,6 +391,9 @@ def rank_to_json(r: RankState) -> JsonObject:
         "timings": {x.get("what"): x.get("seconds") for x in r.kind("timing")},
         # True: forked from torchrun's agent with torch imported (workers/launch_worker.py).
         "torch_inherited": next((x.get("inherited") for x in r.kind("timing") if x.get("what") == "import"), None),
+        "dynamo_inherited": next(
+            (x.get("dynamo_inherited") for x in r.kind("timing") if x.get("what") == "import"), None
+        ),
         # What the worker saw: proof that NCCL_*, LD_PRELOAD, CUDA_VISIBLE_DEVICES reached it.
         "env": ((r.first("runtime") or {}).get("info") or {}).get("env"),
         "nccl": {

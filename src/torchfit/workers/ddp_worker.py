@@ -111,10 +111,15 @@ def run(cfg: dict, rep: rt.Reporter, ids: dict) -> None:
     rep.stage("import")
     start = time.perf_counter()
     inherited = "torch" in sys.modules  # forked from a fork server that imported it (launch_worker.py)
+    # and DDP's compiler stack, which its constructor imports (1-4 s when not inherited)
+    dynamo_inherited = "torch._dynamo" in sys.modules
     import torch
     import torch.distributed as dist
 
-    rep.line("timing", what="import", seconds=round(time.perf_counter() - start, 3), inherited=inherited)
+    rep.line(
+        "timing", what="import", seconds=round(time.perf_counter() - start, 3),
+        inherited=inherited, dynamo_inherited=dynamo_inherited,
+    )
 
     rep.stage("device")
     if backend == "nccl":

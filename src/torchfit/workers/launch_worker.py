@@ -21,6 +21,7 @@ Standard library and torch only (never torchfit); Python 3.8+.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import sys
@@ -64,24 +65,45 @@ def _preload() -> None:
         pass
 
 
-if __name__ == "launch_worker":  # the fork server's preload; not a rank's `__mp_main__` re-run
+GIVEN_PATH = "TORCHFIT_VERIFY_GIVEN_PYTHONPATH"
+
+
+def _give_back_pythonpath() -> None:
+    """In the fork server: PYTHONPATH as the user gave it, so the ranks forked from it see
+    their own environment (main put the workers' directory in front to start this server)."""
+    marked = os.environ.pop(GIVEN_PATH, None)
+    if marked is None:
+        return
+    given = json.loads(marked)
+    if given is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = given
+
+
+if __name__ == "launch_worker":  # the fork server's first preload (main), found by PYTHONPATH
+    _give_back_pythonpath()
     _die_with_the_agent()
     _preload()
+
+
+SOCKET_DIR = "TORCHFIT_VERIFY_SOCKET_DIR"
 
 
 def _temp_dir() -> str:
     """multiprocessing's temp dir for this process, made now: the fork server listens on a Unix
     socket there. AF_UNIX paths end at 108 bytes: under a long TMPDIR (verify gives its children
-    one inside its work directory) the bind fails, "AF_UNIX path too long", so there it is made
-    in /tmp, as Python 3.12 does itself (multiprocessing.util._get_base_temp_dir). `run` removes
-    it: this process leaves with os._exit, before multiprocessing's own clean-up would."""
+    one inside its work directory) the bind fails, "AF_UNIX path too long", so there verify
+    names a short directory of its own (SOCKET_DIR), which it removes however this process
+    ends; run by hand, /tmp, as Python 3.12 does itself (multiprocessing.util._get_base_temp_dir).
+    `run` removes it: this process leaves with os._exit, before multiprocessing's own clean-up."""
     import tempfile
     from multiprocessing import util
 
     if len(tempfile.gettempdir()) <= 64:  # + "/pymp-XXXXXXXX/listener-XXXXXXXX" fits
         return util.get_temp_dir()
-    for short in ("/tmp", "/var/tmp", "/usr/tmp"):
-        if os.path.isdir(short) and os.access(short, os.W_OK | os.X_OK):
+    for short in (os.environ.get(SOCKET_DIR, ""), "/tmp", "/var/tmp", "/usr/tmp"):
+        if short and os.path.isdir(short) and os.access(short, os.W_OK | os.X_OK):
             given, tempfile.tempdir = tempfile.tempdir, short
             try:
                 return util.get_temp_dir()
@@ -93,15 +115,28 @@ def _temp_dir() -> str:
 def main(argv: list, made: list) -> None:
     os.environ[AGENT] = str(os.getpid())
     # launch_worker first: the fork server then ends with this process and imports torch and
-    # torch._dynamo (_preload); ddp_worker for the ranks' function.
+    # torch._dynamo (_preload); ddp_worker for the ranks' function. The fork server takes no
+    # sys.path from here (CPython's forkserver.main ignores the sys_path and main_path it is
+    # handed, 3.8 to 3.13), so a preload found only through sys.path is skipped in silence:
+    # it finds this directory through PYTHONPATH, which it then gives back for its ranks.
     multiprocessing.set_forkserver_preload(["launch_worker", "torch", "torch.distributed", "ddp_worker"])
     made.append(_temp_dir())
+    given = os.environ.get("PYTHONPATH")
+    here = os.path.dirname(os.path.abspath(__file__))
+    os.environ[GIVEN_PATH] = json.dumps(given)  # "null": none was set
+    os.environ["PYTHONPATH"] = here if not given else here + os.pathsep + given
     try:
         forkserver.ensure_running()  # imports torch while this process does
         serving = True
     except OSError as exc:  # no fork server: torchrun starts the script, as it would alone
         sys.stderr.write(f"torchfit: no fork server ({exc}); torchrun starts the ranks as scripts\n")
         serving = False
+    finally:
+        del os.environ[GIVEN_PATH]
+        if given is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = given
     import ddp_worker
     import torch.distributed.run as torchrun
 
