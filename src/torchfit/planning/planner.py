@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from packaging.requirements import Requirement
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -158,12 +158,23 @@ class ProjectPlanner(OnSources):
         constraints = self.constraints.base(best, [b for b in alt_builds if b.torch == torch])
         if not constraints:
             return first, builds, compiled
+        if self._same_question(first, best) and _answers(compiled, constraints):
+            # One source for both variants, the same Python: uv's answer already holds every
+            # constraint of the better variant, so asking again would ask the same question,
+            # narrowed to an answer uv already gave (pypi.org's one unlabelled torch per
+            # release: 0.7 s of a 1.5 s project resolve, issue 37).
+            return best, alt_builds, compiled
         again = self.passes.compile(best, work, f"variant-{best.variant}", constraints, direct=self.direct,
                                     routed=self.passes.routed,
                                     no_build=self.settings.no_build or not self._built(compiled))
         if not again.ok:
             return first, builds, compiled
         return best, alt_builds, again
+
+    def _same_question(self, first: Plan, best: Plan) -> bool:
+        """Would uv be asked of the same sources and interpreter for `best` as for `first`?"""
+        return (self.settings.sources(best.variant) == self.settings.sources(first.variant)
+                and (best.python_version, best.free_threaded) == (first.python_version, first.free_threaded))
 
     @staticmethod
     def _built(compiled: Compiled) -> bool:
@@ -526,3 +537,21 @@ def _sdist_line(name: str, version: str, companions: Companions, passed: Passed 
                 f"source distribution (runs its build, needs its compilers){built_note(passed, version)}")
     return (f"{name} {version} has no wheel for this host in your sources: installing it builds it from its "
             "source distribution (runs its build, needs its compilers); `resolve --no-build` refuses instead")
+
+
+def _answers(compiled: Compiled, constraints: Sequence[str]) -> bool:
+    """Does every distribution of uv's answer already satisfy `constraints` (plain requirements
+    on names; one with a URL or a marker is not judged here: False)?"""
+    for line in constraints:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            return False
+        if req.url or req.marker:
+            return False
+        name = canonicalize_name(req.name)
+        for dist in compiled.locked:
+            if dist.name == name and (dist.version is None
+                                      or not req.specifier.contains(dist.version, prereleases=True)):
+                return False
+    return True
