@@ -24,6 +24,7 @@ that wheel is left unchecked with a note, and install checks the wheel it downlo
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from email.parser import HeaderParser
@@ -127,14 +128,54 @@ def find_remote_disagreement(client: IndexClient, wheels: Sequence[tuple[str, st
     """The first of `wheels` ((name, URL) of the plan's remote wheels) that came from a `.metadata`
     which disagrees with the wheel's own METADATA; None when none does. `indexes`: the http(s)
     indexes the plan read (the page that lists a wheel's URL says whether a `.metadata` was
-    advertised). `note` hears, once per wheel, why one could not be checked (no Range)."""
+    advertised). `note` hears, once per index, which wheels could not be checked (no Range): a
+    file server that answered one range request with the whole file is not asked for the others."""
     from torchfit.background import map_in_threads
 
     remote = [(n, u) for n, u in wheels if urlsplit(u).scheme.lower() in ("http", "https")
               and urlsplit(u).path.endswith(".whl") and not _pypis_own(u)]
-    found = [r for r in map_in_threads(lambda w: _check_remote(client, w[0], w[1], indexes, note), remote,
-                                       CHECK_WORKERS) if r is not None]
+    unranged = _Unranged()
+    found = [r for r in map_in_threads(lambda w: _check_remote(client, w[0], w[1], indexes, note, unranged),
+                                       remote, CHECK_WORKERS) if r is not None]
+    unranged.tell(note)
     return found[0] if found else None
+
+
+class _Unranged:
+    """File servers that do not honour Range, and the wheels left unchecked for it, by index."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.servers: set[str] = set()  # scheme://host:port of files that came whole
+        self.wheels: dict[str, list[str]] = {}  # index -> the wheels' file names
+
+    def skip(self, url: str, index: str, filename: str) -> bool:
+        """Is `url`'s server one that answered a range request whole? (then the wheel is noted
+        under `index`, the one that listed it, and not asked for)"""
+        with self.lock:
+            if _origin(url) not in self.servers:
+                return False
+            self.wheels.setdefault(index, []).append(filename)
+            return True
+
+    def add(self, url: str, index: str, filename: str) -> None:
+        with self.lock:
+            self.servers.add(_origin(url))
+            self.wheels.setdefault(index, []).append(filename)
+
+    def tell(self, note: Callable[[str], None]) -> None:
+        for index, names in self.wheels.items():
+            names = sorted(redact(unquote(n)) for n in names)
+            what = (f"{names[0]}: its .metadata was not compared with the wheel" if len(names) == 1 else
+                    f"{len(names)} wheels' .metadata were not compared with the wheels ({', '.join(names[:3])}"
+                    f"{', ...' if len(names) > 3 else ''})")
+            note(f"{what}: {NO_RANGES} at {redact(index)} (the wheel is not downloaded whole to plan; "
+                 "install checks the wheel it downloads)")
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(strip_credentials(url))
+    return f"{parts.scheme.lower()}://{(parts.netloc or '').lower()}"
 
 
 # PyPI's file host: PyPI writes a wheel's `.metadata` from the wheel itself at upload (warehouse's
@@ -175,10 +216,12 @@ def _same(url: str) -> str:
 
 
 def _check_remote(client: IndexClient, name: str, url: str, indexes: Sequence[str],
-                  note: Callable[[str], None]) -> RemoteMismatch | None:
+                  note: Callable[[str], None], unranged: _Unranged) -> RemoteMismatch | None:
     listed = _listing(client, name, url, indexes)
     if listed is None or listed[1].metadata is None:
         return None  # no .metadata advertised: uv read the wheel itself
+    if unranged.skip(url, listed[0], listed[1].filename):
+        return None
     index, file = listed
     verdict = _agreed_key(file)
     if verdict and client.cache and client.cache.load(verdict):
@@ -191,8 +234,7 @@ def _check_remote(client: IndexClient, name: str, url: str, indexes: Sequence[st
              "install checks the wheel it downloads")
         return None
     if own == NO_RANGES:
-        note(f"{redact(file.filename)}: its .metadata was not compared with the wheel: {NO_RANGES} at "
-             f"{redact(index)} (the wheel is not downloaded whole to plan; install checks the wheel it downloads)")
+        unranged.add(url, index, file.filename)
         return None
     if served is None or own is None:
         return None
