@@ -88,7 +88,9 @@ def main() -> int:
             pypi = "https://pypi.org/simple" if args.pypi else f"{url}/pypi/simple"
             torch_index = "https://pypi.org/simple" if args.pypi else url + "/torch/{variant}/simple"
             # The same configuration on both sides: none (no pip.conf, no PIP_* variables).
-            env = {**{k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))},
+            # without PYTHONDONTWRITEBYTECODE: bytecode written once, as pip writes it at install
+            env = {**{k: v for k, v in os.environ.items()
+                      if not k.startswith(("PIP_", "UV_")) and k != "PYTHONDONTWRITEBYTECODE"},
                    "PIP_CONFIG_FILE": "/dev/null", "XDG_CACHE_HOME": str(root / "cache"),
                    "UV_CACHE_DIR": str(root / "uvcache")}
             req = str(root / "requirements.txt")
