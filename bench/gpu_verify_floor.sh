@@ -31,7 +31,7 @@ base() {
 }
 for i in 1 2 3; do  # what a rank's fork server imports: torch, then what DDP's constructor needs
     "$PY" -c 'import time; t = time.perf_counter(); import torch; a = time.perf_counter()
-import torch._dynamo; b = time.perf_counter(); print(f"import torch {a - t:.2f} s, then torch._dynamo {b - a:.2f} s")' >> "$OUT/imports.txt" 2>&1
+import torch._dynamo; b = time.perf_counter(); print(f"import torch {a - t:.2f} s, then torch._dynamo {b - a:.2f} s")' >> "$OUT/host.txt" 2>&1
 done
 for i in $(seq 1 "$ROUNDS"); do
     if [ $((i % 2)) = 1 ]; then
