@@ -344,3 +344,17 @@ def test_attack3_read_regular_stops_at_its_limit(tmp_path: Path) -> None:
     with pytest.raises(OSError, match="larger than"):
         cache.read_regular(str(big), cache.MAX_RECORD_BYTES)
     assert cache.read_regular(str(big), cache.MAX_RECORD_BYTES + 1) == b"\0" * (cache.MAX_RECORD_BYTES + 1)
+
+
+def test_a_record_nested_past_the_interpreters_depth_is_a_miss_not_a_crash() -> None:
+    """A record's body is parsed by json.loads alone (it is this user's, its sha256 in the
+    header): one nested deeper than the interpreter recurses is read as absent, never raised."""
+    from torchfit.cache import FORMAT, _record_path, cache_dir, sha256_hex, write_record
+
+    assert write_record("deep", "k", [1])
+    body = "[" * 100_000 + "]" * 100_000
+    header = json.dumps({"format": FORMAT, "key": "k", "sha256": sha256_hex(body.encode())})
+    with open(_record_path(cache_dir(), "deep"), "w", encoding="utf-8") as fh:
+        fh.write(f"{header}\n{body}")
+    assert cache.read_record("deep", "k") is None
+    assert write_record("deep", "k", [[1]]) and cache.read_record("deep", "k") == [[1]]
