@@ -19,6 +19,10 @@ def test_ux_conflict_groups_gpus_and_reads_at_80_columns(tmp_path: Path) -> None
     assert "8\u00d7 NVIDIA H100 80GB HBM3 (sm_90)" in proc.stderr, proc.stderr
     assert proc.stderr.count("NVIDIA H100") <= 3, proc.stderr  # once per line naming the GPUs
     assert max(len(line) for line in proc.stderr.splitlines()) <= 80, proc.stderr
+    # the driver is the one change; the CPU builds a GPU host refuses are no reason to doubt
+    # the GPU facts (the hint "no build covers these GPUs" came from them)
+    assert "hint: upgrade the NVIDIA driver to >= 580" in proc.stderr, proc.stderr
+    assert "no build covers these GPUs" not in proc.stderr, proc.stderr
 
 
 def test_ux_explain_lists_this_hardware_first_and_counts_the_rest() -> None:

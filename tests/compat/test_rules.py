@@ -127,6 +127,19 @@ def test_describe_host_lists_pythons_in_numeric_order() -> None:
     assert "Python 2.7.18, 3.6.15, 3.9.18, 3.10.13, 3.13.0 " in line
 
 
+def test_describe_host_names_every_source_of_a_missing_python() -> None:
+    """issue 35: the host line said "(pyenv)" alone; uv's managed Pythons are a source too."""
+    from dataclasses import replace
+
+    from torchfit.compat.explain import describe_host
+    from torchfit.compat.facts import UvPythons
+
+    host = make_facts(pythons=["3.11.7"], pyenv=["3.12.1"])
+    assert describe_host(host).endswith("Python 3.11.7 (pyenv; no uv Pythons)"), describe_host(host)
+    offered = replace(host, pyenv=None, uv_pythons=UvPythons("/usr/bin/uv", ("3.14.0t", "3.9.23", "3.13.5", "3.10.18")))
+    assert describe_host(offered).endswith("Python 3.11.7 (no pyenv; uv offers 3.9 to 3.14)"), describe_host(offered)
+
+
 # --- #29: one judgement per GPU model ---------------------------------------------------------
 
 

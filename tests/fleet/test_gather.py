@@ -70,7 +70,7 @@ def test_cloned_hostnames_are_told_apart_by_slurms_node_names(slurm: SlurmCluste
 def test_a_node_answering_100000_deep_json_is_that_nodes_bad_answer(slurm: SlurmCluster, tmp_path: Path) -> None:
     deep = '{"node":"n2","host":"n2","data":' + "[" * 100_000 + "]" * 100_000 + "}"
     res = detect(slurm, "--nodelist", "n[1-3]", "--json", hostile=forged_answer("n2", deep), tmp_path=tmp_path)
-    assert res.returncode == 0, res.stderr
+    assert res.returncode == 0, res.stderr + res.stdout
     assert "Traceback" not in res.stderr and "RecursionError" not in res.stderr + res.stdout
     data = json.loads(res.stdout)
     assert [g["nodes"] for g in data["groups"]] == ["n1", "n3"]

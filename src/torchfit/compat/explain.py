@@ -42,6 +42,7 @@ class Remedy:
     drop: tuple[str, ...] = ()
     variant: str | None = None
     envs: tuple[tuple[int, ...], ...] = ()
+    fallback: bool = False  # offered only when no other hint opens a path (a CPU build on a GPU host)
 
     def join(self, other: Remedy, text: str) -> Remedy:
         return Remedy(text, self.assume + other.assume, self.drop + other.drop,
@@ -103,8 +104,12 @@ def explain_conflict(ctx: Context) -> tuple[list[str], list[Remedy]]:
         fails = ctx.refusals(b)
         for c in fails:
             by_category.setdefault(c.category, []).append((b, c))
+    cpu_only: Build | None = None  # a build of another kind (CPU on a GPU host) refused for that alone
     for b in ctx.ordered:
         cats = sorted({c.category for c in ctx.refusals(b)})
+        if cats == ["gpu"] and b not in kind:
+            cpu_only = cpu_only or b
+            continue
         if len(cats) == 1:
             singles.setdefault(cats[0], b)
         elif set(cats) <= {"driver", "glibc", "python", "user", "companion"}:
@@ -148,6 +153,8 @@ def explain_conflict(ctx: Context) -> tuple[list[str], list[Remedy]]:
         remedies.append(split)
     if "gpu" in singles or not remedies:
         remedies.append(_remedy(ctx, "gpu", singles.get("gpu") or ctx.ordered[0]))
+    elif cpu_only is not None:  # a way out (a Jetson's), but no reason to doubt the GPUs beside a real one
+        remedies.append(replace(_remedy(ctx, "gpu", cpu_only), fallback=True))
     return conflicts, remedies
 
 
@@ -327,11 +334,22 @@ def describe_host(host: HostFacts) -> str:
     gpus = describe_gpus(host.gpus) or "no GPU"
     # Numeric order (3.6 before 3.13), not text order; a version that is not numeric goes last.
     py = ", ".join(sorted({p.version for p in host.pythons}, key=_version_order)) or "no Python found"
-    pyenv = "pyenv" if host.pyenv else "no pyenv"
     return (
         f"driver {host.driver_version or 'unknown'}, {gpus}, glibc {host.glibc or 'unknown'}, "
-        f"{host.os or 'OS unknown'}, {host.arch or 'arch unknown'}, Python {py} ({pyenv})"
+        f"{host.os or 'OS unknown'}, {host.arch or 'arch unknown'}, Python {py} ({_python_sources(host)})"
     )
+
+
+def _python_sources(host: HostFacts) -> str:
+    """Where more Pythons could come from: pyenv, and uv's managed Pythons (issue 35: the line
+    said "(pyenv)" alone, though torchfit installs a missing Python from either)."""
+    pyenv = "pyenv" if host.pyenv else "no pyenv"
+    minors = sorted({".".join(v.rstrip("t").split(".")[:2]) for v in (host.uv_pythons.installable
+                                                                     if host.uv_pythons else ())},
+                    key=_version_order)
+    uv = f"uv offers {minors[0]} to {minors[-1]}" if len(minors) > 1 else \
+        f"uv offers {minors[0]}" if minors else "no uv Pythons"
+    return f"{pyenv}; {uv}"
 
 
 def _version_order(text: str) -> tuple[int, tuple[int, ...], str]:

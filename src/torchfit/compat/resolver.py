@@ -112,7 +112,7 @@ def _working_remedies(hosts: Sequence[HostFacts], request: Request, matrix: Matr
             text += f" (the plan it opens rests on weak evidence: {weak[0]})"
         if text not in {r.text for r in out}:
             out.append(replace(remedy, text=text))
-    return out
+    return [r for r in out if not r.fallback] or out
 
 
 def _project_reasons(ctx: Context, build: Build, chosen: Sequence[ProjectCandidate]) -> tuple[list[str], list[str]]:
