@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # verify against its one-process floor on the lent GPU machine (issue 37), alternating
-# rounds, wall times of whole processes; then the early stop (a bogus CUDA_VISIBLE_DEVICES
+# rounds, wall times of whole processes; "ddp-floor" is bench/ddp_profile.py, one process that also
+# builds a 1-rank DDP model and steps it (what any DDP program pays: DDP's constructor imports
+# torch._dynamo); then the early stop (a bogus CUDA_VISIBLE_DEVICES
 # UUID) and one kept verify's timeline.
 #
 #   bash bench/gpu_verify_floor.sh [ROUNDS]      (from the repo root; writes into $OUT)
@@ -35,9 +37,11 @@ import torch._dynamo; b = time.perf_counter(); print(f"import torch {a - t:.2f} 
 done
 for i in $(seq 1 "$ROUNDS"); do
     if [ $((i % 2)) = 1 ]; then
-        timed floor "$PY" bench/verify_floor.py; timed verify "$PY" -m torchfit verify --python "$PY" --json; base
+        timed floor "$PY" bench/verify_floor.py; timed ddp-floor "$PY" bench/ddp_profile.py
+        timed verify "$PY" -m torchfit verify --python "$PY" --json; base
     else
-        base; timed verify "$PY" -m torchfit verify --python "$PY" --json; timed floor "$PY" bench/verify_floor.py
+        base; timed verify "$PY" -m torchfit verify --python "$PY" --json
+        timed ddp-floor "$PY" bench/ddp_profile.py; timed floor "$PY" bench/verify_floor.py
     fi
     cat "$OUT/last-floor.out" >> "$OUT/floor.jsonl"
 done
@@ -55,10 +59,10 @@ for name, sec, rc in rows:
     by.setdefault(name, []).append(float(sec))
 for name, v in by.items():
     print(f"{name:10s} median {statistics.median(v):.2f} s  ({', '.join(f'{x:.2f}' for x in v)})")
-if "floor" in by and "verify" in by:
+for f in ("floor", "ddp-floor"):
     for v in ("verify", "verify-base"):
-        if v in by:
-            print(f"{v} / floor: {statistics.median(by[v]) / statistics.median(by['floor']):.2f}x")
+        if f in by and v in by:
+            print(f"{v} / {f}: {statistics.median(by[v]) / statistics.median(by[f]):.2f}x")
 PYEOF
 cat "$OUT/summary.txt"
 rm -f "$OUT"/last-*
