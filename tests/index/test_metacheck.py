@@ -164,7 +164,7 @@ def test_find_remote_disagreement_reads_only_advertised_wheels_by_ranges(tmp_pat
             assert found is None and notes == [
                 f"3 wheels' .metadata were not compared with the wheels ({fair.name}, {liar.name}, {plain.name}; "
                 f"where their index serves one): the server does not honour HTTP range requests at {server.url} "
-                "(the wheel is not downloaded whole to plan; install checks the wheel it downloads)"], notes
+                "(the wheels are not downloaded whole to plan; install checks the wheels it downloads)"], notes
 
 
 def test_an_agreeing_pair_is_not_asked_again_a_changed_metadata_is(tmp_path: Path) -> None:

@@ -180,8 +180,9 @@ class _Unranged:
                     f"{len(names)} wheels' .metadata were not compared with the wheels ({', '.join(names[:3])}"
                     f"{', ...' if len(names) > 3 else ''}{'; where their index serves one' if origin in self.unread else ''})")
             where = redact(origin if origin in self.unread else self.servers[origin])
-            note(f"{what}: {NO_RANGES} at {where} (the wheel is not downloaded whole to plan; "
-                 "install checks the wheel it downloads)")
+            it = "wheel is" if len(names) == 1 else "wheels are"
+            note(f"{what}: {NO_RANGES} at {where} (the {it} not downloaded whole to plan; "
+                 f"install checks the {it.split()[0]} it downloads)")
 
 
 def _origin(url: str) -> str:
