@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.verify.conftest import Verify
+from tests.verify.conftest import Verify, faults
 
 GOOD_LOCK_TOOL = """
 lock-version = "1.0"
@@ -72,7 +72,11 @@ def test_an_interrupted_verify_leaves_no_torchelastic_directory(
     """torchrun makes `torchelastic_*` in its TMPDIR and removes it only when it ends cleanly:
     it is given one inside verify's own work directory, which goes when verify is interrupted
     (before: one left in the user's TMPDIR on 5 of 5 interruptions, issue 25)."""
-    proc, _tag = verify.start("--env", str(cpu_torch_env), "--backend", "gloo", "--nproc", "2")
+    # rank 1 stalls in its all-reduce (tests/support/faults): the ranks are still running when
+    # the signal comes (with torch._dynamo preloaded, a healthy CPU run now ends within the
+    # second this test used to wait, and the signal came after verify's own end)
+    proc, _tag = verify.start("--env", str(cpu_torch_env), "--backend", "gloo", "--nproc", "2",
+                              env=faults("hang:1"))
     deadline = time.monotonic() + 120
     while not list(tmp_path.rglob("torchelastic_*")) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
