@@ -17,9 +17,11 @@ pytestmark = pytest.mark.slow  # real verify runs (torch imports, torchrun)
 IFACES = sorted(os.listdir("/sys/class/net")) if os.path.isdir("/sys/class/net") else []
 
 
-def tf(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def tf(*args: str, env: dict[str, str], tmp: Path) -> subprocess.CompletedProcess[str]:
+    """The CLI with `env`; TMPDIR the test's own: a failed verify keeps its work directory there
+    for the reader (it was left in /tmp by every slow run)."""
     full = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "CUDA_"))}
-    full.update(env)
+    full.update(env, TMPDIR=str(tmp))
     return run_cli(*args, base_env=full, timeout=300)
 
 
@@ -28,10 +30,11 @@ def check(report: dict, name: str, key: str) -> dict:
 
 
 @pytest.mark.skipif(not IFACES, reason="no /sys/class/net to judge interfaces against")
-def test_verify_names_a_bad_nccl_interface_as_doctor_does(cpu_torch_env: Path) -> None:
+def test_verify_names_a_bad_nccl_interface_as_doctor_does(cpu_torch_env: Path, tmp_path: Path) -> None:
     env = {"NCCL_SOCKET_IFNAME": "bogus0", "NCCL_P2P_DISABLE": "1"}
-    doc = tf("doctor", "--json", "--env", str(cpu_torch_env), env=env)
-    ver = tf("verify", "--json", "--env", str(cpu_torch_env), "--backend", "nccl", "--no-bandwidth", env=env)
+    doc = tf("doctor", "--json", "--env", str(cpu_torch_env), env=env, tmp=tmp_path)
+    ver = tf("verify", "--json", "--env", str(cpu_torch_env), "--backend", "nccl", "--no-bandwidth", env=env,
+             tmp=tmp_path)
     assert ver.returncode == 1, ver.stderr
     d, v = json.loads(doc.stdout), json.loads(ver.stdout)
     for name in ("nccl-socket-ifname", "nccl-env-disables"):
@@ -44,9 +47,9 @@ def test_verify_names_a_bad_nccl_interface_as_doctor_does(cpu_torch_env: Path) -
     assert v["ddp"] is None and check(v, "ddp", "name")["status"] in ("fail", "skip")
 
 
-def test_gloo_runs_are_not_judged_by_nccl_variables(cpu_torch_env: Path) -> None:
+def test_gloo_runs_are_not_judged_by_nccl_variables(cpu_torch_env: Path, tmp_path: Path) -> None:
     ver = tf("verify", "--json", "--env", str(cpu_torch_env), "--backend", "gloo", "--nproc", "1", "--no-bandwidth",
-             env={"NCCL_SOCKET_IFNAME": "bogus0"})
+             env={"NCCL_SOCKET_IFNAME": "bogus0"}, tmp=tmp_path)
     assert ver.returncode == 0, ver.stdout[-2000:] + ver.stderr[-2000:]
     v = json.loads(ver.stdout)
     assert check(v, "environment", "name")["status"] == "pass"
