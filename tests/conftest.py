@@ -67,6 +67,16 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput["torchfit_columns"] = os.environ.get("COLUMNS")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test of the real Slurm cluster on one pytest-xdist worker (`--dist loadgroup`): each
+    worker starts its own cluster (tests/fleet/conftest.py, five slurmd), and four of them on a
+    2-core machine made a step's tasks miss their time (tests/fleet/test_gather.py failed in 2 of
+    3 full fast-tier runs with Slurm's "STEP 9.0 ON n1 CANCELLED")."""
+    for item in items:
+        if item.get_closest_marker("slurm") is not None:
+            item.add_marker(pytest.mark.xdist_group("slurm"))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and "torchfit_columns" in workerinput:

@@ -127,3 +127,28 @@ def test_torchfits_threads_leave_the_signals_to_the_main_thread() -> None:
     inside = Background(lambda: signal.pthread_sigmask(signal.SIG_BLOCK, [])).result()
     assert set(SIGNALS) <= set(inside)
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
+
+
+def test_the_first_import_of_logging_waits_for_a_fork_in_progress() -> None:
+    """logging registers fork hooks as it is imported; imported in one thread while another forks
+    (runner.spawn, under background.no_fork), the parent's hook released a lock it never took and
+    "Exception ignored in: _releaseLock" reached a command's stderr. Its first import, in any
+    thread, now waits for the fork (a fresh interpreter: logging not yet imported)."""
+    code = (
+        "import sys, threading, time\n"
+        "from torchfit import background\n"
+        "assert 'logging' not in sys.modules\n"
+        "done = []\n"
+        "t = threading.Thread(target=lambda: (__import__('logging'), done.append(time.monotonic())))\n"
+        "with background.no_fork():\n"
+        "    t.start()\n"
+        "    time.sleep(0.5)\n"
+        "    held = time.monotonic()\n"
+        "    assert done == [], 'imported during the fork'\n"
+        "t.join(10)\n"
+        "assert done and done[0] >= held, done\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src")))
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

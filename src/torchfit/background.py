@@ -30,11 +30,16 @@ from __future__ import annotations
 import _thread
 import contextlib
 import signal
+import sys
 import threading
-from collections.abc import Iterator
-from typing import Any, Callable, Generic, TypeVar
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
 from torchfit.interrupts import SIGNALS
+
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
 
 T = TypeVar("T")
 
@@ -45,6 +50,41 @@ T = TypeVar("T")
 # "Exception ignored in: _releaseLock ... RuntimeError: cannot release un-acquired lock" into the
 # command's stderr (seen in a full test run after requests became lazy, issue 37).
 _forks = threading.RLock()
+
+
+class _LoggingUnderForks:
+    """Runs the first import of `logging`, in any thread, under `_forks`: its fork hooks are then
+    never registered beside a fork. `_forks` alone covered torchfit's own such import (requests,
+    in the page-reading thread); packaging.tags imports logging too, from whichever thread reads a
+    version first, and the fast tier saw it again: `install --lock DEEP.toml`'s one bad-input line
+    came after "Exception ignored in: _releaseLock" (the main thread importing packaging while a
+    probe thread spawned). A plain resolve never imports logging, and this costs it nothing."""
+
+    done = False
+
+    def find_spec(self, name: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> ModuleSpec | None:
+        if name != "logging" or self.done:
+            return None
+        import importlib.machinery
+
+        self.done = True
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return None
+        real = loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            with _forks:
+                real(module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+if "logging" not in sys.modules:
+    sys.meta_path.insert(0, _LoggingUnderForks())
 
 
 @contextlib.contextmanager
