@@ -254,13 +254,14 @@ class SlurmCluster:
                     return
 
 
-def forged_answer(node: str, record: str) -> str:
+def forged_answer(node: str, record: str, after: float = 0.0) -> str:
     """A sitecustomize.py for the tasks' PYTHONPATH: on `node` only, print `record` (the text
-    between fleet.srun's answer markers) instead of torchfit's own answer, and exit. How the
-    tests play a hostile node (srun hands PYTHONPATH to every task)."""
+    between fleet.srun's answer markers) instead of torchfit's own answer, and exit; `after`
+    seconds first. How the tests play a hostile node (srun hands PYTHONPATH to every task)."""
     return (
-        "import os, sys\n"
+        "import os, sys, time\n"
         f"if os.environ.get('SLURMD_NODENAME') == {node!r}:\n"
+        f"    time.sleep({after!r})\n"
         f"    sys.stdout.write('torchfit-fleet-node\\n' + {record!r} + '\\ntorchfit-fleet-end\\n')\n"
         "    sys.stdout.flush()\n"
         "    os._exit(0)\n"
