@@ -40,7 +40,8 @@ def test_attack3_a_damaged_file_in_uvs_cache_fails_the_install_and_is_named(
     assert "`import torch` fails in the new env" in proc.stderr and "uv cache clean torch" in proc.stderr
     assert not second.exists()
 
-    verify = run_tf("verify", "--env", str(first), state=state, timeout=600)
+    # the test's own TMPDIR: the failed verify keeps its work directory there for the reader
+    verify = run_tf("verify", "--env", str(first), state=state, timeout=600, TMPDIR=str(tmp_path))
     assert verify.returncode == 1, verify.stderr[-3000:]
     assert re.search(r"differs? from its wheel's RECORD", verify.stdout + verify.stderr)  # "1 ... differs", "2 ... differ"
     assert "torch/__init__.py" in verify.stdout + verify.stderr

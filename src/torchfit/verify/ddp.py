@@ -375,6 +375,7 @@ def _stall_check(
 def rank_to_json(r: RankState) -> JsonObject:
     stage, step, _t = last_stage(r.records)
     err = r.first("error")
+    imported = next((x for x in r.kind("timing") if x.get("what") == "import"), {})
     return {
         "rank": r.rank,
         "local_rank": r.start.get("local_rank"),
@@ -389,11 +390,9 @@ def rank_to_json(r: RankState) -> JsonObject:
         else None,
         "checks": {c.get("name"): c.get("ok") for c in r.kind("check")},
         "timings": {x.get("what"): x.get("seconds") for x in r.kind("timing")},
-        # True: forked from torchrun's agent with torch imported (workers/launch_worker.py).
-        "torch_inherited": next((x.get("inherited") for x in r.kind("timing") if x.get("what") == "import"), None),
-        "dynamo_inherited": next(
-            (x.get("dynamo_inherited") for x in r.kind("timing") if x.get("what") == "import"), None
-        ),
+        # True: forked from launch_worker.py's fork server with torch (and torch._dynamo) imported.
+        "torch_inherited": imported.get("inherited"),
+        "dynamo_inherited": imported.get("dynamo_inherited"),
         # What the worker saw: proof that NCCL_*, LD_PRELOAD, CUDA_VISIBLE_DEVICES reached it.
         "env": ((r.first("runtime") or {}).get("info") or {}).get("env"),
         "nccl": {
